@@ -1,0 +1,1 @@
+"""Deterministic CPU truth: readable, float64 where it matters, no global RNG."""

@@ -1,0 +1,81 @@
+"""Which contracts exist and which implementations are checked against them.
+
+Entries are import strings ("package.module" or "package.module:attr"), resolved lazily: listing the
+registry imports nothing, so the CPU gate never pulls in Triton or Warp by accident, and a backend that
+cannot be imported on this machine is reported as unavailable instead of crashing the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from rlspec.spec.core import Contract
+
+CONTRACTS: dict[str, str] = {
+    "twohot": "rlspec.spec.twohot",
+    "return_ema": "rlspec.spec.return_ema",
+}
+
+IMPLEMENTATIONS: dict[str, dict[str, str]] = {
+    "twohot": {
+        "reference": "rlspec.reference.twohot",
+        "fast-torch": "rlspec.fast.twohot",
+        "fast-triton": "rlspec.fast.twohot_triton",
+    },
+    "return_ema": {
+        "reference": "rlspec.reference.return_ema",
+        "fast-torch": "rlspec.fast.return_ema",
+    },
+}
+
+
+def load_contract(name: str) -> Contract:
+    if name not in CONTRACTS:
+        raise KeyError(f"unknown contract {name!r}; known: {', '.join(sorted(CONTRACTS))}")
+    return importlib.import_module(CONTRACTS[name]).CONTRACT
+
+
+def load_object(target: str) -> Any:
+    """Import "pkg.module", "pkg.module:attr", "path/to/file.py" or "path/to/file.py:attr"."""
+    module_part, _, attr = target.partition(":")
+    if module_part.endswith(".py") or Path(module_part).exists():
+        path = Path(module_part).resolve()
+        if not path.exists():
+            raise ImportError(f"no such file: {path}")
+        mod_name = f"rlspec_user_{abs(hash(str(path)))}"
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_part)
+    return getattr(module, attr) if attr else module
+
+
+@dataclasses.dataclass
+class Resolved:
+    name: str
+    target: str
+    impl: Any = None
+    error: str | None = None  # why the backend is unavailable here
+
+    @property
+    def label(self) -> str:
+        note = getattr(self.impl, "BACKEND_NOTE", "")
+        return f"{self.name} ({note})" if note else self.name
+
+
+def resolve(name: str, target: str) -> Resolved:
+    try:
+        return Resolved(name, target, load_object(target))
+    except Exception as err:  # noqa: BLE001 - a missing backend is reported, not crashed on
+        return Resolved(name, target, error=f"{type(err).__name__}: {err}")
+
+
+def implementations(contract: str) -> list[Resolved]:
+    return [resolve(n, t) for n, t in IMPLEMENTATIONS.get(contract, {}).items()]

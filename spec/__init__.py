@@ -1,0 +1,1 @@
+"""Executable contracts: one module per contract (formula, clauses, strategies, properties)."""

@@ -1,0 +1,465 @@
+"""Contract ``twohot``: symlog, symexp and the symlog-spaced two-hot distribution of DreamerV3.
+
+Source: seed 004 (Master Plan v2), milestone M2 "Math & distributions primitives (symlog-twohot)".
+
+Formulas
+--------
+    symlog(x) = sign(x) · ln(1 + |x|)               symexp(y) = sign(y) · (e^{|y|} − 1)
+
+    support   b_k = linspace(low, high, n)[k],  k = 0..n−1   (defaults n = 255, low = −20, high = 20),
+              built by ``torch.linspace`` *in the dtype of the input*; torch builds the first half from
+              ``low`` and the second half from ``high``, so for low = −high the support is exactly
+              symmetric: b_{n−1−k} = −b_k bit for bit.
+
+    encode    for a symlog-space value y [...], ŷ = clamp(y, low, high), k = the largest index with
+              b_k ≤ ŷ (capped at n−2):   w_{k+1} = (ŷ − b_k) / (b_{k+1} − b_k),  w_k = 1 − w_{k+1},
+              all other weights 0. Result [..., n].
+
+    log_prob(logits [..., n], x [...]) = Σ_k encode(symlog(x))_k · log_softmax(logits)_k      → [...]
+              (the log-likelihood, i.e. minus the cross-entropy against the two-hot target; ≤ 0)
+
+    mean(logits [..., n]) = symexp(Σ_k softmax(logits)_k · b_k)                                 → [...]
+
+Conventions
+-----------
+* Interpolation happens in **symlog space** (seed 004 M2, sheeprl 0.8.4 ``TwoHotEncodingDistribution``,
+  DreamerV3 2023). danijar's 2025 code interpolates in **raw space** between symexp-spaced bins; that
+  gives different weights for the same x. This contract takes the seed's convention.
+* Targets are ``x [...]`` with exactly ``logits.shape[:-1]``. sheeprl takes ``x [..., 1]`` and silently
+  broadcasts a ``[B]`` target against the bins when B == n; here both layouts are rejected.
+* dtype policy: float16/bfloat16/float32/float64 inputs; outputs keep the input dtype; the support is
+  built in that dtype. The reference computes in float64 from those support values.
+* Tolerances are stated per clause in units of eps = finfo(dtype).eps.
+
+Uniform logits: with a symmetric support Σ p_k b_k = 0 exactly in real arithmetic. The reference sums
+mirror pairs first (p_k b_k + p_{n−1−k} b_{n−1−k} = c·b − c·b = 0 exactly), so its mean is exactly 0.
+An implementation with any other summation order is allowed the recursive-summation error bound
+n · eps · Σ|p_k b_k| ≤ n · eps · high (TWOHOT-15).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from hypothesis import strategies as st
+
+from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
+from rlspec.spec.validate import require_floating, require_int
+
+CLAUSES = {
+    "TWOHOT-1": "symlog and symexp are odd: f(-x) == -f(x) exactly",
+    "TWOHOT-2": "symlog and symexp are monotone non-decreasing",
+    "TWOHOT-3": "symexp(symlog(x)) == x within 4·eps·(1+|x|)·(1+|symlog x|)",
+    "TWOHOT-4": "symlog/symexp follow sign(x)·ln(1+|x|) and sign(y)·(exp|y|-1) (vs float64 reference)",
+    "TWOHOT-5": "encoded weights are >= 0",
+    "TWOHOT-6": "encoded weights sum to 1 (within 4·eps)",
+    "TWOHOT-7": "at most two weights are non-zero and they are on adjacent bins",
+    "TWOHOT-8": "sum_k w_k·b_k == clamp(y, low, high) (within 8·eps·max(|low|,|high|))",
+    "TWOHOT-9": "a value exactly on a bin encodes one-hot on that bin",
+    "TWOHOT-10": "values at or beyond either end encode one-hot on the end bin",
+    "TWOHOT-11": "encode interpolates linearly in symlog space (vs float64 reference)",
+    "TWOHOT-12": "log_prob == sum_k encode(symlog x)_k · log_softmax(logits)_k (vs float64 reference)",
+    "TWOHOT-13": "log_prob is maximal when softmax(logits) equals the encoded two-hot",
+    "TWOHOT-14": "mean == symexp(sum_k softmax(logits)_k · b_k) (vs float64 reference)",
+    "TWOHOT-15": "uniform logits on a symmetric support give mean 0 (within n·eps·high)",
+    "TWOHOT-16": "shapes and dtypes: encode [...]->[..., n]; log_prob, mean [..., n]->[...]",
+    "TWOHOT-17": "logits whose last dim != num_bins are rejected, naming 'logits' and both widths",
+    "TWOHOT-18": "a target whose shape != logits.shape[:-1] is rejected (no silent broadcast)",
+    "TWOHOT-19": "non-floating logits or targets are rejected with a TypeError naming the argument",
+    "TWOHOT-20": "NaN targets are rejected, naming 'x'",
+}
+
+INTERFACE = ("symlog", "symexp", "twohot_encode", "log_prob", "mean")
+"""
+symlog(x: Tensor) -> Tensor
+symexp(y: Tensor) -> Tensor
+twohot_encode(y: Tensor, num_bins=255, low=-20.0, high=20.0) -> Tensor     # y in symlog space
+log_prob(logits: Tensor, x: Tensor, num_bins=255, low=-20.0, high=20.0) -> Tensor
+mean(logits: Tensor, num_bins=255, low=-20.0, high=20.0) -> Tensor
+"""
+
+DEFAULT_BINS, DEFAULT_LOW, DEFAULT_HIGH = 255, -20.0, 20.0
+FLOAT_DTYPES = (torch.float32, torch.float64)
+
+
+def support(num_bins: int, low: float, high: float, dtype: torch.dtype = torch.float32,
+            device: torch.device | str = "cpu") -> torch.Tensor:
+    """The bins b_k [num_bins], in ``dtype`` (the definition every implementation shares)."""
+    return torch.linspace(low, high, num_bins, dtype=dtype, device=device)
+
+
+def validate_support(fn: str, num_bins: int, low: float, high: float) -> None:
+    require_int(fn, "num_bins", num_bins, 2)
+    if not low < high:
+        raise ValueError(f"{fn}: arguments 'low' < 'high' expected, got low={low!r}, high={high!r}")
+
+
+def validate_logits(fn: str, logits: torch.Tensor, num_bins: int) -> None:
+    require_floating(fn, "logits", logits)
+    require_int(fn, "num_bins", num_bins, 2)
+    if logits.dim() == 0 or logits.shape[-1] != num_bins:
+        width = logits.shape[-1] if logits.dim() else "none (0-d)"
+        raise ValueError(f"{fn}: argument 'logits' must have last dimension num_bins={num_bins}, "
+                         f"got {width} (shape {tuple(logits.shape)})")
+
+
+def _eps(dtype: torch.dtype) -> float:
+    return torch.finfo(dtype).eps
+
+
+def _reference():
+    from rlspec.reference import twohot  # the oracle; imported lazily to keep spec import-light
+
+    return twohot
+
+
+# --------------------------------------------------------------------------------------------------
+# Strategies
+# --------------------------------------------------------------------------------------------------
+dtypes = st.sampled_from(FLOAT_DTYPES)
+seeds = st.integers(0, 2**31 - 1)
+batch_shapes = st.lists(st.integers(1, 5), min_size=0, max_size=2).map(tuple)
+raw_floats = st.floats(-1e9, 1e9, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def supports(draw, symmetric: bool = False):
+    """(num_bins, low, high): the default, small odd/even supports and asymmetric ranges."""
+    num_bins = draw(st.sampled_from([DEFAULT_BINS, 2, 3, 4, 5, 41, 256]))
+    if symmetric or draw(st.booleans()):
+        high = draw(st.sampled_from([DEFAULT_HIGH, 1.0, 5.0, 7.5]))
+        return num_bins, -high, high
+    low = draw(st.floats(-25.0, 5.0))
+    width = draw(st.floats(0.5, 30.0))
+    return num_bins, low, low + width
+
+
+@st.composite
+def symlog_values(draw, num_bins: int, low: float, high: float, dtype: torch.dtype, shape: tuple):
+    """y [shape] in symlog space: a mix of exact bins, interior points, both ends and beyond."""
+    g = torch.Generator().manual_seed(draw(seeds))
+    bins = support(num_bins, low, high, dtype)
+    n = math.prod(shape)
+    kind = torch.randint(0, 4, (n,), generator=g)
+    on_bin = bins[torch.randint(0, num_bins, (n,), generator=g)]
+    inside = low + (high - low) * torch.rand(n, generator=g, dtype=torch.float64)
+    beyond = torch.where(torch.rand(n, generator=g) < 0.5, low - 1 - 10 * torch.rand(n, generator=g),
+                         high + 1 + 10 * torch.rand(n, generator=g)).double()
+    ends = torch.where(torch.rand(n, generator=g) < 0.5, bins[0], bins[-1])
+    y = torch.where(kind == 0, on_bin.double(), torch.where(kind == 1, inside,
+                    torch.where(kind == 2, beyond, ends.double())))
+    return y.to(dtype).reshape(shape)
+
+
+@st.composite
+def encode_cases(draw):
+    num_bins, low, high = draw(supports())
+    dtype = draw(dtypes)
+    shape = draw(batch_shapes)
+    y = draw(symlog_values(num_bins, low, high, dtype, shape))
+    return dict(y=y, num_bins=num_bins, low=low, high=high)
+
+
+@st.composite
+def logits_cases(draw, symmetric: bool = False, with_x: bool = True):
+    num_bins, low, high = draw(supports(symmetric=symmetric))
+    dtype = draw(dtypes)
+    shape = draw(batch_shapes)
+    g = torch.Generator().manual_seed(draw(seeds))
+    scale = draw(st.sampled_from([0.0, 0.1, 1.0, 5.0, 30.0]))
+    logits = (scale * torch.randn(*shape, num_bins, generator=g, dtype=torch.float64)).to(dtype)
+    case = dict(logits=logits, num_bins=num_bins, low=low, high=high)
+    if with_x:
+        y = draw(symlog_values(num_bins, low, high, torch.float64, shape))
+        case["x"] = _reference().symexp(y).to(dtype)
+    return case
+
+
+def _scalar_x_case(x: float, dtype=torch.float32, num_bins=DEFAULT_BINS, low=DEFAULT_LOW,
+                   high=DEFAULT_HIGH) -> dict:
+    g = torch.Generator().manual_seed(7)
+    return dict(logits=torch.randn(3, num_bins, generator=g, dtype=dtype),
+                x=torch.full((3,), x, dtype=dtype), num_bins=num_bins, low=low, high=high)
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties: symlog / symexp
+# --------------------------------------------------------------------------------------------------
+@st.composite
+def raw_tensors(draw):
+    dtype = draw(dtypes)
+    values = draw(st.lists(raw_floats, min_size=1, max_size=16))
+    return dict(x=torch.tensor(values, dtype=dtype))
+
+
+RAW_EXAMPLES = tuple(dict(x=torch.tensor(v, dtype=d)) for d in FLOAT_DTYPES for v in
+                     ([0.0, -0.0, 1e-30, -1e-30, 1e-8, 1.0, -1.0], [1e6, -1e6, 3.5e8, 88.0]))
+
+
+def check_odd(impl, x):
+    for fn in ("symlog", "symexp"):
+        arg = x if fn == "symlog" else _reference().symlog(x.double()).to(x.dtype)
+        pos, neg = getattr(impl, fn)(arg), getattr(impl, fn)(-arg)
+        if not torch.equal(neg, -pos):
+            i = int((neg != -pos).nonzero()[0])
+            fail("TWOHOT-1", f"{fn}(-v) = {neg[i].item()!r} but -{fn}(v) = {(-pos[i]).item()!r}",
+                 v=arg[i].item())
+
+
+def check_monotone(impl, x):
+    xs = torch.sort(x).values
+    for fn, arg in (("symlog", xs), ("symexp", _reference().symlog(xs.double()).to(x.dtype))):
+        out = getattr(impl, fn)(arg)
+        drops = (out[1:] < out[:-1]).nonzero()
+        if len(drops):
+            i = int(drops[0])
+            fail("TWOHOT-2", f"{fn} decreases: {fn}({arg[i].item()!r}) = {out[i].item()!r} > "
+                             f"{fn}({arg[i + 1].item()!r}) = {out[i + 1].item()!r}")
+
+
+def check_roundtrip(impl, x):
+    eps = _eps(x.dtype)
+    y = _reference().symlog(x.double())
+    tol = 4 * eps * (1 + x.double().abs()) * (1 + y.abs())
+    back = impl.symexp(impl.symlog(x))
+    err = (back.double() - x.double()).abs()
+    if bool((err > tol).any()):
+        i = int((err - tol).argmax())
+        fail("TWOHOT-3", f"symexp(symlog(x)) = {back[i].item()!r}, expected {x[i].item()!r} "
+                         f"± {tol[i].item():.3g} ({x.dtype})")
+
+
+def check_symlog_formula(impl, x):
+    ref = _reference()
+    eps = _eps(x.dtype)
+    want = ref.symlog(x.double())
+    assert_close("TWOHOT-4", "symlog(x)", impl.symlog(x), want, atol=2 * eps, rtol=2 * eps, x=x)
+    y = want.clamp(-40, 40).to(x.dtype)
+    want_exp = ref.symexp(y.double())
+    assert_close("TWOHOT-4", "symexp(y)", impl.symexp(y), want_exp, atol=2 * eps,
+                 rtol=4 * eps * (1 + y.double().abs().max().item()), y=y)
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties: encode
+# --------------------------------------------------------------------------------------------------
+def _encode(impl, y, num_bins, low, high):
+    return impl.twohot_encode(y, num_bins=num_bins, low=low, high=high)
+
+
+def check_nonneg(impl, y, num_bins, low, high):
+    w = _encode(impl, y, num_bins, low, high)
+    if bool((w < 0).any()):
+        idx = tuple((w < 0).nonzero()[0].tolist())
+        fail("TWOHOT-5", f"weight {w[idx].item()!r} < 0 at bin {idx[-1]}", y=y[idx[:-1]].item(),
+             num_bins=num_bins, low=low, high=high)
+
+
+def check_sum_one(impl, y, num_bins, low, high):
+    w = _encode(impl, y, num_bins, low, high)
+    assert_close("TWOHOT-6", "weights.sum(-1)", w.double().sum(-1), torch.ones(y.shape, dtype=torch.float64),
+                 atol=4 * _eps(y.dtype), y=y, num_bins=num_bins, low=low, high=high)
+
+
+def check_two_adjacent(impl, y, num_bins, low, high):
+    w = _encode(impl, y, num_bins, low, high).reshape(-1, num_bins)
+    for row, yv in zip(w, y.reshape(-1).tolist()):
+        nz = row.nonzero().reshape(-1).tolist()
+        if len(nz) > 2 or (len(nz) == 2 and nz[1] - nz[0] != 1):
+            fail("TWOHOT-7", f"non-zero weights at bins {nz[:6]}, expected at most two adjacent bins",
+                 y=yv, num_bins=num_bins, low=low, high=high)
+
+
+def check_expectation(impl, y, num_bins, low, high):
+    w = _encode(impl, y, num_bins, low, high).double()
+    bins = support(num_bins, low, high, y.dtype).double()
+    want = y.double().clamp(bins[0].item(), bins[-1].item())
+    assert_close("TWOHOT-8", "sum_k w_k*b_k", w @ bins, want,
+                 atol=8 * _eps(y.dtype) * max(abs(low), abs(high)), y=y, num_bins=num_bins, low=low,
+                 high=high)
+
+
+def check_on_bin(impl, num_bins, low, high, dtype, seed):
+    bins = support(num_bins, low, high, dtype)
+    k = torch.randint(0, num_bins, (8,), generator=torch.Generator().manual_seed(seed))
+    k[:2] = torch.tensor([0, num_bins - 1])
+    w = _encode(impl, bins[k], num_bins, low, high)
+    want = torch.nn.functional.one_hot(k, num_bins).double()
+    assert_close("TWOHOT-9", "weights of y = b_k", w, want, atol=4 * _eps(dtype), y=bins[k],
+                 bin_index=k, num_bins=num_bins, low=low, high=high)
+
+
+def check_beyond_ends(impl, num_bins, low, high, dtype):
+    y = torch.tensor([low, low - 1e-3, low - 1e6, -math.inf, high, high + 1e-3, high + 1e6, math.inf],
+                     dtype=dtype)
+    w = _encode(impl, y, num_bins, low, high)
+    k = torch.tensor([0] * 4 + [num_bins - 1] * 4)
+    assert_close("TWOHOT-10", "weights of y at/beyond the ends", w,
+                 torch.nn.functional.one_hot(k, num_bins).double(), atol=4 * _eps(dtype), y=y,
+                 num_bins=num_bins, low=low, high=high)
+
+
+def check_encode_reference(impl, y, num_bins, low, high):
+    want = _reference().twohot_encode(y.double(), num_bins, low, high, support_dtype=y.dtype)
+    assert_close("TWOHOT-11", "twohot_encode(y)", _encode(impl, y, num_bins, low, high), want,
+                 atol=16 * _eps(y.dtype), y=y, num_bins=num_bins, low=low, high=high)
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties: log_prob and mean
+# --------------------------------------------------------------------------------------------------
+def _dist_tol(logits: torch.Tensor) -> float:
+    """log_softmax loses about eps·max|logit| per term; allow a margin over that."""
+    scale = 1.0 + (logits.double().abs().max().item() if logits.numel() else 0.0)
+    return 32 * _eps(logits.dtype) * scale * (1 + math.log(logits.shape[-1]))
+
+
+def check_log_prob_reference(impl, logits, x, num_bins, low, high):
+    got = impl.log_prob(logits, x, num_bins=num_bins, low=low, high=high)
+    want = _reference().log_prob(logits.double(), x.double(), num_bins, low, high, support_dtype=x.dtype)
+    assert_close("TWOHOT-12", "log_prob(logits, x)", got, want, atol=_dist_tol(logits), rtol=0,
+                 logits=logits, x=x, num_bins=num_bins, low=low, high=high)
+
+
+def check_log_prob_max(impl, logits, x, num_bins, low, high):
+    ref = _reference()
+    w = ref.twohot_encode(ref.symlog(x.double()), num_bins, low, high, support_dtype=x.dtype)
+    best_logits = w.clamp_min(1e-30).log().to(logits.dtype)  # softmax(best_logits) == w
+    best = impl.log_prob(best_logits, x, num_bins=num_bins, low=low, high=high).double()
+    neg_entropy = (w * w.clamp_min(1e-30).log()).sum(-1)  # the maximum of sum_k w_k log p_k over p
+    tol = _dist_tol(best_logits)
+    assert_close("TWOHOT-13", "log_prob at logits = log(two-hot)", best, neg_entropy, atol=tol, x=x)
+    other = impl.log_prob(logits, x, num_bins=num_bins, low=low, high=high).double()
+    if bool((other > best + tol).any()):
+        i = tuple((other > best + tol).nonzero()[0].tolist())
+        fail("TWOHOT-13", f"log_prob = {other[i].item():.9g} with other logits exceeds "
+                          f"{best[i].item():.9g} with logits on the encoded bins", x=x[i].item(),
+             logits=logits[i], num_bins=num_bins, low=low, high=high)
+
+
+def _mean_tol(dtype: torch.dtype, num_bins: int, low: float, high: float) -> float:
+    return 2 * num_bins * _eps(dtype) * max(abs(low), abs(high))
+
+
+def check_mean_reference(impl, logits, num_bins, low, high):
+    got = impl.mean(logits, num_bins=num_bins, low=low, high=high)
+    want = _reference().mean(logits.double(), num_bins, low, high, support_dtype=logits.dtype)
+    tol = _mean_tol(logits.dtype, num_bins, low, high) + _dist_tol(logits)
+    # an error dy in symlog space becomes (1 + |mean|)·dy after symexp
+    assert_close("TWOHOT-14", "mean(logits)", got, want, atol=tol, rtol=tol, logits=logits,
+                 num_bins=num_bins, low=low, high=high)
+
+
+def check_uniform_mean(impl, num_bins, high, dtype, batch):
+    logits = torch.full((batch, num_bins), 0.37, dtype=dtype)
+    got = impl.mean(logits, num_bins=num_bins, low=-high, high=high)
+    tol = num_bins * _eps(dtype) * high
+    assert_close("TWOHOT-15", "mean(uniform logits)", got, torch.zeros(batch, dtype=torch.float64),
+                 atol=tol, num_bins=num_bins, low=-high, high=high, dtype=dtype)
+
+
+def check_shapes(impl, logits, x, num_bins, low, high):
+    lead = tuple(logits.shape[:-1])
+    outs = {
+        "twohot_encode(symlog(x))": (impl.twohot_encode(impl.symlog(x), num_bins=num_bins, low=low,
+                                                        high=high), lead + (num_bins,)),
+        "log_prob(logits, x)": (impl.log_prob(logits, x, num_bins=num_bins, low=low, high=high), lead),
+        "mean(logits)": (impl.mean(logits, num_bins=num_bins, low=low, high=high), lead),
+        "symlog(x)": (impl.symlog(x), lead),
+    }
+    for what, (out, shape) in outs.items():
+        if tuple(out.shape) != shape or out.dtype != logits.dtype:
+            fail("TWOHOT-16", f"{what} has shape {tuple(out.shape)} dtype {out.dtype}, expected "
+                              f"{shape} {logits.dtype}", logits_shape=tuple(logits.shape))
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties: bad input
+# --------------------------------------------------------------------------------------------------
+def check_rejects_width(impl, num_bins, extra):
+    width = num_bins + extra
+    logits, x = torch.zeros(4, width), torch.zeros(4)
+    expect_rejection("TWOHOT-17", lambda: impl.log_prob(logits, x, num_bins=num_bins),
+                     names=["logits"], mentions=[str(num_bins), str(width)],
+                     what=f"log_prob with logits [4, {width}] and num_bins={num_bins}")
+    expect_rejection("TWOHOT-17", lambda: impl.mean(logits, num_bins=num_bins),
+                     names=["logits"], mentions=[str(num_bins), str(width)],
+                     what=f"mean with logits [4, {width}] and num_bins={num_bins}")
+
+
+def check_rejects_target_shape(impl, batch):
+    n = DEFAULT_BINS
+    logits = torch.zeros(batch, n)
+    for x in (torch.zeros(batch, 1), torch.zeros(n), torch.zeros(batch + 1)):
+        if tuple(x.shape) == (batch,):
+            continue
+        expect_rejection("TWOHOT-18", lambda: impl.log_prob(logits, x), names=["x"],
+                         mentions=[str(tuple(x.shape))],
+                         what=f"log_prob with logits {list(logits.shape)} and x {list(x.shape)}")
+
+
+def check_rejects_dtype(impl):
+    n = DEFAULT_BINS
+    expect_rejection("TWOHOT-19", lambda: impl.log_prob(torch.zeros(2, n, dtype=torch.int64),
+                                                        torch.zeros(2)),
+                     names=["logits"], mentions=["int64"], what="log_prob with int64 logits")
+    expect_rejection("TWOHOT-19", lambda: impl.log_prob(torch.zeros(2, n), torch.zeros(2, dtype=torch.int32)),
+                     names=["x"], mentions=["int32"], what="log_prob with int32 x")
+    expect_rejection("TWOHOT-19", lambda: impl.mean(torch.zeros(2, n, dtype=torch.bool)),
+                     names=["logits"], mentions=["bool"], what="mean with bool logits")
+
+
+def check_rejects_nan(impl, position):
+    n = DEFAULT_BINS
+    x = torch.zeros(6)
+    x[position] = math.nan
+    expect_rejection("TWOHOT-20", lambda: impl.log_prob(torch.zeros(6, n), x), names=["x", "NaN"],
+                     mentions=[str(position)], what=f"log_prob with x[{position}] = NaN")
+
+
+PROPERTIES = (
+    Property("TWOHOT-1", check_odd, raw_tensors(), RAW_EXAMPLES, ("symlog", "symexp")),
+    Property("TWOHOT-2", check_monotone, raw_tensors(), RAW_EXAMPLES, ("symlog", "symexp")),
+    Property("TWOHOT-3", check_roundtrip, raw_tensors(), RAW_EXAMPLES, ("symlog", "symexp")),
+    Property("TWOHOT-4", check_symlog_formula, raw_tensors(), RAW_EXAMPLES, ("symlog", "symexp")),
+    Property("TWOHOT-5", check_nonneg, encode_cases(), requires=("twohot_encode",)),
+    Property("TWOHOT-6", check_sum_one, encode_cases(), requires=("twohot_encode",)),
+    Property("TWOHOT-7", check_two_adjacent, encode_cases(), requires=("twohot_encode",)),
+    Property("TWOHOT-8", check_expectation, encode_cases(), requires=("twohot_encode",)),
+    Property("TWOHOT-9", check_on_bin,
+             st.builds(lambda s, d, seed: dict(num_bins=s[0], low=s[1], high=s[2], dtype=d, seed=seed),
+                       supports(), dtypes, seeds),
+             (dict(num_bins=255, low=-20.0, high=20.0, dtype=torch.float32, seed=0),),
+             ("twohot_encode",)),
+    Property("TWOHOT-10", check_beyond_ends,
+             st.builds(lambda s, d: dict(num_bins=s[0], low=s[1], high=s[2], dtype=d), supports(), dtypes),
+             (dict(num_bins=255, low=-20.0, high=20.0, dtype=torch.float32),),
+             ("twohot_encode",)),
+    Property("TWOHOT-11", check_encode_reference, encode_cases(), requires=("twohot_encode",)),
+    Property("TWOHOT-12", check_log_prob_reference, logits_cases(),
+             (_scalar_x_case(0.0), _scalar_x_case(-3.2), _scalar_x_case(1e9), _scalar_x_case(-1e9),
+              _scalar_x_case(math.expm1(20.0)), _scalar_x_case(2.5, torch.float64)),
+             ("log_prob",)),
+    Property("TWOHOT-13", check_log_prob_max, logits_cases(), (_scalar_x_case(-3.2),), ("log_prob",)),
+    Property("TWOHOT-14", check_mean_reference, logits_cases(with_x=False), requires=("mean",)),
+    Property("TWOHOT-15", check_uniform_mean,
+             st.builds(lambda n, h, d, b: dict(num_bins=n, high=h, dtype=d, batch=b),
+                       st.sampled_from([255, 3, 41, 256]), st.sampled_from([20.0, 1.0, 7.5]), dtypes,
+                       st.integers(1, 4)),
+             (dict(num_bins=255, high=20.0, dtype=torch.float32, batch=2),), ("mean",)),
+    Property("TWOHOT-16", check_shapes, logits_cases(),
+             requires=("symlog", "twohot_encode", "log_prob", "mean")),
+    Property("TWOHOT-17", check_rejects_width,
+             st.builds(lambda n, e: dict(num_bins=n, extra=e), st.sampled_from([255, 41]),
+                       st.sampled_from([1, -1, 2])),
+             (dict(num_bins=255, extra=1),), ("log_prob", "mean"), max_examples=3),
+    Property("TWOHOT-18", check_rejects_target_shape,
+             st.builds(lambda b: dict(batch=b), st.sampled_from([4, 255])),
+             (dict(batch=255),), ("log_prob",), max_examples=2),
+    Property("TWOHOT-19", check_rejects_dtype, requires=("log_prob", "mean")),
+    Property("TWOHOT-20", check_rejects_nan, st.builds(lambda p: dict(position=p), st.integers(0, 5)),
+             (dict(position=5),), ("log_prob",), max_examples=3),
+)
+
+CONTRACT = Contract("twohot", CLAUSES, INTERFACE, PROPERTIES)

@@ -1,0 +1,35 @@
+"""Test-wide settings. Hypothesis profiles (registered by rlspec.spec.core.register_profiles):
+
+* ``ci``: 25 examples per property, derandomized (a CI failure reproduces exactly), no deadline;
+* ``dev``: 200 examples, random seeds (the seed is printed on failure, replay with --hypothesis-seed);
+* ``nightly``: 2000 examples.
+
+Selected by $HYPOTHESIS_PROFILE (nox sets ``ci``), else ``ci`` when $CI is set, else ``dev``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+
+from rlspec.spec.core import default_profile, register_profiles
+
+register_profiles()
+settings.load_profile(default_profile())
+
+
+def pytest_report_header(config):
+    prof = settings.get_profile(default_profile())
+    return (f"hypothesis profile: {default_profile()} (max_examples={prof.max_examples}, "
+            f"derandomize={prof.derandomize})")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed and call.when == "call":
+        seed = item.config.getoption("hypothesis_seed", default=None)
+        rep.sections.append(("hypothesis", f"profile={default_profile()} "
+                             f"derandomize={settings.default.derandomize} seed={seed!r} "
+                             "(rerun: HYPOTHESIS_PROFILE=<same> pytest --hypothesis-seed=<seed> <test id>)"))
