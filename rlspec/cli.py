@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from rlspec import registry, report
-from rlspec.spec.core import PROFILES, default_profile, run_contract
+from rlspec.spec.core import PROFILES, run_contract
 
 
 def check(contract_ids: list[str], impl_target: str | None, profile: str, out_dir: Path) -> int:
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     p_check.add_argument("--impl", help="check this module instead of the registered ones: "
                                         "'pkg.module[:attr]' or 'path/to/file.py[:attr]'")
     p_check.add_argument("--profile", choices=sorted(PROFILES), default=None,
-                         help="hypothesis profile (default: $HYPOTHESIS_PROFILE, else ci under CI, else dev)")
+                         help="hypothesis profile (default: $HYPOTHESIS_PROFILE, else ci; dev and nightly dig deeper)")
     p_check.add_argument("--out", type=Path, default=Path("rlspec-report"),
                          help="where report.md and report.json go (default: ./rlspec-report)")
     sub.add_parser("list", help="list contracts, clauses and registered implementations")
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown contract {unknown[0]!r}; known: {', '.join(registry.CONTRACTS)}, all")
     if args.impl and args.contract == "all":
         parser.error("--impl checks one module against one contract: name the contract")
-    return check(ids, args.impl, args.profile or default_profile(), args.out)
+    return check(ids, args.impl, args.profile or os.environ.get("HYPOTHESIS_PROFILE", "ci"), args.out)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
-from hypothesis.reporting import with_reporter
 
 # --------------------------------------------------------------------------------------------------
 # Hypothesis profiles: `ci` is bounded and derandomized (a CI failure reproduces bit-for-bit),
@@ -195,7 +194,6 @@ def run_property(prop: Property, impl: Any, profile: str | None = None) -> Outco
     missing = missing_names(impl, prop.requires)
     if missing:
         return Outcome(prop.clause, "missing", f"implementation lacks {', '.join(missing)}")
-    lines: list[str] = []
     try:
         if prop.strategy is None:
             prop.check(impl)
@@ -212,19 +210,19 @@ def run_property(prop: Property, impl: Any, profile: str | None = None) -> Outco
 
             for ex in reversed(prop.examples):
                 run = example(case=ex)(run)
-            with with_reporter(lines.append):
-                run()
+            run()
     except ContractViolation as err:
-        return Outcome(prop.clause, "fail", _with_example(str(err), lines))
+        return Outcome(prop.clause, "fail", _with_notes(str(err), err))
     except Exception as err:  # noqa: BLE001 - a crash inside the implementation violates the clause
         return Outcome(prop.clause, "fail",
-                       _with_example(f"[{prop.clause}] raised {type(err).__name__}: {err}", lines))
+                       _with_notes(f"[{prop.clause}] raised {type(err).__name__}: {err}", err))
     return Outcome(prop.clause, "pass")
 
 
-def _with_example(message: str, lines: list[str]) -> str:
-    falsifying = [ln for ln in lines if ln.strip() and not ln.startswith("You can reproduce")]
-    return message + ("\n  " + "\n  ".join(falsifying) if falsifying else "")
+def _with_notes(message: str, err: BaseException) -> str:
+    """Append Hypothesis's notes (the shrunk failing case and how to reproduce it)."""
+    notes = [n.strip() for n in getattr(err, "__notes__", ()) if n.strip()]
+    return message + ("\n  " + "\n  ".join(notes) if notes else "")
 
 
 def run_contract(contract: Contract, impl: Any, profile: str | None = None) -> list[Outcome]:
