@@ -1,0 +1,16 @@
+"""`python -m rlspec.golden_bridge [OUT_DIR]`: regenerate every golden fixture and fixtures/MANIFEST.json.
+
+Run by `nox -s fixtures` (which installs the pinned third-party packages); OUT_DIR defaults to
+<repo>/fixtures.
+"""
+
+import sys
+from pathlib import Path
+
+from rlspec.golden_bridge import sheeprl_dreamer_v3
+from rlspec.golden_bridge.fixture_io import FIXTURES_DIR
+from rlspec.golden_bridge.manifest import write_all
+
+root = Path(sys.argv[1]) if len(sys.argv) > 1 else FIXTURES_DIR
+write_all(sheeprl_dreamer_v3.GENERATORS, root)
+print(f"wrote {len(sheeprl_dreamer_v3.GENERATORS)} fixtures and {root / 'MANIFEST.json'}")
