@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from rlspec.spec.twohot import (DEFAULT_BINS, DEFAULT_HIGH, DEFAULT_LOW, support, validate_logits,
-                                validate_support)
-from rlspec.spec.validate import require_floating, require_no_nan, require_shape
+                                validate_support, validate_log_prob_args)
+from rlspec.spec.validate import require_floating, require_no_nan
 
 MEAN_CHUNK_ROWS = 1024  # 1024 × 255 floats ≈ 1 MiB: stays in L2 between softmax and mv
 
@@ -52,11 +52,7 @@ def twohot_encode(y: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DE
 
 def log_prob(logits: torch.Tensor, x: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DEFAULT_LOW,
              high: float = DEFAULT_HIGH) -> torch.Tensor:
-    validate_logits("log_prob", logits, num_bins)
-    require_floating("log_prob", "x", x)
-    require_shape("log_prob", "x", x, logits.shape[:-1], "(= logits.shape[:-1]; no trailing 1, no broadcast)")
-    require_no_nan("log_prob", "x", x)
-    validate_support("log_prob", num_bins, low, high)
+    validate_log_prob_args(logits, x, num_bins, low, high)
     bins = support(num_bins, low, high, x.dtype, x.device)  # [n]
     k, w_hi = _locate(symlog(x), bins)  # [...]
     pair = logits.gather(-1, torch.stack((k, k + 1), dim=-1))  # [..., 2]

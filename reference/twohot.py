@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 
 from rlspec.spec.twohot import (DEFAULT_BINS, DEFAULT_HIGH, DEFAULT_LOW, support, validate_logits,
-                                validate_support)
-from rlspec.spec.validate import require_floating, require_no_nan, require_shape
+                                validate_support, validate_log_prob_args)
+from rlspec.spec.validate import require_floating, require_no_nan
 
 
 def symlog(x: torch.Tensor) -> torch.Tensor:
@@ -50,10 +50,7 @@ def twohot_encode(y: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DE
 def log_prob(logits: torch.Tensor, x: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DEFAULT_LOW,
              high: float = DEFAULT_HIGH, support_dtype: torch.dtype | None = None) -> torch.Tensor:
     """logits [..., n], x [...] (raw space) -> sum_k twohot(symlog x)_k · log_softmax(logits)_k  [...]."""
-    validate_logits("log_prob", logits, num_bins)
-    require_floating("log_prob", "x", x)
-    require_shape("log_prob", "x", x, logits.shape[:-1], "(= logits.shape[:-1]; no trailing 1, no broadcast)")
-    require_no_nan("log_prob", "x", x)
+    validate_log_prob_args(logits, x, num_bins, low, high)
     target = twohot_encode(symlog(x.double()), num_bins, low, high, support_dtype or x.dtype)  # [..., n]
     log_p = torch.log_softmax(logits.double(), dim=-1)  # [..., n]
     terms = torch.where(target > 0, target * log_p, torch.zeros_like(log_p))  # 0·(-inf) counts as 0

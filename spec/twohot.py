@@ -45,7 +45,7 @@ import torch
 from hypothesis import strategies as st
 
 from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
-from rlspec.spec.validate import require_floating, require_int
+from rlspec.spec.validate import require_floating, require_int, require_no_nan, require_shape
 
 CLAUSES = {
     "TWOHOT-1": "symlog and symexp are odd: f(-x) == -f(x) exactly",
@@ -102,6 +102,15 @@ def validate_logits(fn: str, logits: torch.Tensor, num_bins: int) -> None:
         width = logits.shape[-1] if logits.dim() else "none (0-d)"
         raise ValueError(f"{fn}: argument 'logits' must have last dimension num_bins={num_bins}, "
                          f"got {width} (shape {tuple(logits.shape)})")
+
+
+def validate_log_prob_args(logits: torch.Tensor, x: torch.Tensor, num_bins: int, low: float,
+                           high: float) -> None:
+    validate_logits("log_prob", logits, num_bins)
+    require_floating("log_prob", "x", x)
+    require_shape("log_prob", "x", x, logits.shape[:-1], "(= logits.shape[:-1]; no trailing 1, no broadcast)")
+    require_no_nan("log_prob", "x", x)
+    validate_support("log_prob", num_bins, low, high)
 
 
 def _eps(dtype: torch.dtype) -> float:
@@ -315,10 +324,20 @@ def _dist_tol(logits: torch.Tensor) -> float:
     return 32 * _eps(logits.dtype) * scale * (1 + math.log(logits.shape[-1]))
 
 
+def _log_prob_tol(logits: torch.Tensor, num_bins: int, low: float, high: float) -> float:
+    """_dist_tol plus the effect of rounding in symlog(x): an error dy <= 4·eps·(1+max|b|) moves the
+    two-hot weight by dy/Δb, which moves log_prob by that times the largest adjacent log-prob gap."""
+    log_p = torch.log_softmax(logits.double(), dim=-1).clamp_min(-1e4)  # [..., n]
+    gap = float((log_p[..., 1:] - log_p[..., :-1]).abs().max()) if logits.numel() else 0.0
+    dy = 4 * _eps(logits.dtype) * (1 + max(abs(low), abs(high)))
+    return _dist_tol(logits) + dy / ((high - low) / (num_bins - 1)) * gap
+
+
 def check_log_prob_reference(impl, logits, x, num_bins, low, high):
     got = impl.log_prob(logits, x, num_bins=num_bins, low=low, high=high)
     want = _reference().log_prob(logits.double(), x.double(), num_bins, low, high, support_dtype=x.dtype)
-    assert_close("TWOHOT-12", "log_prob(logits, x)", got, want, atol=_dist_tol(logits), rtol=0,
+    assert_close("TWOHOT-12", "log_prob(logits, x)", got, want, atol=_log_prob_tol(logits, num_bins, low, high),
+                 rtol=0,
                  logits=logits, x=x, num_bins=num_bins, low=low, high=high)
 
 
@@ -328,7 +347,7 @@ def check_log_prob_max(impl, logits, x, num_bins, low, high):
     best_logits = w.clamp_min(1e-30).log().to(logits.dtype)  # softmax(best_logits) == w
     best = impl.log_prob(best_logits, x, num_bins=num_bins, low=low, high=high).double()
     neg_entropy = (w * w.clamp_min(1e-30).log()).sum(-1)  # the maximum of sum_k w_k log p_k over p
-    tol = _dist_tol(best_logits)
+    tol = max(_log_prob_tol(best_logits, num_bins, low, high), _log_prob_tol(logits, num_bins, low, high))
     assert_close("TWOHOT-13", "log_prob at logits = log(two-hot)", best, neg_entropy, atol=tol, x=x)
     other = impl.log_prob(logits, x, num_bins=num_bins, low=low, high=high).double()
     if bool((other > best + tol).any()):
