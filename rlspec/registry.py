@@ -19,6 +19,8 @@ from rlspec.spec.core import Contract
 CONTRACTS: dict[str, str] = {
     "twohot": "rlspec.spec.twohot",
     "return_ema": "rlspec.spec.return_ema",
+    "lambda_return": "rlspec.spec.lambda_return",
+    "gae": "rlspec.spec.gae",
 }
 
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -30,6 +32,14 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "return_ema": {
         "reference": "rlspec.reference.return_ema",
         "fast-torch": "rlspec.fast.return_ema",
+    },
+    "lambda_return": {
+        "reference": "rlspec.reference.lambda_return",
+        "fast-torch": "rlspec.fast.lambda_return",
+    },
+    "gae": {
+        "reference": "rlspec.reference.gae",
+        "fast-torch": "rlspec.fast.gae",
     },
 }
 

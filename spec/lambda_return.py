@@ -1,0 +1,423 @@
+"""Contract ``lambda_return``: TD(λ) returns with ``gamma * continue`` discounts, time-major [T, B].
+
+Source: seed 004 (Master Plan v2), milestone M5 ("lambda-return computation uses discounts = gamma *
+continue[t]") and §2.3 (transition-aligned replay: row t stores the transition out of obs[t];
+``continue = 0`` for a true terminal, ``1`` for a timeout or a normal step; ``is_first[t]`` marks obs[t]
+as the first of an episode and may appear inside a sampled window). Issue 4.
+
+Inputs (row t = the transition s_t → s_{t+1})
+--------------------------------------------
+    reward   r [T, B]     reward of the transition out of s_t
+    cont     c [T, B]     continue of that transition: 0 if s_{t+1} is terminal, else 1; probabilities in
+                          [0, 1] (a learned continue head) are allowed
+    value    v [T+1, B]   V(s_0), ..., V(s_T); v_0 is not used by any return (it is the caller's baseline)
+    gamma, lam            floats in [0, 1]
+    is_first f [T+1, B]   optional; f_t marks s_t (the row of v_t) as the first state of an episode
+
+Formula
+-------
+    R_T = v_T                                                         (bootstrap from the last value)
+    R_t = r_t + γ·c_t·(1 − f_{t+1})·((1 − λ)·v_{t+1} + λ·R_{t+1}),   t = T−1, ..., 0      → R [T, B]
+
+Without ``is_first`` take f ≡ 0. λ = 1 gives the discounted return plus bootstrap
+Σ_{k=t}^{T−1} (Π_{j=t}^{k−1} γc_j)·r_k + (Π_{j=t}^{T−1} γc_j)·v_T; λ = 0 gives the one-step TD target
+r_t + γ·c_t·v_{t+1}.
+
+``is_first`` rule (a replay window that crosses an episode start). If f_{t+1} = 1 the environment was
+reset after transition t: s_{t+1} belongs to the next episode and the real post-action state of
+transition t is not in the window. The return at t then uses nothing from row t+1 on (no r, c, v or
+R of later rows) and, the final state's value being unavailable, the cut counts as a terminal:
+R_t = r_t, whatever c_t says. This is the safe choice (no value of another episode leaks in); it drops
+the bootstrap of a time-limit reset, so callers that need truncation-correct targets there must carry
+V(final state) themselves (see the ``gae`` contract) or mask those rows. f_0 changes nothing.
+
+Conversion to sheeprl 0.8.4 ``compute_lambda_values(rewards, values, continues, lmbda)``
+---------------------------------------------------------------------------------------
+sheeprl computes, for arrays of length L, out_L = values[L−1] and
+out_k = rewards[k] + continues[k]·((1 − λ)·values[k] + λ·out_{k+1}), returning out_0..out_{L−1}. Its
+index k is the step *arriving at* s_{k+1} (reward on arrival): rewards[k] is received on arriving at
+s_{k+1}, values[k] = V(s_{k+1}) and continues[k] = γ·(continue flag of s_{k+1}), γ already folded in.
+(DreamerV3's call site holds imagination arrays indexed by state s_0..s_H, reward and continue predicted
+at arrival, and passes them sliced ``[1:]``.) Hence, with L = T and out_t = R_t (targets for s_0..s_{T−1}):
+
+    to_sheeprl:    rewards = r,    values = v[1:],    continues = γ·c
+    from_sheeprl:  r = rewards,    v = cat(v_0, values),    c = continues / γ     (needs γ > 0 and v_0)
+
+The round trip is exact for r, v and for c ∈ {0, 1}; a probability c comes back within one rounding.
+
+Conventions
+-----------
+* dtype: reward, cont and value share one floating dtype; R has that dtype. The reference computes in
+  float64. Shapes are [T, ...] (B may be any trailing shape, or none); T = 0 gives an empty result.
+* Bad input is rejected before any work: mismatched shapes or dtypes naming the argument and both
+  shapes, γ or λ outside [0, 1], NaN/±Inf in reward or value, c outside [0, 1] (NaN included) and flags
+  that are not 0/1, each naming the argument and the first offending index.
+* Tolerance (vs the float64 reference): each backward step rounds a handful of times on numbers bounded
+  by M = 1 + max|v| + T·max|r| and is damped by |γcλ| ≤ 1, so |R − R_ref| ≤ 8·(T+1)·eps·M with
+  eps = finfo(dtype).eps. Clauses about what must *not* influence R (cuts, is_first) are bit-exact: a
+  zero discount multiplies a finite number, which is exactly zero in any evaluation order.
+"""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
+from rlspec.spec.validate import require_finite, require_floating, require_range, require_shape
+
+CLAUSES = {
+    "LAMBDA-1": "R follows R_t = r_t + γ·c_t·(1-f_{t+1})·((1-λ)·v_{t+1} + λ·R_{t+1}), R_T = v_T "
+                "(vs float64 reference, within 8·(T+1)·eps·M)",
+    "LAMBDA-2": "R is linear in rewards: R(r + α·Δ; v) = R(r; v) + α·R(Δ; v=0)",
+    "LAMBDA-3": "c_t = 0 cuts the future: nothing in rows after t (r, c, v, is_first) changes R_0..R_t "
+                "(bit for bit)",
+    "LAMBDA-4": "λ = 1 gives the discounted return plus bootstrap: "
+                "Σ_k (Π_{j<k} γc_j)·r_k + (Π_j γc_j)·v_T",
+    "LAMBDA-5": "λ = 0 gives the one-step TD target r_t + γ·c_t·v_{t+1}",
+    "LAMBDA-6": "nothing at or after an episode start (is_first[t+1]) changes R_0..R_t (bit for bit)",
+    "LAMBDA-7": "at a cut (is_first[t+1]) R_t = r_t exactly, whatever c_t; is_first[0] changes nothing",
+    "LAMBDA-8": "shape and dtype: R has reward's shape [T, ...] and dtype; T = 0 gives an empty result",
+    "LAMBDA-9": "mismatched shapes or dtypes of cont/value/is_first are rejected naming the argument",
+    "LAMBDA-10": "gamma or lam outside [0, 1] is rejected naming the argument and the value",
+    "LAMBDA-11": "NaN/Inf in reward or value, cont outside [0, 1] and non-0/1 flags are rejected naming "
+                 "the argument and the index",
+}
+
+INTERFACE = ("lambda_return",)
+"""
+lambda_return(reward [T, B], cont [T, B], value [T+1, B], gamma: float, lam: float,
+              is_first: [T+1, B] bool | None = None) -> R [T, B]
+"""
+
+
+# --------------------------------------------------------------------------------------------------
+# Validation shared by the implementations (and by the gae contract)
+# --------------------------------------------------------------------------------------------------
+def _first_bad(t: torch.Tensor, bad: torch.Tensor) -> str:
+    idx = [int(i) for i in bad.nonzero()[0].tolist()]
+    return f"{int(bad.sum())} of {t.numel()} elements (first at index {idx}: {t[tuple(idx)].item()})"
+
+
+def require_time_major(fn: str, name: str, t: torch.Tensor) -> None:
+    require_floating(fn, name, t)
+    if t.dim() == 0:
+        raise ValueError(f"{fn}: argument '{name}' must be time-major [T, B], got a 0-d tensor")
+
+
+def require_dtype(fn: str, name: str, t: torch.Tensor, dtype: torch.dtype, like: str) -> None:
+    require_floating(fn, name, t)
+    if t.dtype != dtype:
+        raise TypeError(f"{fn}: argument '{name}' has dtype {t.dtype}, expected {dtype} (= {like}.dtype)")
+
+
+def require_unit_interval(fn: str, name: str, t: torch.Tensor) -> None:
+    bad = ~((t >= 0) & (t <= 1))  # NaN counts as outside
+    if bool(bad.any()):
+        raise ValueError(f"{fn}: argument '{name}' has values outside [0, 1]: {_first_bad(t, bad)}")
+
+
+def as_flags(fn: str, name: str, t: torch.Tensor, shape: tuple[int, ...], why: str) -> torch.Tensor:
+    """A flag tensor as bool: either bool, or any dtype holding only 0 and 1."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{fn}: argument '{name}' must be a torch.Tensor, got {type(t).__name__}")
+    require_shape(fn, name, t, shape, why)
+    if t.dtype == torch.bool:
+        return t
+    bad = (t != 0) & (t != 1)
+    if bool(bad.any()):
+        raise ValueError(f"{fn}: argument '{name}' must hold 0/1 flags, got {_first_bad(t, bad)}")
+    return t != 0
+
+
+def validate_discounting(fn: str, gamma: float, lam: float) -> None:
+    require_range(fn, "gamma", gamma, 0.0, 1.0)
+    require_range(fn, "lam", lam, 0.0, 1.0)
+
+
+def validate_lambda_return(fn: str, reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor,
+                           gamma: float, lam: float, is_first: torch.Tensor | None) -> torch.Tensor | None:
+    """Reject bad input (see the module docstring); returns ``is_first`` as bool [T+1, ...] or None."""
+    require_time_major(fn, "reward", reward)
+    T, batch = reward.shape[0], tuple(reward.shape[1:])
+    require_dtype(fn, "cont", cont, reward.dtype, "reward")
+    require_dtype(fn, "value", value, reward.dtype, "reward")
+    require_shape(fn, "cont", cont, reward.shape, "(= reward.shape [T, B])")
+    require_shape(fn, "value", value, (T + 1, *batch), "([T+1, B]: values of s_0..s_T)")
+    validate_discounting(fn, gamma, lam)
+    require_finite(fn, "reward", reward)
+    require_finite(fn, "value", value)
+    require_unit_interval(fn, "cont", cont)
+    if is_first is None:
+        return None
+    return as_flags(fn, "is_first", is_first, (T + 1, *batch), "([T+1, B]: flags of s_0..s_T, as value)")
+
+
+# --------------------------------------------------------------------------------------------------
+# The sheeprl 0.8.4 convention (see the module docstring)
+# --------------------------------------------------------------------------------------------------
+def to_sheeprl(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor, gamma: float) -> dict:
+    """Keyword arguments (rewards, values, continues) of sheeprl's ``compute_lambda_values``, each [T, B]."""
+    validate_lambda_return("to_sheeprl", reward, cont, value, gamma, 0.0, None)
+    return dict(rewards=reward, values=value[1:], continues=gamma * cont)
+
+
+def from_sheeprl(rewards: torch.Tensor, values: torch.Tensor, continues: torch.Tensor, gamma: float,
+                 first_value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(reward [T, B], cont [T, B], value [T+1, B]) from sheeprl's arguments; ``first_value`` [B] = V(s_0)."""
+    require_range("from_sheeprl", "gamma", gamma, 0.0, 1.0, lo_open=True)
+    require_shape("from_sheeprl", "first_value", first_value, values.shape[1:], "(= values.shape[1:])")
+    value = torch.cat([first_value.unsqueeze(0), values])  # [T+1, B]
+    reward, cont = rewards, continues / gamma
+    validate_lambda_return("from_sheeprl", reward, cont, value, gamma, 0.0, None)
+    return reward, cont, value
+
+
+# --------------------------------------------------------------------------------------------------
+# Strategies
+# --------------------------------------------------------------------------------------------------
+seeds = st.integers(0, 2**31 - 1)
+dtypes = st.sampled_from((torch.float32, torch.float64))
+unit_params = st.one_of(st.sampled_from([0.0, 0.5, 0.95, 0.99, 1.0]), st.floats(0.0, 1.0))
+
+
+@st.composite
+def cases(draw, masked: bool | None = None, lam: float | None = None):
+    """reward [T, B], cont [T, B] (0/1 flags, probabilities or all ones), value [T+1, B], is_first."""
+    g = torch.Generator().manual_seed(draw(seeds))
+    T, B = draw(st.integers(1, 16)), draw(st.integers(1, 4))
+    dtype = draw(dtypes)
+    r_scale, v_scale = draw(st.sampled_from([0.0, 1.0, 10.0, 1e3])), draw(st.sampled_from([0.0, 1.0, 100.0]))
+    kind = draw(st.sampled_from(["flags", "probabilities", "ones"]))
+    u = torch.rand(T, B, generator=g, dtype=torch.float64)
+    cont = {"flags": (u > 0.2).double(), "probabilities": u, "ones": torch.ones_like(u)}[kind]
+    if masked is None:
+        masked = draw(st.booleans())
+    return dict(reward=(r_scale * torch.randn(T, B, generator=g, dtype=torch.float64)).to(dtype),
+                cont=cont.to(dtype),
+                value=(v_scale * torch.randn(T + 1, B, generator=g, dtype=torch.float64)).to(dtype),
+                gamma=draw(unit_params), lam=draw(unit_params) if lam is None else lam,
+                is_first=torch.rand(T + 1, B, generator=g) < 0.15 if masked else None)
+
+
+@st.composite
+def with_position(draw, case_strategy):
+    """A case plus ``pos`` (a row in 0..T-1) and ``seed`` (for perturbations)."""
+    case = draw(case_strategy)
+    return dict(case, pos=draw(st.integers(0, case["reward"].shape[0] - 1)), seed=draw(seeds))
+
+
+@st.composite
+def with_alpha(draw, case_strategy):
+    """A case plus a reward scale ``alpha`` and ``seed`` (for the reward increment)."""
+    return dict(draw(case_strategy), alpha=draw(st.sampled_from([1.0, -2.5, 0.1])), seed=draw(seeds))
+
+
+def _pinned(T: int, B=(2,), dtype=torch.float32, gamma=0.99, lam=0.95, masked=False) -> dict:
+    g = torch.Generator().manual_seed(T)
+    cont = (torch.rand(T, *B, generator=g) > 0.3).to(dtype)
+    is_first = torch.zeros(T + 1, *B, dtype=torch.bool)
+    if masked and T >= 2:
+        is_first[T // 2] = True
+    return dict(reward=torch.randn(T, *B, generator=g).to(dtype), cont=cont,
+                value=torch.randn(T + 1, *B, generator=g).to(dtype), gamma=gamma, lam=lam,
+                is_first=is_first if masked else None)
+
+
+EXAMPLES = (_pinned(15, (4,)), _pinned(15, (4,), masked=True), _pinned(1), _pinned(6, (), torch.float64),
+            _pinned(5, (2, 3), gamma=1.0, lam=1.0, masked=True))
+
+
+# --------------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------------
+def _reference():
+    from rlspec.reference import lambda_return  # the oracle; imported lazily to keep spec import-light
+
+    return lambda_return
+
+
+def _call(impl, reward, cont, value, gamma, lam, is_first=None) -> torch.Tensor:
+    kwargs = {} if is_first is None else dict(is_first=is_first)
+    return impl.lambda_return(reward, cont, value, gamma, lam, **kwargs)
+
+
+def tolerance(reward: torch.Tensor, value: torch.Tensor) -> float:
+    """The float tolerance of LAMBDA-1 (see the module docstring): 8·(T+1)·eps·M."""
+    T = reward.shape[0]
+    scale = 1.0 + value.double().abs().max().item() + T * (reward.double().abs().max().item() if T else 0.0)
+    return 8 * (T + 1) * torch.finfo(reward.dtype).eps * scale
+
+
+def noise_like(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Fresh N(0, 10²) values in the shape and dtype of ``t`` (a perturbation)."""
+    return (10 * torch.randn(t.shape, generator=g, dtype=torch.float64)).to(t.dtype)
+
+
+def _assert_unchanged(clause: str, what: str, got: torch.Tensor, base: torch.Tensor, **inputs) -> None:
+    if not torch.equal(got, base):
+        idx = [int(i) for i in (got != base).nonzero()[0].tolist()]
+        fail(clause, f"{what}: R{idx} = {got[tuple(idx)].item()!r}, was {base[tuple(idx)].item()!r}",
+             **inputs)
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties
+# --------------------------------------------------------------------------------------------------
+def check_reference(impl, reward, cont, value, gamma, lam, is_first):
+    got = _call(impl, reward, cont, value, gamma, lam, is_first)
+    want = _reference().lambda_return(reward.double(), cont.double(), value.double(), gamma, lam, is_first)
+    assert_close("LAMBDA-1", "lambda_return", got, want, atol=tolerance(reward, value), reward=reward,
+                 cont=cont, value=value, gamma=gamma, lam=lam, is_first=is_first)
+
+
+def check_linear(impl, reward, cont, value, gamma, lam, is_first, alpha, seed):
+    delta = noise_like(reward, torch.Generator().manual_seed(seed))
+    shifted = (reward.double() + alpha * delta.double()).to(reward.dtype)
+    got = _call(impl, shifted, cont, value, gamma, lam, is_first).double()
+    want = (_call(impl, reward, cont, value, gamma, lam, is_first).double()
+            + alpha * _call(impl, delta, cont, torch.zeros_like(value), gamma, lam, is_first).double())
+    tol = 3 * tolerance(shifted.abs() + reward.abs() + abs(alpha) * delta.abs(), value)
+    assert_close("LAMBDA-2", "R(r + α·Δ) vs R(r) + α·R(Δ; v=0)", got, want, atol=tol, reward=reward,
+                 delta=delta, alpha=alpha, cont=cont, value=value, gamma=gamma, lam=lam)
+
+
+def _perturb_after(row: int, reward, cont, value, is_first, seed):
+    """Fresh values in every row after ``row`` (values and flags of s_{row+1} on)."""
+    g = torch.Generator().manual_seed(seed)
+    r, c, v = reward.clone(), cont.clone(), value.clone()
+    r[row + 1:] = noise_like(r[row + 1:], g)
+    c[row + 1:] = torch.rand(c[row + 1:].shape, generator=g).to(c.dtype)
+    v[row + 1:] = noise_like(v[row + 1:], g)
+    f = None if is_first is None else is_first.clone()
+    if f is not None:
+        f[row + 2:] = torch.rand(f[row + 2:].shape, generator=g) < 0.5
+    return r, c, v, f
+
+
+def check_cut(impl, reward, cont, value, gamma, lam, is_first, pos, seed):
+    cont = cont.clone()
+    cont[pos] = 0  # s_{pos+1} is terminal in every env
+    base = _call(impl, reward, cont, value, gamma, lam, is_first)
+    r, c, v, f = _perturb_after(pos, reward, cont, value, is_first, seed)
+    if f is not None:
+        f[pos + 1] = torch.rand(f[pos + 1].shape, generator=torch.Generator().manual_seed(seed)) < 0.5
+    got = _call(impl, r, c, v, gamma, lam, f)
+    _assert_unchanged("LAMBDA-3", f"cont[{pos}] = 0, then rows after {pos} changed", got[: pos + 1],
+                      base[: pos + 1], reward=reward, cont=cont, value=value, gamma=gamma, lam=lam)
+
+
+def check_lambda_one(impl, reward, cont, value, gamma, lam, is_first):
+    r, c, v = reward.double(), cont.double(), value.double()
+    T = r.shape[0]
+    want = torch.empty_like(r)  # [T, B]
+    for t in range(T):
+        discount, total = torch.ones_like(r[0]), torch.zeros_like(r[0])  # [B]
+        for k in range(t, T):
+            total += discount * r[k]
+            discount = discount * gamma * c[k]
+        want[t] = total + discount * v[T]
+    got = _call(impl, reward, cont, value, gamma, 1.0)
+    assert_close("LAMBDA-4", "lambda_return with λ = 1 vs the discounted return plus bootstrap", got, want,
+                 atol=tolerance(reward, value), reward=reward, cont=cont, value=value, gamma=gamma)
+
+
+def check_lambda_zero(impl, reward, cont, value, gamma, lam, is_first):
+    want = reward.double() + gamma * cont.double() * value[1:].double()  # [T, B]
+    tol = 8 * torch.finfo(reward.dtype).eps * (1 + reward.double().abs().max().item()
+                                               + value.double().abs().max().item())
+    assert_close("LAMBDA-5", "lambda_return with λ = 0 vs r_t + γ·c_t·v_{t+1}",
+                 _call(impl, reward, cont, value, gamma, 0.0), want, atol=tol, reward=reward, cont=cont,
+                 value=value, gamma=gamma)
+
+
+def check_is_first_isolates(impl, reward, cont, value, gamma, lam, is_first, pos, seed):
+    is_first = is_first.clone()
+    is_first[pos + 1] = True  # every env resets after transition pos
+    base = _call(impl, reward, cont, value, gamma, lam, is_first)
+    r, c, v, f = _perturb_after(pos, reward, cont, value, is_first, seed)
+    got = _call(impl, r, c, v, gamma, lam, f)
+    _assert_unchanged("LAMBDA-6", f"is_first[{pos + 1}] set, then rows from {pos + 1} on changed",
+                      got[: pos + 1], base[: pos + 1], reward=reward, cont=cont, value=value, gamma=gamma,
+                      lam=lam, is_first=is_first)
+
+
+def check_is_first_rule(impl, reward, cont, value, gamma, lam, is_first):
+    got = _call(impl, reward, cont, value, gamma, lam, is_first)
+    cut = is_first[1:]  # [T, B]: transition t crosses a reset
+    if not torch.equal(got[cut], reward[cut]):
+        idx = [int(i) for i in (cut & (got != reward)).nonzero()[0].tolist()]
+        fail("LAMBDA-7", f"is_first[{idx[0] + 1}] set: R{idx} = {got[tuple(idx)].item()!r}, expected "
+                         f"r{idx} = {reward[tuple(idx)].item()!r}", cont=cont, value=value, gamma=gamma,
+             lam=lam, is_first=is_first)
+    flipped = is_first.clone()
+    flipped[0] = ~flipped[0]
+    _assert_unchanged("LAMBDA-7", "is_first[0] flipped", _call(impl, reward, cont, value, gamma, lam,
+                                                               flipped), got, is_first=is_first)
+
+
+def check_shape(impl, reward, cont, value, gamma, lam, is_first):
+    out = _call(impl, reward, cont, value, gamma, lam, is_first)
+    if out.shape != reward.shape or out.dtype != reward.dtype:
+        fail("LAMBDA-8", f"R has shape {tuple(out.shape)} dtype {out.dtype}, expected "
+                         f"{tuple(reward.shape)} {reward.dtype}", value_shape=tuple(value.shape))
+
+
+def check_rejects_shape(impl, name, shape, dtype):
+    args = dict(reward=torch.zeros(5, 3), cont=torch.ones(5, 3), value=torch.zeros(6, 3),
+                is_first=torch.zeros(6, 3, dtype=torch.bool))
+    args[name] = torch.zeros(shape, dtype=dtype)
+    mentions = [str(tuple(shape))] if dtype in (torch.float32, torch.bool) else [str(dtype)]
+    expect_rejection("LAMBDA-9", lambda: impl.lambda_return(args["reward"], args["cont"], args["value"],
+                                                            0.99, 0.95, is_first=args["is_first"]),
+                     names=[f"'{name}'"], mentions=mentions, what=f"{name} {list(shape)} {dtype}")
+
+
+def check_rejects_param(impl, name, value):
+    params = {"gamma": 0.99, "lam": 0.95, name: value}
+    expect_rejection("LAMBDA-10", lambda: impl.lambda_return(torch.zeros(4, 2), torch.ones(4, 2),
+                                                             torch.zeros(5, 2), **params),
+                     names=[f"'{name}'"], mentions=[repr(value)], what=f"lambda_return({name}={value!r})")
+
+
+def check_rejects_value(impl, name, bad, t, b):
+    args = dict(reward=torch.zeros(5, 3), cont=torch.ones(5, 3), value=torch.zeros(6, 3),
+                is_first=torch.zeros(6, 3))
+    args[name] = args[name].clone()
+    args[name][t, b] = bad
+    expect_rejection("LAMBDA-11", lambda: impl.lambda_return(args["reward"], args["cont"], args["value"],
+                                                             0.99, 0.95, is_first=args["is_first"]),
+                     names=[f"'{name}'"], mentions=[f"[{t}, {b}]"], what=f"{name}[{t}, {b}] = {bad}")
+
+
+PROPERTIES = (
+    Property("LAMBDA-1", check_reference, cases(), EXAMPLES, INTERFACE),
+    Property("LAMBDA-2", check_linear, with_alpha(cases()), requires=INTERFACE),
+    Property("LAMBDA-3", check_cut, with_position(cases()), requires=INTERFACE),
+    Property("LAMBDA-4", check_lambda_one, cases(masked=False, lam=1.0), requires=INTERFACE),
+    Property("LAMBDA-5", check_lambda_zero, cases(masked=False, lam=0.0), requires=INTERFACE),
+    Property("LAMBDA-6", check_is_first_isolates, with_position(cases(masked=True)), requires=INTERFACE),
+    Property("LAMBDA-7", check_is_first_rule, cases(masked=True),
+             tuple(e for e in EXAMPLES if e["is_first"] is not None), INTERFACE),
+    Property("LAMBDA-8", check_shape, cases(), EXAMPLES + (_pinned(0),), INTERFACE),
+    Property("LAMBDA-9", check_rejects_shape,
+             st.sampled_from([dict(name="cont", shape=(5, 2), dtype=torch.float32),
+                              dict(name="cont", shape=(5, 3), dtype=torch.float64),
+                              dict(name="value", shape=(5, 3), dtype=torch.float32),
+                              dict(name="value", shape=(6,), dtype=torch.float32),
+                              dict(name="is_first", shape=(5, 3), dtype=torch.bool)]),
+             requires=INTERFACE, max_examples=5),
+    Property("LAMBDA-10", check_rejects_param,
+             st.sampled_from([dict(name="gamma", value=1.5), dict(name="gamma", value=-0.1),
+                              dict(name="lam", value=1.01), dict(name="lam", value=float("nan"))]),
+             requires=INTERFACE, max_examples=4),
+    Property("LAMBDA-11", check_rejects_value,
+             st.builds(lambda nb, t, b: dict(name=nb[0], bad=nb[1], t=t, b=b),
+                       st.sampled_from([("reward", float("nan")), ("value", float("nan")),
+                                        ("value", float("inf")), ("cont", float("nan")), ("cont", 1.5),
+                                        ("cont", -0.5), ("is_first", 0.5)]),
+                       st.integers(0, 4), st.integers(0, 2)),
+             (dict(name="cont", bad=float("nan"), t=4, b=2),), INTERFACE, max_examples=10),
+)
+
+CONTRACT = Contract("lambda_return", CLAUSES, INTERFACE, PROPERTIES)
