@@ -28,6 +28,7 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
         "reference": "rlspec.reference.twohot",
         "fast-torch": "rlspec.fast.twohot",
         "fast-triton": "rlspec.fast.twohot_triton",
+        "fast-compiled": "rlspec.fast.twohot_compiled",
     },
     "return_ema": {
         "reference": "rlspec.reference.return_ema",

@@ -1,0 +1,59 @@
+"""Shared by the benchmark modules: two torch threads, the device axis and ``measure``.
+
+Each benchmark is labelled for tests/bench/ratios.py through ``extra_info``: ``op`` (e.g.
+"twohot.log_prob"), ``impl`` ("reference", "fast-torch", "fast-triton", "sheeprl") and ``device``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
+AGREE = dict(rtol=1e-3, atol=1e-3, check_dtype=False)  # loose: only "the same work was done"
+
+
+def pytest_configure(config):
+    """pytest-benchmark does not create the folder of --benchmark-json (bench-results/ is git-ignored)."""
+    json_path = config.getoption("benchmark_json", None)
+    if json_path is not None:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+
+
+@pytest.fixture(autouse=True)
+def two_threads():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=NO_CUDA)])
+def device(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def impl(request, device) -> str:
+    """The implementation's name (modules parametrize it, indirect=True); skipped where it does not run."""
+    if request.param == "reference" and device != "cpu":
+        pytest.skip("the reference is the float64 CPU oracle")
+    if request.param == "fast-triton" and device == "cpu":
+        pytest.skip("Triton is interpreted on CPU: far too slow at this size")
+    return request.param
+
+
+@pytest.fixture
+def measure(impl, device, benchmark):
+    """measure(op, fn, expected): check fn() against fast-torch's ``expected``, then time fn()."""
+
+    def run(op: str, fn, expected) -> None:
+        torch.testing.assert_close(fn(), expected, **AGREE,
+                                   msg=lambda m: f"{impl} disagrees with fast-torch: {m}")
+        benchmark.group = op if device == "cpu" else f"{op}@{device}"
+        benchmark.extra_info.update(op=op, impl=impl, device=device)
+        benchmark(fn if device == "cpu" else lambda: (fn(), torch.cuda.synchronize()))
+
+    return run

@@ -1,0 +1,73 @@
+"""Read a pytest-benchmark JSON (tests/bench), print each group's medians and the fast implementations'
+speedups, check the issue's targets, and write ratios.json next to the input (bench-results/ratios.json).
+
+    python tests/bench/ratios.py bench-results/bench.json
+
+speedup = other_median / fast_median (above 1: the fast implementation is faster); the targets are read
+off these. The ratio of the minimums is printed and saved beside it: on a shared machine the medians
+absorb other processes' load, the minimums much less. Benchmarks report, they do not gate: the exit
+status is 0 whether or not a target is met.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+BASELINES = ("reference", "sheeprl")
+TARGETS = {"twohot.log_prob": 3.0, "twohot.mean": 2.0, "return_ema.update": 3.0}  # × over sheeprl
+
+
+def group_stats(report: dict) -> dict[tuple[str, str], dict[str, dict]]:
+    """(op, device) -> {impl: pytest-benchmark stats}, from the extra_info each benchmark carries."""
+    groups: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
+    for bench in report["benchmarks"]:
+        info = bench["extra_info"]
+        groups[info["op"], info["device"]][info["impl"]] = bench["stats"]
+    return dict(sorted(groups.items()))
+
+
+def summarize(op: str, device: str, stats: dict[str, dict]) -> dict:
+    print(f"\n{op} [{device}]")
+    for impl, s in sorted(stats.items(), key=lambda item: item[1]["median"]):
+        print(f"  {impl:<12} median {s['median'] * 1e3:10.3f} ms   (min {s['min'] * 1e3:10.3f} ms, "
+              f"{s['rounds']} rounds)")
+    times = {impl: s["median"] for impl, s in stats.items()}
+    mins = {impl: s["min"] for impl, s in stats.items()}
+    if "sheeprl" not in times:
+        print("  sheeprl not installed")
+    target = TARGETS.get(op)
+    speedups: dict[str, dict[str, float]] = {}
+    min_speedups: dict[str, dict[str, float]] = {}
+    verdicts: dict[str, str] = {}
+    for fast in sorted(impl for impl in times if impl.startswith("fast-")):
+        speedups[fast] = {base: times[base] / times[fast] for base in BASELINES if base in times}
+        min_speedups[fast] = {base: mins[base] / mins[fast] for base in BASELINES if base in mins}
+        for base, ratio in speedups[fast].items():
+            print(f"  {fast} speedup over {base}: {ratio:7.2f}x   "
+                  f"(minimums: {min_speedups[fast][base]:.2f}x)")
+        if target is not None:
+            verdicts[fast] = ("sheeprl not installed" if "sheeprl" not in times
+                              else "MET" if speedups[fast]["sheeprl"] >= target else "NOT MET")
+            print(f"  target: {fast} >= {target:g}x over sheeprl: {verdicts[fast]}")
+    return {"op": op, "device": device, "median_s": times, "min_s": mins, "speedup": speedups,
+            "speedup_of_minimums": min_speedups, "target_x": target, "verdict": verdicts}
+
+
+def main(path: str) -> None:
+    report = json.loads(Path(path).read_text())
+    machine = report.get("machine_info", {})
+    cpu = machine.get("cpu", {}).get("brand_raw", "?")
+    print(f"machine: {cpu}, python {machine.get('python_version', '?')}")
+    rows = [summarize(op, device, stats) for (op, device), stats in group_stats(report).items()]
+    if not rows:
+        print("no benchmarks in the report (were they run with -m bench --benchmark-enable?)")
+    out = Path(path).with_name("ratios.json")
+    out.write_text(json.dumps(rows, indent=2) + "\n")
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
