@@ -1,5 +1,7 @@
 """Gates. `nox -s cpu_gate` is the test command (README, .ci/run); see each session's docstring."""
 
+from pathlib import Path
+
 import nox
 
 nox.options.default_venv_backend = "venv"
@@ -8,6 +10,7 @@ nox.options.reuse_existing_virtualenvs = True
 
 TORCH = "torch==2.13.0"  # pinned everywhere: an unpinned torch pulls GBs of CUDA wheels
 SHEEPRL = "sheeprl==0.8.4"
+OMNISAFE = "omnisafe==0.5.0"  # its lagrange files are read out of the wheel; never installed or imported
 
 
 def _install_project(session: nox.Session) -> None:
@@ -42,6 +45,9 @@ def fixtures(session: nox.Session) -> None:
     """Regenerate fixtures/ and fixtures/MANIFEST.json from the pinned third-party packages."""
     _install_project(session)
     session.install(SHEEPRL)
+    wheel_dir = Path(session.create_tmp()) / "omnisafe-wheel"
+    session.run("python", "-m", "pip", "download", OMNISAFE, "--no-deps", "--only-binary=:all:", "-d", str(wheel_dir))
+    session.env["OMNISAFE_WHEEL_DIR"] = str(wheel_dir)
     session.run("python", "-m", "rlspec.golden_bridge", *session.posargs)
 
 

@@ -35,6 +35,7 @@ class Fixture:
     convention: str  # one line: layout / convention conversion
     inputs: dict[str, torch.Tensor]
     expected: dict[str, torch.Tensor]
+    version: str | None = None  # set when the package is read from a downloaded file, not installed
 
 
 def write_all(generators: list[Callable[[], Fixture]], root: Path) -> None:
@@ -45,7 +46,7 @@ def write_all(generators: list[Callable[[], Fixture]], root: Path) -> None:
         write_fixture(root / fx.path, fx.inputs, fx.expected)
         entries.append(dict(
             path=fx.path, sha256=sha256(root / fx.path), contract=fx.contract,
-            source=dict(package=fx.package, version=importlib.metadata.version(fx.package),
+            source=dict(package=fx.package, version=fx.version or importlib.metadata.version(fx.package),
                         qualname=fx.qualname),
             generator=f"{gen.__module__}:{gen.__qualname__}", seed=fx.seed,
             tolerance=dict(atol=fx.atol, rtol=fx.rtol, why=fx.why), convention=fx.convention,

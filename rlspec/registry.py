@@ -21,6 +21,8 @@ CONTRACTS: dict[str, str] = {
     "return_ema": "rlspec.spec.return_ema",
     "lambda_return": "rlspec.spec.lambda_return",
     "gae": "rlspec.spec.gae",
+    "modulation": "rlspec.spec.modulation",
+    "lagrange": "rlspec.spec.lagrange",
 }
 
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -41,6 +43,14 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "gae": {
         "reference": "rlspec.reference.gae",
         "fast-torch": "rlspec.fast.gae",
+    },
+    "modulation": {
+        "reference": "rlspec.reference.modulation",
+        "fast-torch": "rlspec.fast.modulation",
+    },
+    "lagrange": {
+        "reference": "rlspec.reference.lagrange",
+        "fast-torch": "rlspec.fast.lagrange",
     },
 }
 
