@@ -23,6 +23,7 @@ CONTRACTS: dict[str, str] = {
     "gae": "rlspec.spec.gae",
     "modulation": "rlspec.spec.modulation",
     "lagrange": "rlspec.spec.lagrange",
+    "packed2": "rlspec.spec.packed2",
 }
 
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -51,6 +52,12 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "lagrange": {
         "reference": "rlspec.reference.lagrange",
         "fast-torch": "rlspec.fast.lagrange",
+    },
+    "packed2": {
+        "reference": "rlspec.reference.packed2",
+        "fast-torch": "rlspec.fast.packed2",
+        "fast-triton": "rlspec.fast.packed2_triton",
+        "fast-warp": "rlspec.fast.packed2_warp",
     },
 }
 

@@ -132,6 +132,31 @@ def assert_close(clause: str, what: str, got: Any, expected: Any, *, atol: float
          **inputs)
 
 
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """Integers with the same bit patterns, so that -0.0 != 0.0 and NaN payloads count."""
+    if t.dtype.is_floating_point:
+        return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+    return t
+
+
+def assert_identical(clause: str, what: str, got: Any, expected: torch.Tensor, *, worst: int = 3,
+                     **inputs: Any) -> None:
+    """Raise unless ``got`` has ``expected``'s type, dtype and shape and the same bits everywhere; the
+    message names how many of how many elements differ and the first ones (index, got, expected)."""
+    if not isinstance(got, torch.Tensor):
+        fail(clause, f"{what}: returned {type(got).__name__}, expected a tensor", **inputs)
+    if got.dtype != expected.dtype or tuple(got.shape) != tuple(expected.shape):
+        fail(clause, f"{what}: shape {tuple(got.shape)} dtype {got.dtype}, expected "
+                     f"{tuple(expected.shape)} {expected.dtype}", **inputs)
+    g, e = got.detach().cpu(), expected.detach().cpu()
+    bad = _bits(g) != _bits(e)
+    if not bool(bad.any()):
+        return
+    idx = bad.nonzero()[:worst].tolist()
+    points = "; ".join(f"{i}: got {g[tuple(i)].item()!r}, expected {e[tuple(i)].item()!r}" for i in idx)
+    fail(clause, f"{what}: {int(bad.sum())} of {bad.numel()} elements differ; first: {points}", **inputs)
+
+
 def expect_rejection(clause: str, call: Callable[[], Any], *, names: Sequence[str],
                      mentions: Sequence[str] = (), what: str) -> None:
     """The call must raise ValueError/TypeError whose message names every string in ``names``

@@ -30,14 +30,15 @@ def require_nonempty(fn: str, name: str, t: torch.Tensor) -> None:
 
 
 def require_no_nan(fn: str, name: str, t: torch.Tensor) -> None:
-    _require(fn, name, t, torch.isnan(t), "NaN", "non-NaN values")
+    require_none(fn, name, t, torch.isnan(t), "NaN", "non-NaN values")
 
 
 def require_finite(fn: str, name: str, t: torch.Tensor) -> None:
-    _require(fn, name, t, ~torch.isfinite(t), "non-finite", "finite values")
+    require_none(fn, name, t, ~torch.isfinite(t), "non-finite", "finite values")
 
 
-def _require(fn: str, name: str, t: torch.Tensor, bad: torch.Tensor, kind: str, expected: str) -> None:
+def require_none(fn: str, name: str, t: torch.Tensor, bad: torch.Tensor, kind: str, expected: str) -> None:
+    """Reject ``t`` where the mask ``bad`` is set, naming how many elements, the first index and value."""
     if bool(bad.any()):
         n_bad = int(bad.sum())
         first = tuple(int(i) for i in bad.nonzero()[0].tolist())

@@ -1,0 +1,63 @@
+"""Triton ``packed2`` (spec/packed2.py): unpack and unpack_normalized as one kernel (seed 004 M4/M6,
+``unpack_impl = "triton"``); ``pack`` is fast/packed2.py's.
+
+Each program reads BLOCK bytes and writes their [BLOCK, 4] pixels: code (b >> 2k) & 3 for k = 0..3
+(least-significant pair first), then ``levels[code]`` from a 4-entry table. The table and the output
+are integers of the output's width (fast/packed2.py ``level_bits``): the codes 0..3 for unpack, the bit
+patterns of L_dtype = v/3 for unpack_normalized. The kernel therefore never does floating arithmetic,
+agrees bit for bit with every backend by construction, and supports bfloat16 even under the Triton
+interpreter (which cannot compute in bfloat16). Without CUDA it runs interpreted on CPU tensors.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede `import triton`
+
+import triton
+import triton.language as tl
+
+from rlspec.fast.packed2 import NORMALIZED_DTYPES, level_bits, pack
+from rlspec.spec.packed2 import unpacked_shape, validate_normalized_args, validate_unpack_args
+
+__all__ = ["NORMALIZED_DTYPES", "pack", "unpack", "unpack_normalized"]
+
+BACKEND_NOTE = "interpreted" if triton.knobs.runtime.interpret else "cuda"
+BLOCK = 1024  # bytes per program -> 4096 outputs
+
+
+@triton.jit
+def _unpack_kernel(packed_ptr, levels_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # [BLOCK] byte index
+    mask = offs < n
+    b = tl.load(packed_ptr + offs, mask=mask, other=0).to(tl.int32)  # [BLOCK]
+    k = tl.arange(0, 4)  # [4] pixel slot within the byte (spec/packed2.py PIXELS_PER_BYTE)
+    codes = (b[:, None] >> (2 * k[None, :])) & 3  # [BLOCK, 4]
+    vals = tl.load(levels_ptr + codes)  # [BLOCK, 4] gathered from the 4-entry table
+    tl.store(out_ptr + offs[:, None] * 4 + k[None, :], vals, mask=mask[:, None])
+
+
+def _unpack_into(packed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    levels = level_bits(dtype, packed.device)  # [4] integers of dtype's width
+    src = packed.contiguous()  # [..., W/4]
+    out = torch.empty(unpacked_shape(packed), dtype=levels.dtype, device=packed.device)  # [..., W]
+    n = src.numel()
+    if n:
+        _unpack_kernel[(triton.cdiv(n, BLOCK),)](src, levels, out, n, BLOCK=BLOCK)
+    return out.view(dtype)
+
+
+def unpack(packed: torch.Tensor) -> torch.Tensor:
+    """packed [..., W/4] uint8 -> [..., W] uint8."""
+    validate_unpack_args("unpack", packed)
+    return _unpack_into(packed, torch.uint8)
+
+
+def unpack_normalized(packed: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """packed [..., W/4] uint8 -> L_dtype[unpack(packed)] [..., W], fused in one pass."""
+    validate_normalized_args(packed, dtype, NORMALIZED_DTYPES)
+    return _unpack_into(packed, dtype)
