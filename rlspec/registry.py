@@ -24,6 +24,7 @@ CONTRACTS: dict[str, str] = {
     "modulation": "rlspec.spec.modulation",
     "lagrange": "rlspec.spec.lagrange",
     "packed2": "rlspec.spec.packed2",
+    "numerics": "rlspec.spec.numerics",
 }
 
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -58,6 +59,10 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
         "fast-torch": "rlspec.fast.packed2",
         "fast-triton": "rlspec.fast.packed2_triton",
         "fast-warp": "rlspec.fast.packed2_warp",
+    },
+    "numerics": {
+        "reference": "rlspec.reference.numerics",
+        "fast-torch": "rlspec.fast.numerics",
     },
 }
 
