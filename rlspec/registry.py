@@ -25,6 +25,7 @@ CONTRACTS: dict[str, str] = {
     "lagrange": "rlspec.spec.lagrange",
     "packed2": "rlspec.spec.packed2",
     "numerics": "rlspec.spec.numerics",
+    "replay": "rlspec.spec.replay",
 }
 
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -63,6 +64,10 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "numerics": {
         "reference": "rlspec.reference.numerics",
         "fast-torch": "rlspec.fast.numerics",
+    },
+    "replay": {
+        "reference": "rlspec.reference.replay",
+        "fast-torch": "rlspec.fast.replay",
     },
 }
 

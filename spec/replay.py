@@ -1,0 +1,835 @@
+"""Contract ``replay``: DreamerV3's time-major replay ring with transition-aligned rows.
+
+Source: seed 004 (Master Plan v2) §2.2 (time-major: storage ``[Tcap, N, ...]``, samples ``[T, B, ...]``),
+§2.3 (replay schema, is_first contract, non-strict sampling), milestones M1 (ReplayRing, episode_id
+invariants, continue semantics), M6 (``obs_slot`` direct writes, commit markers, zero-copy gates) and
+M7 (``commit_stride`` decoupled from ``seq_len``; the learner samples a stable committed region). Issue 3.
+
+Schema (storage ``[Tcap, N, ...]``; a push writes one row ``[N, ...]`` = one env step for all N envs)
+----------------------------------------------------------------------------------------------------
+    obs        o_t [Tcap, N, *obs_shape]  obs_dtype (default packed2 uint8, obs_shape (1, 72, 20))
+    action     a_t [Tcap, N]  int32       action taken at o_t
+    reward     r_t [Tcap, N]  float32     reward of the transition out of o_t (finite)
+    is_first   f_t [Tcap, N]  bool        o_t is the first observation of an episode
+    continue   c_t [Tcap, N]  float32     0.0 if the transition out of o_t terminated the episode, else 1.0
+    episode_id e_t [Tcap, N]  int32       per env: unchanged within an episode, +1 at every reset
+    terminated, truncated [Tcap, N] bool  optional (``store_flags=True``), for debugging
+
+Push dtypes are exact (no silent casts); inputs must already be on the ring's device (no hidden copy).
+
+Alignment: row t holds the transition *out of* o_t (seed §2.3)
+----------------------------------------------------------------
+    transition rows (this ring)             arrival rows (sheeprl 0.8.4, danijar/dreamerv3)
+    t: o_t, a_t, r_{t+1}, f_t, c_t, e_t      k: o_k, a_k, reward received on arriving at o_k, is_first_k,
+                                                is_last_k, is_terminal_k (continue target 1 − is_terminal_k)
+An episode of L transitions is L transition rows, and L + 1 arrival rows: the arrival convention also
+stores the *final* observation (is_last = 1, reward = the last transition's reward, action meaningless;
+sheeprl writes 0), and its first row carries reward 0. ``from_arrival`` / ``to_arrival`` convert one env
+column of whole episodes; the final observations travel separately (``final_obs [E, *obs_shape]``, one
+per episode), so both round trips are exact (tests/unit/test_replay_alignment.py).
+
+Truncation. A time-limit end stores c_t = 1 (the state after a_t is not terminal: its value should be
+bootstrapped) although the env resets: row t+1 holds the *reset* observation of the next episode with
+f_{t+1} = 1 and e_{t+1} = e_t + 1. The final observation of a truncated episode is not in the ring.
+Hence the rule for every consumer: **never bootstrap row t from row t+1 when f_{t+1} = 1** — its value
+belongs to another episode. c_t alone does not say so (it is 1 on a truncation). Terminals are safe
+(c_t = 0); at a truncation the target is unavailable: cut the return there, or keep V(final obs) aside
+(the ``lambda_return`` and ``gae`` contracts state their choices). Inside the world model the RSSM
+resets its state where f_t = 1 (seed §2.3), which is why sampling may cross episode starts.
+
+Invariants (``check_invariants(ring)``; consecutive steps s, s+1 of one env, across the wrap seam)
+-----------------------------------------------------------------------------------------------
+    e_{s+1} == e_s  or  f_{s+1}               f_{s+1} ⇒ e_{s+1} == e_s + 1           c_s ∈ {0.0, 1.0}
+    terminated_s ⇒ c_s = 0     truncated_s ⇒ c_s = 1     (c_s = 0 or terminated_s or truncated_s) ⇒ f_{s+1}
+
+Ring, commits and sampling (global step s is stored at row s mod Tcap; ``t`` = steps pushed so far)
+-------------------------------------------------------------------------------------------------
+* Past capacity a push overwrites the oldest row. ``obs_slot(t)`` is the ``[N, *obs_shape]`` contiguous
+  view of the next step's row (stable ``data_ptr()`` for the ring's lifetime) for direct writes by an env
+  kernel; ``push(obs=None, ...)`` then stores what was written there.
+* ``committed_t``: steps < committed_t are visible to the sampler. A commit happens after every
+  ``commit_stride``-th push (and on ``commit()``); on CUDA it records an event on the pushing stream and
+  the sampler's stream waits on it (no host synchronization). The reference models the same counters.
+* Readable steps: ``lo = max(0, t + 1 − Tcap) <= s < hi = committed_t − safety_margin``. The lower
+  bound excludes the row under the write head (it is the next step's ``obs_slot``, written at any time);
+  the upper bound is the seed's "rows <= committed_t − safety_margin" (M6), with steps counted from 0.
+* ``sample_sequences(B, T, generator)`` draws B windows of T consecutive readable steps of one env
+  column, uniformly over the S·N valid (env, start) pairs, S = hi − lo − T + 1, with the given generator
+  only (on the ring's device): ``u ~ randint(0, N·S)``, env = u // S, start = lo + u mod S. Windows may
+  contain f_t = 1 anywhere (non-strict: no rejection). Returns the schema fields as ``[T, B, ...]`` plus
+  ``env [B]`` and ``step [T, B]`` (int64 global steps, for checks and debugging).
+
+Bad input (wrong dtype/shape/device, non-finite reward, continue ∉ {0, 1}, an episode_id that does not
+follow the is_first rule, a missing reset after an episode end, terminated ∧ truncated) raises
+ValueError/TypeError naming ``ReplayRing.push``, the argument, the env column, expected and actual, and
+leaves the ring bit-identical. The fast ring can skip the value checks on device (``check_values=False``,
+no host sync): it then counts offending env entries in ``violations`` (a device tensor) instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from hypothesis import strategies as st
+from rlspec.spec.core import Contract, Property, expect_rejection, fail
+from rlspec.spec.validate import (
+    require_finite,
+    require_int,
+    require_no_nan,
+    require_shape,
+)
+
+CLAUSES = {
+    "REPLAY-1": "storage() holds the schema fields [Tcap, N, ...] with their dtypes (obs uint8 [1, 72, 20] "
+                "by default; terminated/truncated iff store_flags)",
+    "REPLAY-2": "row s mod Tcap holds what step s pushed, for the last min(t, Tcap) steps "
+                "(past capacity the oldest rows are overwritten)",
+    "REPLAY-3": "episode_id[s+1] == episode_id[s] or is_first[s+1] (also across the wrap seam)",
+    "REPLAY-4": "is_first[s+1] => episode_id[s+1] == episode_id[s] + 1",
+    "REPLAY-5": "continue is 0.0 or 1.0",
+    "REPLAY-6": "terminated[s] => continue[s] == 0",
+    "REPLAY-7": "truncated[s] => continue[s] == 1 (although a reset follows)",
+    "REPLAY-8": "an episode end at s (continue 0, terminated or truncated) => is_first[s+1]",
+    "REPLAY-9": "sample_sequences returns the fields as [T, B, ...] with the storage dtypes, env [B], step [T, B]",
+    "REPLAY-10": "each window is T consecutive steps of one env column holding the pushed data "
+                 "(never across the write head)",
+    "REPLAY-11": "windows read only steps in [max(0, t+1-Tcap), committed_t - safety_margin); committed_t "
+                 "advances every commit_stride pushes and on commit()",
+    "REPLAY-12": "identical generator state => identical samples, whatever the global RNG state",
+    "REPLAY-13": "window starts are uniform over the valid (env, start) pairs, episode starts inside "
+                 "windows included (chi-square at a fixed seed, alpha = 0.001)",
+    "REPLAY-14": "a bad push is rejected naming the field, expected and actual; the ring is left "
+                 "bit-identical and keeps accepting valid pushes",
+    "REPLAY-15": "bad sample arguments (T beyond the readable steps, B or T < 1, no generator) are rejected "
+                 "naming the argument",
+    "REPLAY-16": "obs_slot(t) is a contiguous [N, *obs_shape] view of step t's row with a stable data_ptr; "
+                 "push(obs=None) stores what was written there",
+}
+
+INTERFACE = ("ReplayRing",)
+"""
+ReplayRing(capacity, num_envs, obs_shape=(1, 72, 20), obs_dtype=torch.uint8, *, store_flags=False,
+           commit_stride=1, safety_margin=0)            # fast adds device=..., check_values=True
+  .capacity, .num_envs, .obs_shape, .obs_dtype, .store_flags, .device, .t, .committed_t
+  .push(obs [N, *obs_shape] | None, action [N], reward [N], is_first [N], continue_ [N], episode_id [N],
+        terminated=None, truncated=None) -> None
+  .commit() -> None
+  .obs_slot(t) -> Tensor [N, *obs_shape]                (t == .t: the next step)
+  .storage() -> dict[str, Tensor [Tcap, N, ...]]
+  .sample_sequences(B, T, generator) -> dict[str, Tensor [T, B, ...]] + env [B], step [T, B]
+"""
+
+OBS_SHAPE = (1, 72, 20)  # packed2: 72 rows × 80 pixels at 2 bits per pixel (seed §2.3, §2.4)
+FIELDS = ("obs", "action", "reward", "is_first", "continue", "episode_id")
+FLAGS = ("terminated", "truncated")
+DTYPES = {"action": torch.int32, "reward": torch.float32, "is_first": torch.bool,
+          "continue": torch.float32, "episode_id": torch.int32, "terminated": torch.bool,
+          "truncated": torch.bool}
+ARG = {"continue": "continue_"}  # push argument names that differ from the field names
+PUSH = "ReplayRing.push"
+
+
+def schema(capacity: int, num_envs: int, obs_shape: tuple, obs_dtype: torch.dtype,
+           store_flags: bool) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """field -> (storage shape, dtype)."""
+    out = {"obs": ((capacity, num_envs, *obs_shape), obs_dtype)}
+    for name in FIELDS[1:] + (FLAGS if store_flags else ()):
+        out[name] = ((capacity, num_envs), DTYPES[name])
+    return out
+
+
+def validate_config(capacity: int, num_envs: int, obs_shape: tuple, obs_dtype: torch.dtype,
+                    commit_stride: int, safety_margin: int) -> None:
+    fn = "ReplayRing"
+    require_int(fn, "capacity", capacity, 2)
+    require_int(fn, "num_envs", num_envs, 1)
+    require_int(fn, "commit_stride", commit_stride, 1)
+    require_int(fn, "safety_margin", safety_margin, 0)
+    if not (isinstance(obs_shape, tuple) and all(isinstance(d, int) and d >= 1 for d in obs_shape)):
+        raise ValueError(f"{fn}: argument 'obs_shape' must be a tuple of ints >= 1, got {obs_shape!r}")
+    if not isinstance(obs_dtype, torch.dtype):
+        raise TypeError(f"{fn}: argument 'obs_dtype' must be a torch.dtype, got {obs_dtype!r}")
+
+
+def readable_range(t: int, committed_t: int, capacity: int, safety_margin: int) -> tuple[int, int]:
+    """[lo, hi): the global steps the sampler may read (see the module docstring)."""
+    return max(0, t + 1 - capacity), committed_t - safety_margin
+
+
+def validate_sample_args(fn: str, B: int, T: int, generator: Any, device: torch.device,
+                         lo: int, hi: int) -> None:
+    require_int(fn, "B", B, 1)
+    require_int(fn, "T", T, 1)
+    if T > hi - lo:
+        raise ValueError(f"{fn}: argument 'T' = {T} exceeds the {max(0, hi - lo)} readable steps "
+                         f"[{lo}, {hi}) (committed and not under the write head); expected T <= {max(0, hi - lo)}")
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"{fn}: argument 'generator' must be a torch.Generator (the global RNG is never "
+                        f"used), got {type(generator).__name__}")
+    if torch.device(generator.device).type != torch.device(device).type:
+        raise ValueError(f"{fn}: argument 'generator' is on {generator.device}, expected the ring's "
+                         f"device {device}")
+
+
+def validate_push_meta(ring: Any, fields: Mapping[str, torch.Tensor | None], slot_written: bool) -> None:
+    """dtype, shape, device of one step's fields (host metadata only: no device synchronization).
+    ``fields`` maps field names to tensors; obs None means "written through obs_slot(ring.t)", which
+    ``slot_written`` confirms."""
+    n = ring.num_envs
+    for name, value in fields.items():
+        arg = ARG.get(name, name)
+        if value is None:
+            if name == "obs" and not slot_written:
+                raise ValueError(f"{PUSH}: argument 'obs' is None, expected a tensor [N, *obs_shape] or a "
+                                 f"prior direct write through obs_slot({ring.t}) (got none for this step)")
+            if name == "obs" or name in FLAGS and not ring.store_flags:
+                continue
+            raise ValueError(f"{PUSH}: argument '{arg}' is None, expected a bool tensor [{n}] "
+                             "(the ring stores terminated/truncated: store_flags=True)")
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{PUSH}: argument '{arg}' must be a torch.Tensor, got {type(value).__name__}")
+        dtype = ring.obs_dtype if name == "obs" else DTYPES[name]
+        if value.dtype != dtype:
+            raise TypeError(f"{PUSH}: argument '{arg}' has dtype {value.dtype}, expected {dtype}")
+        shape = (n, *ring.obs_shape) if name == "obs" else (n,)
+        require_shape(PUSH, arg, value, shape, "(one step for all N envs)")
+        if value.device != ring.device:
+            raise ValueError(f"{PUSH}: argument '{arg}' is on {value.device}, expected the ring's device "
+                             f"{ring.device} (no hidden copies)")
+
+
+def push_violations(t: int, prev_episode_id: torch.Tensor, prev_end: torch.Tensor,
+                    fields: Mapping[str, torch.Tensor | None]) -> torch.Tensor:
+    """[N] bool: env entries of one step that break a value rule (computed on the device, no sync)."""
+    r, c, f, e = (fields[k] for k in ("reward", "continue", "is_first", "episode_id"))
+    bad = ~torch.isfinite(r) | ((c != 0) & (c != 1))
+    if t == 0:
+        bad |= ~f
+    else:
+        bad |= torch.where(f, e != prev_episode_id + 1, e != prev_episode_id) | (prev_end & ~f)
+    term, trunc = fields.get("terminated"), fields.get("truncated")
+    if term is not None:
+        bad |= term & (c != 0)
+    if trunc is not None:
+        bad |= trunc & (c != 1)
+    if term is not None and trunc is not None:
+        bad |= term & trunc
+    return bad
+
+
+def validate_push_values(t: int, prev_episode_id: torch.Tensor, prev_end: torch.Tensor,
+                         fields: Mapping[str, torch.Tensor | None]) -> None:
+    """Raise naming the field, env column, expected and actual for the first broken value rule."""
+    if not bool(push_violations(t, prev_episode_id, prev_end, fields).any()):
+        return  # one synchronization on the happy path
+    r, c, f, e = (fields[k] for k in ("reward", "continue", "is_first", "episode_id"))
+    require_no_nan(PUSH, "reward", r)
+    require_finite(PUSH, "reward", r)
+    _first_bad("continue_", (c != 0) & (c != 1), c, "0.0 or 1.0")
+    if t == 0:
+        _first_bad("is_first", ~f, f, "True on the first push (every env starts an episode)")
+    else:
+        _first_bad("is_first", prev_end & ~f, f, "True after an episode end (continue 0, terminated or "
+                                                  "truncated at the previous step)")
+        for env in range(len(e)):
+            want = int(prev_episode_id[env]) + int(bool(f[env]))
+            if int(e[env]) != want:
+                rule = "previous episode_id + 1 (is_first=True)" if bool(f[env]) else \
+                    "the previous episode_id (is_first=False)"
+                raise ValueError(f"{PUSH}: argument 'episode_id' at env {env} is {int(e[env])}, expected "
+                                 f"{want} = {rule}")
+    term, trunc = fields.get("terminated"), fields.get("truncated")
+    if term is not None:
+        _first_bad("continue_", term & (c != 0), c, "0.0 where terminated=True")
+    if trunc is not None:
+        _first_bad("continue_", trunc & (c != 1), c, "1.0 where truncated=True (a time limit is not a terminal)")
+    if term is not None and trunc is not None:
+        _first_bad("truncated", term & trunc, trunc, "False where terminated=True (a terminal wins)")
+
+
+def _first_bad(arg: str, bad: torch.Tensor, value: torch.Tensor, expected: str) -> None:
+    if bool(bad.any()):
+        env = int(bad.nonzero()[0])
+        raise ValueError(f"{PUSH}: argument '{arg}' at env {env} is {value[env].item()!r}, expected {expected} "
+                         f"({int(bad.sum())} of {bad.numel()} envs)")
+
+
+def episode_end(fields: Mapping[str, torch.Tensor | None]) -> torch.Tensor:
+    """[N] bool: the step ends an episode (continue 0, or a terminated/truncated flag)."""
+    end = fields["continue"] == 0
+    for k in FLAGS:
+        if fields.get(k) is not None:
+            end = end | fields[k]
+    return end
+
+
+# --------------------------------------------------------------------------------------------------
+# check_invariants: reusable on any ring (tests, debug mode)
+# --------------------------------------------------------------------------------------------------
+INVARIANTS = ("REPLAY-3", "REPLAY-4", "REPLAY-5", "REPLAY-6", "REPLAY-7", "REPLAY-8")
+
+
+def check_invariants(ring: Any, clauses: tuple[str, ...] = INVARIANTS) -> None:
+    """Check the episode invariants over every stored step, oldest first (across the wrap seam); raise a
+    clause-tagged ContractViolation naming the env column, the global step and the row of the first
+    violation. Copies the storage to the CPU (a synchronization on CUDA: not for the hot loop)."""
+    store = {k: v.detach().cpu() for k, v in ring.storage().items() if k != "obs"}
+    cap, t = ring.capacity, ring.t
+    steps = list(range(max(0, t - cap), t))
+    rows = torch.tensor([s % cap for s in steps], dtype=torch.long)
+    col = {k: v[rows] for k, v in store.items()}  # [S, N], chronological
+    e, f, c = col["episode_id"].long(), col["is_first"], col["continue"]
+    term, trunc = col.get("terminated"), col.get("truncated")
+    end = (c == 0) | (term if term is not None else False) | (trunc if trunc is not None else False)
+    checks = {
+        "REPLAY-3": (1, (e[1:] != e[:-1]) & ~f[1:], "episode_id changes from {p} to {v} with is_first=False",
+                     e),
+        "REPLAY-4": (1, f[1:] & (e[1:] != e[:-1] + 1), ("is_first=True with episode_id {v} after {p}, "
+                                                       "expected {p} + 1"), e),
+        "REPLAY-5": (0, (c != 0) & (c != 1), "continue = {v}, expected 0.0 or 1.0", c),
+        "REPLAY-6": (0, term & (c != 0) if term is not None else None,
+                     "terminated=True with continue = {v}, expected 0.0", c),
+        "REPLAY-7": (0, trunc & (c != 1) if trunc is not None else None,
+                     "truncated=True with continue = {v}, expected 1.0 (a time limit is not a terminal)", c),
+        "REPLAY-8": (1, end[:-1] & ~f[1:], ("is_first=False after an episode end at the previous step "
+                                           "(continue {p})"), c),
+    }
+    for clause in clauses:
+        shift, bad, template, values = checks[clause]
+        if bad is None or not bool(bad.any()):
+            continue
+        i, env = (int(x) for x in bad.nonzero()[0])
+        s = steps[i + shift]
+        prev = values[i + shift - 1, env].item() if shift else None
+        msg = template.format(v=values[i + shift, env].item(), p=prev)
+        seam = " (across the wrap seam)" if shift and s % cap == 0 else ""
+        fail(clause, f"env column {env}, step {s} (row {s % cap}){seam}: {msg}; "
+                     f"{int(bad.sum())} violation(s) in {len(steps)} stored steps × {ring.num_envs} envs")
+
+
+# --------------------------------------------------------------------------------------------------
+# Converters between the transition rows of this ring and the arrival rows of sheeprl / danijar
+# --------------------------------------------------------------------------------------------------
+ARRIVAL = ("obs", "action", "reward", "is_first", "is_last", "is_terminal", "episode_id")
+
+
+def _episodes(is_first: torch.Tensor, fn: str, name: str) -> list[tuple[int, int]]:
+    """[(start, end)) of each episode in a column [T] that starts with is_first."""
+    if is_first.dim() != 1 or is_first.numel() == 0 or not bool(is_first[0]):
+        raise ValueError(f"{fn}: argument '{name}' must be one env column [T] of whole episodes starting "
+                         f"with is_first=True, got shape {tuple(is_first.shape)}, values "
+                         f"{is_first[:4].tolist()}...")
+    starts = is_first.nonzero().reshape(-1).tolist() + [is_first.numel()]
+    return list(itertools.pairwise(starts))
+
+
+def to_arrival(rows: Mapping[str, torch.Tensor], final_obs: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Transition rows of one env column (whole episodes: it starts with is_first and its last row ends
+    an episode) + the final observation of each episode [E, *obs_shape] -> arrival rows [T + E, ...]."""
+    spans = _episodes(rows["is_first"], "to_arrival", "rows['is_first']")
+    if final_obs.shape[0] != len(spans) or final_obs.shape[1:] != rows["obs"].shape[1:]:
+        raise ValueError(f"to_arrival: argument 'final_obs' has shape {tuple(final_obs.shape)}, expected "
+                         f"({len(spans)}, *{tuple(rows['obs'].shape[1:])}) (one per episode)")
+    out: dict[str, list] = {k: [] for k in ARRIVAL}
+    for i, (a, b) in enumerate(spans):
+        n = b - a  # transitions; the episode has n + 1 arrival rows
+        out["obs"] += [rows["obs"][a:b], final_obs[i:i + 1]]
+        out["action"] += [rows["action"][a:b], torch.zeros(1, dtype=rows["action"].dtype)]
+        out["reward"] += [torch.zeros(1, dtype=rows["reward"].dtype), rows["reward"][a:b]]
+        out["is_first"].append(torch.arange(n + 1) == 0)
+        out["is_last"].append(torch.arange(n + 1) == n)
+        out["is_terminal"].append((torch.arange(n + 1) == n) & bool(rows["continue"][b - 1] == 0))
+        out["episode_id"].append(rows["episode_id"][a:a + 1].expand(n + 1))
+    return {k: torch.cat(v) for k, v in out.items()}
+
+
+def from_arrival(rows: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Arrival rows of one env column (whole episodes, each ending with is_last) -> (transition rows with
+    terminated/truncated [T − E, ...], final_obs [E, *obs_shape]). The final rows' actions are dropped
+    (no action is taken from a final observation); a non-zero reward on an is_first row is rejected (no
+    transition led there: nothing in the transition rows could hold it)."""
+    spans = _episodes(rows["is_first"], "from_arrival", "rows['is_first']")
+    out: dict[str, list] = {k: [] for k in FIELDS + FLAGS}
+    finals = []
+    for a, b in spans:
+        last = b - 1
+        if not bool(rows["is_last"][last]) or bool(rows["is_last"][a:last].any()) or last == a:
+            raise ValueError(f"from_arrival: argument 'rows' episode at rows [{a}, {b}) must end with its only "
+                             f"is_last row after at least one step, got is_last={rows['is_last'][a:b].tolist()}")
+        if rows["reward"][a] != 0:
+            raise ValueError(f"from_arrival: argument 'rows' has reward {rows['reward'][a].item()!r} on the "
+                             f"is_first row {a}, expected 0 (a reset is not reached by a transition)")
+        n = last - a
+        terminal = bool(rows["is_terminal"][last])
+        out["obs"].append(rows["obs"][a:last])
+        out["action"].append(rows["action"][a:last])
+        out["reward"].append(rows["reward"][a + 1:b])
+        out["is_first"].append(torch.arange(n) == 0)
+        out["continue"].append(torch.where((torch.arange(n) == n - 1) & terminal, 0.0, 1.0))
+        out["episode_id"].append(rows["episode_id"][a:last])
+        out["terminated"].append((torch.arange(n) == n - 1) & terminal)
+        out["truncated"].append((torch.arange(n) == n - 1) & (not terminal))
+        finals.append(rows["obs"][last:b])
+    return {k: torch.cat(v) for k, v in out.items()}, torch.cat(finals)
+
+
+# --------------------------------------------------------------------------------------------------
+# Streams of valid steps, and driving a ring
+# --------------------------------------------------------------------------------------------------
+def make_stream(steps: int, num_envs: int, obs_shape: tuple, obs_dtype: torch.dtype, seed: int,
+                p_end: float = 0.2, ends: Mapping[tuple[int, int], str] = (), first_id: int = 0
+                ) -> dict[str, torch.Tensor]:
+    """A valid stream [steps, N, ...] (every field plus terminated/truncated): random obs/action/reward,
+    episode ends with probability p_end (half terminated, half truncated), and the pinned ends
+    {(step, env): "terminated" | "truncated" | "none"}."""
+    g = torch.Generator().manual_seed(seed)
+    n = num_envs
+    if obs_dtype.is_floating_point:
+        obs = torch.randn(steps, n, *obs_shape, generator=g).to(obs_dtype)
+    else:
+        obs = torch.randint(0, 256 if obs_dtype == torch.uint8 else 1000, (steps, n, *obs_shape), generator=g,
+                            dtype=obs_dtype)
+    kind = torch.where(torch.rand(steps, n, generator=g) < p_end,
+                       torch.randint(1, 3, (steps, n), generator=g), 0)  # 0 none, 1 terminated, 2 truncated
+    for (s, env), what in dict(ends).items():
+        if s < steps:
+            kind[s, env] = ("none", "terminated", "truncated").index(what)
+    terminated, truncated = kind == 1, kind == 2
+    is_first = torch.ones(steps, n, dtype=torch.bool)
+    is_first[1:] = (kind[:-1] != 0)
+    episode_id = (first_id + torch.cumsum(is_first.int(), 0) - 1).int()
+    return {"obs": obs, "action": torch.randint(0, 18, (steps, n), generator=g, dtype=torch.int32),
+            "reward": torch.randn(steps, n, generator=g), "is_first": is_first,
+            "continue": (~terminated).float(), "episode_id": episode_id,
+            "terminated": terminated, "truncated": truncated}
+
+
+def step_args(stream: Mapping[str, torch.Tensor], s: int, device: Any = "cpu", obs: bool = True) -> dict:
+    """Keyword arguments of ring.push for step s of a stream."""
+    args = {ARG.get(k, k): v[s].to(device) for k, v in stream.items()}
+    if not obs:
+        args["obs"] = None
+    return args
+
+
+def new_ring(impl: Any, case: Mapping[str, Any]) -> Any:
+    return impl.ReplayRing(case["capacity"], case["num_envs"], case["obs_shape"], case["obs_dtype"],
+                           store_flags=case["store_flags"], commit_stride=case["commit_stride"],
+                           safety_margin=case["safety_margin"])
+
+
+def snapshot(ring: Any) -> dict[str, Any]:
+    """Everything observable about a ring's state, copied to the CPU."""
+    state = {k: v.detach().cpu().clone() for k, v in ring.storage().items()}
+    return {**state, "t": ring.t, "committed_t": ring.committed_t}
+
+
+def expected_committed(pushes: int, commit_stride: int) -> int:
+    return pushes - pushes % commit_stride
+
+
+# --------------------------------------------------------------------------------------------------
+# Strategies
+# --------------------------------------------------------------------------------------------------
+seeds = st.integers(0, 2**31 - 1)
+
+
+@st.composite
+def ring_cases(draw, min_steps: int = 1):
+    """A ring configuration (Tcap <= 32, N <= 4) and a valid stream of up to 2.5·Tcap steps."""
+    capacity = draw(st.sampled_from([2, 3, 5, 8, 13, 32]))
+    num_envs = draw(st.integers(1, 4))
+    obs_shape, obs_dtype = draw(st.sampled_from([((1, 3, 4), torch.uint8), ((2,), torch.float32),
+                                                 ((3, 2), torch.int16), (OBS_SHAPE, torch.uint8)]))
+    steps = draw(st.integers(min_steps, max(min_steps, 5 * capacity // 2 + 1)))
+    p_end = draw(st.sampled_from([0.0, 0.15, 0.5]))
+    case = {"capacity": capacity, "num_envs": num_envs, "obs_shape": obs_shape, "obs_dtype": obs_dtype,
+            "store_flags": draw(st.booleans()), "commit_stride": draw(st.sampled_from([1, 1, 2, 3, 5])),
+            "safety_margin": draw(st.sampled_from([0, 0, 1, 2]))}
+    case["stream"] = make_stream(steps, num_envs, obs_shape, obs_dtype, draw(seeds), p_end,
+                                 first_id=draw(st.sampled_from([0, 7])))
+    return case
+
+
+def pinned(capacity=8, num_envs=2, steps=12, ends=(), store_flags=True, commit_stride=1, safety_margin=0,
+           p_end=0.0, seed=0) -> dict:
+    """An edge case as a ring case: small uint8 obs, the given pinned episode ends."""
+    return {"capacity": capacity, "num_envs": num_envs, "obs_shape": (1, 3, 4), "obs_dtype": torch.uint8,
+            "store_flags": store_flags, "commit_stride": commit_stride, "safety_margin": safety_margin,
+            "stream": make_stream(steps, num_envs, (1, 3, 4), torch.uint8, seed, p_end, dict(ends))}
+
+
+EXAMPLES = (
+    pinned(ends={(0, 0): "terminated", (1, 1): "truncated"}),  # an end on the very first steps
+    pinned(ends={(0, 0): "truncated", (1, 0): "truncated"}, steps=3),  # truncation right after a reset
+    pinned(capacity=8, steps=9, ends={(7, 0): "truncated", (7, 1): "terminated"}),  # ends at the seam
+    pinned(capacity=2, num_envs=1, steps=7, p_end=0.5, seed=3),  # the smallest ring, many laps
+    pinned(capacity=8, steps=8),  # exactly full
+)
+
+
+@st.composite
+def sample_cases(draw):
+    """A ring case with enough steps to sample, and checkpoints (push counts) at which to sample."""
+    case = draw(ring_cases(min_steps=4))
+    case["capacity"] = max(case["capacity"], 5)
+    total = len(case["stream"]["reward"])
+    case["checkpoints"] = sorted(set(draw(st.lists(st.integers(1, total), min_size=1, max_size=3)) + [total]))
+    case["B"] = draw(st.integers(1, 8))
+    case["T"] = draw(st.integers(1, 6))
+    case["seed"] = draw(seeds)
+    return case
+
+
+SAMPLE_EXAMPLES = (
+    dict(pinned(capacity=8, steps=21, p_end=0.3), checkpoints=[21], B=16, T=3, seed=1),  # laps + resets
+    dict(pinned(capacity=13, steps=31, commit_stride=8, safety_margin=0, p_end=0.2),  # 7 uncommitted steps
+         checkpoints=[23, 31], B=16, T=2, seed=2),
+    dict(pinned(capacity=8, steps=11, commit_stride=3, safety_margin=2), checkpoints=[11], B=8, T=4, seed=5),
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties: storage and invariants
+# --------------------------------------------------------------------------------------------------
+def _push(ring, stream, start, stop, obs=True):
+    for s in range(start, stop):
+        ring.push(**step_args(stream, s, ring.device, obs))
+
+
+def _fill(impl, case):
+    ring = new_ring(impl, case)
+    _push(ring, case["stream"], 0, len(case["stream"]["reward"]))
+    return ring
+
+
+def _config(case):
+    return {k: v for k, v in case.items() if k not in ("stream", "checkpoints", "seed")}
+
+
+def check_schema(impl, **case):
+    ring = new_ring(impl, case)
+    want = schema(case["capacity"], case["num_envs"], case["obs_shape"], case["obs_dtype"], case["store_flags"])
+    default = impl.ReplayRing(4, 2).storage()["obs"]
+    for name, (shape, dtype), got in [*((k, v, ring.storage().get(k)) for k, v in want.items()),
+                                      ("obs (defaults)", ((4, 2, *OBS_SHAPE), torch.uint8), default)]:
+        if got is None or tuple(got.shape) != shape or got.dtype != dtype:
+            fail("REPLAY-1", f"storage field '{name}' is "
+                             f"{'missing' if got is None else (tuple(got.shape), got.dtype)}, expected "
+                             f"{(shape, dtype)}", **_config(case))
+    extra = sorted(set(ring.storage()) - set(want))
+    if extra:
+        fail("REPLAY-1", f"storage has unexpected fields {extra}", **_config(case))
+
+
+def check_storage(impl, **case):
+    ring = new_ring(impl, case)
+    stream, cap = case["stream"], case["capacity"]
+    total = len(stream["reward"])
+    for stop in sorted({min(total, cap), min(total, cap + 1), total}):  # full, one past the seam, the end
+        _push(ring, stream, ring.t, stop)
+        store = {k: v.cpu() for k, v in ring.storage().items()}
+        for s in range(max(0, stop - cap), stop):
+            for name, v in store.items():
+                if not torch.equal(v[s % cap], stream[name][s]):
+                    fail("REPLAY-2", f"after {stop} pushes, storage['{name}'] row {s % cap} is "
+                                     f"{v[s % cap].reshape(-1)[:6].tolist()}..., expected step {s}'s "
+                                     f"{stream[name][s].reshape(-1)[:6].tolist()}...", **_config(case))
+        if ring.t != stop:
+            fail("REPLAY-2", f"ring.t = {ring.t} after {stop} pushes", **_config(case))
+
+
+def _invariant_check(clause):
+    def check(impl, **case):
+        case = dict(case, store_flags=True) if clause in ("REPLAY-6", "REPLAY-7") else case
+        check_invariants(_fill(impl, case), (clause,))
+
+    check.__name__ = f"check_invariant_{clause.split('-')[1]}"
+    return check
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties: sampling
+# --------------------------------------------------------------------------------------------------
+def _samples(impl, case):
+    """Yield (ring, pushes, lo, hi, sample) at each checkpoint with enough readable steps."""
+    ring = new_ring(impl, case)
+    stream = case["stream"]
+    g = torch.Generator(device=ring.device).manual_seed(case["seed"])
+    for stop in case["checkpoints"]:
+        _push(ring, stream, ring.t, stop)
+        lo, hi = readable_range(stop, expected_committed(stop, case["commit_stride"]), case["capacity"],
+                                case["safety_margin"])
+        if hi - lo >= case["T"]:
+            yield ring, stop, lo, hi, ring.sample_sequences(case["B"], case["T"], g)
+
+
+def check_sample_shapes(impl, **case):
+    for ring, stop, _, _, out in _samples(impl, case):
+        T, B = case["T"], case["B"]
+        want = {k: ((T, B, *shape[2:]), dtype) for k, (shape, dtype) in
+                schema(case["capacity"], case["num_envs"], case["obs_shape"], case["obs_dtype"],
+                       case["store_flags"]).items()}
+        want.update(env=((B,), torch.int64), step=((T, B), torch.int64))
+        for name, (shape, dtype) in want.items():
+            got = out.get(name)
+            if got is None or tuple(got.shape) != shape or got.dtype != dtype:
+                fail("REPLAY-9", f"sample['{name}'] is {'missing' if got is None else (tuple(got.shape), got.dtype)}"
+                                 f", expected {(shape, dtype)}", pushes=stop, **_config(case))
+
+
+def check_windows(impl, **case):
+    stream = case["stream"]
+    for ring, stop, _, _, out in _samples(impl, case):
+        env, step = out["env"].cpu(), out["step"].cpu()  # [B], [T, B]
+        for b in range(case["B"]):
+            steps = step[:, b].tolist()
+            if steps != list(range(steps[0], steps[0] + case["T"])):
+                fail("REPLAY-10", f"window {b} of env {int(env[b])} reads steps {steps}: not consecutive, it "
+                                  f"crosses the write head (row {stop % case['capacity']})", pushes=stop,
+                     **_config(case))
+            for name, v in out.items():
+                if name in ("env", "step"):
+                    continue
+                want = stream[name][step[:, b].clamp(0, len(stream[name]) - 1), int(env[b])]
+                if not torch.equal(v[:, b].cpu(), want):
+                    fail("REPLAY-10", f"window {b} ('{name}') differs from what env {int(env[b])} pushed at "
+                                      f"steps {steps}: got {v[:, b].reshape(-1)[:6].tolist()}..., expected "
+                                      f"{want.reshape(-1)[:6].tolist()}... (rows across the write head?)",
+                         pushes=stop, **_config(case))
+
+
+def check_readable(impl, **case):
+    for ring, stop, lo, hi, out in _samples(impl, case):
+        committed = expected_committed(stop, case["commit_stride"])
+        if ring.committed_t != committed:
+            fail("REPLAY-11", f"committed_t = {ring.committed_t} after {stop} pushes with commit_stride "
+                              f"{case['commit_stride']}, expected {committed}", **_config(case))
+        step = out["step"].cpu()
+        bad = (step < lo) | (step >= hi)
+        if bool(bad.any()):
+            s = int(step[bad][0])
+            why = ("never written" if s >= stop else "not yet committed" if s >= committed else
+                   "within the safety margin" if s >= hi else
+                   "under the write head" if s == stop - case["capacity"] else "overwritten")
+            fail("REPLAY-11", f"a window reads step {s} ({why}; t = {stop}, committed_t = {committed}); readable "
+                              f"steps are [{lo}, {hi})", **_config(case))
+    ring = new_ring(impl, case)
+    _push(ring, case["stream"], 0, 1)
+    ring.commit()
+    if ring.committed_t != 1:
+        fail("REPLAY-11", f"committed_t = {ring.committed_t} after 1 push and commit(), expected 1", **_config(case))
+
+
+def check_determinism(impl, **case):
+    ring = _fill(impl, case)
+    lo, hi = readable_range(ring.t, ring.committed_t, case["capacity"], case["safety_margin"])
+    T = min(case["T"], hi - lo)
+    if T < 1:
+        return
+    outs = []
+    for global_seed in (1, 2):
+        with torch.random.fork_rng():  # restores the global RNG afterwards
+            torch.manual_seed(global_seed)
+            g = torch.Generator(device=ring.device).manual_seed(case["seed"])
+            outs.append(ring.sample_sequences(case["B"], T, g))
+    for name in outs[0]:
+        if not torch.equal(outs[0][name], outs[1][name]):
+            fail("REPLAY-12", f"sample['{name}'] differs between two calls with the same generator state and "
+                              f"global seeds 1 vs 2: {outs[0][name].reshape(-1)[:8].tolist()} vs "
+                              f"{outs[1][name].reshape(-1)[:8].tolist()} (the global RNG is used)",
+                 **_config(case))
+
+
+CHI2 = {"capacity": 12, "num_envs": 3, "steps": 20, "T": 3, "draws_per_cell": 40, "seed": 1234, "alpha": 0.001,
+        "z": 3.0902}
+
+
+def chi2_critical(df: int, z: float) -> float:
+    """Upper quantile of chi-square(df) by Wilson–Hilferty; z is the normal quantile (3.0902: α = 0.001)."""
+    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+
+
+def check_uniform(impl):
+    p = CHI2
+    case = pinned(capacity=p["capacity"], num_envs=p["num_envs"], steps=p["steps"], p_end=0.3, seed=p["seed"])
+    ring = _fill(impl, case)
+    lo, hi = readable_range(ring.t, ring.committed_t, p["capacity"], 0)
+    S = hi - lo - p["T"] + 1
+    cells = S * p["num_envs"]
+    g = torch.Generator(device=ring.device).manual_seed(p["seed"])
+    counts = torch.zeros(cells, dtype=torch.float64)
+    for _ in range(p["draws_per_cell"]):
+        out = ring.sample_sequences(cells, p["T"], g)
+        cell = (out["env"].cpu() * S + out["step"][0].cpu() - lo).clamp(0, cells - 1)
+        counts += torch.bincount(cell, minlength=cells).double()
+    expected = float(p["draws_per_cell"])
+    stat = float(((counts - expected) ** 2 / expected).sum())
+    crit = chi2_critical(cells - 1, p["z"])
+    if stat > crit:
+        worst = torch.argsort((counts - expected).abs(), descending=True)[:3].tolist()
+        fail("REPLAY-13", f"chi-square = {stat:.1f} over {cells} (env, start) cells exceeds the alpha = "
+                          f"{p['alpha']} critical value {crit:.1f} (df = {cells - 1}); expected {expected:g} "
+                          f"draws per cell, worst cells (env, start): " +
+                          ", ".join(f"({c // S}, {lo + c % S}): {int(counts[c])}" for c in worst),
+             seed=p["seed"], readable=(lo, hi), T=p["T"])
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties: bad input, obs_slot
+# --------------------------------------------------------------------------------------------------
+BAD_PUSHES = ("obs_dtype", "obs_shape", "action_dtype", "reward_shape", "reward_nan", "continue_half",
+              "episode_id_repeat", "episode_id_jump", "no_reset_after_end", "truncated_continue0",
+              "is_first_dtype", "flags_missing")
+
+
+def _bad_step(kind, args, prev_id, env):
+    """(bad push kwargs, names, mentions) derived from a valid step."""
+    a = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
+    n = a["reward"].numel()
+    if kind == "obs_dtype":
+        a["obs"] = a["obs"].to(torch.float64)
+        return a, ["obs"], ["float64"]
+    if kind == "obs_shape":
+        a["obs"] = a["obs"][..., :-1] if a["obs"].shape[-1] > 1 else a["obs"][None]
+        return a, ["obs"], [str(tuple(a["obs"].shape)), str(tuple(args["obs"].shape))]
+    if kind == "action_dtype":
+        a["action"] = a["action"].long()
+        return a, ["action"], ["int32", "int64"]
+    if kind == "reward_shape":
+        a["reward"] = a["reward"][:, None]
+        return a, ["reward"], [str((n, 1)), str((n,))]
+    if kind == "reward_nan":
+        a["reward"][env] = math.nan
+        return a, ["reward", "NaN"], [f"[{env}]"]
+    if kind == "continue_half":
+        a["continue_"][env] = 0.5
+        return a, ["continue_"], ["0.5", f"env {env}"]
+    if kind == "is_first_dtype":
+        a["is_first"] = a["is_first"].to(torch.uint8)
+        return a, ["is_first"], ["uint8", "bool"]
+    if kind == "flags_missing":
+        a["truncated"] = None
+        return a, ["truncated"], ["None"]
+    if kind == "truncated_continue0":
+        a["truncated"][env], a["terminated"][env], a["continue_"][env] = True, False, 0.0
+        return a, ["continue_"], ["truncated", f"env {env}"]
+    if kind == "no_reset_after_end":  # handled by the caller: the previous step ended, this one is_first
+        a["is_first"][env] = False
+        a["episode_id"][env] = prev_id
+        return a, ["is_first"], [f"env {env}"]
+    if kind == "episode_id_repeat":  # a reset that does not increment
+        a["is_first"][env] = True
+        a["episode_id"][env] = prev_id
+        return a, ["episode_id"], [f"env {env}", str(prev_id), str(prev_id + 1)]
+    # episode_id_jump: the id changes without a reset
+    a["is_first"][env] = False
+    a["episode_id"][env] = prev_id + 2
+    a["continue_"][env], a["terminated"][env] = 1.0, False
+    return a, ["episode_id"], [f"env {env}", str(prev_id + 2), str(prev_id)]
+
+
+def check_rejects_push(impl, kind, at, env, **case):
+    stream = case["stream"]
+    total = len(stream["reward"])
+    env = env % case["num_envs"]
+    at = at % total
+    if kind in ("episode_id_repeat", "episode_id_jump", "no_reset_after_end"):  # a controlled previous step
+        at = max(at, 1)
+        ends = {(at - 1, env): "terminated"} if kind == "no_reset_after_end" else {}
+        stream = make_stream(total, case["num_envs"], case["obs_shape"], case["obs_dtype"], at, 0.0, ends)
+    case = dict(case, store_flags=case["store_flags"] or kind == "flags_missing")
+    ring = new_ring(impl, case)
+    _push(ring, stream, 0, at)
+    prev_id = int(stream["episode_id"][at - 1, env]) if at else 0
+    args, names, mentions = _bad_step(kind, step_args(stream, at, ring.device), prev_id, env)
+    before = snapshot(ring)
+    expect_rejection("REPLAY-14", lambda: ring.push(**args), names=[PUSH, *names], mentions=mentions,
+                     what=f"push of step {at} with {kind} at env {env}")
+    after = snapshot(ring)
+    for k, v in before.items():
+        same = torch.equal(v, after[k]) if isinstance(v, torch.Tensor) else v == after[k]
+        if not same:
+            fail("REPLAY-14", f"'{k}' changed by the rejected push ({kind} at step {at}, env {env})",
+                 **_config(case))
+    try:
+        _push(ring, stream, at, total)
+    except (ValueError, TypeError) as err:
+        fail("REPLAY-14", f"after a rejected push ({kind}), the valid step {ring.t} was rejected too: {err}",
+             **_config(case))
+    cap = case["capacity"]
+    for s in range(max(0, total - cap), total):
+        if not torch.equal(ring.storage()["reward"][s % cap].cpu(), stream["reward"][s]):
+            fail("REPLAY-14", f"after a rejected push ({kind}), step {s} was not stored correctly", **_config(case))
+
+
+def check_rejects_sample(impl, **case):
+    ring = _fill(impl, case)
+    lo, hi = readable_range(ring.t, ring.committed_t, case["capacity"], case["safety_margin"])
+    g = torch.Generator(device=ring.device).manual_seed(0)
+    n = max(0, hi - lo)
+    for B, T, gen, names, mentions in ((2, n + 1, g, ["T"], [str(n + 1), str(n)]), (0, 1, g, ["B"], ["0"]),
+                                       (2, 0, g, ["T"], ["0"]), (2, 1, None, ["generator"], ["NoneType"])):
+        if names == ["generator"] and n < 1:
+            continue
+        expect_rejection("REPLAY-15", lambda B=B, T=T, gen=gen: ring.sample_sequences(B, T, gen), names=names,
+                         mentions=mentions,
+                         what=f"sample_sequences(B={B}, T={T}, generator={type(gen).__name__}) with "
+                              f"{n} readable steps")
+
+
+def check_obs_slot(impl, via_slot_seed, **case):
+    ring = new_ring(impl, case)
+    stream, cap = case["stream"], case["capacity"]
+    total = len(stream["reward"])
+    use_slot = torch.rand(total, generator=torch.Generator().manual_seed(via_slot_seed)) < 0.5
+    base = ring.storage()["obs"].data_ptr()
+    ptrs: dict[int, int] = {}
+    for s in range(total):
+        if use_slot[s]:
+            slot = ring.obs_slot(ring.t)
+            shape = (case["num_envs"], *case["obs_shape"])
+            if tuple(slot.shape) != shape or not slot.is_contiguous():
+                fail("REPLAY-16", f"obs_slot({s}) has shape {tuple(slot.shape)}, contiguous={slot.is_contiguous()}, "
+                                  f"expected a contiguous {shape}", **_config(case))
+            if ptrs.setdefault(s % cap, slot.data_ptr()) != slot.data_ptr():
+                fail("REPLAY-16", f"obs_slot({s}).data_ptr() moved from {ptrs[s % cap]:#x} to "
+                                  f"{slot.data_ptr():#x} (row {s % cap})", **_config(case))
+            slot.copy_(stream["obs"][s].to(ring.device))
+        ring.push(**step_args(stream, s, ring.device, obs=not bool(use_slot[s])))
+    obs = ring.storage()["obs"]
+    if obs.data_ptr() != base:
+        fail("REPLAY-16", f"storage obs moved from {base:#x} to {obs.data_ptr():#x}", **_config(case))
+    for s in range(max(0, total - cap), total):
+        if not torch.equal(obs[s % cap].cpu(), stream["obs"][s]):
+            fail("REPLAY-16", f"obs of step {s} (written {'through obs_slot' if use_slot[s] else 'by push'}) "
+                              "is not what was written", **_config(case))
+
+
+def _with(strategy, **extra):
+    return st.builds(lambda c, x: {**c, **x}, strategy, st.fixed_dictionaries(extra))
+
+
+PROPERTIES = (
+    Property("REPLAY-1", check_schema, ring_cases(), EXAMPLES[:1], INTERFACE, max_examples=8),
+    Property("REPLAY-2", check_storage, ring_cases(), EXAMPLES, INTERFACE),
+    *(Property(c, _invariant_check(c), ring_cases(), EXAMPLES, INTERFACE) for c in INVARIANTS),
+    Property("REPLAY-9", check_sample_shapes, sample_cases(), SAMPLE_EXAMPLES[:1], INTERFACE, max_examples=10),
+    Property("REPLAY-10", check_windows, sample_cases(), SAMPLE_EXAMPLES, INTERFACE),
+    Property("REPLAY-11", check_readable, sample_cases(), SAMPLE_EXAMPLES, INTERFACE),
+    Property("REPLAY-12", check_determinism, sample_cases(), SAMPLE_EXAMPLES[:1], INTERFACE, max_examples=10),
+    Property("REPLAY-13", check_uniform, requires=INTERFACE),
+    Property("REPLAY-14", check_rejects_push,
+             _with(ring_cases(min_steps=3), kind=st.sampled_from(BAD_PUSHES), at=st.integers(0, 80),
+                   env=st.integers(0, 3)),
+             tuple(dict(EXAMPLES[2], kind=k, at=8, env=1) for k in BAD_PUSHES), INTERFACE),
+    Property("REPLAY-15", check_rejects_sample, sample_cases(), SAMPLE_EXAMPLES[:1], INTERFACE, max_examples=8),
+    Property("REPLAY-16", check_obs_slot, _with(ring_cases(), via_slot_seed=seeds),
+             (dict(EXAMPLES[3], via_slot_seed=0),), INTERFACE, max_examples=15),
+)
+
+CONTRACT = Contract("replay", CLAUSES, INTERFACE, PROPERTIES)
