@@ -26,6 +26,8 @@ CONTRACTS: dict[str, str] = {
     "packed2": "rlspec.spec.packed2",
     "numerics": "rlspec.spec.numerics",
     "replay": "rlspec.spec.replay",
+    "shaping": "rlspec.spec.shaping",
+    "parity": "rlspec.spec.parity",
 }
 
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -68,6 +70,13 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "replay": {
         "reference": "rlspec.reference.replay",
         "fast-torch": "rlspec.fast.replay",
+    },
+    "shaping": {
+        "reference": "rlspec.reference.shaping",
+        "fast-torch": "rlspec.fast.shaping",
+    },
+    "parity": {
+        "reference": "rlspec.reference.parity",
     },
 }
 

@@ -1,0 +1,360 @@
+"""Contract ``parity``: with semantics disabled, PPOLagSem's update *is* the PPO-Lagrangian update.
+
+Source: seed 000 §2 principle 1 ("Parity First"), §4.4 (adapter swap), §25.1 and §25.16 "Parity Guarantee
+Statement": with ``semantic_cfgs.enable=False`` the code executes identical operations (order, tensors,
+gradients) as baseline PPO-Lagrange; no additional modules, parameters or memory allocations; identical
+logged keys. The seed verifies it with curves "within stochastic variance"; this contract checks the
+stronger, cheaper statement on one update: bit-identical.
+
+The update under test (§2A PPOLag, §4.0.2, §5.5; the advantage combination of OmniSafe's PPOLag)
+-----------------------------------------------------------------------------------------------
+batch: obs [N, obs_dim], act [N] (int64, discrete actions), logp_old [N], adv_r [N], adv_c [N],
+target_value_r [N], target_value_c [N], ep_cost (J_c, a float). With λ the multiplier before the update:
+
+    Â_r = (adv_r − mean) / (std + 1e-8)   (population std),   Â_c = adv_c − mean(adv_c)
+    A   = (Â_r − λ·Â_c) / (1 + λ)                                             (OmniSafe PPOLag)
+    for each of ``epochs`` passes, minibatches of ``minibatch_size`` from a permutation drawn from the
+    learner's own generator:
+        ρ = exp(log π_θ(a|s) − logp_old)
+        L = −mean(min(ρ·A, clip(ρ, 1−ε, 1+ε)·A)) + c_v·mean((V_r(s) − target_value_r)²)
+            + c_vc·mean((V_c(s) − target_value_c)²) − c_H·mean(H(π_θ(·|s)));  one Adam step on L
+    λ ← max(0, λ + η_λ·(J_c − d))                                           (§2A, §5.5 step 4)
+    logs: minibatch means of the losses, entropy and clip fraction, and the new λ.
+
+Interface
+---------
+    make_learner(config: dict, seed: int) -> learner                       the plain PPO-Lagrangian learner
+    make_semantic_learner(config: dict, semantic_cfgs: dict, seed: int) -> learner   through the wrapper
+Both return a ``torch.nn.Module`` with ``update(batch) -> dict[str, float]``, ``log_prob(obs, act) -> [N]``
+(the current policy), ``optimizer_state_dict() -> dict`` and ``lagrangian_multiplier`` (a float). The
+wrapped learner also has ``process_rewards(reward [B], step, embeddings=None, captured=None,
+is_first=None) -> reward' [B]``, the rollout hook that shapes rewards when semantics are on. Everything
+random (initialization, minibatch order) comes from ``torch.Generator().manual_seed(seed)``.
+``semantic_cfgs={"enable": False}`` is the disabled configuration (§8: every flag defaults to off).
+An implementation module may name its semantic code in ``SEMANTIC_MODULES`` (module names); PARITY-3
+forbids those and the known embedding and shaping modules.
+
+dtype: the learner's parameters are ``config["dtype"]`` (default float64); parity is bitwise in any dtype.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import torch
+from hypothesis import strategies as st
+
+from rlspec.spec.core import Contract, Property, fail
+from rlspec.spec.validate import require_finite, require_floating, require_int, require_range, require_shape
+
+CLAUSES = {
+    "PARITY-1": "with semantics disabled the wrapped update is bit-identical to the plain one: parameters, "
+                "optimizer state, lambda and logged keys and values, over consecutive updates",
+    "PARITY-2": "the disabled wrapper allocates nothing semantic: the same parameters, buffers and submodule "
+                "types as the plain learner, and no attribute holding semantic objects",
+    "PARITY-3": "constructing and updating the disabled wrapper imports no embedding or shaping code",
+    "PARITY-4": "with semantics disabled the rollout hook returns the rewards bit for bit",
+    "PARITY-5": "the check is not vacuous: the seed drives initialization and minibatch order, and an "
+                "update changes the parameters",
+    "PARITY-6": "the plain update's clipped surrogate uses A = (A_r_std - lam A_c_ctr)/(1+lam) (one full "
+                "minibatch, known ratios) and lambda steps to max(0, lam + lr (J_c - d))",
+}
+
+INTERFACE = ("make_learner", "make_semantic_learner")
+
+DEFAULT_CONFIG = dict(obs_dim=4, n_actions=3, hidden=8, clip=0.2, epochs=2, minibatch_size=8, lr=3e-3,
+                      vf_coef=0.5, cost_vf_coef=0.5, ent_coef=0.01, cost_limit=25.0, lagrangian_init=0.001,
+                      lambda_lr=0.035, dtype=torch.float64)
+DISABLED = {"enable": False}
+ADV_EPS = 1e-8
+
+# code that a disabled wrapper must not import (PARITY-3), besides the implementation's SEMANTIC_MODULES
+FORBIDDEN_MODULES = ("transformers", "open_clip", "rlspec.reference.shaping", "rlspec.fast.shaping",
+                     "rlspec.spec.shaping")
+
+
+# --------------------------------------------------------------------------------------------------
+# Validation shared by implementations
+# --------------------------------------------------------------------------------------------------
+def validate_config(config: dict) -> dict:
+    unknown = sorted(set(config) - set(DEFAULT_CONFIG))
+    if unknown:
+        raise ValueError(f"PPOLagLearner: unknown config keys {unknown}; expected a subset of {sorted(DEFAULT_CONFIG)}")
+    cfg = {**DEFAULT_CONFIG, **config}
+    for name in ("obs_dim", "n_actions", "hidden", "epochs", "minibatch_size"):
+        require_int("PPOLagLearner", name, cfg[name], 1)
+    require_range("PPOLagLearner", "clip", cfg["clip"], 0.0, 1.0, lo_open=True, hi_open=True)
+    for name in ("lr", "lambda_lr"):
+        require_range("PPOLagLearner", name, cfg[name], 0.0, math.inf, lo_open=True, hi_open=True)
+    for name in ("vf_coef", "cost_vf_coef", "ent_coef", "cost_limit", "lagrangian_init"):
+        require_range("PPOLagLearner", name, cfg[name], 0.0, math.inf, hi_open=True)
+    return cfg
+
+
+def validate_batch(batch: dict, cfg: dict) -> None:
+    fn = "PPOLagLearner.update"
+    keys = ("obs", "act", "logp_old", "adv_r", "adv_c", "target_value_r", "target_value_c", "ep_cost")
+    missing = [k for k in keys if k not in batch]
+    if missing:
+        raise ValueError(f"{fn}: argument 'batch' lacks {missing}, got keys {sorted(batch)}")
+    obs = batch["obs"]
+    require_floating(fn, "obs", obs)
+    if obs.dim() != 2 or obs.shape[1] != cfg["obs_dim"] or obs.shape[0] < 1:
+        raise ValueError(f"{fn}: argument 'obs' has shape {tuple(obs.shape)}, expected (N >= 1, {cfg['obs_dim']})")
+    n = obs.shape[0]
+    act = batch["act"]
+    if not isinstance(act, torch.Tensor) or act.dtype != torch.int64:
+        raise TypeError(f"{fn}: argument 'act' must be an int64 tensor, got "
+                        f"{act.dtype if isinstance(act, torch.Tensor) else type(act).__name__}")
+    require_shape(fn, "act", act, (n,))
+    if bool(((act < 0) | (act >= cfg["n_actions"])).any()):
+        raise ValueError(f"{fn}: argument 'act' must lie in [0, {cfg['n_actions']}), got {act.tolist()}")
+    for k in ("logp_old", "adv_r", "adv_c", "target_value_r", "target_value_c"):
+        require_floating(fn, k, batch[k])
+        require_shape(fn, k, batch[k], (n,))
+        require_finite(fn, k, batch[k])
+    if not math.isfinite(float(batch["ep_cost"])):
+        raise ValueError(f"{fn}: argument 'ep_cost' must be finite, got {batch['ep_cost']!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Strategies
+# --------------------------------------------------------------------------------------------------
+seeds = st.integers(0, 2**31 - 1)
+
+
+def make_batch(cfg: dict, n: int, seed: int, logp_old: torch.Tensor | None = None) -> dict:
+    """A synthetic batch of n transitions from an explicit generator (see the module docstring)."""
+    g = torch.Generator().manual_seed(seed)
+    dtype = cfg["dtype"]
+    rnd = lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)  # noqa: E731
+    return dict(obs=rnd(n, cfg["obs_dim"]), act=torch.randint(0, cfg["n_actions"], (n,), generator=g),
+                logp_old=(-math.log(cfg["n_actions"]) + 0.3 * rnd(n)) if logp_old is None else logp_old,
+                adv_r=rnd(n), adv_c=rnd(n), target_value_r=rnd(n), target_value_c=rnd(n),
+                ep_cost=float(50 * torch.rand((), generator=g, dtype=torch.float64)))
+
+
+@st.composite
+def cases(draw):
+    cfg = dict(DEFAULT_CONFIG, epochs=draw(st.sampled_from([1, 2])), minibatch_size=draw(st.sampled_from([4, 8, 16])),
+               lagrangian_init=draw(st.sampled_from([0.0, 0.001, 0.5, 3.0])),
+               dtype=draw(st.sampled_from([torch.float32, torch.float64])))
+    return dict(config=cfg, n=draw(st.sampled_from([8, 16])), seed=draw(seeds), batch_seed=draw(seeds))
+
+
+EXAMPLES = (dict(config=DEFAULT_CONFIG, n=16, seed=0, batch_seed=1),
+            dict(config=dict(DEFAULT_CONFIG, dtype=torch.float32, minibatch_size=5), n=8, seed=7, batch_seed=2))
+
+
+# --------------------------------------------------------------------------------------------------
+# Bitwise comparison
+# --------------------------------------------------------------------------------------------------
+def _first_difference(a, b, path: str = "") -> str | None:
+    """Where two nested structures (dicts, lists, tensors, numbers) differ bit for bit, or None."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.dtype != b.dtype \
+                or a.shape != b.shape or not torch.equal(a, b):
+            return f"{path or 'value'}: {_short(a)} vs {_short(b)}"
+        return None
+    if isinstance(a, dict) and isinstance(b, dict):
+        if list(a) != list(b):
+            return f"{path or 'keys'}: keys {sorted(map(str, a))} vs {sorted(map(str, b))}"
+        for k in a:
+            diff = _first_difference(a[k], b[k], f"{path}[{k!r}]")
+            if diff:
+                return diff
+        return None
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            return f"{path}: length {len(a)} vs {len(b)}"
+        for i, (u, v) in enumerate(zip(a, b)):
+            diff = _first_difference(u, v, f"{path}[{i}]")
+            if diff:
+                return diff
+        return None
+    same = (a == b) or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+    return None if same and type(a) is type(b) else f"{path or 'value'}: {a!r} vs {b!r}"
+
+
+def _short(t) -> str:
+    if not isinstance(t, torch.Tensor):
+        return repr(t)
+    return f"tensor(shape={tuple(t.shape)}, dtype={t.dtype}, first={t.reshape(-1)[:3].tolist()})"
+
+
+def _snapshot(learner) -> dict:
+    return dict(parameters=[p.detach().clone() for p in learner.parameters()],
+                buffers=[b.detach().clone() for b in learner.buffers()],
+                optimizer=learner.optimizer_state_dict(), lagrangian_multiplier=learner.lagrangian_multiplier)
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties
+# --------------------------------------------------------------------------------------------------
+def check_bit_identical(impl, config, n, seed, batch_seed):
+    plain, wrapped = impl.make_learner(config, seed), impl.make_semantic_learner(config, dict(DISABLED), seed)
+    diff = _first_difference(_snapshot(plain), _snapshot(wrapped))
+    if diff:
+        fail("PARITY-1", f"before any update, plain vs wrapped (semantics disabled) differ at {diff}", seed=seed)
+    for step in range(2):
+        batch = make_batch(config, n, batch_seed + step)
+        logs_plain, logs_wrapped = plain.update(batch), wrapped.update(batch)
+        for what, a, b in (("logged keys", sorted(logs_plain), sorted(logs_wrapped)),
+                           ("logs", logs_plain, logs_wrapped),
+                           ("state", _snapshot(plain), _snapshot(wrapped))):
+            diff = _first_difference(a, b)
+            if diff:
+                fail("PARITY-1", f"after update {step + 1}, {what} of the plain vs the wrapped learner (semantics "
+                                 f"disabled) differ: {diff}", seed=seed, batch_seed=batch_seed + step,
+                     config={k: v for k, v in config.items() if k != "dtype"})
+
+
+def _types(module: torch.nn.Module, skip: tuple) -> list[str]:
+    return sorted(type(m).__qualname__ for m in module.modules() if not isinstance(m, skip))
+
+
+def _forbidden(impl) -> tuple[str, ...]:
+    return FORBIDDEN_MODULES + tuple(getattr(impl, "SEMANTIC_MODULES", ()))
+
+
+def check_no_semantic_allocation(impl):
+    config, seed = DEFAULT_CONFIG, 0
+    plain, wrapped = impl.make_learner(config, seed), impl.make_semantic_learner(config, dict(DISABLED), seed)
+    for what, a, b in (("parameters", plain.parameters(), wrapped.parameters()),
+                       ("buffers", plain.buffers(), wrapped.buffers())):
+        sig_a = [(tuple(t.shape), t.dtype) for t in a]
+        sig_b = [(tuple(t.shape), t.dtype) for t in b]
+        if sig_a != sig_b:
+            fail("PARITY-2", f"the disabled wrapper has {what} {sig_b}, the plain learner {sig_a}")
+    base, wrapper = type(plain), type(wrapped)
+    got, want = _types(wrapped, (base, wrapper)), _types(plain, (base, wrapper))
+    if got != want:
+        fail("PARITY-2", f"the disabled wrapper holds submodules {got}, the plain learner {want}")
+    forbidden = _forbidden(impl)
+    for name, value in vars(wrapped).items():
+        module = type(value).__module__
+        if any(module == f or module.startswith(f + ".") for f in forbidden):
+            fail("PARITY-2", f"the disabled wrapper's attribute {name!r} holds a {type(value).__qualname__} from "
+                             f"{module}: a semantic object allocated although semantics are off")
+
+
+_IMPORT_PROBE = textwrap.dedent("""
+    import json, sys
+    sys.path[:0] = {paths}
+    from rlspec.registry import load_object
+    from rlspec.spec.parity import DEFAULT_CONFIG, DISABLED, make_batch
+    forbidden = {forbidden}
+    loaded = lambda: sorted(m for m in sys.modules if any(m == f or m.startswith(f + ".") for f in forbidden))
+    module = load_object({target})
+    after_import = loaded()
+    learner = getattr(module, {factory})(DEFAULT_CONFIG, dict(DISABLED), 0)
+    learner.update(make_batch(DEFAULT_CONFIG, 16, 1))
+    print(json.dumps(dict(after_import=after_import, after_update=loaded())))
+""")
+
+
+def check_no_semantic_import(impl):
+    factory = impl.make_semantic_learner
+    module = sys.modules.get(factory.__module__)
+    path = getattr(module, "__file__", None)
+    if path is None:
+        fail("PARITY-3", f"cannot probe imports: make_semantic_learner's module {factory.__module__!r} has no file")
+    forbidden = _forbidden(impl)
+    script = _IMPORT_PROBE.format(paths=repr([str(Path(path).parent)]), forbidden=repr(forbidden),
+                                  target=repr(path), factory=repr(factory.__name__))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        fail("PARITY-3", f"the import probe failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    if seen["after_import"]:
+        fail("PARITY-3", f"importing {factory.__module__} ({path}) loads {seen['after_import']}: the embedding/"
+                         "shaping code is imported even when semantics stay disabled")
+    if seen["after_update"]:
+        fail("PARITY-3", f"constructing and updating the disabled wrapper imports {seen['after_update']}")
+
+
+def check_hook_identity(impl, config, n, seed, batch_seed):
+    wrapped = impl.make_semantic_learner(config, dict(DISABLED), seed)
+    g = torch.Generator().manual_seed(batch_seed)
+    B = 1 + batch_seed % 4
+    reward = torch.randn(B, generator=g, dtype=torch.float64).to(config["dtype"])
+    before = reward.clone()
+    calls = (dict(), dict(embeddings=torch.randn(B, 6, generator=g), captured=torch.ones(B, dtype=torch.bool),
+                          is_first=torch.zeros(B, dtype=torch.bool)))
+    for kwargs in calls:
+        out = wrapped.process_rewards(reward, batch_seed % 1000, **kwargs)
+        if not isinstance(out, torch.Tensor) or out.dtype != reward.dtype or not torch.equal(out, before) \
+                or not torch.equal(reward, before):
+            fail("PARITY-4", f"process_rewards with semantics disabled returned {_short(out)} "
+                             f"(input now {_short(reward)}), expected the rewards {before.tolist()} unchanged",
+                 kwargs=sorted(kwargs))
+
+
+def check_not_vacuous(impl, config, n, seed, batch_seed):
+    a, b, c = impl.make_learner(config, seed), impl.make_learner(config, seed), impl.make_learner(config, seed + 1)
+    if _first_difference(_snapshot(a)["parameters"], _snapshot(c)["parameters"]) is None:
+        fail("PARITY-5", f"seeds {seed} and {seed + 1} give identical initial parameters: the seed is not used")
+    start = _snapshot(a)["parameters"]
+    batch = make_batch(config, n, batch_seed)
+    a.update(batch)
+    b.update(batch)
+    diff = _first_difference(_snapshot(a), _snapshot(b))
+    if diff:
+        fail("PARITY-5", f"two learners from seed {seed} differ after the same update: {diff}")
+    if _first_difference(start, _snapshot(a)["parameters"]) is None:
+        fail("PARITY-5", "an update left every parameter unchanged")
+    if n > config["minibatch_size"]:  # several minibatches per epoch: their order must come from the seed
+        other = impl.make_learner(config, seed + 1)
+        other.load_state_dict(impl.make_learner(config, seed).state_dict())  # a's initial weights, c's generator
+        other.update(batch)
+        if _first_difference(_snapshot(a)["parameters"], _snapshot(other)["parameters"]) is None:
+            fail("PARITY-5", f"seeds {seed} and {seed + 1} give the same minibatch order (identical updates from "
+                             "identical weights): the update does not draw from the learner's generator")
+
+
+def check_update_formula(impl, config, n, seed, batch_seed):
+    cfg = dict(config, epochs=1, minibatch_size=n)
+    learner = impl.make_learner(cfg, seed)
+    probe = make_batch(cfg, n, batch_seed)
+    delta = 0.3 * torch.randn(n, generator=torch.Generator().manual_seed(batch_seed), dtype=torch.float64)
+    with torch.no_grad():  # logp_old = log π_θ − δ: the first (only) minibatch sees ratios e^δ, some clipped
+        probe["logp_old"] = (learner.log_prob(probe["obs"], probe["act"]).double() - delta).to(cfg["dtype"])
+    lam = float(learner.lagrangian_multiplier)
+    adv_r, adv_c = probe["adv_r"].double(), probe["adv_c"].double()
+    a_r = (adv_r - adv_r.mean()) / (adv_r.std(unbiased=False) + ADV_EPS)
+    adv = (a_r - lam * (adv_c - adv_c.mean())) / (1 + lam)
+    ratio = delta.exp()
+    eps_clip = cfg["clip"]
+    want_pi = float(-torch.minimum(ratio * adv, ratio.clamp(1 - eps_clip, 1 + eps_clip) * adv).mean())
+    want_lam = max(0.0, lam + cfg["lambda_lr"] * (probe["ep_cost"] - cfg["cost_limit"]))
+    logs = learner.update(probe)
+    eps = torch.finfo(cfg["dtype"]).eps
+    got_pi = float(logs.get("Loss/Loss_pi", math.nan))
+    tol = 64 * eps * (1 + float(adv.abs().max()) * float(ratio.max())) * (1 + float(probe["logp_old"].abs().max()))
+    if not abs(got_pi - want_pi) <= tol:
+        fail("PARITY-6", f"Loss/Loss_pi = {got_pi!r} for ratios e^delta, expected "
+                         f"-mean(min(r A, clip(r) A)) with A = (A_r_std - lam*A_c_ctr)/(1+lam): {want_pi!r} "
+                         f"(lam = {lam!r}, tol {tol:.3g})", seed=seed, batch_seed=batch_seed)
+    got_lam = float(learner.lagrangian_multiplier)
+    if not abs(got_lam - want_lam) <= 4 * torch.finfo(torch.float64).eps * (1 + abs(want_lam)) or \
+            float(logs.get("Metrics/LagrangeMultiplier", math.nan)) != got_lam:
+        fail("PARITY-6", f"lambda after the update = {got_lam!r} (logged "
+                         f"{logs.get('Metrics/LagrangeMultiplier')!r}), expected max(0, {lam!r} + "
+                         f"{cfg['lambda_lr']} * ({probe['ep_cost']!r} - {cfg['cost_limit']})) = {want_lam!r}")
+
+
+PROPERTIES = (
+    Property("PARITY-1", check_bit_identical, cases(), EXAMPLES, INTERFACE, max_examples=6),
+    Property("PARITY-2", check_no_semantic_allocation, requires=INTERFACE),
+    Property("PARITY-3", check_no_semantic_import, requires=INTERFACE),
+    Property("PARITY-4", check_hook_identity, cases(), EXAMPLES, INTERFACE, max_examples=10),
+    Property("PARITY-5", check_not_vacuous, cases(), EXAMPLES, ("make_learner",), max_examples=5),
+    Property("PARITY-6", check_update_formula, cases(), EXAMPLES, ("make_learner",), max_examples=10),
+)
+
+CONTRACT = Contract("parity", CLAUSES, INTERFACE, PROPERTIES)
