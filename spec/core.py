@@ -18,6 +18,7 @@ expected vs actual values.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -172,6 +173,34 @@ def expect_rejection(clause: str, call: Callable[[], Any], *, names: Sequence[st
     except Exception as err:  # noqa: BLE001 - any other exception type is itself the violation
         fail(clause, f"{what}: raised {type(err).__name__} ({err}), expected ValueError or TypeError")
     fail(clause, f"{what}: accepted silently, expected a ValueError/TypeError naming {list(names)}")
+
+
+class HostSync(AssertionError):
+    """A tensor was read back to the host inside :func:`no_host_sync`."""
+
+
+HOST_READS = ("item", "tolist", "numpy", "cpu", "__float__", "__int__", "__bool__", "__index__")
+
+
+@contextlib.contextmanager
+def no_host_sync():
+    """Fail on any tensor→host read inside the block (``.item()``, ``float(t)``, ``bool(t)``, a tensor used
+    as an index, ``.tolist()``, ``.numpy()``, ``.cpu()``): on CPU, the observable stand-in for a CUDA
+    device→host synchronization, so "fast paths never stall the GPU" is testable without a GPU."""
+    saved = {name: getattr(torch.Tensor, name) for name in HOST_READS}
+
+    def forbid(name):
+        def raiser(self, *args, **kwargs):
+            raise HostSync(f"Tensor.{name} read a tensor of shape {tuple(self.shape)} back to the host")
+        return raiser
+
+    try:
+        for name in HOST_READS:
+            setattr(torch.Tensor, name, forbid(name))
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(torch.Tensor, name, fn)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,9 +1,8 @@
 """The fast ``numerics`` hot functions never synchronize with the host (spec/numerics.py dtype policy).
 
-On CPU a host sync cannot be observed directly, so every Tensor method that reads a value back to
-Python (item, bool, float, int, index, tolist, numpy, cpu) is patched to raise while the hot functions
-run; outputs must stay tensors. The reference is allowed to sync and is shown to trip the patch, so
-the patch is known to bite.
+On CPU a host sync cannot be observed directly, so the hot functions run under spec.core.no_host_sync
+(every tensor→host read raises); outputs must stay tensors. The reference is allowed to sync and is
+shown to trip the guard, so the guard is known to bite.
 """
 
 from __future__ import annotations
@@ -15,23 +14,7 @@ import torch
 
 from rlspec.fast import numerics as fast
 from rlspec.reference import numerics as reference
-
-SYNCING = ("item", "__bool__", "__float__", "__int__", "__index__", "tolist", "numpy", "cpu")
-
-
-class HostSync(AssertionError):
-    pass
-
-
-@pytest.fixture
-def no_host_sync(monkeypatch):
-    def install():
-        for name in SYNCING:
-            def boom(self, *args, _name=name, **kwargs):
-                raise HostSync(f"Tensor.{_name} called: a host synchronization in a hot function")
-            monkeypatch.setattr(torch.Tensor, name, boom)
-    return install
-
+from rlspec.spec.core import HostSync, no_host_sync
 
 def _hot_calls(impl):
     g = torch.Generator().manual_seed(0)
@@ -66,10 +49,10 @@ def _tensors(out) -> list:
 
 
 @pytest.mark.parametrize("name", list(_hot_calls(fast)))
-def test_fast_hot_function_stays_on_device(name, no_host_sync):
+def test_fast_hot_function_stays_on_device(name):
     call = _hot_calls(fast)[name]
-    no_host_sync()
-    out = call()
+    with no_host_sync():
+        out = call()
     assert all(isinstance(t, torch.Tensor) for t in _tensors(out)), f"{name} returned a non-tensor"
 
 
@@ -81,8 +64,7 @@ def test_loss_guard_counts_after_the_sync_point():
         assert guard.counts() == {"value": 2}
 
 
-def test_the_patch_catches_a_sync(no_host_sync):
+def test_the_guard_catches_a_sync():
     call = _hot_calls(reference)["safe_standardize"]  # the reference branches on σ on the host
-    no_host_sync()
-    with pytest.raises(HostSync):
+    with pytest.raises(HostSync), no_host_sync():
         call()

@@ -1,8 +1,7 @@
-"""The shaping and parity contracts must catch every planted bug with the right clause id and message."""
+"""PARITY-3 catches a semantic wrapper that imports the embedding/shaping code while semantics are off."""
 
 from __future__ import annotations
 
-import importlib
 import textwrap
 
 import pytest
@@ -10,26 +9,6 @@ import pytest
 from rlspec.registry import load_object
 from rlspec.spec.core import run_property
 from rlspec.spec.parity import CONTRACT as PARITY
-
-from planted_shaping import PLANTED_PARITY, PLANTED_SHAPING
-
-
-def _outcomes(contract, impl, clauses):
-    """Only the clauses the bug names (PARITY-3 spawns an interpreter: not run where it proves nothing)."""
-    return {p.clause: run_property(p, impl) for p in contract.properties if p.clause in clauses}
-
-
-@pytest.mark.parametrize("bug", PLANTED_SHAPING + PLANTED_PARITY, ids=lambda b: b.name.replace(" ", "-"))
-def test_planted_bug_is_caught(bug):
-    contract = importlib.import_module(f"rlspec.spec.{bug.contract}").CONTRACT
-    outcomes = _outcomes(contract, bug.impl, {bug.catches, *bug.spared})
-    caught = outcomes[bug.catches]
-    assert caught.status == "fail", f"{bug.name}: {bug.catches} did not fail"
-    assert caught.message.startswith(f"[{bug.catches}]"), caught.message
-    assert bug.says in caught.message, caught.message
-    wrongly = [c for c in bug.spared if outcomes[c].status != "pass"]
-    assert not wrongly, f"{bug.name}: clauses unrelated to the bug failed too: " + \
-        "; ".join(outcomes[c].message for c in wrongly)
 
 
 WRAPPERS = {
@@ -59,6 +38,7 @@ def test_semantic_import_is_caught(kind, tmp_path):
     says, body = WRAPPERS[kind]
     path = tmp_path / f"wrapper_{kind}.py"
     path.write_text(textwrap.dedent(body))
-    outcome = _outcomes(PARITY, load_object(str(path)), {"PARITY-3"})["PARITY-3"]
+    prop = next(p for p in PARITY.properties if p.clause == "PARITY-3")
+    outcome = run_property(prop, load_object(str(path)))
     assert outcome.status == "fail" and outcome.message.startswith("[PARITY-3]"), outcome.message
     assert says in outcome.message and "rlspec.reference.shaping" in outcome.message, outcome.message
