@@ -11,6 +11,7 @@ nox.options.reuse_existing_virtualenvs = True
 TORCH = "torch==2.13.0"  # pinned everywhere: an unpinned torch pulls GBs of CUDA wheels
 SHEEPRL = "sheeprl==0.8.4"
 SB3 = "stable-baselines3==2.9.2"
+RLAX = ("rlax==0.1.9", "jax[cpu]==0.10.2")
 OMNISAFE = "omnisafe==0.5.0"  # its lagrange files are read out of the wheel; never installed or imported
 
 
@@ -45,7 +46,7 @@ def gpu_gate(session: nox.Session) -> None:
 def fixtures(session: nox.Session) -> None:
     """Regenerate fixtures/ and fixtures/MANIFEST.json from the pinned third-party packages."""
     _install_project(session)
-    session.install(SHEEPRL, SB3)
+    session.install(SHEEPRL, SB3, *RLAX)
     wheel_dir = Path(session.create_tmp()) / "omnisafe-wheel"
     session.run("python", "-m", "pip", "download", OMNISAFE, "--no-deps", "--only-binary=:all:", "-d", str(wheel_dir))
     session.env["OMNISAFE_WHEEL_DIR"] = str(wheel_dir)

@@ -21,6 +21,8 @@ CONTRACTS: dict[str, str] = {
     "return_ema": "rlspec.spec.return_ema",
     "lambda_return": "rlspec.spec.lambda_return",
     "gae": "rlspec.spec.gae",
+    "vtrace": "rlspec.spec.vtrace",
+    "risk_target": "rlspec.spec.risk_target",
     "modulation": "rlspec.spec.modulation",
     "lagrange": "rlspec.spec.lagrange",
     "packed2": "rlspec.spec.packed2",
@@ -48,6 +50,14 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "gae": {
         "reference": "rlspec.reference.gae",
         "fast-torch": "rlspec.fast.gae",
+    },
+    "vtrace": {
+        "reference": "rlspec.reference.vtrace",
+        "fast-torch": "rlspec.fast.vtrace",
+    },
+    "risk_target": {
+        "reference": "rlspec.reference.risk_target",
+        "fast-torch": "rlspec.fast.risk_target",
     },
     "modulation": {
         "reference": "rlspec.reference.modulation",

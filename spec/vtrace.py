@@ -1,0 +1,411 @@
+"""Contract ``vtrace``: IMPALA's V-trace targets and policy-gradient advantages, time-major [T, B].
+
+Sources: Espeholt et al. 2018, "IMPALA" (arXiv 1802.01561), §4.1 (V-trace target, eq. 1 and its recursive
+form, Remark 1: c_s = λ·min(c̄, ρ_s)) and §4.2 (policy-gradient advantage); seed 003 (PPO + V-trace +
+replay: the replay's old data is corrected with V-trace; the targets are stop-gradient). Issue 4.
+
+Inputs (row t = the transition x_t → x_{t+1} taken under the behaviour policy μ)
+----------------------------------------------------------------------------
+    log_rho          [T, B]   log π(a_t|x_t) − log μ(a_t|x_t); −inf allowed (π(a_t|x_t) = 0, ρ_t = 0)
+    discount         γ_t [T, B]  in [0, 1], termination included: γ·(1 − terminated_t)
+    reward           r_t [T, B]
+    value            V_t = V(x_t) [T, B]
+    bootstrap_value  V_T = V(x_T) [B]
+    rho_bar, c_bar, lam, pg_rho_bar   ρ̄, c̄ ∈ (0, ∞], λ ∈ [0, 1]; ρ̄_pg ∈ (0, ∞], None means ρ̄_pg = ρ̄
+                                      (defaults ρ̄ = c̄ = λ = 1, as in the paper)
+
+Formula
+-------
+    ρ_t = min(ρ̄, e^{log_rho_t}),   c_t = λ·min(c̄, e^{log_rho_t}),   ρ^pg_t = min(ρ̄_pg, e^{log_rho_t})
+    δ_t  = ρ_t·(r_t + γ_t·V_{t+1} − V_t)                                    (V_T = bootstrap_value)
+    vs_t = V_t + δ_t + γ_t·c_t·(vs_{t+1} − V_{t+1}),   vs_T = V_T                       → vs [T, B]
+    pg_t = ρ^pg_t·(r_t + γ_t·vs_{t+1} − V_t)                                  → pg_advantage [T, B]
+
+Both outputs are targets: they carry no gradient (returned detached even when inputs require grad).
+
+On-policy (log_rho ≡ 0, ρ̄ ≥ 1, c̄ ≥ 1): ρ_t = 1, c_t = λ and vs_t = r_t + γ_t·((1 − λ)·V_{t+1} + λ·vs_{t+1}),
+the λ-return of the ``lambda_return`` contract with value = [V_0..V_{T−1}, V_T] and γ·cont = γ_t, and the
+GAE(λ) return of the ``gae`` contract (terminated = [γ_t = 0], no truncation, bootstrap at the last
+row). pg_t is then r_t + γ_t·vs_{t+1} − V_t, which for λ = 1 is the GAE(1) advantage.
+
+Conventions
+-----------
+* A zero discount ends the episode: nothing after row t reaches vs_t or pg_t. A time-limit truncation
+  inside the window has no place here (the only bootstrap is V_T): cut the window there, or use ``gae``.
+* pg advantage: the paper's r_t + γ_t·vs_{t+1}. rlax 0.1.9 ``vtrace_td_error_and_advantage`` bootstraps
+  with λ·vs_{t+1} + (1 − λ)·V_{t+1} instead (equal for λ = 1); :func:`rlax_pg_advantage` converts. rlax
+  also fixes c̄ = 1, takes ratios (not log ratios), per-sequence arrays [T] and v_t separately from
+  v_tm1 (see :func:`to_rlax`); scalable_agent (TF) has no λ.
+* dtype: all tensors share one floating dtype, outputs have it; the reference computes in float64.
+  Shapes are [T, ...] with bootstrap_value [...]; T = 0 gives empty outputs.
+* Bad input is rejected before any work, naming the argument (and the first offending index): shape or
+  dtype mismatch, ρ̄/c̄/ρ̄_pg not in (0, ∞], λ outside [0, 1], discount outside [0, 1] (NaN included),
+  NaN/±Inf in reward, value or bootstrap_value, NaN or +inf in log_rho (μ(a_t) = 0 for a taken action).
+* Tolerance (vs the float64 reference): |δ_t| ≤ ρ_max·(max|r| + 2·max|V|) and the trace factor γ_t·c_t
+  is ≤ G = max(1, max γ_t·c_t), so |vs − vs_ref| ≤ 8·(T+1)·eps·M·G^T with
+  M = 1 + max|V| + T·ρ_max·(max|r| + 2·max|V|) (V including V_T), ρ_max = max(ρ_t, ρ^pg_t); pg gets
+  (1 + ρ^pg_max) times that. What must *not* change an output (clipped ratios, rows after a zero
+  discount) is checked bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from hypothesis import strategies as st
+
+from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
+from rlspec.spec.lambda_return import (noise_like, require_dtype, require_time_major, require_unit_interval,
+                                       seeds, unit_params, with_position)
+from rlspec.spec.validate import require_finite, require_no_nan, require_range, require_shape
+
+CLAUSES = {
+    "VTRACE-1": "vs follows vs_t = V_t + δ_t + γ_t·c_t·(vs_{t+1} − V_{t+1}), vs_T = V_T "
+                "(vs float64 reference, within 8·(T+1)·eps·M·G^T)",
+    "VTRACE-2": "pg_advantage = ρ^pg_t·(r_t + γ_t·vs_{t+1} − V_t), ρ^pg clipped at ρ̄_pg (vs float64 reference)",
+    "VTRACE-3": "on-policy (log_rho = 0, ρ̄, c̄ >= 1): vs equals the λ-return and the GAE(λ) return; "
+                "pg_advantage = r_t + γ_t·vs_{t+1} − V_t, the GAE(1) advantage when λ = 1",
+    "VTRACE-4": "clipping thresholds are respected: raising ratios already above max(ρ̄, c̄, ρ̄_pg) "
+                "changes nothing (bit for bit)",
+    "VTRACE-5": "no gradient through targets: vs and pg_advantage are detached even when inputs require grad",
+    "VTRACE-6": "a zero discount cuts: nothing in rows after t changes vs or pg_advantage at rows <= t "
+                "(bit for bit)",
+    "VTRACE-7": "λ = 0 gives the one-step target vs_t = V_t + ρ_t·(r_t + γ_t·V_{t+1} − V_t)",
+    "VTRACE-8": "shape and dtype: vs and pg_advantage have value's shape [T, ...] and dtype; T = 0 is empty",
+    "VTRACE-9": "mismatched shapes or dtypes are rejected naming the argument",
+    "VTRACE-10": "rho_bar, c_bar, pg_rho_bar not in (0, inf] or lam outside [0, 1] are rejected naming the "
+                 "argument and the value",
+    "VTRACE-11": "NaN/Inf in reward, value, bootstrap_value, NaN/+inf in log_rho and discount outside "
+                 "[0, 1] are rejected naming the argument and the index",
+}
+
+INTERFACE = ("vtrace",)
+"""
+vtrace(log_rho [T, B], discount [T, B], reward [T, B], value [T, B], bootstrap_value [B],
+       rho_bar=1.0, c_bar=1.0, lam=1.0, pg_rho_bar=None) -> (vs [T, B], pg_advantage [T, B])
+"""
+
+ARGS = ("log_rho", "discount", "reward", "value", "bootstrap_value")
+PARAMS = ("rho_bar", "c_bar", "lam", "pg_rho_bar")
+
+
+def validate_vtrace(fn: str, log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor,
+                    value: torch.Tensor, bootstrap_value: torch.Tensor, rho_bar: float, c_bar: float,
+                    lam: float, pg_rho_bar: float | None) -> float:
+    """Reject bad input (see the module docstring); returns ρ̄_pg with None resolved to ρ̄."""
+    require_time_major(fn, "value", value)
+    for name, t in (("log_rho", log_rho), ("discount", discount), ("reward", reward)):
+        require_dtype(fn, name, t, value.dtype, "value")
+        require_shape(fn, name, t, value.shape, "(= value.shape [T, B])")
+    require_dtype(fn, "bootstrap_value", bootstrap_value, value.dtype, "value")
+    require_shape(fn, "bootstrap_value", bootstrap_value, value.shape[1:], "(= value.shape[1:]: V(x_T))")
+    pg_rho_bar = rho_bar if pg_rho_bar is None else pg_rho_bar
+    for name, v in (("rho_bar", rho_bar), ("c_bar", c_bar), ("pg_rho_bar", pg_rho_bar)):
+        require_range(fn, name, v, 0.0, math.inf, lo_open=True)
+    require_range(fn, "lam", lam, 0.0, 1.0)
+    for name, t in (("reward", reward), ("value", value), ("bootstrap_value", bootstrap_value)):
+        require_finite(fn, name, t)
+    require_no_nan(fn, "log_rho", log_rho)
+    plus_inf = log_rho == math.inf
+    if bool(plus_inf.any()):
+        idx = [int(i) for i in plus_inf.nonzero()[0].tolist()]
+        raise ValueError(f"{fn}: argument 'log_rho' has {int(plus_inf.sum())} +inf of {log_rho.numel()} "
+                         f"elements (first at index {idx}), expected < +inf (μ(a_t|x_t) > 0 for a taken "
+                         "action)")
+    require_unit_interval(fn, "discount", discount)
+    return pg_rho_bar
+
+
+# --------------------------------------------------------------------------------------------------
+# The rlax 0.1.9 convention (see the module docstring)
+# --------------------------------------------------------------------------------------------------
+def to_rlax(log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor, value: torch.Tensor,
+            bootstrap_value: torch.Tensor) -> dict[str, torch.Tensor]:
+    """rlax's arguments (v_tm1, v_t, r_t, discount_t, rho_tm1), each [T, B]; rlax takes one column [T]
+    at a time. v_t is V_{t+1}: the next row's value, V_T on the last row."""
+    validate_vtrace("to_rlax", log_rho, discount, reward, value, bootstrap_value, 1.0, 1.0, 1.0, None)
+    v_t = torch.cat([value[1:], bootstrap_value.unsqueeze(0)])  # [T, B]
+    return dict(v_tm1=value, v_t=v_t, r_t=reward, discount_t=discount, rho_tm1=torch.exp(log_rho))
+
+
+def rlax_pg_advantage(vs: torch.Tensor, log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor,
+                      value: torch.Tensor, bootstrap_value: torch.Tensor, lam: float,
+                      pg_rho_bar: float) -> torch.Tensor:
+    """rlax's pg advantage from our vs [T, B]: ρ^pg_t·(r_t + γ_t·(λ·vs_{t+1} + (1 − λ)·V_{t+1}) − V_t)."""
+    next_vs = torch.cat([vs[1:], bootstrap_value.unsqueeze(0)])  # [T, B], vs_T = V_T
+    next_v = torch.cat([value[1:], bootstrap_value.unsqueeze(0)])  # [T, B]
+    rho_pg = torch.clamp(torch.exp(log_rho), max=pg_rho_bar)
+    return rho_pg * (reward + discount * (lam * next_vs + (1 - lam) * next_v) - value)
+
+
+# --------------------------------------------------------------------------------------------------
+# Strategies
+# --------------------------------------------------------------------------------------------------
+thresholds = st.sampled_from([1.0, 0.5, 2.0, math.inf])
+
+
+@st.composite
+def cases(draw, on_policy: bool = False, lam: float | None = None):
+    """log_rho (zeros, gaussian, mostly clipped, some −inf), discount = γ·cont (0/1 flags or
+    probabilities), reward, value [T, B], bootstrap_value [B]; thresholds and λ."""
+    g = torch.Generator().manual_seed(draw(seeds))
+    T, B = draw(st.integers(1, 12)), draw(st.integers(1, 4))
+    dtype = draw(st.sampled_from((torch.float32, torch.float64)))
+    r_scale, v_scale = draw(st.sampled_from([0.0, 1.0, 10.0, 1e3])), draw(st.sampled_from([0.0, 1.0, 100.0]))
+    gamma = draw(unit_params)
+    u = torch.rand(T, B, generator=g, dtype=torch.float64)
+    cont = u if draw(st.booleans()) else (u > 0.2).double()
+    kind = "zeros" if on_policy else draw(st.sampled_from(["zeros", "normal", "clipped", "with -inf"]))
+    log_rho = torch.randn(T, B, generator=g, dtype=torch.float64)
+    log_rho = {"zeros": 0 * log_rho, "normal": log_rho, "clipped": 1.5 + log_rho.abs(),
+               "with -inf": torch.where(u < 0.2, -math.inf, log_rho)}[kind]
+
+    def randn(shape, scale):
+        return (scale * torch.randn(shape, generator=g, dtype=torch.float64)).to(dtype)
+
+    rho_bar, c_bar = draw(thresholds), draw(st.sampled_from([1.0, 0.5, 0.9, math.inf]))
+    if on_policy:
+        rho_bar, c_bar = max(rho_bar, 1.0), max(c_bar, 1.0)
+    return dict(log_rho=log_rho.to(dtype), discount=(gamma * cont).to(dtype), reward=randn((T, B), r_scale),
+                value=randn((T, B), v_scale), bootstrap_value=randn((B,), v_scale), rho_bar=rho_bar,
+                c_bar=c_bar, lam=draw(unit_params) if lam is None else lam,
+                pg_rho_bar=draw(st.sampled_from([None, 1.0, 5.0])))
+
+
+def _pinned(T: int, B=(3,), dtype=torch.float32, lam=1.0, rho_bar=1.0, c_bar=1.0, pg_rho_bar=None,
+            scale=1.0) -> dict:
+    g = torch.Generator().manual_seed(T)
+    cont = (torch.rand(T, *B, generator=g) > 0.25).to(dtype)
+    return dict(log_rho=(scale * torch.randn(T, *B, generator=g)).to(dtype), discount=0.99 * cont,
+                reward=torch.randn(T, *B, generator=g).to(dtype), value=torch.randn(T, *B, generator=g).to(dtype),
+                bootstrap_value=torch.randn(B, generator=g).to(dtype), rho_bar=rho_bar, c_bar=c_bar, lam=lam,
+                pg_rho_bar=pg_rho_bar)
+
+
+EXAMPLES = (_pinned(12, (4,)), _pinned(1), _pinned(6, (), torch.float64, lam=0.9),
+            _pinned(8, (2,), rho_bar=2.0, c_bar=0.5, pg_rho_bar=1.0, scale=2.0),
+            _pinned(5, (2, 2), lam=0.5, rho_bar=math.inf, c_bar=math.inf))
+
+
+# --------------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------------
+def _reference():
+    from rlspec.reference import vtrace  # the oracle; imported lazily to keep spec import-light
+
+    return vtrace
+
+
+def _call(impl, case: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    return impl.vtrace(*(case[k] for k in ARGS), **{k: case[k] for k in PARAMS})
+
+
+def _inputs(case: dict) -> dict:
+    return {k: case[k] for k in ARGS + PARAMS}
+
+
+def tolerances(case: dict) -> tuple[float, float]:
+    """(tolerance of vs, tolerance of pg_advantage): see the module docstring."""
+    T = case["value"].shape[0]
+    if T == 0:
+        return 0.0, 0.0
+    ratio = torch.exp(case["log_rho"].double())
+    pg_bar = case["rho_bar"] if case["pg_rho_bar"] is None else case["pg_rho_bar"]
+    rho_pg_max = ratio.clamp(max=pg_bar).max().item()
+    rho_max = max(ratio.clamp(max=case["rho_bar"]).max().item(), rho_pg_max)
+    trace = (case["discount"].double() * case["lam"] * ratio.clamp(max=case["c_bar"])).max().item()
+    v = max(case["value"].double().abs().max().item(), case["bootstrap_value"].double().abs().max().item()
+            if case["bootstrap_value"].numel() else 0.0)
+    scale = 1.0 + v + T * rho_max * (case["reward"].double().abs().max().item() + 2 * v)
+    tol = 8 * (T + 1) * torch.finfo(case["value"].dtype).eps * scale * max(1.0, trace) ** T
+    return tol, (1 + rho_pg_max) * tol
+
+
+def _assert_unchanged(clause: str, what: str, got, base, rows: slice, case: dict) -> None:
+    for name, g, b in (("vs", got[0], base[0]), ("pg_advantage", got[1], base[1])):
+        if not torch.equal(g[rows], b[rows]):
+            idx = [int(i) for i in (g[rows] != b[rows]).nonzero()[0].tolist()]
+            idx[0] += rows.start or 0
+            fail(clause, f"{what}: {name}{idx} = {g[tuple(idx)].item()!r}, was {b[tuple(idx)].item()!r}",
+                 **_inputs(case))
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties
+# --------------------------------------------------------------------------------------------------
+def _vs_reference(case: dict):
+    ref = dict(case, **{k: case[k].double() for k in ARGS})
+    return _call(_reference(), ref)
+
+
+def check_vs(impl, **case):
+    vs, _ = _call(impl, case)
+    want, _ = _vs_reference(case)
+    assert_close("VTRACE-1", "vs", vs, want, atol=tolerances(case)[0], **_inputs(case))
+
+
+def check_pg(impl, **case):
+    _, pg = _call(impl, case)
+    _, want = _vs_reference(case)
+    assert_close("VTRACE-2", "pg_advantage", pg, want, atol=tolerances(case)[1], **_inputs(case))
+
+
+def check_on_policy(impl, **case):
+    from rlspec.reference import gae, lambda_return
+
+    vs, pg = _call(impl, case)
+    disc, r, v, boot = (case[k].double() for k in ("discount", "reward", "value", "bootstrap_value"))
+    values = torch.cat([v, boot.unsqueeze(0)])  # [T+1, B]: V_0..V_T
+    lam, tol_vs, tol_pg = case["lam"], *tolerances(case)
+    # λ-return with γ = 1 and cont = γ_t: the per-step discount is the product γ·c_t = γ_t
+    want = lambda_return.lambda_return(r, disc, values, 1.0, lam)
+    assert_close("VTRACE-3", "on-policy vs vs the λ-return (lambda_return reference)", vs, want, atol=tol_vs,
+                 **_inputs(case))
+    want_pg = r + disc * torch.cat([want[1:], boot.unsqueeze(0)]) - v
+    assert_close("VTRACE-3", "on-policy pg_advantage vs r_t + γ_t·R^λ_{t+1} − V_t", pg, want_pg, atol=tol_pg,
+                 **_inputs(case))
+    gamma = disc.max().item()
+    if bool(((disc == 0) | (disc == gamma)).all()) and gamma > 0:  # γ_t = γ·(1 − terminated_t): GAE applies
+        terminated = disc == 0
+        boot_rows = torch.zeros_like(v)
+        boot_rows[-1] = boot
+        adv, ret = gae.gae(r, v, terminated, torch.zeros_like(terminated), boot_rows, gamma, lam)
+        assert_close("VTRACE-3", "on-policy vs vs the GAE(λ) return (gae reference)", vs, ret, atol=tol_vs,
+                     **_inputs(case))
+        if lam == 1.0:
+            assert_close("VTRACE-3", "on-policy pg_advantage (λ = 1) vs the GAE(1) advantage", pg, adv,
+                         atol=tol_pg, **_inputs(case))
+
+
+def check_clipping(impl, seed, **case):
+    bound = max(case["rho_bar"], case["c_bar"], case["rho_bar"] if case["pg_rho_bar"] is None
+                else case["pg_rho_bar"])
+    if math.isinf(bound):
+        return  # nothing is clipped
+    log_rho = case["log_rho"].clone()
+    g = torch.Generator().manual_seed(seed)
+    clipped = torch.rand(log_rho.shape, generator=g) < 0.5  # these ratios go above every threshold
+    log_rho[clipped] = (math.log(bound) + 1e-3 + 3 * torch.rand(int(clipped.sum()), generator=g,
+                                                                dtype=torch.float64)).to(log_rho.dtype)
+    base = _call(impl, dict(case, log_rho=log_rho))
+    raised = log_rho.clone()
+    raised[clipped] += (1 + 5 * torch.rand(int(clipped.sum()), generator=g, dtype=torch.float64)).to(
+        log_rho.dtype)
+    got = _call(impl, dict(case, log_rho=raised))
+    _assert_unchanged("VTRACE-4", f"ratios above the clipping thresholds (max(ρ̄, c̄, ρ̄_pg) = {bound:g}) "
+                                  "raised further", got, base, slice(None), dict(case, log_rho=log_rho))
+
+
+def check_no_grad(impl, **case):
+    leaves = {k: case[k].detach().clone().requires_grad_(True) for k in ARGS}
+    vs, pg = _call(impl, dict(case, **leaves))
+    for name, out in (("vs", vs), ("pg_advantage", pg)):
+        if out.requires_grad or out.grad_fn is not None:
+            fail("VTRACE-5", f"{name} carries a gradient (requires_grad={out.requires_grad}, "
+                             f"grad_fn={type(out.grad_fn).__name__}) while the inputs require grad; "
+                             "targets must be detached", **_inputs(case))
+
+
+def check_cut(impl, pos, seed, **case):
+    case = dict(case, discount=case["discount"].clone())
+    case["discount"][pos] = 0  # every env's episode ends with transition pos
+    base = _call(impl, case)
+    g = torch.Generator().manual_seed(seed)
+    changed = dict(case)
+    for k in ("log_rho", "reward", "value"):
+        changed[k] = case[k].clone()
+        changed[k][pos + 1:] = noise_like(changed[k][pos + 1:], g)
+    changed["discount"] = case["discount"].clone()
+    changed["discount"][pos + 1:] = torch.rand(changed["discount"][pos + 1:].shape, generator=g).to(
+        case["discount"].dtype)
+    changed["bootstrap_value"] = noise_like(case["bootstrap_value"], g)
+    _assert_unchanged("VTRACE-6", f"discount[{pos}] = 0, then rows after {pos} and V_T changed",
+                      _call(impl, changed), base, slice(0, pos + 1), case)
+
+
+def check_lambda_zero(impl, **case):
+    vs, _ = _call(impl, dict(case, lam=0.0))
+    disc, r, v, boot = (case[k].double() for k in ("discount", "reward", "value", "bootstrap_value"))
+    rho = torch.exp(case["log_rho"].double()).clamp(max=case["rho_bar"])
+    next_v = torch.cat([v[1:], boot.unsqueeze(0)])  # [T, B]
+    want = v + rho * (r + disc * next_v - v)
+    tol = 8 * torch.finfo(case["value"].dtype).eps * (1 + v.abs().max().item() + boot.abs().max().item() + (
+        rho.max().item() * (r.abs().max().item() + 2 * v.abs().max().item() + 2 * boot.abs().max().item())))
+    assert_close("VTRACE-7", "vtrace with λ = 0 vs V_t + ρ_t·(r_t + γ_t·V_{t+1} − V_t)", vs, want, atol=tol,
+                 **_inputs(dict(case, lam=0.0)))
+
+
+def check_shape(impl, **case):
+    value = case["value"]
+    for name, out in zip(("vs", "pg_advantage"), _call(impl, case)):
+        if out.shape != value.shape or out.dtype != value.dtype:
+            fail("VTRACE-8", f"{name} has shape {tuple(out.shape)} dtype {out.dtype}, expected "
+                             f"{tuple(value.shape)} {value.dtype}")
+
+
+def _bad_input_case() -> dict:
+    return dict(log_rho=torch.zeros(5, 3), discount=torch.full((5, 3), 0.99), reward=torch.zeros(5, 3),
+                value=torch.zeros(5, 3), bootstrap_value=torch.zeros(3), rho_bar=1.0, c_bar=1.0, lam=1.0,
+                pg_rho_bar=None)
+
+
+def check_rejects_shape(impl, name, shape, dtype):
+    case = _bad_input_case()
+    case[name] = torch.zeros(shape, dtype=dtype)
+    mentions = [str(tuple(shape))] if dtype == torch.float32 else [str(dtype)]
+    expect_rejection("VTRACE-9", lambda: _call(impl, case), names=[f"'{name}'"], mentions=mentions,
+                     what=f"{name} {list(shape)} {dtype}")
+
+
+def check_rejects_param(impl, name, value):
+    case = dict(_bad_input_case(), **{name: value})
+    expect_rejection("VTRACE-10", lambda: _call(impl, case), names=[f"'{name}'"], mentions=[repr(value)],
+                     what=f"vtrace({name}={value!r})")
+
+
+def check_rejects_value(impl, name, bad, t, b):
+    case = _bad_input_case()
+    case[name] = case[name].clone()
+    index = (t, b) if case[name].dim() == 2 else (b,)
+    case[name][index] = bad
+    expect_rejection("VTRACE-11", lambda: _call(impl, case), names=[f"'{name}'"],
+                     mentions=[str(list(index))], what=f"{name}{list(index)} = {bad}")
+
+
+PROPERTIES = (
+    Property("VTRACE-1", check_vs, cases(), EXAMPLES, INTERFACE),
+    Property("VTRACE-2", check_pg, cases(), EXAMPLES, INTERFACE),
+    Property("VTRACE-3", check_on_policy, cases(on_policy=True),
+             (dict(_pinned(12, (4,)), log_rho=torch.zeros(12, 4)),
+              dict(_pinned(7, (), torch.float64, lam=0.8), log_rho=torch.zeros(7, dtype=torch.float64))),
+             INTERFACE),
+    Property("VTRACE-4", check_clipping, st.builds(lambda c, s: dict(c, seed=s), cases(), seeds),
+             (dict(_pinned(8, (2,), rho_bar=2.0, c_bar=0.5, pg_rho_bar=1.0), seed=0),), INTERFACE),
+    Property("VTRACE-5", check_no_grad, cases(), EXAMPLES[:1], INTERFACE),
+    Property("VTRACE-6", check_cut, with_position(cases()), requires=INTERFACE),
+    Property("VTRACE-7", check_lambda_zero, cases(lam=0.0), requires=INTERFACE),
+    Property("VTRACE-8", check_shape, cases(), EXAMPLES + (_pinned(0),), INTERFACE),
+    Property("VTRACE-9", check_rejects_shape,
+             st.sampled_from([dict(name="log_rho", shape=(5, 2), dtype=torch.float32),
+                              dict(name="discount", shape=(5, 3), dtype=torch.float64),
+                              dict(name="reward", shape=(6, 3), dtype=torch.float32),
+                              dict(name="bootstrap_value", shape=(5, 3), dtype=torch.float32),
+                              dict(name="bootstrap_value", shape=(3,), dtype=torch.float64)]),
+             requires=INTERFACE, max_examples=5),
+    Property("VTRACE-10", check_rejects_param,
+             st.sampled_from([dict(name="rho_bar", value=0.0), dict(name="c_bar", value=-1.0),
+                              dict(name="pg_rho_bar", value=float("nan")), dict(name="lam", value=1.5),
+                              dict(name="lam", value=-0.1)]),
+             requires=INTERFACE, max_examples=5),
+    Property("VTRACE-11", check_rejects_value,
+             st.builds(lambda nb, t, b: dict(name=nb[0], bad=nb[1], t=t, b=b),
+                       st.sampled_from([("reward", float("nan")), ("value", float("inf")),
+                                        ("bootstrap_value", float("nan")), ("log_rho", float("nan")),
+                                        ("log_rho", float("inf")), ("discount", 1.5), ("discount", -0.01),
+                                        ("discount", float("nan"))]),
+                       st.integers(0, 4), st.integers(0, 2)),
+             (dict(name="discount", bad=1.01, t=4, b=2),), INTERFACE, max_examples=10),
+)
+
+CONTRACT = Contract("vtrace", CLAUSES, INTERFACE, PROPERTIES)
