@@ -1,9 +1,10 @@
 """Fast ``gae`` (spec/gae.py): vectorized torch in the input dtype, on any device.
 
-The TD errors δ [T, B] and the carry factors γλ·carry [T, B] are computed for all rows at once; the
-remaining recursion A_t = δ_t + (γλ·carry_t)·A_{t+1} is one fused multiply-add per step, a Python loop
-over time only (never over the batch) with no host synchronization. For long T a parallel (Triton) scan
-over the affine maps A ↦ δ_t + a_t·A is future work.
+The TD errors δ [T, B] and the carry factors γλ·carry [T, B] are computed for all rows at once
+(``gae_coefficients``, shared with the Triton backend fast/gae_triton.py); the remaining recursion
+A_t = δ_t + (γλ·carry_t)·A_{t+1} is one fused multiply-add per step, a Python loop over time only (never
+over the batch) with no host synchronization. fast/gae_triton.py runs the same recursion as one Triton
+scan kernel (fast/returns_triton.py).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import torch
 from rlspec.spec.gae import validate_gae
 
 
-def gae(reward: torch.Tensor, value: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor,
-        bootstrap_value: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
-    term, trunc = validate_gae("gae", reward, value, terminated, truncated, bootstrap_value, gamma, lam)
+def gae_coefficients(reward: torch.Tensor, value: torch.Tensor, term: torch.Tensor, trunc: torch.Tensor,
+                     bootstrap_value: torch.Tensor, gamma: float,
+                     lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(δ [T, B], γλ·carry [T, B]) of A_t = δ_t + γλ·carry_t·A_{t+1} (spec/gae.py "Formula"), from inputs
+    already validated (``term``, ``trunc``: the bool flags ``validate_gae`` returns). No host sync."""
     T = value.shape[0]
     cut = trunc.clone()  # [T, B]: bootstrap from V(s'_t) and carry nothing
     cut[T - 1:] = True  # the rollout cut (an empty slice when T = 0)
@@ -24,9 +27,16 @@ def gae(reward: torch.Tensor, value: torch.Tensor, terminated: torch.Tensor, tru
     next_value = torch.where(cut, bootstrap_value, torch.where(term, torch.zeros_like(value), next_value))
     delta = reward + gamma * next_value - value  # [T, B]
     carry = torch.where(cut | term, torch.zeros_like(value), torch.full_like(value, gamma * lam))  # [T, B]
+    return delta, carry
+
+
+def gae(reward: torch.Tensor, value: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor,
+        bootstrap_value: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    term, trunc = validate_gae("gae", reward, value, terminated, truncated, bootstrap_value, gamma, lam)
+    delta, carry = gae_coefficients(reward, value, term, trunc, bootstrap_value, gamma, lam)  # [T, B] each
     adv = torch.empty_like(value)  # [T, B]
     next_adv = value.new_zeros(value.shape[1:])  # [B]
-    for t in reversed(range(T)):
+    for t in reversed(range(value.shape[0])):
         next_adv = torch.addcmul(delta[t], carry[t], next_adv)
         adv[t] = next_adv  # a copy, not out=: autograd can differentiate through it
     return adv, adv + value

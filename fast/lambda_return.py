@@ -1,9 +1,10 @@
 """Fast ``lambda_return`` (spec/lambda_return.py): vectorized torch in the input dtype, on any device.
 
-Everything that does not depend on R_{t+1} is computed for all T rows at once; the remaining recursion
+Everything that does not depend on R_{t+1} is computed for all T rows at once (``lambda_coefficients``,
+shared with the Triton backend fast/lambda_return_triton.py); the remaining recursion
 R_t = base_t + (γλ·c_t)·R_{t+1} is one fused multiply-add per step, a Python loop over time only (never
-over the batch) with no host synchronization. For long T a parallel (Triton) scan over the affine maps
-R ↦ base_t + a_t·R is future work.
+over the batch) with no host synchronization. fast/lambda_return_triton.py runs the same recursion as
+one Triton scan kernel (fast/returns_triton.py).
 """
 
 from __future__ import annotations
@@ -13,14 +14,24 @@ import torch
 from rlspec.spec.lambda_return import validate_lambda_return
 
 
-def lambda_return(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor, gamma: float, lam: float,
-                  is_first: torch.Tensor | None = None) -> torch.Tensor:
-    first = validate_lambda_return("lambda_return", reward, cont, value, gamma, lam, is_first)
+def lambda_coefficients(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor, gamma: float,
+                        lam: float, first: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(base [T, B], carry [T, B]) of R_t = base_t + carry_t·R_{t+1}, R_T = v_T, with
+    base_t = r_t + γc_t(1 − f_{t+1})(1 − λ)·v_{t+1} and carry_t = γc_t(1 − f_{t+1})·λ (spec/lambda_return.py
+    "Formula"), from inputs already validated (``first``: the bool mask ``validate_lambda_return``
+    returns, or None). No host sync."""
     discount = gamma * cont  # [T, B]
     if first is not None:
         discount = torch.where(first[1:], torch.zeros_like(discount), discount)  # reset after t: a cut
     base = reward + discount * (1 - lam) * value[1:]  # [T, B]
     carry = discount * lam  # [T, B]
+    return base, carry
+
+
+def lambda_return(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor, gamma: float, lam: float,
+                  is_first: torch.Tensor | None = None) -> torch.Tensor:
+    first = validate_lambda_return("lambda_return", reward, cont, value, gamma, lam, is_first)
+    base, carry = lambda_coefficients(reward, cont, value, gamma, lam, first)  # [T, B] each
     out = torch.empty_like(reward)  # [T, B]
     next_R = value[-1]  # [B]: R_T = v_T
     for t in reversed(range(reward.shape[0])):

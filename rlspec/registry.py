@@ -46,10 +46,12 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "lambda_return": {
         "reference": "rlspec.reference.lambda_return",
         "fast-torch": "rlspec.fast.lambda_return",
+        "fast-triton": "rlspec.fast.lambda_return_triton",
     },
     "gae": {
         "reference": "rlspec.reference.gae",
         "fast-torch": "rlspec.fast.gae",
+        "fast-triton": "rlspec.fast.gae_triton",
     },
     "vtrace": {
         "reference": "rlspec.reference.vtrace",

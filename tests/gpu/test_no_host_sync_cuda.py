@@ -5,26 +5,17 @@ calls with spec.core.no_host_sync (tests/unit/test_*_device.py)."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import pytest
 import torch
 
+from cuda_util import sync_is_an_error
+
 from rlspec.fast import lagrange, modulation, numerics
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")]
-
-
-@contextlib.contextmanager
-def sync_is_an_error():
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        yield
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
 
 
 def _calls():

@@ -11,12 +11,10 @@
 from __future__ import annotations
 
 import importlib
-import json
-import statistics
-from pathlib import Path
 
 import pytest
 import torch
+from cuda_util import copy_bandwidth, cuda_seconds, write_report
 
 from rlspec.reference import packed2 as reference
 from rlspec.spec.core import assert_identical
@@ -36,7 +34,6 @@ BACKENDS = {
 BENCH_FRAMES = 16384
 BENCH_DTYPES = (torch.uint8, torch.float32, torch.bfloat16)  # uint8: unpack; floats: unpack_normalized
 TARGET_FRACTION = 0.8
-RESULTS = Path("bench-results/packed2_gpu.json")
 
 
 def _backend(name: str):
@@ -70,29 +67,12 @@ def test_bit_identical_to_reference_on_cuda(name):
                              shape=tuple(packed.shape))
 
 
-def _seconds(fn, iters: int = 20) -> float:
-    """Median wall time of fn() on the current stream, by CUDA events, after 3 warm-up calls."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
-
-
 def test_unpack_bandwidth_vs_device_copy():
     g = torch.Generator().manual_seed(0)
     packed = torch.randint(0, 256, (BENCH_FRAMES, *FRAME_SHAPE), generator=g, dtype=torch.uint8).cuda()
     # the copy reference moves as many bytes as the largest unpack (float32 out: 1 read + 16 written)
-    src = torch.empty(packed.numel() * 8, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    copy_bw = 2 * src.numel() / _seconds(lambda: dst.copy_(src))  # bytes read + written per second
+    copy_bytes = packed.numel() * 8
+    copy_bw = copy_bandwidth(copy_bytes)  # bytes read + written per second
     lut = _backend("fast-torch")
     rows = []
     for name in BACKENDS:
@@ -105,7 +85,7 @@ def test_unpack_bandwidth_vs_device_copy():
                 fn = lambda impl=impl, dtype=dtype: impl.unpack_normalized(packed, dtype)
                 check = lut.unpack_normalized(packed, dtype)
             assert_identical("PACKED2-6", f"{name} at {BENCH_FRAMES} frames ({dtype})", fn(), check)
-            seconds = _seconds(fn)
+            seconds = cuda_seconds(fn)
             moved = packed.numel() * (1 + 4 * dtype.itemsize)  # bytes read + written
             rows.append(dict(impl=name, op="unpack" if dtype == torch.uint8 else "unpack_normalized",
                              dtype=str(dtype).removeprefix("torch."), frames=BENCH_FRAMES,
@@ -113,9 +93,8 @@ def test_unpack_bandwidth_vs_device_copy():
                              fraction_of_copy=moved / seconds / copy_bw,
                              meets_target=moved / seconds / copy_bw >= TARGET_FRACTION))
     report = dict(device=torch.cuda.get_device_name(), copy_bandwidth_gb_s=copy_bw / 1e9,
-                  copy_bytes=2 * src.numel(), target_fraction=TARGET_FRACTION, results=rows)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+                  copy_bytes=2 * copy_bytes, target_fraction=TARGET_FRACTION, results=rows)
+    write_report("packed2_gpu", report)
     print(f"\ndevice-to-device copy: {copy_bw / 1e9:.1f} GB/s on {report['device']}")
     for r in rows:
         print(f"  {r['impl']:<12} {r['op']:<18} {r['dtype']:<9} {r['median_s'] * 1e3:8.3f} ms "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from cuda_util import copy_bandwidth, cuda_seconds, write_report
 
 from rlspec.fast import twohot as fast_twohot
 from rlspec.fast import twohot_triton
@@ -39,39 +40,16 @@ def test_log_prob_matches_reference_on_cuda(dtype):
     assert_close("TWOHOT-12", f"log_prob on CUDA ({dtype})", got.cpu(), want, atol=_log_prob_tol(logits, 255, -20.0, 20.0))
 
 
-def _cuda_ms(fn, reps: int = 20) -> float:
-    """Median milliseconds of fn() between CUDA events (after a warm-up call)."""
-    fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[reps // 2]
-
-
 def test_log_prob_throughput_vs_copy_bandwidth():
     """Issue 2: log_prob throughput as a fraction of the measured device-to-device copy bandwidth.
     A report, not a timed assertion: written to bench-results/twohot_gpu.json."""
-    import json
-    from pathlib import Path
-
     logits = torch.randn(64, 4096, 255, device="cuda")  # [T, B, bins], 267 MB
     x = torch.randn(64, 4096, device="cuda") * 100
-    src = torch.empty(logits.numel(), device="cuda")
-    dst = torch.empty_like(src)
-    copy_ms = _cuda_ms(lambda: dst.copy_(src))
-    copy_bw = 2 * src.numel() * 4 / copy_ms / 1e6  # GB/s: read + write
+    copy_bw = copy_bandwidth(logits.numel() * 4) / 1e9  # GB/s: read + write
     report = {"device": torch.cuda.get_device_name(), "copy_GBps": copy_bw}
     moved = (logits.numel() + 2 * x.numel()) * 4  # logits and x read, out written
     for name, fn in (("fast-triton", twohot_triton.log_prob), ("fast-torch", fast_twohot.log_prob)):
-        ms = _cuda_ms(lambda: fn(logits, x))
+        ms = cuda_seconds(lambda: fn(logits, x)) * 1e3
         report[name] = {"ms": ms, "GBps": moved / ms / 1e6, "fraction_of_copy": moved / ms / 1e6 / copy_bw}
-    out = Path("bench-results")
-    out.mkdir(exist_ok=True)
-    (out / "twohot_gpu.json").write_text(json.dumps(report, indent=2))
-    print(json.dumps(report, indent=2))
+    print(write_report("twohot_gpu", report).read_text())
     assert 0 < report["fast-triton"]["fraction_of_copy"], report

@@ -1,0 +1,102 @@
+"""The Triton backward scan behind fast/gae_triton.py and fast/lambda_return_triton.py.
+
+Both returns contracts reduce to one backward linear recursion over time, independently per column:
+
+    y_T = init,    y_t = base_t + coef_t·y_{t+1},    t = T−1, ..., 0                    → y [T, B]
+
+* gae (spec/gae.py "Formula", seed 001 CRITICAL-2): base = δ, coef = γλ·carry, init = 0, and returns =
+  y + value (``offset``); the coefficients come from fast/gae.py ``gae_coefficients``;
+* lambda_return (spec/lambda_return.py "Formula", seed 004 M5): base_t = r_t + γc_t(1−f_{t+1})(1−λ)·v_{t+1},
+  coef_t = γc_t(1−f_{t+1})·λ, init = v_T; from fast/lambda_return.py ``lambda_coefficients``.
+
+Kernel. One program per BLOCK_B batch columns loops over time from the end, CHUNK rows at a time
+(sequential in T, parallel over B). Each chunk is read as one [CHUNK, BLOCK_B] tile, so CHUNK rows of
+loads are in flight instead of one (a row-by-row loop waits a full memory latency per row), and the
+affine maps y ↦ base_t + coef_t·y of its rows are composed with ``tl.associative_scan`` over the rows
+ordered latest first: afterwards row t holds (α_t, β_t) with y_t = β_t + α_t·y_in, y_in the value carried
+in from the chunk after it. The carry out is y at the chunk's earliest row.
+
+Rounding. y_t = Σ_k (Π coef)·base_k + (Π coef)·init is summed along a tree of depth log2(CHUNK) inside a
+chunk (sequentially under the interpreter) and sequentially across chunks: within the contracts'
+8·(T+1)·eps·M. Zero coefficients (terminals, cuts, episode ends) stay exact whatever the grouping: every
+composed α through a zero coef is exactly 0 and every composed β through it exactly the β of the maps
+before it (finite inputs), so the bit-for-bit clauses (LAMBDA-3/6/7, GAE-4/5/6) hold.
+
+dtype: float32 and float64 compute in their own dtype; float16/bfloat16 compute in float32 and are stored
+back (the interpreter cannot compute in bfloat16). Any [T, ...] is flattened to [T, B]. The outputs
+carry no autograd graph (they are targets). Without CUDA the kernel runs under the Triton interpreter on
+CPU tensors.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede `import triton`
+
+import triton
+import triton.language as tl
+
+BACKEND_NOTE = "interpreted" if triton.knobs.runtime.interpret else "cuda"
+# (rows per tile, columns per program). On CUDA: 32 rows of loads in flight per column, and B = 16384
+# gives 256 programs. Interpreted (the CPU gate), tiles are tiny so that the contracts' small cases
+# (T <= 16, B <= 4) cross chunk and program boundaries: the carry between chunks gets checked.
+CHUNK, BLOCK_B = (4, 2) if BACKEND_NOTE == "interpreted" else (32, 64)
+NUM_WARPS = 4
+
+
+@triton.jit
+def _compose(a_later, b_later, a_row, b_row):
+    """(map of a row) ∘ (composed maps of the later rows): y ↦ b_row + a_row·(b_later + a_later·y)."""
+    return a_row * a_later, b_row + a_row * b_later
+
+
+@triton.jit
+def _backward_scan_kernel(base_ptr, coef_ptr, init_ptr, offset_ptr, out_ptr, shifted_ptr, T, B, n_chunks,
+                          HAS_OFFSET: tl.constexpr, CHUNK: tl.constexpr, BLOCK_B: tl.constexpr):
+    cols = tl.program_id(0).to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)  # [BB]
+    col_ok = cols < B
+    i = tl.arange(0, CHUNK)  # [C] place in the chunk, 0 = its latest row
+    y = tl.load(init_ptr + cols, mask=col_ok, other=0.0)  # [BB] y_T
+    for k in range(n_chunks):
+        t = T - 1 - k * CHUNK - i  # [C] the chunk's rows, latest first
+        mask = (t >= 0)[:, None] & col_ok[None, :]  # [C, BB]
+        offs = t.to(tl.int64)[:, None] * B + cols[None, :]  # [C, BB]
+        a = tl.load(coef_ptr + offs, mask=mask, other=1.0)  # rows before t = 0: identity maps
+        b = tl.load(base_ptr + offs, mask=mask, other=0.0)
+        alpha, beta = tl.associative_scan((a, b), 0, _compose)  # [C, BB]: row ∘ ... ∘ latest row
+        out = beta + alpha * y[None, :]  # [C, BB] y_t
+        tl.store(out_ptr + offs, out, mask=mask)
+        if HAS_OFFSET:
+            shift = tl.load(offset_ptr + offs, mask=mask, other=0.0)  # [C, BB]
+            tl.store(shifted_ptr + offs, out + shift, mask=mask)
+        y = tl.sum(tl.where(i[:, None] == CHUNK - 1, out, 0.0), axis=0)  # [BB] y at the earliest row
+
+
+def backward_scan(base: torch.Tensor, coef: torch.Tensor, init: torch.Tensor,
+                  offset: torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """y [T, ...] with y_t = base_t + coef_t·y_{t+1} and y_T = init [...]; with ``offset`` [T, ...] the pair
+    (y, y + offset). For inputs the caller has validated (one dtype, base's shape): no data-dependent
+    check here, hence no host synchronization."""
+    T, n = base.shape[0], math.prod(base.shape[1:])
+    dtype = base.dtype
+    compute = dtype if dtype in (torch.float32, torch.float64) else torch.float32
+
+    def flat(x: torch.Tensor, rows: int) -> torch.Tensor:
+        return x.reshape(rows, n).to(compute).contiguous()  # [rows, B]
+
+    b, a, y_T = flat(base, T), flat(coef, T), flat(init, 1)  # [T, B], [T, B], [1, B]
+    out = torch.empty((T, n), dtype=compute, device=base.device)  # [T, B]
+    shift = flat(offset, T) if offset is not None else out  # [T, B] (a placeholder without offset)
+    shifted = torch.empty_like(out) if offset is not None else out  # [T, B]
+    if T and n:
+        chunk = min(CHUNK, max(2, triton.next_power_of_2(T)))
+        _backward_scan_kernel[(triton.cdiv(n, BLOCK_B),)](
+            b, a, y_T, shift, out, shifted, T, n, triton.cdiv(T, chunk), HAS_OFFSET=offset is not None,
+            CHUNK=chunk, BLOCK_B=BLOCK_B, num_warps=NUM_WARPS)
+    y = out.reshape(base.shape).to(dtype)
+    return y if offset is None else (y, shifted.reshape(base.shape).to(dtype))
