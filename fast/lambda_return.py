@@ -32,9 +32,7 @@ def lambda_return(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor,
                   is_first: torch.Tensor | None = None) -> torch.Tensor:
     first = validate_lambda_return("lambda_return", reward, cont, value, gamma, lam, is_first)
     base, carry = lambda_coefficients(reward, cont, value, gamma, lam, first)  # [T, B] each
-    out = torch.empty_like(reward)  # [T, B]
-    next_R = value[-1]  # [B]: R_T = v_T
+    rows = [value[-1]]  # R_T = v_T, then R_{T-1}, ..., R_0: [B] each
     for t in reversed(range(reward.shape[0])):
-        next_R = torch.addcmul(base[t], carry[t], next_R)
-        out[t] = next_R  # a copy, not out=: autograd can differentiate through it
-    return out
+        rows.append(torch.addcmul(base[t], carry[t], rows[-1]))
+    return torch.stack(rows[::-1])[:-1]  # [T+1, B] -> [T, B]: one copy at the end, autograd-friendly

@@ -54,7 +54,7 @@ from hypothesis import strategies as st
 from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
 from rlspec.spec.lambda_return import (as_flags, noise_like, require_dtype, require_time_major, seeds,
                                        unit_params, validate_discounting)
-from rlspec.spec.validate import require_finite, require_shape
+from rlspec.spec.validate import require_finite, require_shape, values_look_valid
 
 CLAUSES = {
     "GAE-1": "advantages and returns follow the formula (vs float64 reference, within 8·(T+1)·eps·M)",
@@ -91,8 +91,9 @@ def validate_gae(fn: str, reward: torch.Tensor, value: torch.Tensor, terminated:
     term = as_flags(fn, "terminated", terminated, tuple(value.shape), "(= value.shape [T, B])")
     trunc = as_flags(fn, "truncated", truncated, tuple(value.shape), "(= value.shape [T, B])")
     validate_discounting(fn, gamma, lam)
-    for name, t in (("reward", reward), ("value", value), ("bootstrap_value", bootstrap_value)):
-        require_finite(fn, name, t)
+    if not values_look_valid(finite=(reward, value, bootstrap_value)):
+        for name, t in (("reward", reward), ("value", value), ("bootstrap_value", bootstrap_value)):
+            require_finite(fn, name, t)
     both = term & trunc
     if bool(both.any()):
         idx = [int(i) for i in both.nonzero()[0].tolist()]

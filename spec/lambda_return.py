@@ -64,7 +64,7 @@ import torch
 from hypothesis import strategies as st
 
 from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
-from rlspec.spec.validate import require_finite, require_floating, require_range, require_shape
+from rlspec.spec.validate import require_finite, require_floating, require_range, require_shape, values_look_valid
 
 CLAUSES = {
     "LAMBDA-1": "R follows R_t = r_t + γ·c_t·(1-f_{t+1})·((1-λ)·v_{t+1} + λ·R_{t+1}), R_T = v_T "
@@ -145,9 +145,10 @@ def validate_lambda_return(fn: str, reward: torch.Tensor, cont: torch.Tensor, va
     require_shape(fn, "cont", cont, reward.shape, "(= reward.shape [T, B])")
     require_shape(fn, "value", value, (T + 1, *batch), "([T+1, B]: values of s_0..s_T)")
     validate_discounting(fn, gamma, lam)
-    require_finite(fn, "reward", reward)
-    require_finite(fn, "value", value)
-    require_unit_interval(fn, "cont", cont)
+    if not values_look_valid(finite=(reward, value), unit=(cont,)):
+        require_finite(fn, "reward", reward)
+        require_finite(fn, "value", value)
+        require_unit_interval(fn, "cont", cont)
     if is_first is None:
         return None
     return as_flags(fn, "is_first", is_first, (T + 1, *batch), "([T+1, B]: flags of s_0..s_T, as value)")

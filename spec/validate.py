@@ -58,3 +58,15 @@ def require_range(fn: str, name: str, value: float, lo: float, hi: float,
     if not (isinstance(value, (int, float)) and ok_lo and ok_hi):
         interval = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
         raise ValueError(f"{fn}: argument '{name}' must lie in {interval}, got {value!r}")
+
+
+def values_look_valid(finite: tuple[torch.Tensor, ...] = (), unit: tuple[torch.Tensor, ...] = ()) -> bool:
+    """One host read for the happy path: True when every ``finite`` tensor is finite and every ``unit``
+    tensor lies in [0, 1]. A sum is non-finite iff an element is NaN/±Inf or the sum overflows, so False
+    only means "look closer": the caller then runs its per-argument checks, which name the culprit."""
+    checks = [torch.isfinite(t.sum(dtype=torch.float64)) for t in finite]
+    for t in unit:
+        if t.numel():
+            lo, hi = torch.aminmax(t)
+            checks.append((lo >= 0) & (hi <= 1))  # NaN compares False
+    return bool(torch.stack(checks).all()) if checks else True
