@@ -23,9 +23,8 @@ def lambda_coefficients(reward: torch.Tensor, cont: torch.Tensor, value: torch.T
     discount = gamma * cont  # [T, B]
     if first is not None:
         discount = torch.where(first[1:], torch.zeros_like(discount), discount)  # reset after t: a cut
-    base = reward + discount * (1 - lam) * value[1:]  # [T, B]
-    carry = discount * lam  # [T, B]
-    return base, carry
+    base = torch.addcmul(reward, discount, value[1:], value=1 - lam)  # [T, B]
+    return base, discount * lam  # carry [T, B]
 
 
 def lambda_return(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor, gamma: float, lam: float,

@@ -1,4 +1,4 @@
-"""Shared by the benchmark modules: two torch threads, the device axis and ``measure``.
+"""Shared by the benchmark modules: two torch threads, the device axis and ``check_and_time``.
 
 Each benchmark is labelled for tests/bench/ratios.py through ``extra_info``: ``op`` (e.g.
 "twohot.log_prob"), ``impl`` ("reference", "fast-torch", "fast-triton", "sheeprl") and ``device``.
@@ -46,8 +46,8 @@ def impl(request, device) -> str:
 
 
 @pytest.fixture
-def measure(impl, device, benchmark):
-    """measure(op, fn, expected): check fn() against fast-torch's ``expected``, then time fn()."""
+def check_and_time(impl, device, benchmark):
+    """check_and_time(op, fn, expected): check fn() against fast-torch's ``expected``, then time fn()."""
 
     def run(op: str, fn, expected) -> None:
         torch.testing.assert_close(fn(), expected, **AGREE,

@@ -43,7 +43,7 @@ def _update(impl: str, device: str):
 
 
 @pytest.mark.parametrize("impl", IMPLS, indirect=True)
-def test_update(measure, device, impl):
+def test_update(check_and_time, device, impl):
     x = _batch(device)
     update = _update(impl, device)
-    measure("return_ema.update", lambda: update(x), _update("fast-torch", device)(x))
+    check_and_time("return_ema.update", lambda: update(x), _update("fast-torch", device)(x))

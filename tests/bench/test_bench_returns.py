@@ -72,7 +72,7 @@ def _lambda_return(impl: str):
 
 
 @pytest.mark.parametrize("impl", ["reference", "fast-torch", "fast-triton", "sheeprl"], indirect=True)
-def test_lambda_return(measure, device, impl):
+def test_lambda_return(check_and_time, device, impl):
     x = _lambda_inputs(device)
     if impl == "sheeprl":
         compute_lambda_values = pytest.importorskip("sheeprl.algos.dreamer_v3.utils").compute_lambda_values
@@ -87,11 +87,11 @@ def test_lambda_return(measure, device, impl):
         def fn():
             return impl_fn(**x, gamma=GAMMA, lam=LAM)
 
-    measure("lambda_return[15, 4096]", fn, _lambda_return("fast-torch")(**x, gamma=GAMMA, lam=LAM))
+    check_and_time("lambda_return[15, 4096]", fn, _lambda_return("fast-torch")(**x, gamma=GAMMA, lam=LAM))
 
 
 @pytest.mark.parametrize("impl", ["reference", "fast-torch", "fast-triton", "cleanrl-loop"], indirect=True)
-def test_gae(measure, device, impl):
+def test_gae(check_and_time, device, impl):
     x = _gae_inputs(512, 4096, device)
     fn = _gae_fn(impl)
-    measure("gae[512, 4096]", lambda: fn(**x, gamma=GAMMA, lam=LAM), _gae_fn("fast-torch")(**x, gamma=GAMMA, lam=LAM))
+    check_and_time("gae[512, 4096]", lambda: fn(**x, gamma=GAMMA, lam=LAM), _gae_fn("fast-torch")(**x, gamma=GAMMA, lam=LAM))

@@ -29,8 +29,8 @@ def _fn(impl: str):
 
 @pytest.mark.parametrize("shape", [(L,), (L, 16)], ids=["L2048", "L2048xB16"])
 @pytest.mark.parametrize("impl", ["reference", "fast-torch"], indirect=True)
-def test_risk_target(measure, device, impl, shape):
+def test_risk_target(check_and_time, device, impl, shape):
     cost, done = _buffer(shape, device)
     fn = _fn(impl)
-    measure(f"risk_target[{'x'.join(map(str, shape))}, H={H}]", lambda: fn(cost, done, GAMMA, H),
+    check_and_time(f"risk_target[{'x'.join(map(str, shape))}, H={H}]", lambda: fn(cost, done, GAMMA, H),
             _fn("fast-torch")(cost, done, GAMMA, H))
