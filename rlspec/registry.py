@@ -56,6 +56,7 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "vtrace": {
         "reference": "rlspec.reference.vtrace",
         "fast-torch": "rlspec.fast.vtrace",
+        "fast-triton": "rlspec.fast.vtrace_triton",
     },
     "risk_target": {
         "reference": "rlspec.reference.risk_target",

@@ -19,16 +19,18 @@ import torch
 from cuda_util import copy_bandwidth, cuda_seconds, sync_is_an_error, write_report
 
 from rlspec.fast import gae as fast_gae
-from rlspec.fast import gae_triton, lambda_return_triton
+from rlspec.fast import gae_triton, lambda_return_triton, vtrace_triton
 from rlspec.fast import lambda_return as fast_lambda
 from rlspec.fast.returns_triton import backward_scan
 from rlspec.reference import gae as ref_gae
 from rlspec.reference import lambda_return as ref_lambda
+from rlspec.reference import vtrace as ref_vtrace
 from rlspec.spec.core import assert_close
 from rlspec.spec.gae import _tol as gae_tolerance
 from rlspec.spec.gae import validate_gae
 from rlspec.spec.lambda_return import tolerance as lambda_tolerance
 from rlspec.spec.lambda_return import validate_lambda_return
+from rlspec.spec.vtrace import tolerances as vtrace_tolerances
 
 pytestmark = [
     pytest.mark.gpu,
@@ -98,6 +100,24 @@ def test_gae_matches_reference_on_cuda(gae_case, dtype):
     tol = gae_tolerance({k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in x.items()})
     assert_close("GAE-1", f"fast-triton advantages on CUDA ({dtype})", adv.cpu(), want_adv, atol=tol)
     assert_close("GAE-1", f"fast-triton returns on CUDA ({dtype})", ret.cpu(), want_ret, atol=tol)
+
+
+@DTYPES
+def test_vtrace_matches_reference_on_cuda(dtype):
+    """V-trace's (vs − V) recursion through the same scan kernel, off-policy ratios, vs the float64 reference."""
+    _compiled()
+    g = torch.Generator().manual_seed(2)
+    case = dict(log_rho=(0.5 * torch.randn(T, B, generator=g)).double(),
+                discount=(GAMMA * (torch.rand(T, B, generator=g) > 0.01)).double(),
+                reward=torch.randn(T, B, generator=g).double(), value=(10 * torch.randn(T, B, generator=g)).double(),
+                bootstrap_value=(10 * torch.randn(B, generator=g)).double(), rho_bar=1.0, c_bar=1.0, lam=LAM,
+                pg_rho_bar=None)
+    want_vs, want_pg = ref_vtrace.vtrace(**case)
+    x = _on_cuda(case, dtype)
+    vs, pg = vtrace_triton.vtrace(**x)
+    tol_vs, tol_pg = vtrace_tolerances({k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in x.items()})
+    assert_close("VTRACE-1", f"fast-triton vs on CUDA ({dtype})", vs.cpu(), want_vs, atol=tol_vs)
+    assert_close("VTRACE-1", f"fast-triton pg advantage on CUDA ({dtype})", pg.cpu(), want_pg, atol=tol_pg)
 
 
 def _after_validation(lambda_x: dict, gae_x: dict) -> dict:

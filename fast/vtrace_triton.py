@@ -1,0 +1,24 @@
+"""Triton ``vtrace`` (spec/vtrace.py): ratios, δ and γ_t·c_t from fast/vtrace.py ``vtrace_coefficients``
+(torch, all rows at once), then (vs − V)_t = δ_t + γ_t·c_t·(vs − V)_{t+1} and vs = V + (vs − V) in one
+Triton scan kernel (fast/returns_triton.py). Without CUDA the kernel runs under the Triton interpreter."""
+
+from __future__ import annotations
+
+import torch
+
+from rlspec.fast.returns_triton import BACKEND_NOTE, backward_scan
+from rlspec.fast.vtrace import pg_advantage, vtrace_coefficients
+from rlspec.spec.vtrace import validate_vtrace
+
+__all__ = ["BACKEND_NOTE", "vtrace"]
+
+
+@torch.no_grad()  # targets (VTRACE-5)
+def vtrace(log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor, value: torch.Tensor,
+           bootstrap_value: torch.Tensor, rho_bar: float = 1.0, c_bar: float = 1.0, lam: float = 1.0,
+           pg_rho_bar: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    pg_rho_bar = validate_vtrace("vtrace", log_rho, discount, reward, value, bootstrap_value, rho_bar, c_bar,
+                                 lam, pg_rho_bar)
+    ratio, delta, trace = vtrace_coefficients(log_rho, discount, reward, value, bootstrap_value, rho_bar, c_bar, lam)
+    _, vs = backward_scan(delta, trace, value.new_zeros(value.shape[1:]), offset=value)  # vs − V, vs
+    return vs, pg_advantage(ratio, vs, discount, reward, value, bootstrap_value, pg_rho_bar)
