@@ -7,10 +7,10 @@ from __future__ import annotations
 import torch
 
 from rlspec.fast.gae import gae_coefficients
-from rlspec.fast.returns_triton import BACKEND_NOTE, backward_scan
+from rlspec.fast.returns_triton import BACKEND_NOTE, DEVICE, backward_scan
 from rlspec.spec.gae import validate_gae
 
-__all__ = ["BACKEND_NOTE", "gae"]
+__all__ = ["BACKEND_NOTE", "DEVICE", "gae"]
 
 
 def gae(reward: torch.Tensor, value: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor,

@@ -8,10 +8,10 @@ from __future__ import annotations
 import torch
 
 from rlspec.fast.lambda_return import lambda_coefficients
-from rlspec.fast.returns_triton import BACKEND_NOTE, backward_scan
+from rlspec.fast.returns_triton import BACKEND_NOTE, DEVICE, backward_scan
 from rlspec.spec.lambda_return import validate_lambda_return
 
-__all__ = ["BACKEND_NOTE", "lambda_return"]
+__all__ = ["BACKEND_NOTE", "DEVICE", "lambda_return"]
 
 
 def lambda_return(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor, gamma: float, lam: float,

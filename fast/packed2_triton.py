@@ -27,6 +27,7 @@ from rlspec.spec.packed2 import unpacked_shape, validate_normalized_args, valida
 __all__ = ["NORMALIZED_DTYPES", "pack", "unpack", "unpack_normalized"]
 
 BACKEND_NOTE = "interpreted" if triton.knobs.runtime.interpret else "cuda"
+DEVICE = "cpu" if triton.knobs.runtime.interpret else "cuda"  # where the kernel takes its tensors
 BLOCK = 1024  # bytes per program -> 4096 outputs
 
 

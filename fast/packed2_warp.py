@@ -26,6 +26,7 @@ wp.init()
 wp.set_module_options({"enable_backward": False})  # forward-only kernels: no adjoint code to compile
 
 BACKEND_NOTE = "cuda" if wp.is_cuda_available() else "cpu"
+DEVICE = BACKEND_NOTE  # where the conformance runner sends its tensors (the kernel runs on the tensors' device)
 
 
 @wp.kernel

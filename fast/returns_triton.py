@@ -42,6 +42,7 @@ import triton
 import triton.language as tl
 
 BACKEND_NOTE = "interpreted" if triton.knobs.runtime.interpret else "cuda"
+DEVICE = "cpu" if triton.knobs.runtime.interpret else "cuda"  # where the kernel takes its tensors
 # (rows per tile, columns per program). On CUDA: 32 rows of loads in flight per column, and B = 16384
 # gives 256 programs. Interpreted (the CPU gate), tiles are tiny so that the contracts' small cases
 # (T <= 16, B <= 4) cross chunk and program boundaries: the carry between chunks gets checked.

@@ -24,6 +24,7 @@ from rlspec.spec.twohot import (DEFAULT_BINS, DEFAULT_HIGH, DEFAULT_LOW, support
 __all__ = ["symlog", "symexp", "twohot_encode", "log_prob", "mean"]
 
 BACKEND_NOTE = "interpreted" if triton.knobs.runtime.interpret else "cuda"
+DEVICE = "cpu" if triton.knobs.runtime.interpret else "cuda"  # where the kernel takes its tensors
 TILE = 4096  # elements per program: BLOCK_ROWS × BLOCK_BINS (32 fp32 registers per thread at 4 warps)
 
 

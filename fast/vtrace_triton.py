@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from rlspec.fast.returns_triton import BACKEND_NOTE, backward_scan
+from rlspec.fast.returns_triton import BACKEND_NOTE, DEVICE, backward_scan
 from rlspec.fast.vtrace import pg_advantage, vtrace_coefficients
 from rlspec.spec.vtrace import validate_vtrace
 
-__all__ = ["BACKEND_NOTE", "vtrace"]
+__all__ = ["BACKEND_NOTE", "DEVICE", "vtrace"]
 
 
 @torch.no_grad()  # targets (VTRACE-5)

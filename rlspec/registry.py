@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from rlspec.spec.core import Contract
 
 CONTRACTS: dict[str, str] = {
@@ -117,6 +119,36 @@ def load_object(target: str) -> Any:
     return getattr(module, attr) if attr else module
 
 
+def _to(x: Any, device: str) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, (tuple, list)):
+        return type(x)(_to(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: _to(v, device) for k, v in x.items()}
+    return x
+
+
+class OnDevice:
+    """A function-based implementation whose module declares ``DEVICE`` (e.g. a compiled CUDA kernel):
+    tensor arguments go to that device and tensor results come back to the CPU, where the properties
+    draw their inputs and compare. Everything else (constants, errors raised) passes through."""
+
+    def __init__(self, impl: Any, device: str):
+        self._impl, self.device = impl, device
+        self.BACKEND_NOTE = getattr(impl, "BACKEND_NOTE", device)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._impl, name)
+        if not callable(attr) or isinstance(attr, type):
+            return attr
+
+        def on_device(*args, **kwargs):
+            return _to(attr(*_to(args, self.device), **_to(kwargs, self.device)), "cpu")
+
+        return on_device
+
+
 @dataclasses.dataclass
 class Resolved:
     name: str
@@ -132,7 +164,9 @@ class Resolved:
 
 def resolve(name: str, target: str) -> Resolved:
     try:
-        return Resolved(name, target, load_object(target))
+        impl = load_object(target)
+        device = getattr(impl, "DEVICE", "cpu")
+        return Resolved(name, target, impl if device == "cpu" else OnDevice(impl, device))
     except Exception as err:  # noqa: BLE001 - a missing backend is reported, not crashed on
         return Resolved(name, target, error=f"{type(err).__name__}: {err}")
 

@@ -77,3 +77,29 @@ def test_assert_close_matches_nan_only_with_nan():
     assert_close("X-2", "v", torch.tensor([float("nan")]), torch.tensor([float("nan")]), atol=0)
     with pytest.raises(ContractViolation, match="1 of 1"):
         assert_close("X-2", "v", torch.tensor([float("nan")]), torch.tensor([0.0]), atol=1.0)
+
+
+def test_on_device_moves_tensor_arguments_and_brings_results_back():
+    import types
+
+    from rlspec.registry import OnDevice
+
+    def probe(x, pair, *, y, scale=2.0):  # reports where its tensors arrived
+        if scale < 0:
+            raise ValueError("probe: argument 'scale' must be >= 0")
+        return torch.tensor([x.is_meta, pair[0].is_meta, y.is_meta]), scale
+
+    wrapped = OnDevice(types.SimpleNamespace(probe=probe, BINS=255), "meta")
+    seen, scale = wrapped.probe(torch.zeros(2), (torch.ones(1), 3), y=torch.zeros(1))
+    assert seen.tolist() == [True, True, True] and seen.device.type == "cpu" and scale == 2.0
+    assert wrapped.BINS == 255 and wrapped.BACKEND_NOTE == "meta"
+    with pytest.raises(ValueError, match="scale"):
+        wrapped.probe(torch.zeros(1), (torch.zeros(1),), y=torch.zeros(1), scale=-1.0)
+
+
+def test_a_contract_runs_unchanged_through_on_device():
+    from rlspec.registry import OnDevice
+
+    impl = OnDevice(registry.load_object("rlspec.fast.twohot"), "cpu")
+    outcomes = run_contract(registry.load_contract("twohot"), impl)
+    assert [o.clause for o in outcomes if o.status != "pass"] == []
