@@ -27,6 +27,11 @@ def failed(table: dict) -> bool:
                if "unavailable" not in impl for cell in impl.values())
 
 
+def _md(text: str) -> str:
+    """Table-cell text: a '|' (as in |x|) would end the cell."""
+    return text.replace("|", "\\|")
+
+
 def to_markdown(table: dict) -> str:
     impls = list(table["implementations"])
     lines = [f"### {table['contract']}", "", "| clause | " + " | ".join(impls) + " |",
@@ -36,10 +41,10 @@ def to_markdown(table: dict) -> str:
         for impl in impls:
             res = table["implementations"][impl]
             cells.append("n/a" if "unavailable" in res else SYMBOL[res[clause]["status"]])
-        lines.append(f"| {clause}: {text} | " + " | ".join(cells) + " |")
+        lines.append(f"| {clause}: {_md(text)} | " + " | ".join(cells) + " |")
     details = [f"- {impl}: unavailable ({res['unavailable']})" for impl, res in
                table["implementations"].items() if "unavailable" in res]
-    details += [f"- {impl} {clause}: {cell['message']}" for impl, res in table["implementations"].items()
+    details += [f"- {impl} {clause}: {_md(cell['message'])}" for impl, res in table["implementations"].items()
                 if "unavailable" not in res for clause, cell in res.items() if cell["status"] != "pass"]
     return "\n".join(lines + ([""] + details if details else [])) + "\n"
 
