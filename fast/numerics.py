@@ -17,8 +17,9 @@ import torch
 from rlspec.reference.numerics import kl_guarded_updates as _kl_guarded_updates
 from rlspec.spec.numerics import (KL_MULTIPLIER, LOG_RATIO_CLAMP, OBS_CLIP, OBS_EPSILON, RATIO_MAX, RATIO_MIN,
                                   RMS_EPSILON, STD_EPS, component_std, read_rms_state, validate_components,
-                                  validate_log_ratio, validate_loss, validate_mask, validate_obs,
-                                  validate_positive, validate_rms_batch, validate_same_shape, validate_shape_arg)
+                                  validate_entropy_heads, validate_log_ratio, validate_loss, validate_mask,
+                                  validate_obs, validate_positive, validate_rms_batch, validate_same_shape,
+                                  validate_shape_arg)
 from rlspec.spec.validate import require_floating
 
 _LOG_RATIO_MIN, _LOG_RATIO_MAX = math.log(RATIO_MIN), math.log(RATIO_MAX)
@@ -200,3 +201,11 @@ def masked_policy_loss(ratio: torch.Tensor, advantages: torch.Tensor, mask: torc
     validate_positive("masked_policy_loss", "clip_ratio", clip_ratio)
     surrogate = torch.minimum(ratio * advantages, ratio.clamp(1 - clip_ratio, 1 + clip_ratio) * advantages)
     return -masked_mean(surrogate, mask)
+
+
+def entropy_loss(entropy: dict[str, torch.Tensor], masks: dict[str, torch.Tensor],
+                 coef: dict[str, float] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """−Σ_h c_h·masked_mean(H_h, mask_h) and the per-head masked means (seed 001 MEDIUM-3); no host sync."""
+    coefs = validate_entropy_heads("entropy_loss", entropy, masks, coef)
+    per_head = {head: masked_mean(h, masks[head]) for head, h in entropy.items()}
+    return -sum(coefs[head] * v for head, v in per_head.items()), per_head

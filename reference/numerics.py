@@ -13,8 +13,9 @@ import torch
 
 from rlspec.spec.numerics import (KL_MULTIPLIER, LOG_RATIO_CLAMP, OBS_CLIP, OBS_EPSILON, RATIO_MAX, RATIO_MIN,
                                   RMS_EPSILON, STD_EPS, component_std, read_rms_state, validate_components,
-                                  validate_log_ratio, validate_loss, validate_mask, validate_obs,
-                                  validate_positive, validate_rms_batch, validate_same_shape, validate_shape_arg)
+                                  validate_entropy_heads, validate_log_ratio, validate_loss, validate_mask,
+                                  validate_obs, validate_positive, validate_rms_batch, validate_same_shape,
+                                  validate_shape_arg)
 from rlspec.spec.validate import require_floating
 
 
@@ -198,3 +199,13 @@ def masked_policy_loss(ratio: torch.Tensor, advantages: torch.Tensor, mask: torc
     r, a = ratio.double()[mask], advantages.double()[mask]
     surrogate = torch.minimum(r * a, r.clamp(1 - clip_ratio, 1 + clip_ratio) * a)
     return (-surrogate.sum() / max(surrogate.numel(), 1)).to(ratio.dtype)
+
+
+def entropy_loss(entropy: dict[str, torch.Tensor], masks: dict[str, torch.Tensor],
+                 coef: dict[str, float] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """−Σ_h c_h·masked_mean(H_h, mask_h) and the per-head masked means (seed 001 MEDIUM-3)."""
+    coefs = validate_entropy_heads("entropy_loss", entropy, masks, coef)
+    per_head = {head: masked_mean(h, masks[head]) for head, h in entropy.items()}
+    loss = -sum(coefs[head] * float(v) for head, v in per_head.items())
+    dtype = next(iter(entropy.values())).dtype
+    return torch.tensor(loss, dtype=torch.float64).to(dtype), per_head

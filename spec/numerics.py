@@ -68,6 +68,13 @@ masked_policy_loss(ratio [B], advantages [B], mask [B], clip_ratio=0.2)
     = −masked_mean(min(r·A, clamp(r, 1 − c, 1 + c)·A), mask): a head with no causally relevant sample
     contributes 0, not NaN; masked-out entries (even non-finite) never reach the result. HIGH-3 heads:
     op always, slot unless WAIT, blueprint and blend only for GERMINATE (``causal_head_masks``).
+entropy_loss(entropy {head: [B]}, masks {head: [B] bool}, coef {head: c_h} | None)    (seed 001 MEDIUM-3)
+    per_head_h = masked_mean(H_h, mask_h),  loss = −Σ_h c_h·per_head_h  → (loss [], {head: per_head_h})
+    c_h defaults to 1.0 for heads not in ``coef``. A head is averaged over the steps where it acted, so a
+    rarely active head (blueprint, blend: only on GERMINATE) is not diluted by the steps where it did
+    nothing — the seed's concern, made structural rather than compensated by larger coefficients. The
+    per-head means are returned for tracking. ``masks`` must name exactly the heads of ``entropy``; a
+    ``coef`` for an unknown head, or a negative/non-finite coefficient, is rejected.
 
 dtype policy: float32/float64 in, the input dtype out. The reference computes in float64 and casts;
 the fast twin computes in the input dtype on the input's device. Hot functions (all but
@@ -107,12 +114,14 @@ CLAUSES = {
     "NUM-18": "the KL that decides step i is estimated from pre-step log-probs; a stop skips step i and after",
     "NUM-19": "value_loss = 0.5·mean(max(unclipped, clipped)) with its own value_clip (None: unclipped)",
     "NUM-20": "masked_mean / masked_policy_loss divide by max(Σmask, 1): empty heads give 0, masked entries ignored",
+    "NUM-22": "entropy_loss = −Σ_h c_h·masked_mean(H_h, mask_h) (c_h default 1): a head's inactive steps never "
+              "dilute its mean; unknown heads, mismatched masks, negative coefficients rejected by name",
     "NUM-21": "bad arguments (eps, epsilon, clip, target_kl, value_clip, clip_ratio, shapes) are rejected by name",
 }
 
 INTERFACE = ("safe_standardize", "safe_zero_center", "RunningMeanStd", "ObsNormalizer", "ratio_guard",
              "LossGuard", "masked_component_weights", "kl_early_stop", "kl_guarded_updates", "value_loss",
-             "masked_mean", "masked_policy_loss")
+             "masked_mean", "masked_policy_loss", "entropy_loss")
 """
 safe_standardize(x: Tensor, eps=1e-8) -> Tensor
 safe_zero_center(x: Tensor) -> Tensor
@@ -128,6 +137,7 @@ kl_guarded_updates(log_ratio_fn, step_fn, n_steps, target_kl) -> (list of kl, st
 value_loss(values, old_values, returns, value_clip=10.0) -> Tensor
 masked_mean(x, mask) -> Tensor
 masked_policy_loss(ratio, advantages, mask, clip_ratio=0.2) -> Tensor
+entropy_loss(entropy, masks, coef=None) -> (Tensor, dict of Tensor)
 """
 
 STD_EPS = 1e-8  # safe_standardize eps and the component-masking threshold (seed 002 §1, §2)
@@ -208,6 +218,26 @@ def validate_mask(fn: str, x: torch.Tensor, mask: torch.Tensor) -> None:
         got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
         raise TypeError(f"{fn}: argument 'mask' must be a bool tensor, got {got}")
     require_shape(fn, "mask", mask, x.shape, "(= x.shape)")
+
+
+def validate_entropy_heads(fn: str, entropy: dict, masks: dict, coef: dict | None) -> dict[str, float]:
+    """The coefficient of every head (1.0 unless given), after checking heads, shapes and coefficients."""
+    if not isinstance(entropy, dict) or not entropy:
+        raise TypeError(f"{fn}: argument 'entropy' must be a non-empty dict head -> [B] tensor, got {entropy!r}")
+    if not isinstance(masks, dict) or set(masks) != set(entropy):
+        got = sorted(masks) if isinstance(masks, dict) else type(masks).__name__
+        raise ValueError(f"{fn}: argument 'masks' must name the heads of 'entropy' {sorted(entropy)}, got {got}")
+    for head, h in entropy.items():
+        require_floating(fn, f"entropy['{head}']", h)
+        validate_mask(fn, h, masks[head])
+    coef = {} if coef is None else coef
+    unknown = sorted(set(coef) - set(entropy))
+    if unknown:
+        raise ValueError(f"{fn}: argument 'coef' names unknown heads {unknown}; heads are {sorted(entropy)}")
+    for head, c in coef.items():
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0:
+            raise ValueError(f"{fn}: argument 'coef' for head '{head}' must be a finite float >= 0, got {c!r}")
+    return {head: float(coef.get(head, 1.0)) for head in entropy}
 
 
 def validate_loss(fn: str, loss: torch.Tensor, kind) -> None:
@@ -865,6 +895,49 @@ def check_masked(impl, op_actions, ratio, advantages, clip_ratio, poison):
                      atol=16 * e * (1 + float(surr.abs().sum())), **inputs)
 
 
+@st.composite
+def entropy_cases(draw):
+    g = torch.Generator().manual_seed(draw(seeds))
+    n = draw(st.integers(1, 30))
+    op = torch.randint(0, 3, (n,), generator=g)
+    op[: draw(st.integers(0, n))] = WAIT  # rarely germinating: blueprint/blend act on few steps, maybe none
+    dtype = draw(dtypes)
+    entropy = {head: torch.rand(n, generator=g, dtype=torch.float64).mul(2).to(dtype)
+               for head in ("op", "slot", "blueprint", "blend")}
+    coef = draw(st.sampled_from([None, {}, {"blueprint": 1.5, "blend": 2.0}, {"op": 0.0, "slot": 0.5}]))
+    return dict(op_actions=op, entropy=entropy, coef=coef, poison=draw(st.booleans()))
+
+
+def check_entropy(impl, op_actions, entropy, coef, poison):
+    masks = causal_head_masks(op_actions)
+    if poison:  # steps where a head did nothing carry garbage: they must never reach its mean
+        entropy = {h: torch.where(masks[h], e, torch.full_like(e, math.nan)) for h, e in entropy.items()}
+    loss, per_head = impl.entropy_loss(entropy, masks, coef)
+    want_total = 0.0
+    e = _eps(next(iter(entropy.values())).dtype)
+    for head, h in entropy.items():
+        m = masks[head]
+        want = torch.where(m, h.double(), 0.0).sum() / m.sum().clamp(min=1)
+        want_total = want_total - (coef or {}).get(head, 1.0) * want
+        assert_close("NUM-22", f"entropy of head '{head}' ({int(m.sum())} active steps)", per_head[head].detach(),
+                     want, atol=8 * e * (1 + float(want.abs())), head=head, mask=m, entropy=h)
+    assert_close("NUM-22", "entropy_loss", loss.detach(), want_total, atol=32 * e * (1 + abs(float(want_total))),
+                 coef=coef, op_actions=op_actions)
+    some = next(iter(entropy.values()))
+    expect_rejection("NUM-22", lambda: impl.entropy_loss(entropy, masks, {"nonexistent_head": 1.0}),
+                     names=["coef"], mentions=["nonexistent_head"], what="entropy_loss with a coef for an unknown head")
+    expect_rejection("NUM-22", lambda: impl.entropy_loss(entropy, {"op": masks["op"]}, None), names=["masks"],
+                     what="entropy_loss with masks for one head of four")
+    expect_rejection("NUM-22", lambda: impl.entropy_loss({"op": some}, {"op": masks["op"]}, {"op": -1.0}),
+                     names=["coef", "op"], mentions=["-1.0"], what="entropy_loss with a negative coefficient")
+
+
+ENTROPY_EXAMPLES = (
+    dict(op_actions=torch.tensor([WAIT] * 5 + [GERMINATE]), coef=None, poison=True,
+         entropy={h: torch.linspace(0.1, 1.0, 6) for h in ("op", "slot", "blueprint", "blend")}),
+)
+
+
 # --------------------------------------------------------------------------------------------------
 # Properties: bad arguments
 # --------------------------------------------------------------------------------------------------
@@ -936,6 +1009,7 @@ PROPERTIES = (
     Property("NUM-19", check_value_loss, value_cases(), VALUE_EXAMPLES, ("value_loss",)),
     Property("NUM-20", check_masked, masked_cases(), MASKED_EXAMPLES, ("masked_mean", "masked_policy_loss")),
     Property("NUM-21", check_rejects_args, requires=INTERFACE),
+    Property("NUM-22", check_entropy, entropy_cases(), ENTROPY_EXAMPLES, ("entropy_loss",)),
 )
 
 CONTRACT = Contract("numerics", CLAUSES, INTERFACE, PROPERTIES)

@@ -97,8 +97,14 @@ def _mask_with_fill(advantages, logits, std_eps=1e-8):
     return torch.softmax(torch.where(valid, logits, torch.full_like(logits, -1e10)), 0), valid
 
 
+def _entropy_over_all_steps(entropy, masks, coef=None):
+    """MEDIUM-3's dilution: every head averaged over all steps, also those where it did nothing."""
+    per_head = {head: h.double().mean().to(h.dtype) for head, h in entropy.items()}
+    return -sum((coef or {}).get(head, 1.0) * v for head, v in per_head.items()), per_head
+
+
 def _spared(*failing: str) -> tuple[str, ...]:
-    return tuple(f"NUM-{i}" for i in range(1, 22) if f"NUM-{i}" not in failing)
+    return tuple(f"NUM-{i}" for i in range(1, 23) if f"NUM-{i}" not in failing)
 
 
 PLANTED_NUMERICS = (
@@ -122,4 +128,7 @@ PLANTED_NUMERICS = (
             "NUM-15", "expected exactly one per kind", _spared("NUM-15")),
     Planted("component mask by -1e10 fill", "numerics", _numerics(masked_component_weights=_mask_with_fill),
             "NUM-16", "softmax over the valid components only", _spared("NUM-16")),
+    Planted("entropy averaged over steps where the head did nothing", "numerics",
+            _numerics(entropy_loss=_entropy_over_all_steps), "NUM-22", "entropy of head",
+            _spared("NUM-22")),
 )

@@ -39,6 +39,8 @@ def _hot_calls(impl):
         "value_loss": lambda: impl.value_loss(x, x + 1, 2 * x, value_clip=0.5),
         "masked_mean": lambda: impl.masked_mean(new, mask),
         "masked_policy_loss": lambda: impl.masked_policy_loss(torch.exp(old), new, mask),
+        "entropy_loss": lambda: impl.entropy_loss({"op": x[:32].abs(), "blend": new.abs()},
+                                                  {"op": torch.ones(32, dtype=torch.bool), "blend": mask}),
     }
 
 
