@@ -8,6 +8,7 @@
   (a step at a time, the batch vectorized) with the spec's truncation rule. Target: fast >= 10× the
   Python loop. Over cleanrl-loop the CPU has little to win (both are memory-bound passes over [T, B]):
   reported, not a target.
+* ``vtrace[512, 1024]``: reference, fast-torch, fast-triton (CUDA only), off-policy ratios; no target.
 """
 
 from __future__ import annotations
@@ -95,3 +96,21 @@ def test_gae(check_and_time, device, impl):
     x = _gae_inputs(512, 4096, device)
     fn = _gae_fn(impl)
     check_and_time("gae[512, 4096]", lambda: fn(**x, gamma=GAMMA, lam=LAM), _gae_fn("fast-torch")(**x, gamma=GAMMA, lam=LAM))
+
+
+def _vtrace_inputs(device: str) -> dict[str, torch.Tensor]:
+    """log_rho, discount (γ, 1/100 terminal), reward, value [512, 1024]; bootstrap_value [1024]."""
+    gen = torch.Generator().manual_seed(0)
+    T, B = 512, 1024
+    return {k: v.to(device) for k, v in dict(
+        log_rho=0.5 * torch.randn(T, B, generator=gen), discount=GAMMA * (torch.rand(T, B, generator=gen) > 0.01),
+        reward=torch.randn(T, B, generator=gen), value=10 * torch.randn(T, B, generator=gen),
+        bootstrap_value=10 * torch.randn(B, generator=gen)).items()}
+
+
+@pytest.mark.parametrize("impl", ["reference", "fast-torch", "fast-triton"], indirect=True)
+def test_vtrace(check_and_time, device, impl):
+    x = _vtrace_inputs(device)
+    fn = importlib.import_module(IMPLEMENTATIONS["vtrace"][impl]).vtrace
+    expected = importlib.import_module(IMPLEMENTATIONS["vtrace"]["fast-torch"]).vtrace(**x)
+    check_and_time("vtrace[512, 1024]", lambda: fn(**x), expected)
