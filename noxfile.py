@@ -8,33 +8,42 @@ nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["cpu_gate"]
 nox.options.reuse_existing_virtualenvs = True
 
+# Sessions with their own environment (a third party that pins numpy < 2, an old gymnasium, ...) that the
+# README's test command runs too: cpu_gate notifies each of them.
+CPU_GATE_ALSO: list[str] = []
+
 TORCH = "torch==2.13.0"  # pinned everywhere: an unpinned torch pulls GBs of CUDA wheels
 SHEEPRL = "sheeprl==0.8.4"
 SB3 = "stable-baselines3==2.9.2"
 RLAX = ("rlax==0.1.9", "jax[cpu]==0.10.2")
 OMNISAFE = "omnisafe==0.5.0"  # its lagrange files are read out of the wheel; never installed or imported
+TORCHRL = ("torchrl==0.14.1", "tensordict==0.14.3")  # torchrl 0.14.1 requires tensordict >=0.14.3,<0.15
+CLEANRL = "cleanrl==1.2.0"  # Python < 3.11 only: its ppo.py is read out of the wheel, never installed
 
 
-def _install_project(session: nox.Session) -> None:
+def _install_project(session: nox.Session, extras: str = "test") -> None:
     session.install(TORCH)
-    session.install("-e", ".")
+    session.install("-e", f".[{extras}]")
 
 
 @nox.session
 def cpu_gate(session: nox.Session) -> None:
     """Every check that runs without a GPU: conformance (reference, fast torch, Triton under
     TRITON_INTERPRET=1, Warp on device='cpu'), golden fixtures + manifest hashes, meta (planted bugs),
-    unit tests. Hypothesis runs its bounded, derandomized `ci` profile."""
-    _install_project(session)
+    unit tests, semantic tests on tiny real Hugging Face models (the `semantic` extra, part of `test`).
+    Hypothesis runs its bounded, derandomized `ci` profile."""
+    _install_project(session, "test,dreamer")
     session.env.update(TRITON_INTERPRET="1", HYPOTHESIS_PROFILE="ci", CUDA_VISIBLE_DEVICES="")
     session.run("pytest", "-m", "not gpu and not bench", "-p", "no:cacheprovider", *session.posargs)
+    for other in CPU_GATE_ALSO:
+        session.notify(other)
 
 
 @nox.session
 def gpu_gate(session: nox.Session) -> None:
     """CUDA-only checks: fast vs reference on the GPU, memcpy gate, pointer stability, stream/event
     ordering, throughput JSON. Skips cleanly when CUDA is absent."""
-    _install_project(session)
+    _install_project(session, "test,dreamer")
     has_cuda = session.run("python", "-c", "import torch; print(torch.cuda.is_available())", silent=True)
     if has_cuda.strip() != "True":
         session.skip("CUDA is not available on this machine: gpu_gate has nothing to check")
@@ -54,6 +63,16 @@ def fixtures(session: nox.Session) -> None:
 
 
 @nox.session
+def rom(session: nox.Session) -> None:
+    """Rebuild the room ROM with sdcc (Debian: apt-get install -y sdcc) and compare it byte for byte with the
+    committed rlspec/envs/room/room.gb and its fixtures/MANIFEST.json entry. `nox -s rom -- --update`
+    rewrites both after a deliberate change to room.c or the game's data."""
+    session.install(TORCH)
+    session.install("-e", ".")
+    session.run("python", "-m", "rlspec.golden_bridge.room_rom", *(session.posargs or ["--check"]))
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks: implementations (fast, reference, third party) compared in one run; JSON written to
     bench-results/, ratios printed."""
@@ -63,3 +82,25 @@ def bench(session: nox.Session) -> None:
     session.run("pytest", "tests/bench", "-m", "bench", "-p", "no:cacheprovider", "--benchmark-enable",
                 "--benchmark-json=bench-results/bench.json", *session.posargs)
     session.run("python", "tests/bench/ratios.py", "bench-results/bench.json")
+
+
+@nox.session
+def thirdparty(session: nox.Session) -> None:
+    """The cross-implementation conformance table: installs the pinned third parties (torch stays 2.13.0),
+    downloads the CleanRL and OmniSafe wheels whose files the adapters read, runs every adapter in
+    thirdparty/ through the kit's runner and writes docs/thirdparty/conformance.{json,md}. Exits 1 on an
+    undeclared failure or a stale declaration. Not part of cpu_gate: the committed table is what the README
+    shows."""
+    _install_project(session, extras="spec")
+    tmp = Path(session.create_tmp())
+    constraints = tmp / "constraints.txt"
+    constraints.write_text(TORCH + "\n")  # no third party may pull another torch
+    session.install("-c", str(constraints), SHEEPRL, SB3, *RLAX, *TORCHRL)
+    wheel_dir = tmp / "wheels"
+    for spec in (CLEANRL, OMNISAFE):
+        session.run("python", "-m", "pip", "download", spec, "--no-deps", "--only-binary=:all:",
+                    "--python-version", "3.10", "-d", str(wheel_dir))
+    session.run("python", "-c", f"import torch; assert torch.__version__.split('+')[0] == '{TORCH.split('==')[1]}', "
+                                "torch.__version__")
+    session.env["RLSPEC_WHEEL_DIR"] = str(wheel_dir)
+    session.run("python", "-m", "rlspec.thirdparty", "--out", "docs/thirdparty", *session.posargs)

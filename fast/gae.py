@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import torch
 
-from rlspec.spec.gae import validate_gae
+from rlspec.contracts.gae import validate_gae
+from rlspec.contracts.validate import scalar_args
 
 
 def gae_coefficients(reward: torch.Tensor, value: torch.Tensor, term: torch.Tensor, trunc: torch.Tensor,
-                     bootstrap_value: torch.Tensor, gamma: float,
+                     next_value: torch.Tensor, gamma: float,
                      lam: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(δ [T, B], γλ·carry [T, B]) of A_t = δ_t + γλ·carry_t·A_{t+1} (spec/gae.py "Formula"), from inputs
     already validated (``term``, ``trunc``: the bool flags ``validate_gae`` returns). No host sync."""
@@ -23,17 +24,18 @@ def gae_coefficients(reward: torch.Tensor, value: torch.Tensor, term: torch.Tens
     cut = trunc.clone()  # [T, B]: bootstrap from V(s'_t) and carry nothing
     cut[T - 1:] = True  # the rollout cut (an empty slice when T = 0)
     cut &= ~term
-    next_value = torch.cat([value[1:], bootstrap_value[T - 1:]])  # [T, B]: v_{t+1}, b_{T-1} on the last row
-    next_value = torch.where(cut, bootstrap_value, torch.where(term, torch.zeros_like(value), next_value))
-    delta = reward + gamma * next_value - value  # [T, B]
+    nxt = torch.cat([value[1:], next_value[T - 1:]])  # [T, B]: v_{t+1}, b_{T-1} on the last row
+    nxt = torch.where(cut, next_value, torch.where(term, torch.zeros_like(value), nxt))
+    delta = reward + gamma * nxt - value  # [T, B]
     carry = torch.where(cut | term, torch.zeros_like(value), torch.full_like(value, gamma * lam))  # [T, B]
     return delta, carry
 
 
+@scalar_args("gamma", "lam")
 def gae(reward: torch.Tensor, value: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor,
-        bootstrap_value: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
-    term, trunc = validate_gae("gae", reward, value, terminated, truncated, bootstrap_value, gamma, lam)
-    delta, carry = gae_coefficients(reward, value, term, trunc, bootstrap_value, gamma, lam)  # [T, B] each
+        next_value: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    term, trunc = validate_gae("gae", reward, value, terminated, truncated, next_value, gamma, lam)
+    delta, carry = gae_coefficients(reward, value, term, trunc, next_value, gamma, lam)  # [T, B] each
     adv = torch.empty_like(value)  # [T, B]
     next_adv = value.new_zeros(value.shape[1:])  # [B]
     for t in reversed(range(value.shape[0])):

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import torch
 
+from rlspec.contracts.gae import validate_gae
+from rlspec.contracts.validate import scalar_args
 from rlspec.fast.gae import gae_coefficients
-from rlspec.fast.returns_triton import BACKEND_NOTE, DEVICE, backward_scan
-from rlspec.spec.gae import validate_gae
+from rlspec.fast.returns_triton import backward_scan
+from rlspec.fast.triton_mode import BACKEND_NOTE, DEVICE
 
 __all__ = ["BACKEND_NOTE", "DEVICE", "gae"]
 
 
+@scalar_args("gamma", "lam")
 def gae(reward: torch.Tensor, value: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor,
-        bootstrap_value: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
-    term, trunc = validate_gae("gae", reward, value, terminated, truncated, bootstrap_value, gamma, lam)
-    delta, carry = gae_coefficients(reward, value, term, trunc, bootstrap_value, gamma, lam)  # [T, B] each
+        next_value: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    term, trunc = validate_gae("gae", reward, value, terminated, truncated, next_value, gamma, lam)
+    delta, carry = gae_coefficients(reward, value, term, trunc, next_value, gamma, lam)  # [T, B] each
     return backward_scan(delta, carry, value.new_zeros(value.shape[1:]), offset=value)  # A_T = 0

@@ -9,7 +9,8 @@ data). Only configuration is branched on.
 from __future__ import annotations
 
 import torch
-from rlspec.spec.lagrange import (
+
+from rlspec.contracts.lagrange import (
     ADAM_BETAS,
     ADAM_EPS,
     LAGRANGE_DEFAULTS,
@@ -27,6 +28,7 @@ from rlspec.spec.lagrange import (
     validate_saute,
     validate_simmer,
 )
+from rlspec.contracts.validate import require_finite, scalar_args, values_look_valid
 
 F32 = torch.float32
 
@@ -43,16 +45,18 @@ class _Skipping:
             setattr(self, name, torch.tensor(value, dtype=F32))
 
     def _read(self, fn: str, jc, scale=1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(jc, M, finite) as float32 / bool 0-d tensors on the state's (= J_c's) device."""
+        """(jc, M, usable) as float32 / bool 0-d tensors on the state's (= J_c's) device; not usable: a
+        non-finite J_c or M, or M <= 0 (read on the device, never on the host)."""
         check_cost(fn, jc)
         check_scale(fn, scale)
         device = jc.device if isinstance(jc, torch.Tensor) else self.lagrangian_multiplier.device
         for name in ("lagrangian_multiplier", "skipped", *self.STATE):
             setattr(self, name, getattr(self, name).to(device))
-        jc = torch.as_tensor(jc, dtype=F32, device=device).reshape(())
-        ok = torch.isfinite(jc)
+        jc = torch.as_tensor(jc, dtype=F32, device=device).detach().reshape(())  # state keeps no graph
+        m = torch.as_tensor(scale, dtype=F32, device=device).detach().reshape(())
+        ok = torch.isfinite(jc) & torch.isfinite(m) & (m > 0)  # else skipped (LAG-7, LAG-12)
         self.skipped = self.skipped + (~ok).long()
-        return torch.where(ok, jc, 0.0), torch.as_tensor(scale, dtype=F32, device=device).reshape(()), ok
+        return torch.where(ok, jc, 0.0), torch.where(ok, m, 0.0), ok
 
     def _commit(self, ok: torch.Tensor, lam: torch.Tensor, **state: torch.Tensor) -> torch.Tensor:
         for name, value in state.items():
@@ -62,6 +66,7 @@ class _Skipping:
 
 
 class DualAscent(_Skipping):
+    @scalar_args("cost_limit", "lr", "lambda_init")
     def __init__(self, cost_limit: float = 25.0, lr: float = 0.035, lambda_init: float = 0.0):
         validate_dual("DualAscent", cost_limit, lr, "lr", lambda_init, "lambda_init")
         super().__init__(lambda_init)
@@ -76,6 +81,7 @@ class DualAscent(_Skipping):
 class OmniSafeLagrange(_Skipping):
     STATE = ("exp_avg", "exp_avg_sq", "steps")
 
+    @scalar_args("cost_limit", "lagrangian_multiplier_init", "lambda_lr", "lagrangian_upper_bound")
     def __init__(self, cost_limit: float = LAGRANGE_DEFAULTS["cost_limit"],
                  lagrangian_multiplier_init: float = LAGRANGE_DEFAULTS["lagrangian_multiplier_init"],
                  lambda_lr: float = LAGRANGE_DEFAULTS["lambda_lr"],
@@ -101,6 +107,7 @@ class OmniSafeLagrange(_Skipping):
 class PIDLagrangian(_Skipping):
     STATE = ("pid_i", "delta_p", "cost_d", "cost_ds")
 
+    @scalar_args("pid_kp", "pid_ki", "pid_kd", "pid_d_delay", "pid_delta_p_ema_alpha", "pid_delta_d_ema_alpha", "penalty_max", "lagrangian_multiplier_init", "cost_limit")
     def __init__(self, pid_kp=PID_DEFAULTS["pid_kp"], pid_ki=PID_DEFAULTS["pid_ki"], pid_kd=PID_DEFAULTS["pid_kd"],
                  pid_d_delay=PID_DEFAULTS["pid_d_delay"], pid_delta_p_ema_alpha=PID_DEFAULTS["pid_delta_p_ema_alpha"],
                  pid_delta_d_ema_alpha=PID_DEFAULTS["pid_delta_d_ema_alpha"], sum_norm=PID_DEFAULTS["sum_norm"],
@@ -140,13 +147,19 @@ class PIDLagrangian(_Skipping):
 
 
 class SauteBudget:
-    """Sauté budget state z [B] in float32 on the observations' device (already vectorized over envs)."""
+    """Sauté budget state z [B] in float32 on the observations' device (already vectorized over envs).
 
+    ``check_values=True`` (the default) rejects a non-finite cost with one host read per step. With
+    ``check_values=False`` nothing is read on the host: an env whose cost is not finite keeps its z, and the
+    device counter ``violations`` counts it (read it at a synchronization point), as the replay ring does."""
+
+    @scalar_args("num_envs", "safety_budget", "saute_gamma", "max_ep_len", "unsafe_reward")
     def __init__(self, num_envs: int, safety_budget: float = SAUTE_DEFAULTS["safety_budget"],
                  saute_gamma: float = SAUTE_DEFAULTS["saute_gamma"], max_ep_len: int = SAUTE_DEFAULTS["max_ep_len"],
-                 unsafe_reward: float = SAUTE_DEFAULTS["unsafe_reward"]):
+                 unsafe_reward: float = SAUTE_DEFAULTS["unsafe_reward"], *, check_values: bool = True):
         validate_saute(num_envs, safety_budget, saute_gamma, max_ep_len, unsafe_reward)
-        self.num_envs, self.unsafe_reward = num_envs, unsafe_reward
+        self.num_envs, self.unsafe_reward, self.check_values = num_envs, unsafe_reward, check_values
+        self.violations = torch.zeros((), dtype=torch.int64)
         self.inv_gamma = 1.0 / saute_gamma
         self.inv_budget = 1.0 / saute_budget(safety_budget, saute_gamma, max_ep_len)
         self.z = torch.ones(num_envs, dtype=F32)
@@ -158,7 +171,13 @@ class SauteBudget:
 
     def step(self, next_obs, reward, cost, done) -> tuple[torch.Tensor, torch.Tensor]:
         check_env_batch("SauteBudget.step", self.num_envs, next_obs=next_obs, reward=reward, cost=cost, done=done)
-        z = (self.z.to(cost.device) - cost.float() * self.inv_budget) * self.inv_gamma  # [B]
+        if self.check_values and not values_look_valid(finite=(cost,)):  # one host read on the happy path
+            require_finite("SauteBudget.step", "cost", cost)
+        bad = ~torch.isfinite(cost)  # [B]: only with check_values=False
+        self.violations = self.violations.to(cost.device) + bad.sum()
+        cost = torch.where(bad, 0.0, cost.float())
+        z = (self.z.to(cost.device) - cost * self.inv_budget) * self.inv_gamma  # [B]
+        z = torch.where(bad, self.z.to(cost.device), z)
         shaped = torch.where(z > 0, reward, torch.as_tensor(self.unsafe_reward, dtype=reward.dtype, device=reward.device))
         self.z = torch.where(done.bool(), 1.0, z)
         return torch.cat([next_obs, self.z[:, None].to(next_obs.dtype)], dim=-1), shaped
@@ -167,6 +186,7 @@ class SauteBudget:
 class SimmerPID:
     """OmniSafe's SimmerPIDAgent with the 10-step error window as a ring buffer [10, ...] on the device."""
 
+    @scalar_args("kp", "ki", "kd", "polyak", "budget_bound")
     def __init__(self, kp=SIMMER_DEFAULTS["kp"], ki=SIMMER_DEFAULTS["ki"], kd=SIMMER_DEFAULTS["kd"],
                  polyak=SIMMER_DEFAULTS["polyak"], budget_bound=SIMMER_DEFAULTS["budget_bound"]):
         validate_simmer(kp, ki, kd, polyak, budget_bound)

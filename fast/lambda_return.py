@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from rlspec.spec.lambda_return import validate_lambda_return
+from rlspec.contracts.lambda_return import validate_lambda_return
+from rlspec.contracts.validate import scalar_args
 
 
 def lambda_coefficients(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor, gamma: float,
@@ -27,6 +28,7 @@ def lambda_coefficients(reward: torch.Tensor, cont: torch.Tensor, value: torch.T
     return base, discount * lam  # carry [T, B]
 
 
+@scalar_args("gamma", "lam")
 def lambda_return(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor, gamma: float, lam: float,
                   is_first: torch.Tensor | None = None) -> torch.Tensor:
     first = validate_lambda_return("lambda_return", reward, cont, value, gamma, lam, is_first)

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import torch
 
+from rlspec.contracts.lambda_return import validate_lambda_return
+from rlspec.contracts.validate import scalar_args
 from rlspec.fast.lambda_return import lambda_coefficients
-from rlspec.fast.returns_triton import BACKEND_NOTE, DEVICE, backward_scan
-from rlspec.spec.lambda_return import validate_lambda_return
+from rlspec.fast.returns_triton import backward_scan
+from rlspec.fast.triton_mode import BACKEND_NOTE, DEVICE
 
 __all__ = ["BACKEND_NOTE", "DEVICE", "lambda_return"]
 
 
+@scalar_args("gamma", "lam")
 def lambda_return(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor, gamma: float, lam: float,
                   is_first: torch.Tensor | None = None) -> torch.Tensor:
     first = validate_lambda_return("lambda_return", reward, cont, value, gamma, lam, is_first)

@@ -9,15 +9,18 @@ configuration (enable, episode counts: host integers) is branched on.
 from __future__ import annotations
 
 import torch
-from rlspec.spec.modulation import (
+
+from rlspec.contracts.modulation import (
     CLIP,
     DEFAULTS,
     EPS,
     MIN_FINITE,
     validate_modulation_args,
 )
+from rlspec.contracts.validate import scalar_args
 
 
+@scalar_args("episodes_completed", "min_episodes", "threshold_percentile", "alpha", "slope")
 def modulation_scale(preds: torch.Tensor, episodes_completed: int, *, enable: bool = DEFAULTS["enable"],
                      min_episodes: int = DEFAULTS["min_episodes"],
                      threshold_percentile: float = DEFAULTS["threshold_percentile"],

@@ -14,13 +14,30 @@ import warnings
 
 import torch
 
+from rlspec.contracts.numerics import (
+    KL_MULTIPLIER,
+    LOG_RATIO_CLAMP,
+    OBS_CLIP,
+    OBS_EPSILON,
+    RATIO_MAX,
+    RATIO_MIN,
+    RMS_EPSILON,
+    STD_EPS,
+    component_std,
+    read_rms_state,
+    validate_components,
+    validate_entropy_heads,
+    validate_log_ratio,
+    validate_loss,
+    validate_mask,
+    validate_obs,
+    validate_positive,
+    validate_rms_batch,
+    validate_same_shape,
+    validate_shape_arg,
+)
+from rlspec.contracts.validate import require_floating, scalar_args
 from rlspec.reference.numerics import kl_guarded_updates as _kl_guarded_updates
-from rlspec.spec.numerics import (KL_MULTIPLIER, LOG_RATIO_CLAMP, OBS_CLIP, OBS_EPSILON, RATIO_MAX, RATIO_MIN,
-                                  RMS_EPSILON, STD_EPS, component_std, read_rms_state, validate_components,
-                                  validate_entropy_heads, validate_log_ratio, validate_loss, validate_mask,
-                                  validate_obs, validate_positive, validate_rms_batch, validate_same_shape,
-                                  validate_shape_arg)
-from rlspec.spec.validate import require_floating
 
 _LOG_RATIO_MIN, _LOG_RATIO_MAX = math.log(RATIO_MIN), math.log(RATIO_MAX)
 
@@ -36,6 +53,7 @@ def _centered(x: torch.Tensor) -> torch.Tensor:
     return shifted - shifted.mean()
 
 
+@scalar_args("eps")
 def safe_standardize(x: torch.Tensor, eps: float = STD_EPS) -> torch.Tensor:
     require_floating("safe_standardize", "x", x)
     validate_positive("safe_standardize", "eps", eps)
@@ -56,6 +74,7 @@ def safe_zero_center(x: torch.Tensor) -> torch.Tensor:
 class RunningMeanStd:
     """Chan's update with float64 state on the batch's device; update() syncs once (input check)."""
 
+    @scalar_args("epsilon")
     def __init__(self, shape=(), epsilon: float = RMS_EPSILON):
         self.shape = validate_shape_arg("RunningMeanStd", shape)
         validate_positive("RunningMeanStd", "epsilon", epsilon)
@@ -84,6 +103,7 @@ class RunningMeanStd:
 class ObsNormalizer:
     """Frozen statistics: commit() refreshes the cached (mean, 1/sqrt(var+eps)); normalize() only reads."""
 
+    @scalar_args("epsilon", "clip")
     def __init__(self, shape=(), epsilon: float = OBS_EPSILON, clip: float = OBS_CLIP):
         validate_positive("ObsNormalizer", "epsilon", epsilon)
         validate_positive("ObsNormalizer", "clip", clip)
@@ -153,6 +173,7 @@ class LossGuard:
         return out
 
 
+@scalar_args("std_eps")
 def masked_component_weights(advantages: torch.Tensor, logits: torch.Tensor, std_eps: float = STD_EPS):
     validate_components("masked_component_weights", advantages, logits, std_eps)
     valid = component_std(advantages) > std_eps  # [C]; NaN (N = 1) → False
@@ -164,6 +185,7 @@ def masked_component_weights(advantages: torch.Tensor, logits: torch.Tensor, std
     return e / torch.where(total > 0, total, torch.ones_like(total)), valid
 
 
+@scalar_args("target_kl")
 def kl_early_stop(log_ratio: torch.Tensor, target_kl: float | None):
     validate_log_ratio("kl_early_stop", log_ratio, target_kl)
     kl = (torch.expm1(log_ratio) - log_ratio).mean()
@@ -172,11 +194,13 @@ def kl_early_stop(log_ratio: torch.Tensor, target_kl: float | None):
     return ~(kl <= KL_MULTIPLIER * target_kl), kl
 
 
+@scalar_args("n_steps", "target_kl")
 def kl_guarded_updates(log_ratio_fn, step_fn, n_steps: int, target_kl: float | None):
     """The reference loop with this module's estimator (its break is the one sync per step)."""
     return _kl_guarded_updates(log_ratio_fn, step_fn, n_steps, target_kl, estimator=kl_early_stop)
 
 
+@scalar_args("value_clip")
 def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
                value_clip: float | None = 10.0) -> torch.Tensor:
     validate_same_shape("value_loss", "values", values, old_values=old_values, returns=returns)
@@ -194,6 +218,7 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask, x, torch.zeros_like(x)).sum() / mask.sum().clamp(min=1)
 
 
+@scalar_args("clip_ratio")
 def masked_policy_loss(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                        clip_ratio: float = 0.2) -> torch.Tensor:
     validate_same_shape("masked_policy_loss", "ratio", ratio, advantages=advantages)

@@ -15,8 +15,16 @@ from __future__ import annotations
 
 import torch
 
-from rlspec.spec.packed2 import (FLOAT_DTYPES, PIXELS_PER_BYTE, SHIFTS, levels, unpacked_shape,
-                                 validate_normalized_args, validate_pack_args, validate_unpack_args)
+from rlspec.contracts.packed2 import (
+    FLOAT_DTYPES,
+    PIXELS_PER_BYTE,
+    SHIFTS,
+    levels,
+    unpacked_shape,
+    validate_normalized_args,
+    validate_pack_args,
+    validate_unpack_args,
+)
 
 NORMALIZED_DTYPES = FLOAT_DTYPES
 # table rows move as whole words, bits untouched (complex128: the only 16-byte dtype; no arithmetic on it)

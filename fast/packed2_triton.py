@@ -11,23 +11,20 @@ interpreter (which cannot compute in bfloat16). Without CUDA it runs interpreted
 
 from __future__ import annotations
 
-import os
-
 import torch
-
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede `import triton`
-
 import triton
 import triton.language as tl
 
+from rlspec.contracts.packed2 import (
+    unpacked_shape,
+    validate_normalized_args,
+    validate_unpack_args,
+)
 from rlspec.fast.packed2 import NORMALIZED_DTYPES, level_bits, pack
-from rlspec.spec.packed2 import unpacked_shape, validate_normalized_args, validate_unpack_args
+from rlspec.fast.triton_mode import BACKEND_NOTE, DEVICE
 
-__all__ = ["NORMALIZED_DTYPES", "pack", "unpack", "unpack_normalized"]
+__all__ = ["BACKEND_NOTE", "DEVICE", "NORMALIZED_DTYPES", "pack", "unpack", "unpack_normalized"]
 
-BACKEND_NOTE = "interpreted" if triton.knobs.runtime.interpret else "cuda"
-DEVICE = "cpu" if triton.knobs.runtime.interpret else "cuda"  # where the kernel takes its tensors
 BLOCK = 1024  # bytes per program -> 4096 outputs
 
 

@@ -17,8 +17,12 @@ from typing import Any
 import torch
 import warp as wp
 
+from rlspec.contracts.packed2 import (
+    unpacked_shape,
+    validate_normalized_args,
+    validate_unpack_args,
+)
 from rlspec.fast.packed2 import NORMALIZED_DTYPES, level_bits, pack
-from rlspec.spec.packed2 import unpacked_shape, validate_normalized_args, validate_unpack_args
 
 __all__ = ["NORMALIZED_DTYPES", "pack", "unpack", "unpack_normalized"]
 

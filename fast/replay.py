@@ -15,7 +15,8 @@
 from __future__ import annotations
 
 import torch
-from rlspec.spec.replay import (
+
+from rlspec.contracts.replay import (
     OBS_SHAPE,
     episode_end,
     push_violations,
@@ -26,11 +27,13 @@ from rlspec.spec.replay import (
     validate_push_values,
     validate_sample_args,
 )
+from rlspec.contracts.validate import scalar_args
 
 BACKEND_NOTE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class ReplayRing:
+    @scalar_args("capacity", "num_envs", "commit_stride", "safety_margin")
     def __init__(self, capacity: int, num_envs: int, obs_shape: tuple = OBS_SHAPE,
                  obs_dtype: torch.dtype = torch.uint8, *, store_flags: bool = False, commit_stride: int = 1,
                  safety_margin: int = 0, device: str | torch.device | None = None, check_values: bool = True):
@@ -72,7 +75,7 @@ class ReplayRing:
         row = self.t % self.capacity
         for name, column in self._store.items():
             if fields[name] is not None:
-                column[row].copy_(fields[name], non_blocking=True)
+                column[row].copy_(fields[name].detach(), non_blocking=True)  # no autograd graph kept
         self._prev_episode_id.copy_(episode_id)
         self._prev_end.copy_(episode_end(fields))
         self.t += 1
@@ -84,6 +87,7 @@ class ReplayRing:
             self._event.record()  # on the current (actor) stream, after this step's writes
         self.committed_t = self.t
 
+    @scalar_args("B", "T")
     def sample_sequences(self, B: int, T: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
         lo, hi = self._window_range()
         validate_sample_args("ReplayRing.sample_sequences", B, T, generator, self.device, lo, hi)

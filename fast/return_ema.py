@@ -10,8 +10,8 @@ import math
 
 import torch
 
-from rlspec.spec.return_ema import DEFAULTS, read_state, validate_config
-from rlspec.spec.validate import require_finite, require_floating, require_nonempty
+from rlspec.contracts.return_ema import DEFAULTS, read_state, validate_config
+from rlspec.contracts.validate import require_finite, require_floating, require_nonempty, scalar_args
 
 
 def percentile(v: torch.Tensor, p: float) -> torch.Tensor:
@@ -30,6 +30,7 @@ def percentile(v: torch.Tensor, p: float) -> torch.Tensor:
 
 
 class ReturnEMA:
+    @scalar_args("decay", "max_range", "percentile_low", "percentile_high")
     def __init__(self, decay: float = DEFAULTS["decay"], max_range: float = DEFAULTS["max_range"],
                  percentile_low: float = DEFAULTS["percentile_low"],
                  percentile_high: float = DEFAULTS["percentile_high"]):

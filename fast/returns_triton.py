@@ -31,22 +31,16 @@ CPU tensors.
 from __future__ import annotations
 
 import math
-import os
 
 import torch
-
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede `import triton`
-
 import triton
 import triton.language as tl
 
-BACKEND_NOTE = "interpreted" if triton.knobs.runtime.interpret else "cuda"
-DEVICE = "cpu" if triton.knobs.runtime.interpret else "cuda"  # where the kernel takes its tensors
-# (rows per tile, columns per program). On CUDA: 32 rows of loads in flight per column, and B = 16384
-# gives 256 programs. Interpreted (the CPU gate), tiles are tiny so that the contracts' small cases
-# (T <= 16, B <= 4) cross chunk and program boundaries: the carry between chunks gets checked.
-CHUNK, BLOCK_B = (4, 2) if BACKEND_NOTE == "interpreted" else (32, 64)
+# (rows per tile, columns per program) by the tensors' device. On CUDA: 32 rows of loads in flight per
+# column, and B = 16384 gives 256 programs. On CPU (the interpreter, the CPU gate), tiles are tiny so that
+# the contracts' small cases (T <= 16, B <= 4) cross chunk and program boundaries: the carry between
+# chunks gets checked.
+TILES = {"cuda": (32, 64), "cpu": (4, 2)}
 NUM_WARPS = 4
 
 
@@ -95,9 +89,10 @@ def backward_scan(base: torch.Tensor, coef: torch.Tensor, init: torch.Tensor,
     shift = flat(offset, T) if offset is not None else out  # [T, B] (a placeholder without offset)
     shifted = torch.empty_like(out) if offset is not None else out  # [T, B]
     if T and n:
-        chunk = min(CHUNK, max(2, triton.next_power_of_2(T)))
-        _backward_scan_kernel[(triton.cdiv(n, BLOCK_B),)](
+        max_chunk, block_b = TILES[base.device.type]
+        chunk = min(max_chunk, max(2, triton.next_power_of_2(T)))
+        _backward_scan_kernel[(triton.cdiv(n, block_b),)](
             b, a, y_T, shift, out, shifted, T, n, triton.cdiv(T, chunk), HAS_OFFSET=offset is not None,
-            CHUNK=chunk, BLOCK_B=BLOCK_B, num_warps=NUM_WARPS)
+            CHUNK=chunk, BLOCK_B=block_b, num_warps=NUM_WARPS)
     y = out.reshape(base.shape).to(dtype)
     return y if offset is None else (y, shifted.reshape(base.shape).to(dtype))

@@ -22,7 +22,8 @@ import math
 
 import torch
 
-from rlspec.spec.risk_target import validate_risk_target
+from rlspec.contracts.risk_target import validate_risk_target
+from rlspec.contracts.validate import scalar_args
 
 
 def _suffix_sums(c: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
@@ -50,8 +51,10 @@ def _suffix_sums(c: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     return A.movedim(0, 2).reshape(n, m * s, *rest)[:, :K]
 
 
+@scalar_args("gamma", "horizon")
 def risk_target(cost: torch.Tensor, done: torch.Tensor, gamma: float, horizon: int) -> torch.Tensor:
     flags = validate_risk_target("risk_target", cost, done, gamma, horizon)
+    cost = cost.detach()  # a regression target: it carries no gradient (RISK-13)
     L, rest = cost.shape[0], tuple(cost.shape[1:])
     if cost.numel() == 0:
         return cost.new_zeros(cost.shape)

@@ -10,36 +10,56 @@ of the global step and is the reference's.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
+from rlspec.contracts.shaping import (
+    CLAMP,
+    NORM_EPS,
+    UNIT_EPS,
+    validate_additive_args,
+    validate_env_count,
+    validate_env_tensor,
+    validate_gamma,
+    validate_margin_args,
+    validate_margins,
+    validate_mask,
+    validate_normalizer_config,
+    validate_potential_args,
+    validate_prompts,
+)
+from rlspec.contracts.validate import require_int, scalar_args
 from rlspec.reference.shaping import beta_schedule  # noqa: F401 - scalar host math, nothing to vectorize
-from rlspec.spec.shaping import (CLAMP, NORM_EPS, UNIT_EPS, validate_additive_args, validate_env_count,
-                                 validate_env_tensor, validate_gamma, validate_margin_args, validate_margins,
-                                 validate_mask, validate_normalizer_config, validate_potential_args,
-                                 validate_prompts)
-from rlspec.spec.validate import require_int
+
+
+def unit(x: torch.Tensor) -> torch.Tensor:
+    """x / max(‖x‖, 1e-12) along the last dim (F.normalize's rule) with ‖x‖ = p·‖x/p‖, p = max|x|: ‖x‖² never
+    overflows (float32 at |x| ≳ 1.8e19) or underflows in the input dtype."""
+    peak = x.abs().amax(-1, keepdim=True)  # [..., 1]
+    norm = peak * (x / peak.clamp_min(torch.finfo(x.dtype).tiny)).norm(dim=-1, keepdim=True)  # [..., 1]
+    return x / norm.clamp_min(UNIT_EPS)
 
 
 def prompt_centroid(prompts: torch.Tensor) -> torch.Tensor:  # [P, D] -> [D]
     validate_prompts(prompts)
-    return F.normalize(F.normalize(prompts, dim=-1, eps=UNIT_EPS).mean(0), dim=0, eps=UNIT_EPS)
+    return unit(unit(prompts).mean(0))
 
 
 def semantic_margin(e: torch.Tensor, mu_safe: torch.Tensor, mu_unsafe: torch.Tensor) -> torch.Tensor:
     validate_margin_args(e, mu_safe, mu_unsafe)
-    u = F.normalize(e, dim=-1, eps=UNIT_EPS)  # [B, D]
+    u = unit(e)  # [B, D]
     # two separate reductions (not one [B, D] @ [D, 2]): swapping the prompt sets negates bit for bit
-    cos_safe = (u * F.normalize(mu_safe, dim=0, eps=UNIT_EPS)).sum(-1)  # [B]
-    cos_unsafe = (u * F.normalize(mu_unsafe, dim=0, eps=UNIT_EPS)).sum(-1)  # [B]
+    cos_safe = (u * unit(mu_safe)).sum(-1)  # [B]
+    cos_unsafe = (u * unit(mu_unsafe)).sum(-1)  # [B]
     return cos_safe - cos_unsafe
 
 
+@scalar_args("beta")
 def additive_shaping(reward: torch.Tensor, beta: float, margin: torch.Tensor, captured: torch.Tensor) -> torch.Tensor:
     validate_additive_args(reward, beta, margin, captured)
     return torch.where(captured, reward + beta * margin, reward)  # [B]
 
 
 class MarginNormalizer:
+    @scalar_args("norm_window", "margin_scale")
     def __init__(self, norm_window: int = 1000, margin_scale: float = 1.0, margin_norm_enable: bool = True):
         validate_normalizer_config(norm_window, margin_scale, margin_norm_enable)
         self.norm_window, self.margin_scale, self.margin_norm_enable = norm_window, margin_scale, margin_norm_enable
@@ -76,6 +96,7 @@ class MarginNormalizer:
 
 
 class PotentialShaper:
+    @scalar_args("num_envs", "gamma")
     def __init__(self, num_envs: int, gamma: float):
         validate_env_count("PotentialShaper", num_envs)
         validate_gamma(gamma)
@@ -83,6 +104,7 @@ class PotentialShaper:
         self.last: torch.Tensor | None = None  # [B] φ of the last captured observation, input dtype
         self.has_last: torch.Tensor | None = None  # [B] bool: a capture happened in this episode
 
+    @scalar_args("beta")
     def __call__(self, phi: torch.Tensor, captured: torch.Tensor, beta: float) -> torch.Tensor:  # [B] -> [B]
         validate_potential_args(self.num_envs, phi, captured, beta)
         if self.last is None:
@@ -103,6 +125,7 @@ class PotentialShaper:
 
 
 class TemporalPool:
+    @scalar_args("num_envs", "dim", "window")
     def __init__(self, num_envs: int, dim: int, window: int):
         validate_env_count("TemporalPool", num_envs)
         require_int("TemporalPool", "dim", dim, 1)

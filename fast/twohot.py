@@ -10,22 +10,30 @@ from __future__ import annotations
 
 import torch
 
-from rlspec.spec.twohot import (DEFAULT_BINS, DEFAULT_HIGH, DEFAULT_LOW, support, validate_logits,
-                                validate_support, validate_log_prob_args)
-from rlspec.spec.validate import require_floating, require_no_nan
+from rlspec.contracts.twohot import (
+    DEFAULT_BINS,
+    DEFAULT_HIGH,
+    DEFAULT_LOW,
+    odd_extension,
+    support,
+    validate_log_prob_args,
+    validate_logits,
+    validate_support,
+)
+from rlspec.contracts.validate import require_floating, require_no_nan, scalar_args
 
 MEAN_CHUNK_ROWS = 1024  # 1024 × 255 floats ≈ 1 MiB: stays in L2 between softmax and mv
 
 
 def symlog(x: torch.Tensor) -> torch.Tensor:
-    return torch.sign(x) * torch.log1p(x.abs())
+    return odd_extension(torch.log1p, x)
 
 
 def symexp(y: torch.Tensor) -> torch.Tensor:
-    return torch.sign(y) * torch.expm1(y.abs())
+    return odd_extension(torch.expm1, y)
 
 
-def _locate(y: torch.Tensor, bins: torch.Tensor):
+def locate(y: torch.Tensor, bins: torch.Tensor):
     """Bin index k [...] (b_k <= clamp(y) < b_{k+1}, k <= n-2) and the upper weight w_{k+1} [...]."""
     n = bins.shape[0]
     y_hat = y.clamp(bins[0], bins[-1])
@@ -38,33 +46,46 @@ def _locate(y: torch.Tensor, bins: torch.Tensor):
     return k, ((y_hat - b_lo) / (b_hi - b_lo)).clamp(0, 1)
 
 
+@scalar_args("num_bins", "low", "high")
 def twohot_encode(y: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DEFAULT_LOW,
                   high: float = DEFAULT_HIGH) -> torch.Tensor:
     require_floating("twohot_encode", "y", y)
     require_no_nan("twohot_encode", "y", y)
     validate_support("twohot_encode", num_bins, low, high)
     bins = support(num_bins, low, high, y.dtype, y.device)  # [n]
-    k, w_hi = _locate(y, bins)  # [...]
+    k, w_hi = locate(y, bins)  # [...]
     weights = torch.zeros(*y.shape, num_bins, dtype=y.dtype, device=y.device)  # [..., n]
     weights.scatter_(-1, k.unsqueeze(-1), (1 - w_hi).unsqueeze(-1))
     return weights.scatter_add_(-1, (k + 1).unsqueeze(-1), w_hi.unsqueeze(-1))
 
 
+@scalar_args("num_bins", "low", "high")
 def log_prob(logits: torch.Tensor, x: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DEFAULT_LOW,
              high: float = DEFAULT_HIGH) -> torch.Tensor:
     validate_log_prob_args(logits, x, num_bins, low, high)
     bins = support(num_bins, low, high, x.dtype, x.device)  # [n]
-    k, w_hi = _locate(symlog(x), bins)  # [...]
+    k, w_hi = locate(symlog(x), bins)  # [...]
     pair = logits.gather(-1, torch.stack((k, k + 1), dim=-1))  # [..., 2]
-    picked = torch.lerp(pair[..., 0], pair[..., 1], w_hi.to(logits.dtype))  # [...]
-    return picked - torch.logsumexp(logits, dim=-1)
+    return picked_logit(pair, w_hi.to(logits.dtype)) - torch.logsumexp(logits, dim=-1)
 
 
+def picked_logit(pair: torch.Tensor, w_hi: torch.Tensor) -> torch.Tensor:
+    """(1 − w)·l_k + w·l_{k+1} for pair = (l_k, l_{k+1}) [..., 2], where a zero weight contributes 0 even
+    against a −inf (masked) logit, as in the reference: never lerp, which gives −inf + 1·inf = NaN."""
+    zero = torch.zeros((), dtype=pair.dtype, device=pair.device)
+    lo = torch.where(w_hi < 1, (1 - w_hi) * pair[..., 0], zero)
+    hi = torch.where(w_hi > 0, w_hi * pair[..., 1], zero)
+    return lo + hi
+
+
+@scalar_args("num_bins", "low", "high")
 def mean(logits: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DEFAULT_LOW,
          high: float = DEFAULT_HIGH) -> torch.Tensor:
     validate_logits("mean", logits, num_bins)
     validate_support("mean", num_bins, low, high)
     bins = support(num_bins, low, high, logits.dtype, logits.device)  # [n]
+    if logits.requires_grad and torch.is_grad_enabled():  # out= buffers cannot carry a graph
+        return symexp(torch.softmax(logits, dim=-1) @ bins)
     rows = logits.reshape(-1, num_bins)  # [R, n]
     out = torch.empty(rows.shape[0], dtype=logits.dtype, device=logits.device)  # [R]
     buf = torch.empty(min(MEAN_CHUNK_ROWS, rows.shape[0]), num_bins, dtype=logits.dtype,

@@ -13,8 +13,17 @@ from __future__ import annotations
 import torch
 from torch._dynamo.decorators import mark_unbacked
 
+from rlspec.contracts.twohot import (
+    DEFAULT_BINS,
+    DEFAULT_HIGH,
+    DEFAULT_LOW,
+    odd_extension,
+    support,
+    validate_logits,
+    validate_support,
+)
+from rlspec.contracts.validate import scalar_args
 from rlspec.fast.twohot import log_prob, symexp, symlog, twohot_encode
-from rlspec.spec.twohot import DEFAULT_BINS, DEFAULT_HIGH, DEFAULT_LOW, support, validate_logits, validate_support
 
 __all__ = ["symlog", "symexp", "twohot_encode", "log_prob", "mean"]
 
@@ -26,9 +35,10 @@ def _mean(logits: torch.Tensor, bins: torch.Tensor) -> torch.Tensor:
     """symexp(Σ_k softmax(l)_k · b_k) for logits [R, n], bins [n] -> [R] (spec/twohot.py "mean")."""
     e = torch.exp(logits - logits.amax(-1, keepdim=True))  # [R, n], fused away by inductor
     y = (e * bins).sum(-1) / e.sum(-1)  # [R]
-    return torch.sign(y) * torch.expm1(y.abs())
+    return odd_extension(torch.expm1, y)
 
 
+@scalar_args("num_bins", "low", "high")
 def mean(logits: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DEFAULT_LOW,
          high: float = DEFAULT_HIGH) -> torch.Tensor:
     validate_logits("mean", logits, num_bins)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from rlspec.spec.vtrace import validate_vtrace
+from rlspec.contracts.validate import scalar_args
+from rlspec.contracts.vtrace import validate_vtrace
 
 
 def vtrace_coefficients(log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor, value: torch.Tensor,
@@ -31,6 +32,7 @@ def pg_advantage(ratio: torch.Tensor, vs: torch.Tensor, discount: torch.Tensor, 
     return ratio.clamp(max=pg_rho_bar) * (reward + discount * next_vs - value)
 
 
+@scalar_args("rho_bar", "c_bar", "lam", "pg_rho_bar")
 @torch.no_grad()  # targets: no gradient flows through vs or the pg advantage (VTRACE-5)
 def vtrace(log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor, value: torch.Tensor,
            bootstrap_value: torch.Tensor, rho_bar: float = 1.0, c_bar: float = 1.0, lam: float = 1.0,

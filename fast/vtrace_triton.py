@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import torch
 
-from rlspec.fast.returns_triton import BACKEND_NOTE, DEVICE, backward_scan
+from rlspec.contracts.validate import scalar_args
+from rlspec.contracts.vtrace import validate_vtrace
+from rlspec.fast.returns_triton import backward_scan
+from rlspec.fast.triton_mode import BACKEND_NOTE, DEVICE
 from rlspec.fast.vtrace import pg_advantage, vtrace_coefficients
-from rlspec.spec.vtrace import validate_vtrace
 
 __all__ = ["BACKEND_NOTE", "DEVICE", "vtrace"]
 
 
+@scalar_args("rho_bar", "c_bar", "lam", "pg_rho_bar")
 @torch.no_grad()  # targets (VTRACE-5)
 def vtrace(log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor, value: torch.Tensor,
            bootstrap_value: torch.Tensor, rho_bar: float = 1.0, c_bar: float = 1.0, lam: float = 1.0,

@@ -7,14 +7,23 @@ Run by `nox -s fixtures` (which installs the pinned third-party packages); OUT_D
 import sys
 from pathlib import Path
 
-from rlspec.golden_bridge import (omnisafe_lagrange, rlax_returns, sb3_rollout_buffer, sb3_running_mean_std,
-                                  sheeprl_dreamer_v3, sheeprl_returns)
+from rlspec.golden_bridge import (
+                                  omnisafe_lagrange,
+                                  omnisafe_trust_region,
+                                  rlax_returns,
+                                  room_rom,
+                                  sb3_rollout_buffer,
+                                  sb3_running_mean_std,
+                                  sheeprl_dreamer_v3,
+                                  sheeprl_returns,
+)
 from rlspec.golden_bridge.fixture_io import FIXTURES_DIR
 from rlspec.golden_bridge.manifest import write_all
 
 GENERATORS = [*sheeprl_dreamer_v3.GENERATORS, *sheeprl_returns.GENERATORS, *omnisafe_lagrange.GENERATORS,
-              *sb3_running_mean_std.GENERATORS, *sb3_rollout_buffer.GENERATORS, *rlax_returns.GENERATORS]
+              *sb3_running_mean_std.GENERATORS, *sb3_rollout_buffer.GENERATORS, *rlax_returns.GENERATORS,
+              *omnisafe_trust_region.GENERATORS]
 
 root = Path(sys.argv[1]) if len(sys.argv) > 1 else FIXTURES_DIR
-write_all(GENERATORS, root)
+write_all(GENERATORS, root, room_rom.ARTIFACTS)  # artifacts: built by the project (nox -s rom), described
 print(f"wrote {len(GENERATORS)} fixtures and {root / 'MANIFEST.json'}")

@@ -77,6 +77,12 @@ def read_manifest(root: Path = FIXTURES_DIR) -> dict[str, dict]:
     return {e["path"]: e for e in entries}
 
 
+def read_artifacts(root: Path = FIXTURES_DIR) -> dict[str, dict]:
+    """{path relative to the repository: entry} of the built files ``root/MANIFEST.json`` describes."""
+    entries = json.loads((root / MANIFEST_NAME).read_text()).get("artifacts", [])
+    return {e["path"]: e for e in entries}
+
+
 def read_golden(path: str, root: Path = FIXTURES_DIR) -> tuple[dict, dict, dict]:
     """-> (inputs, expected, manifest entry) for the fixture at ``root/path``."""
     return (*read_fixture(root / path), read_manifest(root)[path])

@@ -3,6 +3,10 @@
 Manifest entry (design.md "Golden fixtures"): path (relative to fixtures/), sha256, contract,
 source {package, version, qualname}, generator (module:function), seed, tolerance {atol, rtol, why},
 convention (how the third party's layout was converted into ours).
+
+The manifest's "artifacts" list describes files the project builds itself and commits (the room ROM:
+path relative to the repository, sha256, sources and their hashes, builder, recipe); each comes from an
+``ARTIFACTS`` function that reads the committed files only, so regenerating the fixtures keeps it.
 """
 
 from __future__ import annotations
@@ -38,8 +42,10 @@ class Fixture:
     version: str | None = None  # set when the package is read from a downloaded file, not installed
 
 
-def write_all(generators: list[Callable[[], Fixture]], root: Path) -> None:
-    """Run every generator, write its fixture under ``root`` and ``root/MANIFEST.json`` describing them."""
+def write_all(generators: list[Callable[[], Fixture]], root: Path,
+              artifacts: list[Callable[[], dict]] = ()) -> None:
+    """Run every generator, write its fixture under ``root`` and ``root/MANIFEST.json`` describing them
+    and the built ``artifacts``."""
     entries = []
     for gen in generators:
         fx = gen()
@@ -51,5 +57,16 @@ def write_all(generators: list[Callable[[], Fixture]], root: Path) -> None:
             generator=f"{gen.__module__}:{gen.__qualname__}", seed=fx.seed,
             tolerance=dict(atol=fx.atol, rtol=fx.rtol, why=fx.why), convention=fx.convention,
         ))
-    manifest = {"fixtures": sorted(entries, key=lambda e: e["path"])}
+    manifest = {"fixtures": sorted(entries, key=lambda e: e["path"]), "artifacts": _artifacts(artifacts)}
     (root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def write_artifacts(root: Path, artifacts: list[Callable[[], dict]]) -> None:
+    """Rewrite only the "artifacts" of ``root/MANIFEST.json`` (after a deliberate rebuild)."""
+    manifest = json.loads((root / MANIFEST_NAME).read_text())
+    manifest["artifacts"] = _artifacts(artifacts)
+    (root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def _artifacts(artifacts: list[Callable[[], dict]]) -> list[dict]:
+    return sorted((a() for a in artifacts), key=lambda e: e["path"])

@@ -14,22 +14,28 @@ import zipfile
 from pathlib import Path
 
 import torch
+
 from rlspec.golden_bridge.manifest import Fixture
 
 PACKAGE, VERSION = "omnisafe", "0.5.0"
 EPS32 = torch.finfo(torch.float32).eps
 
 
-def load_omnisafe_file(member: str) -> types.ModuleType:
-    """Execute ``member`` (e.g. "omnisafe/common/lagrange.py") from the pinned wheel as a bare module."""
+def omnisafe_source(member: str) -> tuple[str, str]:
+    """(source text, a filename for tracebacks) of ``member`` in the pinned wheel."""
     wheel_dir = Path(os.environ.get("OMNISAFE_WHEEL_DIR", ""))
     wheels = sorted(wheel_dir.glob(f"{PACKAGE}-{VERSION}-*.whl"))
     if not wheels:
         raise FileNotFoundError(f"no {PACKAGE}-{VERSION} wheel in OMNISAFE_WHEEL_DIR={str(wheel_dir)!r}; "
                                 f"run: pip download {PACKAGE}=={VERSION} --no-deps -d DIR")
-    source = zipfile.ZipFile(wheels[0]).read(member).decode()
+    return zipfile.ZipFile(wheels[0]).read(member).decode(), f"{wheels[0].name}/{member}"
+
+
+def load_omnisafe_file(member: str) -> types.ModuleType:
+    """Execute ``member`` (e.g. "omnisafe/common/lagrange.py") from the pinned wheel as a bare module."""
+    source, filename = omnisafe_source(member)
     module = types.ModuleType(f"_omnisafe_file_{Path(member).stem}")
-    exec(compile(source, f"{wheels[0].name}/{member}", "exec"), module.__dict__)  # noqa: S102 - pinned file
+    exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - pinned file
     return module
 
 

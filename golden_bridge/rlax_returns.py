@@ -14,8 +14,8 @@ import numpy as np
 import rlax
 import torch
 
+from rlspec.contracts.vtrace import to_rlax
 from rlspec.golden_bridge.manifest import Fixture
-from rlspec.spec.vtrace import to_rlax
 
 jax.config.update("jax_enable_x64", True)
 
@@ -113,7 +113,7 @@ def truncated_gae(seed: int = 3) -> Fixture:
         qualname="rlax.truncated_generalized_advantage_estimation", seed=seed, atol=TOL, rtol=0.0, why=WHY,
         convention="stored in rlax's layout (lambda_ = 0.95, discount_t = 0.99 or 0); to ours: reward = r_t, "
                    "value = values[:-1], terminated = (discount_t == 0), truncated = none, gamma = 0.99, "
-                   "bootstrap_value = values[-1] on the last row (0 elsewhere, unread); no truncation in rlax",
+                   "next_value = values[-1] on the last row (0 elsewhere, unread); no truncation in rlax",
         inputs=dict(inputs, **_scalars(lam=0.95, gamma=GAMMA)), expected=dict(advantages=_t(adv)))
 
 

@@ -45,15 +45,15 @@ def _flags(places) -> torch.Tensor:
     return flags
 
 
-def _sb3_side(reward, value, terminated, truncated, bootstrap_value, reset_value):
+def _sb3_side(reward, value, terminated, truncated, next_value, reset_value):
     """SB3's collect loop on our episode data: per step, the reward with γ·V(terminal_obs) folded in on a
     time limit and the episode_start flag handed to ``add``; at the end last_values and dones."""
     done = terminated | truncated  # [T, B]
     time_limit = truncated & ~terminated  # infos["TimeLimit.truncated"]
-    rewards = torch.where(time_limit, reward + GAMMA * bootstrap_value, reward)  # float32, as SB3's += [T, B]
+    rewards = torch.where(time_limit, reward + GAMMA * next_value, reward)  # float32, as SB3's += [T, B]
     episode_starts = torch.cat([torch.ones(1, B, dtype=torch.bool), done[:-1]])  # _last_episode_starts [T, B]
     # new_obs after the last step: s'_{T-1} if it did not end, else the next episode's first obs
-    last_values = torch.where(done[-1], reset_value, bootstrap_value[-1])  # [B]
+    last_values = torch.where(done[-1], reset_value, next_value[-1])  # [B]
     return dict(rewards=rewards, episode_starts=episode_starts.float(), values=value, last_values=last_values,
                 dones=done[-1].float())
 
@@ -75,13 +75,13 @@ def rollout_gae(seed: int = 0) -> Fixture:
                 value=_round(10 * torch.randn(T, B, generator=g, dtype=torch.float64), 1 / 16),  # V(s_t)
                 terminated=_flags(TERMINATED), truncated=_flags(TRUNCATED),
                 # V(s'_t) on every row; ours reads it on truncated rows and the unterminated last row only
-                bootstrap_value=_round(10 * torch.randn(T, B, generator=g, dtype=torch.float64), 1 / 16))
+                next_value=_round(10 * torch.randn(T, B, generator=g, dtype=torch.float64), 1 / 16))
     reset_value = _round(10 * torch.randn(B, generator=g, dtype=torch.float64), 1 / 16)  # V(reset obs) [B]
     side = _sb3_side(**ours, reset_value=reset_value)
     advantages, returns = _run_rollout_buffer(side)
     # per backward step: δ_t rounds <= 4 times on terms <= D (SB3: one more, r + γ·V folded), A_t and
     # A_t + V_t once or twice on <= max|A| + max|V|; errors are damped by γλ <= 1
-    D = float(ours["reward"].abs().max() + 2 * torch.maximum(ours["value"].abs(), ours["bootstrap_value"].abs()).max())
+    D = float(ours["reward"].abs().max() + 2 * torch.maximum(ours["value"].abs(), ours["next_value"].abs()).max())
     A = float(advantages.abs().max() + ours["value"].abs().max())
     atol = 2 * (T + 1) * EPS32 * (5 * D + 2 * A)
     return Fixture(
@@ -91,13 +91,13 @@ def rollout_gae(seed: int = 0) -> Fixture:
         atol=atol, rtol=0.0,
         why="both sides float32 (SB3's buffer dtype): <= (T+1)·eps·(5·D + 2·A) per side, D = max|r| + "
             "2·max(|V|, |b|) bounding δ's terms, A = max|adv| + max|V| the recursion's; twice that",
-        convention="stored: ours (reward, value, terminated, truncated as 0/1, bootstrap_value [16, 4]) and "
-                   "SB3's side (sb3_*): rewards = reward + gamma·bootstrap_value where truncated (SB3's "
+        convention="stored: ours (reward, value, terminated, truncated as 0/1, next_value [16, 4]) and "
+                   "SB3's side (sb3_*): rewards = reward + gamma·next_value where truncated (SB3's "
                    "timeout bootstrap), episode_starts = cat(1, terminated|truncated [:-1]), values = value, "
-                   "last_values = bootstrap_value[-1] unless the last step is done (then V(reset obs), "
+                   "last_values = next_value[-1] unless the last step is done (then V(reset obs), "
                    "masked), dones = (terminated|truncated)[-1]; gamma 0.99, gae_lambda 0.95",
         inputs=dict(reward=ours["reward"], value=ours["value"], terminated=ours["terminated"].float(),
-                    truncated=ours["truncated"].float(), bootstrap_value=ours["bootstrap_value"],
+                    truncated=ours["truncated"].float(), next_value=ours["next_value"],
                     gamma=torch.tensor(GAMMA, dtype=torch.float64), lam=torch.tensor(LAM, dtype=torch.float64),
                     **{f"sb3_{k}": v for k, v in side.items()}),
         expected=dict(advantages=advantages, returns=returns))

@@ -15,8 +15,9 @@ from __future__ import annotations
 import torch
 from sheeprl.algos.dreamer_v3.utils import compute_lambda_values
 
+from rlspec.contracts.lambda_return import to_sheeprl
 from rlspec.golden_bridge.manifest import Fixture
-from rlspec.spec.lambda_return import to_sheeprl, tolerance
+from rlspec.spec.lambda_return import tolerance
 
 PACKAGE = "sheeprl"
 T, B = 15, 6  # DreamerV3's imagination horizon, 6 columns

@@ -6,7 +6,8 @@ import math
 from collections import deque
 
 import torch
-from rlspec.spec.lagrange import (
+
+from rlspec.contracts.lagrange import (
     ADAM_BETAS,
     ADAM_EPS,
     LAGRANGE_DEFAULTS,
@@ -24,14 +25,18 @@ from rlspec.spec.lagrange import (
     validate_saute,
     validate_simmer,
 )
+from rlspec.contracts.validate import require_finite, scalar_args
 
 F64 = torch.float64
 
 
-def _read(fn: str, jc, scale) -> tuple[float, float]:
+def _read(fn: str, jc, scale) -> tuple[float, float, bool]:
+    """(J_c, M, usable). Not usable (a skipped update, LAG-7 / LAG-12): a non-finite J_c, or a 0-d tensor M
+    that is not finite and > 0 (a float M is validated at the call: check_scale)."""
     check_cost(fn, jc)
     check_scale(fn, scale)
-    return float(jc), float(scale)
+    jc, m = (float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for v in (jc, scale))
+    return jc, m, math.isfinite(jc) and math.isfinite(m) and m > 0
 
 
 class _Skipping:
@@ -49,14 +54,15 @@ class _Skipping:
 class DualAscent(_Skipping):
     """λ ← max(0, λ + η·M·(J_c − d))  (seed 000 §5.5 step 4)."""
 
+    @scalar_args("cost_limit", "lr", "lambda_init")
     def __init__(self, cost_limit: float = 25.0, lr: float = 0.035, lambda_init: float = 0.0):
         validate_dual("DualAscent", cost_limit, lr, "lr", lambda_init, "lambda_init")
         super().__init__(lambda_init)
         self.cost_limit, self.lr = cost_limit, lr
 
     def update(self, jc, scale=1.0) -> torch.Tensor:
-        jc, m = _read("DualAscent.update", jc, scale)
-        if not math.isfinite(jc):
+        jc, m, usable = _read("DualAscent.update", jc, scale)
+        if not usable:
             return self._skip()
         lam = float(self.lagrangian_multiplier) + self.lr * m * (jc - self.cost_limit)
         self.lagrangian_multiplier = torch.tensor(max(0.0, lam), dtype=F64)
@@ -66,6 +72,7 @@ class DualAscent(_Skipping):
 class OmniSafeLagrange(_Skipping):
     """OmniSafe's ``Lagrange`` with Adam, the optimizer written out (torch.optim.Adam's single-tensor path)."""
 
+    @scalar_args("cost_limit", "lagrangian_multiplier_init", "lambda_lr", "lagrangian_upper_bound")
     def __init__(self, cost_limit: float = LAGRANGE_DEFAULTS["cost_limit"],
                  lagrangian_multiplier_init: float = LAGRANGE_DEFAULTS["lagrangian_multiplier_init"],
                  lambda_lr: float = LAGRANGE_DEFAULTS["lambda_lr"],
@@ -77,8 +84,8 @@ class OmniSafeLagrange(_Skipping):
         self.exp_avg, self.exp_avg_sq, self.steps = 0.0, 0.0, 0
 
     def update(self, jc, scale=1.0) -> torch.Tensor:
-        jc, m = _read("OmniSafeLagrange.update", jc, scale)
-        if not math.isfinite(jc):
+        jc, m, usable = _read("OmniSafeLagrange.update", jc, scale)
+        if not usable:
             return self._skip()
         b1, b2 = ADAM_BETAS
         grad = -(jc - self.cost_limit)  # d/dλ of the loss −λ·(J_c − d)
@@ -96,6 +103,7 @@ class OmniSafeLagrange(_Skipping):
 class PIDLagrangian(_Skipping):
     """OmniSafe's ``PIDLagrangian.pid_update``, line for line."""
 
+    @scalar_args("pid_kp", "pid_ki", "pid_kd", "pid_d_delay", "pid_delta_p_ema_alpha", "pid_delta_d_ema_alpha", "penalty_max", "lagrangian_multiplier_init", "cost_limit")
     def __init__(self, pid_kp=PID_DEFAULTS["pid_kp"], pid_ki=PID_DEFAULTS["pid_ki"], pid_kd=PID_DEFAULTS["pid_kd"],
                  pid_d_delay=PID_DEFAULTS["pid_d_delay"], pid_delta_p_ema_alpha=PID_DEFAULTS["pid_delta_p_ema_alpha"],
                  pid_delta_d_ema_alpha=PID_DEFAULTS["pid_delta_d_ema_alpha"], sum_norm=PID_DEFAULTS["sum_norm"],
@@ -113,8 +121,8 @@ class PIDLagrangian(_Skipping):
         self.cost_ds = deque([0.0], maxlen=pid_d_delay)
 
     def update(self, jc) -> torch.Tensor:
-        jc, _ = _read("PIDLagrangian.update", jc, 1.0)
-        if not math.isfinite(jc):
+        jc, _, usable = _read("PIDLagrangian.update", jc, 1.0)
+        if not usable:
             return self._skip()
         delta = jc - self.cost_limit
         self.pid_i = max(0.0, self.pid_i + delta * self.ki)
@@ -136,6 +144,7 @@ class PIDLagrangian(_Skipping):
 class SauteBudget:
     """OmniSafe's SauteAdapter budget state z [B] (float64)."""
 
+    @scalar_args("num_envs", "safety_budget", "saute_gamma", "max_ep_len", "unsafe_reward")
     def __init__(self, num_envs: int, safety_budget: float = SAUTE_DEFAULTS["safety_budget"],
                  saute_gamma: float = SAUTE_DEFAULTS["saute_gamma"], max_ep_len: int = SAUTE_DEFAULTS["max_ep_len"],
                  unsafe_reward: float = SAUTE_DEFAULTS["unsafe_reward"]):
@@ -154,6 +163,7 @@ class SauteBudget:
 
     def step(self, next_obs, reward, cost, done) -> tuple[torch.Tensor, torch.Tensor]:
         check_env_batch("SauteBudget.step", self.num_envs, next_obs=next_obs, reward=reward, cost=cost, done=done)
+        require_finite("SauteBudget.step", "cost", cost)  # before z is touched: a rejected step changes nothing
         z = (self.z - cost.double() / self.budget) / self.gamma  # [B]
         shaped = torch.where(z > 0, reward.double(), torch.full_like(z, self.unsafe_reward))  # [B]
         self.z = torch.where(done.bool(), torch.ones_like(z), z)  # auto-reset: a new episode, full budget
@@ -163,6 +173,7 @@ class SauteBudget:
 class SimmerPID:
     """OmniSafe's SimmerPIDAgent.get_greedy_action on a budget tensor [...] (float64)."""
 
+    @scalar_args("kp", "ki", "kd", "polyak", "budget_bound")
     def __init__(self, kp=SIMMER_DEFAULTS["kp"], ki=SIMMER_DEFAULTS["ki"], kd=SIMMER_DEFAULTS["kd"],
                  polyak=SIMMER_DEFAULTS["polyak"], budget_bound=SIMMER_DEFAULTS["budget_bound"]):
         validate_simmer(kp, ki, kd, polyak, budget_bound)

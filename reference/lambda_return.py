@@ -6,9 +6,11 @@ import math
 
 import torch
 
-from rlspec.spec.lambda_return import validate_lambda_return
+from rlspec.contracts.lambda_return import validate_lambda_return
+from rlspec.contracts.validate import scalar_args
 
 
+@scalar_args("gamma", "lam")
 def lambda_return(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor, gamma: float, lam: float,
                   is_first: torch.Tensor | None = None) -> torch.Tensor:
     """R_t = r_t + γ·c_t·(1 − f_{t+1})·((1 − λ)·v_{t+1} + λ·R_{t+1}),  R_T = v_T   (seed 004 M5, §2.3)."""

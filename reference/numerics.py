@@ -11,12 +11,29 @@ import warnings
 
 import torch
 
-from rlspec.spec.numerics import (KL_MULTIPLIER, LOG_RATIO_CLAMP, OBS_CLIP, OBS_EPSILON, RATIO_MAX, RATIO_MIN,
-                                  RMS_EPSILON, STD_EPS, component_std, read_rms_state, validate_components,
-                                  validate_entropy_heads, validate_log_ratio, validate_loss, validate_mask,
-                                  validate_obs, validate_positive, validate_rms_batch, validate_same_shape,
-                                  validate_shape_arg)
-from rlspec.spec.validate import require_floating
+from rlspec.contracts.numerics import (
+    KL_MULTIPLIER,
+    LOG_RATIO_CLAMP,
+    OBS_CLIP,
+    OBS_EPSILON,
+    RATIO_MAX,
+    RATIO_MIN,
+    RMS_EPSILON,
+    STD_EPS,
+    component_std,
+    read_rms_state,
+    validate_components,
+    validate_entropy_heads,
+    validate_log_ratio,
+    validate_loss,
+    validate_mask,
+    validate_obs,
+    validate_positive,
+    validate_rms_batch,
+    validate_same_shape,
+    validate_shape_arg,
+)
+from rlspec.contracts.validate import require_floating, scalar_args
 
 
 # ------------------------------------------------------------------------------- seed 002 §1
@@ -27,6 +44,7 @@ def _centered(x: torch.Tensor) -> torch.Tensor:
     return v - (k + (v - k).mean())
 
 
+@scalar_args("eps")
 def safe_standardize(x: torch.Tensor, eps: float = STD_EPS) -> torch.Tensor:
     require_floating("safe_standardize", "x", x)
     validate_positive("safe_standardize", "eps", eps)
@@ -47,6 +65,7 @@ def safe_zero_center(x: torch.Tensor) -> torch.Tensor:
 class RunningMeanStd:
     """Chan's parallel update from (mean 0, var 1, count epsilon), as Stable-Baselines3."""
 
+    @scalar_args("epsilon")
     def __init__(self, shape=(), epsilon: float = RMS_EPSILON):
         self.shape = validate_shape_arg("RunningMeanStd", shape)
         validate_positive("RunningMeanStd", "epsilon", epsilon)
@@ -77,6 +96,7 @@ class RunningMeanStd:
 class ObsNormalizer:
     """normalize() reads the statistics as last committed and never changes them; commit() updates."""
 
+    @scalar_args("epsilon", "clip")
     def __init__(self, shape=(), epsilon: float = OBS_EPSILON, clip: float = OBS_CLIP):
         validate_positive("ObsNormalizer", "epsilon", epsilon)
         validate_positive("ObsNormalizer", "clip", clip)
@@ -136,6 +156,7 @@ class LossGuard:
 
 
 # ------------------------------------------------------------------------------- seed 002 §2
+@scalar_args("std_eps")
 def masked_component_weights(advantages: torch.Tensor, logits: torch.Tensor, std_eps: float = STD_EPS):
     validate_components("masked_component_weights", advantages, logits, std_eps)
     valid = component_std(advantages.double()) > std_eps  # [C]; N = 1 gives NaN → invalid
@@ -147,6 +168,7 @@ def masked_component_weights(advantages: torch.Tensor, logits: torch.Tensor, std
 
 
 # ------------------------------------------------------------------------------ seed 001 HIGH-2
+@scalar_args("target_kl")
 def kl_early_stop(log_ratio: torch.Tensor, target_kl: float | None):
     validate_log_ratio("kl_early_stop", log_ratio, target_kl)
     d = log_ratio.double()
@@ -155,6 +177,7 @@ def kl_early_stop(log_ratio: torch.Tensor, target_kl: float | None):
     return torch.tensor(stop), kl.to(log_ratio.dtype)
 
 
+@scalar_args("n_steps", "target_kl")
 def kl_guarded_updates(log_ratio_fn, step_fn, n_steps: int, target_kl: float | None, *,
                        estimator=kl_early_stop):
     """Each step: estimate KL at the current parameters, stop before stepping if it is too large."""
@@ -171,6 +194,7 @@ def kl_guarded_updates(log_ratio_fn, step_fn, n_steps: int, target_kl: float | N
 
 
 # ------------------------------------------------------------------------------ seed 001 HIGH-4
+@scalar_args("value_clip")
 def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
                value_clip: float | None = 10.0) -> torch.Tensor:
     validate_same_shape("value_loss", "values", values, old_values=old_values, returns=returns)
@@ -191,6 +215,7 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (selected.sum() / max(selected.numel(), 1)).to(x.dtype)
 
 
+@scalar_args("clip_ratio")
 def masked_policy_loss(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                        clip_ratio: float = 0.2) -> torch.Tensor:
     validate_same_shape("masked_policy_loss", "ratio", ratio, advantages=advantages)

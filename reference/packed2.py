@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import torch
 
-from rlspec.spec.packed2 import (FLOAT_DTYPES, PIXELS_PER_BYTE, SHIFTS, unpacked_shape,
-                                 validate_normalized_args, validate_pack_args, validate_unpack_args)
+from rlspec.contracts.packed2 import (
+    FLOAT_DTYPES,
+    PIXELS_PER_BYTE,
+    SHIFTS,
+    unpacked_shape,
+    validate_normalized_args,
+    validate_pack_args,
+    validate_unpack_args,
+)
 
 NORMALIZED_DTYPES = FLOAT_DTYPES
 

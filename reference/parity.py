@@ -15,8 +15,8 @@ import math
 import torch
 from torch import nn
 
+from rlspec.contracts.parity import ADV_EPS, validate_batch, validate_config
 from rlspec.reference.lagrange import DualAscent
-from rlspec.spec.parity import ADV_EPS, validate_batch, validate_config
 
 SEMANTIC_MODULES = ("rlspec.reference.shaping",)
 
@@ -107,7 +107,9 @@ class SemanticPPOLag(PPOLagLearner):
             self._build_semantics(semantic_cfgs)
 
     def _build_semantics(self, sc: dict) -> None:
-        from rlspec.reference import shaping  # only here: disabled semantics import nothing (PARITY-3)
+        from rlspec.reference import (
+            shaping,  # only here: disabled semantics import nothing (PARITY-3)
+        )
 
         num_envs, prompts = sc["num_envs"], (sc["safe_prompts"], sc["unsafe_prompts"])
         self.semantics = dict(

@@ -5,7 +5,8 @@ gathered step by step."""
 from __future__ import annotations
 
 import torch
-from rlspec.spec.replay import (
+
+from rlspec.contracts.replay import (
     OBS_SHAPE,
     episode_end,
     readable_range,
@@ -15,9 +16,11 @@ from rlspec.spec.replay import (
     validate_push_values,
     validate_sample_args,
 )
+from rlspec.contracts.validate import scalar_args
 
 
 class ReplayRing:
+    @scalar_args("capacity", "num_envs", "commit_stride", "safety_margin")
     def __init__(self, capacity: int, num_envs: int, obs_shape: tuple = OBS_SHAPE,
                  obs_dtype: torch.dtype = torch.uint8, *, store_flags: bool = False, commit_stride: int = 1,
                  safety_margin: int = 0):
@@ -51,7 +54,7 @@ class ReplayRing:
         row = self.t % self.capacity
         for name, column in self._store.items():
             if fields[name] is not None:  # obs None: already written through obs_slot
-                column[row] = fields[name]
+                column[row] = fields[name].detach()  # storage keeps no autograd graph
         self._prev_episode_id = episode_id.clone()
         self._prev_end = episode_end(fields)
         self.t += 1
@@ -61,6 +64,7 @@ class ReplayRing:
     def commit(self) -> None:
         self.committed_t = self.t
 
+    @scalar_args("B", "T")
     def sample_sequences(self, B: int, T: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
         lo, hi = readable_range(self.t, self.committed_t, self.capacity, self.safety_margin)
         validate_sample_args("ReplayRing.sample_sequences", B, T, generator, self.device, lo, hi)

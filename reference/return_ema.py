@@ -6,8 +6,8 @@ import math
 
 import torch
 
-from rlspec.spec.return_ema import DEFAULTS, read_state, validate_config
-from rlspec.spec.validate import require_finite, require_floating, require_nonempty
+from rlspec.contracts.return_ema import DEFAULTS, read_state, validate_config
+from rlspec.contracts.validate import require_finite, require_floating, require_nonempty, scalar_args
 
 
 def percentile(x: torch.Tensor, p: float) -> torch.Tensor:
@@ -20,6 +20,7 @@ def percentile(x: torch.Tensor, p: float) -> torch.Tensor:
 
 
 class ReturnEMA:
+    @scalar_args("decay", "max_range", "percentile_low", "percentile_high")
     def __init__(self, decay: float = DEFAULTS["decay"], max_range: float = DEFAULTS["max_range"],
                  percentile_low: float = DEFAULTS["percentile_low"],
                  percentile_high: float = DEFAULTS["percentile_high"]):
@@ -33,7 +34,7 @@ class ReturnEMA:
         require_floating("ReturnEMA.update", "x", x)
         require_nonempty("ReturnEMA.update", "x", x)
         require_finite("ReturnEMA.update", "x", x)
-        d = self.decay
+        d, x = self.decay, x.detach()  # the state is statistics: it keeps no autograd graph
         self.low = d * self.low + (1 - d) * percentile(x, self.percentile_low)
         self.high = d * self.high + (1 - d) * percentile(x, self.percentile_high)
         invscale = torch.clamp(self.high - self.low, min=1 / self.max_range)

@@ -7,11 +7,23 @@ from collections import deque
 
 import torch
 
-from rlspec.spec.shaping import (CLAMP, NORM_EPS, UNIT_EPS, validate_additive_args, validate_beta_args,
-                                 validate_env_count, validate_env_tensor, validate_gamma, validate_margin_args,
-                                 validate_margins, validate_mask, validate_normalizer_config,
-                                 validate_potential_args, validate_prompts)
-from rlspec.spec.validate import require_int
+from rlspec.contracts.shaping import (
+    CLAMP,
+    NORM_EPS,
+    UNIT_EPS,
+    validate_additive_args,
+    validate_beta_args,
+    validate_env_count,
+    validate_env_tensor,
+    validate_gamma,
+    validate_margin_args,
+    validate_margins,
+    validate_mask,
+    validate_normalizer_config,
+    validate_potential_args,
+    validate_prompts,
+)
+from rlspec.contracts.validate import require_int, scalar_args
 
 
 def _unit(x: torch.Tensor) -> torch.Tensor:
@@ -33,6 +45,7 @@ def semantic_margin(e: torch.Tensor, mu_safe: torch.Tensor, mu_unsafe: torch.Ten
     return ((u * _unit(mu_safe)).sum(-1) - (u * _unit(mu_unsafe)).sum(-1)).to(e.dtype)
 
 
+@scalar_args("step", "total_steps", "beta_start", "beta_end_step_fraction")
 def beta_schedule(step: int, total_steps: int, beta_start: float, beta_end_step_fraction: float) -> float:
     """β_t = β_0 · ½(1 + cos(π · min(1, t / (α·T)))) (§4.0.3); exactly 0 from t = α·T on."""
     validate_beta_args(step, total_steps, beta_start, beta_end_step_fraction)
@@ -40,6 +53,7 @@ def beta_schedule(step: int, total_steps: int, beta_start: float, beta_end_step_
     return beta_start * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+@scalar_args("beta")
 def additive_shaping(reward: torch.Tensor, beta: float, margin: torch.Tensor, captured: torch.Tensor) -> torch.Tensor:
     """r' = r + β·m̄ on captured envs, r on skipped ones: [B] (§5.1, §26.4)."""
     validate_additive_args(reward, beta, margin, captured)
@@ -50,6 +64,7 @@ def additive_shaping(reward: torch.Tensor, beta: float, margin: torch.Tensor, ca
 class MarginNormalizer:
     """Running z-normalization over the last ``norm_window`` margins, scale, clamp ±2, clamp counter."""
 
+    @scalar_args("norm_window", "margin_scale")
     def __init__(self, norm_window: int = 1000, margin_scale: float = 1.0, margin_norm_enable: bool = True):
         validate_normalizer_config(norm_window, margin_scale, margin_norm_enable)
         self.margin_scale, self.margin_norm_enable = margin_scale, margin_norm_enable
@@ -77,12 +92,14 @@ class MarginNormalizer:
 class PotentialShaper:
     """F = β(γ·φ − φ_last) per env; skipped captures and first captures of an episode give exactly 0."""
 
+    @scalar_args("num_envs", "gamma")
     def __init__(self, num_envs: int, gamma: float):
         validate_env_count("PotentialShaper", num_envs)
         validate_gamma(gamma)
         self.num_envs, self.gamma = num_envs, gamma
         self.last: list[float | None] = [None] * num_envs  # φ of the env's last captured observation
 
+    @scalar_args("beta")
     def __call__(self, phi: torch.Tensor, captured: torch.Tensor, beta: float) -> torch.Tensor:  # [B] -> [B]
         validate_potential_args(self.num_envs, phi, captured, beta)
         out = torch.zeros(self.num_envs, dtype=torch.float64)
@@ -104,6 +121,7 @@ class PotentialShaper:
 class TemporalPool:
     """Per-env mean of the last ``window`` captured embeddings of the current episode (§5.4, §33)."""
 
+    @scalar_args("num_envs", "dim", "window")
     def __init__(self, num_envs: int, dim: int, window: int):
         validate_env_count("TemporalPool", num_envs)
         require_int("TemporalPool", "dim", dim, 1)

@@ -9,19 +9,27 @@ from __future__ import annotations
 
 import torch
 
-from rlspec.spec.twohot import (DEFAULT_BINS, DEFAULT_HIGH, DEFAULT_LOW, support, validate_logits,
-                                validate_support, validate_log_prob_args)
-from rlspec.spec.validate import require_floating, require_no_nan
+from rlspec.contracts.twohot import (
+    DEFAULT_BINS,
+    DEFAULT_HIGH,
+    DEFAULT_LOW,
+    odd_extension,
+    support,
+    validate_log_prob_args,
+    validate_logits,
+    validate_support,
+)
+from rlspec.contracts.validate import require_floating, require_no_nan, scalar_args
 
 
 def symlog(x: torch.Tensor) -> torch.Tensor:
     require_floating("symlog", "x", x)
-    return (torch.sign(x.double()) * torch.log1p(x.double().abs())).to(x.dtype)
+    return odd_extension(torch.log1p, x.double()).to(x.dtype)
 
 
 def symexp(y: torch.Tensor) -> torch.Tensor:
     require_floating("symexp", "y", y)
-    return (torch.sign(y.double()) * torch.expm1(y.double().abs())).to(y.dtype)
+    return odd_extension(torch.expm1, y.double()).to(y.dtype)
 
 
 def _bins(fn: str, num_bins: int, low: float, high: float, dtype: torch.dtype) -> torch.Tensor:
@@ -29,6 +37,7 @@ def _bins(fn: str, num_bins: int, low: float, high: float, dtype: torch.dtype) -
     return support(num_bins, low, high, dtype).double()  # [n]
 
 
+@scalar_args("num_bins", "low", "high")
 def twohot_encode(y: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DEFAULT_LOW,
                   high: float = DEFAULT_HIGH, support_dtype: torch.dtype | None = None) -> torch.Tensor:
     """y [...] (symlog space) -> weights [..., num_bins]."""
@@ -47,6 +56,7 @@ def twohot_encode(y: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DE
     return weights.to(y.dtype)
 
 
+@scalar_args("num_bins", "low", "high")
 def log_prob(logits: torch.Tensor, x: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DEFAULT_LOW,
              high: float = DEFAULT_HIGH, support_dtype: torch.dtype | None = None) -> torch.Tensor:
     """logits [..., n], x [...] (raw space) -> sum_k twohot(symlog x)_k · log_softmax(logits)_k  [...]."""
@@ -57,6 +67,7 @@ def log_prob(logits: torch.Tensor, x: torch.Tensor, num_bins: int = DEFAULT_BINS
     return terms.sum(-1).to(logits.dtype)
 
 
+@scalar_args("num_bins", "low", "high")
 def mean(logits: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DEFAULT_LOW,
          high: float = DEFAULT_HIGH, support_dtype: torch.dtype | None = None) -> torch.Tensor:
     """logits [..., n] -> symexp(sum_k softmax(logits)_k · b_k)  [...], summed in mirror pairs."""

@@ -6,9 +6,20 @@ import math
 
 import torch
 
-from rlspec.spec.vtrace import validate_vtrace
+from rlspec.contracts.validate import scalar_args
+from rlspec.contracts.vtrace import validate_vtrace
 
 
+def _exp(x: float) -> float:
+    """e^x, inf where it overflows: a ratio clipped by a finite bar never needs its value (validation rejects
+    an overflowing ratio that is used unclipped)."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+@scalar_args("rho_bar", "c_bar", "lam", "pg_rho_bar")
 def vtrace(log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor, value: torch.Tensor,
            bootstrap_value: torch.Tensor, rho_bar: float = 1.0, c_bar: float = 1.0, lam: float = 1.0,
            pg_rho_bar: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -23,7 +34,7 @@ def vtrace(log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor, 
     for b in range(n):
         next_v, next_vs = boot[b], boot[b]  # V_T and vs_T = V_T
         for t in reversed(range(T)):
-            ratio = math.exp(lr[t][b])
+            ratio = _exp(lr[t][b])
             rho, c, rho_pg = min(rho_bar, ratio), lam * min(c_bar, ratio), min(pg_rho_bar, ratio)
             delta = rho * (r[t][b] + disc[t][b] * next_v - v[t][b])
             vs[t][b] = v[t][b] + delta + disc[t][b] * c * (next_vs - next_v)

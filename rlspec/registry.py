@@ -11,12 +11,14 @@ import dataclasses
 import importlib
 import importlib.util
 import sys
+import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rlspec.spec.core import Contract
+if TYPE_CHECKING:  # the test half is imported only when a contract is loaded
+    from rlspec.spec.core import Contract
 
 CONTRACTS: dict[str, str] = {
     "twohot": "rlspec.spec.twohot",
@@ -32,6 +34,8 @@ CONTRACTS: dict[str, str] = {
     "replay": "rlspec.spec.replay",
     "shaping": "rlspec.spec.shaping",
     "parity": "rlspec.spec.parity",
+    "room_env": "rlspec.spec.room_env",
+    "trust_region": "rlspec.spec.trust_region",
 }
 
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -93,6 +97,14 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "parity": {
         "reference": "rlspec.reference.parity",
     },
+    "room_env": {
+        "reference": "rlspec.envs.room.pyboy_room",
+        "fast-warp": "rlspec.envs.room.warp_room",
+    },
+    "trust_region": {
+        "reference": "rlspec.reference.trust_region",
+        "fast-torch": "rlspec.fast.trust_region",
+    },
 }
 
 
@@ -103,19 +115,32 @@ def load_contract(name: str) -> Contract:
 
 
 def load_object(target: str) -> Any:
-    """Import "pkg.module", "pkg.module:attr", "path/to/file.py" or "path/to/file.py:attr"."""
+    """Import "pkg.module", "pkg.module:attr", "path/to/file.py" or "path/to/file.py:attr".
+
+    A file is imported with its own directory first on sys.path (restored afterwards), so that it can
+    import the files next to it (``import helper``)."""
     module_part, _, attr = target.partition(":")
     if module_part.endswith(".py") or Path(module_part).exists():
         path = Path(module_part).resolve()
-        if not path.exists():
-            raise ImportError(f"no such file: {path}")
+        if not path.is_file():
+            raise FileNotFoundError(f"no such file: {module_part} (resolved to {path})")
         mod_name = f"rlspec_user_{abs(hash(str(path)))}"
         spec = importlib.util.spec_from_file_location(mod_name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[mod_name] = module
-        spec.loader.exec_module(module)
+        saved = list(sys.path)
+        sys.path.insert(0, str(path.parent))
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[mod_name]
+            raise
+        finally:
+            sys.path[:] = saved
     else:
         module = importlib.import_module(module_part)
+    if attr and not hasattr(module, attr):
+        raise AttributeError(f"{module_part} has no attribute {attr!r}")
     return getattr(module, attr) if attr else module
 
 
@@ -152,9 +177,10 @@ class OnDevice:
 @dataclasses.dataclass
 class Resolved:
     name: str
-    target: str
+    target: str  # as given (a registry entry, or --impl exactly as typed)
     impl: Any = None
-    error: str | None = None  # why the backend is unavailable here
+    unavailable: str | None = None  # why this backend cannot run on this machine (not a failure)
+    error: str | None = None  # why it failed to load (a failure: syntax error, exception at import, ...)
 
     @property
     def label(self) -> str:
@@ -162,14 +188,36 @@ class Resolved:
         return f"{self.name} ({note})" if note else self.name
 
 
-def resolve(name: str, target: str) -> Resolved:
+def resolve(name: str, target: str, registered: bool = False) -> Resolved:
+    """Load ``target``. A backend that says it cannot run here (fast/triton_mode.BackendUnavailable) is
+    unavailable, and so is a registered one whose optional third-party package is not installed; any
+    other load failure is an error."""
     try:
         impl = load_object(target)
-        device = getattr(impl, "DEVICE", "cpu")
-        return Resolved(name, target, impl if device == "cpu" else OnDevice(impl, device))
-    except Exception as err:  # noqa: BLE001 - a missing backend is reported, not crashed on
-        return Resolved(name, target, error=f"{type(err).__name__}: {err}")
+    except Exception as err:  # noqa: BLE001 - reported, never crashed on
+        unavailable = any(c.__name__ == "BackendUnavailable" for c in type(err).__mro__)  # fast/triton_mode.py
+        if unavailable or (registered and _missing_dependency(err, target)):
+            return Resolved(name, target, unavailable=f"{type(err).__name__}: {err}")
+        return Resolved(name, target, error=load_error(err))
+    device = getattr(impl, "DEVICE", "cpu")
+    return Resolved(name, target, impl if device == "cpu" else OnDevice(impl, device))
+
+
+def _missing_dependency(err: Exception, target: str) -> bool:
+    """A ModuleNotFoundError for a package outside rlspec (e.g. warp not installed)."""
+    missing = getattr(err, "name", None) or ""
+    return isinstance(err, ModuleNotFoundError) and missing.split(".")[0] not in ("rlspec", target.split(".")[0])
+
+
+def load_error(err: BaseException) -> str:
+    """One line: the exception and where in the loaded code it was raised."""
+    if isinstance(err, SyntaxError):
+        return f"SyntaxError: {err.msg} ({err.filename}, line {err.lineno}): {(err.text or '').strip()}"
+    frames = [f for f in traceback.extract_tb(err.__traceback__)
+              if "importlib" not in f.filename and f.filename != __file__]
+    where = f" (raised at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(err).__name__}: {err}{where}"
 
 
 def implementations(contract: str) -> list[Resolved]:
-    return [resolve(n, t) for n, t in IMPLEMENTATIONS.get(contract, {}).items()]
+    return [resolve(n, t, registered=True) for n, t in IMPLEMENTATIONS.get(contract, {}).items()]

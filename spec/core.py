@@ -18,15 +18,26 @@ expected vs actual values.
 
 from __future__ import annotations
 
+import ast
+import collections
 import contextlib
 import dataclasses
+import inspect
 import math
 import os
-from typing import Any, Callable, Mapping, Sequence
+import random
+import re
+import sys
+import textwrap
+import types
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
+import hypothesis
 import torch
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, Phase, example, find, given, reject, reproduce_failure, settings
 from hypothesis import strategies as st
+from hypothesis.errors import DidNotReproduce, HypothesisException, InvalidArgument, Unsatisfiable
+from hypothesis.reporting import with_reporter
 
 # --------------------------------------------------------------------------------------------------
 # Hypothesis profiles: `ci` is bounded and derandomized (a CI failure reproduces bit-for-bit),
@@ -40,9 +51,11 @@ PROFILES: dict[str, dict[str, Any]] = {
         print_blob=True,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     ),
-    "dev": dict(max_examples=200, deadline=None, print_blob=True,
+    # derandomize=False stated: under a CI variable Hypothesis loads its own derandomized profile,
+    # which a profile registered without it would inherit
+    "dev": dict(max_examples=200, derandomize=False, deadline=None, print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow]),
-    "nightly": dict(max_examples=2000, deadline=None, print_blob=True,
+    "nightly": dict(max_examples=2000, derandomize=False, deadline=None, print_blob=True,
                     suppress_health_check=[HealthCheck.too_slow]),
 }
 
@@ -60,31 +73,59 @@ def default_profile() -> str:
 # --------------------------------------------------------------------------------------------------
 # Violations and their messages
 # --------------------------------------------------------------------------------------------------
-class ContractViolation(AssertionError):
-    """A clause does not hold. ``str(exc)`` starts with ``[CLAUSE-ID]``."""
+# What kind of failure a violation is, from most to least severe for a user of the implementation.
+WRONG = "wrong"  # a wrong value (or a result the check cannot even read: wrong type or shape)
+ACCEPTED = "accepted"  # bad input accepted silently
+WEAK = "weak"  # bad input rejected, but with another exception type or a message not naming the argument
+CRASHED = "crashed"  # an unexpected exception inside the implementation
+KINDS = {WRONG: "wrong value", ACCEPTED: "bad input accepted", WEAK: "weak rejection", CRASHED: "crashed"}
 
-    def __init__(self, clause: str, message: str):
+
+class ContractViolation(AssertionError):
+    """A clause does not hold. ``str(exc)`` starts with ``[CLAUSE-ID]``; ``kind`` is one of :data:`KINDS`."""
+
+    def __init__(self, clause: str, message: str, kind: str = WRONG):
         super().__init__(f"[{clause}] {message}")
-        self.clause = clause
+        self.clause, self.kind = clause, kind
 
 
 def fail(clause: str, message: str, **inputs: Any) -> None:
     raise ContractViolation(clause, message + _format_inputs(inputs))
 
 
-def describe(value: Any, max_items: int = 8) -> str:
-    """A short, exact-enough rendering of an input value for violation messages."""
+def describe(value: Any, max_items: int = 6) -> str:
+    """A compact rendering of a value for messages: a tensor shows its shape, dtype, the range of its
+    finite values and how many are NaN/inf, and at most ``max_items`` values; containers recurse."""
     if isinstance(value, torch.Tensor):
-        head = f"tensor(shape={tuple(value.shape)}, dtype={str(value.dtype).removeprefix('torch.')}"
         flat = value.detach().reshape(-1).cpu()
+        parts = [f"shape={tuple(value.shape)}", f"dtype={str(value.dtype).removeprefix('torch.')}"]
+        if value.device.type != "cpu":
+            parts.append(f"device={value.device}")
         if flat.numel() == 0:
-            return head + ", empty)"
+            return f"tensor({', '.join(parts)}, empty)"
+        if flat.numel() > max_items and flat.dtype == torch.bool:
+            parts.append(f"{int(flat.sum())} True")
+        elif flat.numel() > max_items and not flat.is_complex():
+            finite = flat[torch.isfinite(flat)] if flat.is_floating_point() else flat
+            if finite.numel():
+                parts.append(f"min={_fmt_scalar(finite.min().item())}, max={_fmt_scalar(finite.max().item())}")
+            if flat.is_floating_point():
+                n_nan, n_inf = int(torch.isnan(flat).sum()), int(torch.isinf(flat).sum())
+                parts += [f"{n} {what}" for n, what in ((n_nan, "NaN"), (n_inf, "inf")) if n]
         shown = ", ".join(_fmt_scalar(v) for v in flat[:max_items].tolist())
-        more = ", ..." if flat.numel() > max_items else ""
-        return f"{head}, values=[{shown}{more}])"
+        more = f", ... {flat.numel() - max_items} more" if flat.numel() > max_items else ""
+        return f"tensor({', '.join(parts)}, values=[{shown}{more}])"
     if isinstance(value, float):
         return _fmt_scalar(value)
-    return repr(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {describe(v, max_items)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)) and any(isinstance(v, (torch.Tensor, dict, list, tuple)) for v in value):
+        items = [describe(v, max_items) for v in value[:max_items]]
+        more = [f"... {len(value) - max_items} more"] if len(value) > max_items else []
+        open_, close = ("[", "]") if isinstance(value, list) else ("(", ")")
+        return open_ + ", ".join(items + more) + close
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + f"... ({len(text)} characters)"
 
 
 def _fmt_scalar(v: Any) -> str:
@@ -117,7 +158,7 @@ def assert_close(clause: str, what: str, got: Any, expected: Any, *, atol: float
         return
     bad = ~ok
     diff = torch.where(bad & torch.isnan(diff), torch.full_like(diff, math.inf), diff)
-    rel = diff / e.abs().clamp_min(1e-300)
+    rel = torch.where((e == 0) | torch.isinf(diff), math.inf, diff / e.abs())  # vs 0, or an infinite miss: inf
     n_bad, n = int(bad.sum()), bad.numel()
     order = torch.argsort(torch.where(bad, diff, torch.full_like(diff, -1.0)).reshape(-1),
                           descending=True)[: min(worst, n_bad)]
@@ -161,18 +202,22 @@ def assert_identical(clause: str, what: str, got: Any, expected: torch.Tensor, *
 def expect_rejection(clause: str, call: Callable[[], Any], *, names: Sequence[str],
                      mentions: Sequence[str] = (), what: str) -> None:
     """The call must raise ValueError/TypeError whose message names every string in ``names``
-    (the argument) and ``mentions`` (expected and actual values)."""
+    (the argument) and ``mentions`` (expected and actual values). Accepting the input is an
+    :data:`ACCEPTED` violation; rejecting it any other way a :data:`WEAK` one."""
     try:
         call()
     except (ValueError, TypeError) as err:
         msg = str(err)
         missing = [s for s in (*names, *mentions) if s not in msg]
         if missing:
-            fail(clause, f"{what}: rejected, but the message does not mention {missing}: {msg!r}")
+            raise ContractViolation(clause, f"{what}: rejected with {type(err).__name__}, but the message does not "
+                                            f"mention {missing}: {msg!r}", WEAK) from None
         return
     except Exception as err:  # noqa: BLE001 - any other exception type is itself the violation
-        fail(clause, f"{what}: raised {type(err).__name__} ({err}), expected ValueError or TypeError")
-    fail(clause, f"{what}: accepted silently, expected a ValueError/TypeError naming {list(names)}")
+        raise ContractViolation(clause, f"{what}: raised {type(err).__name__} ({err}), expected ValueError or "
+                                        f"TypeError naming {list(names)}", WEAK) from None
+    raise ContractViolation(clause, f"{what}: accepted silently, expected a ValueError/TypeError naming "
+                                    f"{list(names)}", ACCEPTED)
 
 
 class HostSync(AssertionError):
@@ -222,6 +267,10 @@ class Contract:
     clauses: Mapping[str, str]
     interface: tuple[str, ...]
     properties: tuple[Property, ...]
+    # Optional: interface name -> its signature (arguments with shapes and defaults; for a class the
+    # constructor, the attributes it must have and its methods), shown by `rlspec list CONTRACT` and in a
+    # MISSING outcome. signatures_from_text() builds it from the INTERFACE text.
+    signatures: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         checked = {p.clause for p in self.properties}
@@ -232,62 +281,291 @@ class Contract:
                              f"clauses without a property {unchecked}")
 
 
+def signatures_from_text(text: str) -> dict[str, str]:
+    """Split an INTERFACE text into one entry per name: a line starting in column 0 with an identifier
+    opens the entry for that name; indented lines continue it."""
+    entries: dict[str, str] = {}
+    name = None
+    for line in textwrap.dedent(text).splitlines():
+        head = re.match(r"[A-Za-z_]\w*", line)
+        if head:
+            name = head.group()
+            entries[name] = (entries[name] + "\n" if name in entries else "") + line.rstrip()
+        elif name and line.strip():
+            entries[name] += "\n" + line.rstrip()
+    return entries
+
+
+def interface_text(module: types.ModuleType) -> str:
+    """The string literal right after ``INTERFACE = ...`` in a contract module's source, or ''."""
+    body = ast.parse(inspect.getsource(module)).body
+    for stmt, nxt in zip(body, body[1:]):
+        if isinstance(stmt, ast.Assign) and any(getattr(t, "id", None) == "INTERFACE" for t in stmt.targets) \
+                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) \
+                and isinstance(nxt.value.value, str):
+            return nxt.value.value
+    return ""
+
+
 @dataclasses.dataclass(frozen=True)
 class Outcome:
     clause: str
-    status: str  # "pass" | "fail" | "missing"
+    status: str  # "pass" | "fail" | "missing" | "unsupported"
     message: str = ""
+    kind: str = ""  # for "fail": one of KINDS (of the failing example shown)
+    tried: int = 0  # examples checked
+    failed: int = 0  # of which failed
+    kinds: Mapping[str, int] = dataclasses.field(default_factory=dict)  # failed examples by kind
+    unsupported: int = 0  # examples skipped because the user declared them unsupported
+    case: str = ""  # the failing example (the smallest Hypothesis found), compact
+    reproduce: tuple[str, ...] = ()  # `rlspec check` options that replay the failing example
+
+
+class Unsupported(Protocol):
+    """What a user declared unsupported (rlspec/unsupported.py reads it from a file)."""
+
+    def clause(self, clause: str) -> str | None: ...  # the rule, if the whole clause is unsupported
+    def case(self, clause: str, case: Mapping[str, Any]) -> str | None: ...  # the rule matching this case
+
+
+class ReproduceError(ValueError):
+    """A ``reproduce`` blob that does not belong to this property (or to this Hypothesis version)."""
 
 
 def missing_names(impl: Any, names: Sequence[str]) -> list[str]:
     return [n for n in names if not callable(getattr(impl, n, None))]
 
 
-def run_property(prop: Property, impl: Any, profile: str | None = None) -> Outcome:
-    """Run one property against ``impl``; never raises for a violation, returns the outcome."""
+class _Trial:
+    """Runs one property's check example by example, counting what happens; never raises for a failure."""
+
+    def __init__(self, prop: Property, impl: Any, unsupported: Unsupported | None):
+        self.prop, self.impl, self.unsupported = prop, impl, unsupported
+        self.tried = self.skipped = 0
+        self.kinds: collections.Counter[str] = collections.Counter()
+        self.first: tuple[BaseException, dict] | None = None  # the first failure and its case
+        self.last: tuple[BaseException, dict] | None = None  # the latest (after shrinking, the smallest)
+
+    def __call__(self, case: dict) -> BaseException | None:
+        """The check's error on ``case``, if any; a case declared unsupported is skipped and rejected, so
+        that Hypothesis draws another in its place."""
+        if self.unsupported is not None and self.unsupported.case(self.prop.clause, case):
+            self.skipped += 1
+            reject()
+        self.tried += 1
+        try:
+            self.prop.check(self.impl, **case)
+        except HypothesisException:  # the check itself discarded the case (reject/assume): not tried
+            self.tried -= 1
+            raise
+        except Exception as err:  # noqa: BLE001 - every failure is counted and classified
+            self.kinds[failure_kind(err, self.impl, self.prop.requires)] += 1
+            self.first = self.first or (err, case)
+            self.last = (err, case)
+            return err
+        return None
+
+    def raising(self, case: dict) -> None:
+        err = self(case)
+        if err is not None:
+            raise err
+
+    def outcome(self, counts: _Trial, flags: tuple[str, ...], note: str = "") -> Outcome:
+        """The failing outcome for this trial's last failure, with ``counts``' tallies."""
+        err, case = self.last
+        return Outcome(self.prop.clause, "fail", failure_message(self.prop.clause, err, self.impl,
+                                                                 self.prop.requires) + note,
+                       failure_kind(err, self.impl, self.prop.requires), counts.tried,
+                       sum(counts.kinds.values()), dict(counts.kinds), counts.skipped,
+                       describe_case(case), flags)
+
+    def passed(self, message: str = "") -> Outcome:
+        return Outcome(self.prop.clause, "unsupported" if self.skipped and not self.tried else "pass", message,
+                       tried=self.tried, unsupported=self.skipped)
+
+
+def run_property(prop: Property, impl: Any, profile: str | None = None, *,
+                 unsupported: Unsupported | None = None, seed: int | None = None,
+                 reproduce: str | None = None) -> Outcome:
+    """Run one property against ``impl``; never raises for a violation, returns the outcome.
+
+    Every example runs (pinned ones first) and failures are counted by kind; if any failed, a second
+    run shows the first failing pinned example, or else lets Hypothesis shrink the drawn failure to the
+    smallest it finds, whose ``reproduce`` blob replays it.
+    ``unsupported`` skips the clause or the cases the user declared unsupported; ``seed`` fixes the
+    draws of a profile that is not derandomized; ``reproduce`` replays one blob instead.
+    """
     missing = missing_names(impl, prop.requires)
     if missing:
         return Outcome(prop.clause, "missing", f"implementation lacks {', '.join(missing)}")
+    rule = unsupported.clause(prop.clause) if unsupported is not None else None
+    if rule:
+        return Outcome(prop.clause, "unsupported", f"declared unsupported: {rule}")
+    if prop.strategy is None:  # a fixed check: no case to declare unsupported
+        counts = _Trial(prop, impl, None)
+        counts({})
+        return counts.outcome(counts, ("--clause", prop.clause)) if counts.last else counts.passed()
+
+    counts = _Trial(prop, impl, unsupported)
+    profile = profile or default_profile()
+    base = settings.get_profile(profile)
+    if not base.derandomize and seed is None:
+        seed = random.randrange(2**32)
+    flags = ("--clause", prop.clause, "--profile", profile) + (() if base.derandomize else ("--seed", str(seed)))
     try:
-        if prop.strategy is None:
-            prop.check(impl)
-        else:
-            base = settings.get_profile(profile or default_profile())
-            n = base.max_examples if prop.max_examples is None else min(base.max_examples,
-                                                                          prop.max_examples)
-
-            @settings(base, max_examples=n, report_multiple_bugs=False, database=None,
-                      phases=[Phase.explicit, Phase.generate, Phase.shrink])
-            @given(case=prop.strategy)
-            def run(case: dict) -> None:
-                prop.check(impl, **case)
-
-            for ex in reversed(prop.examples):
-                run = example(case=ex)(run)
-            run()
-    except ContractViolation as err:
-        return Outcome(prop.clause, "fail", _with_notes(str(err), err))
-    except Exception as err:  # noqa: BLE001 - a crash inside the implementation violates the clause
-        return Outcome(prop.clause, "fail",
-                       _with_notes(f"[{prop.clause}] raised {type(err).__name__}: {err}", err))
-    return Outcome(prop.clause, "pass")
-
-
-def _with_notes(message: str, err: BaseException) -> str:
-    """Append Hypothesis's notes (the shrunk failing case and how to reproduce it)."""
-    notes = [n.strip() for n in getattr(err, "__notes__", ()) if n.strip()]
-    return message + ("\n  " + "\n  ".join(notes) if notes else "")
+        with with_reporter(lambda _: None):  # Hypothesis would print the failing case in full
+            if reproduce is not None:
+                return _replay(prop, counts, base, seed, reproduce, flags)
+            try:
+                _given(prop, counts, base, seed)()
+            except Unsatisfiable:
+                if not counts.skipped:  # the check discarded every case itself: nothing was checked
+                    raise
+                # else every case drawn was declared unsupported
+            if not counts.last:
+                return counts.passed()
+            shrunk = _Trial(prop, impl, unsupported)
+            try:  # the first failing pinned example, else the drawn failure shrunk
+                _given(prop, shrunk.raising, base, seed)()
+            except Exception as err:  # noqa: BLE001 - the failure found again, shrunk
+                if shrunk.last is not None and not isinstance(err, HypothesisException):
+                    blob = _blob(err)
+                    return shrunk.outcome(counts, flags + (("--reproduce", blob) if blob else ()))
+            counts.last = counts.first  # not found again: the implementation is not deterministic
+            return counts.outcome(counts, flags, " (flaky: this example passed when run again)")
+    except HypothesisException as err:
+        return Outcome(prop.clause, "fail", f"[{prop.clause}] the property could not run: {type(err).__name__}: {err}",
+                       WRONG, counts.tried, sum(counts.kinds.values()), dict(counts.kinds), counts.skipped)
 
 
-def run_contract(contract: Contract, impl: Any, profile: str | None = None) -> list[Outcome]:
-    """Every clause of ``contract`` against ``impl``; a clause with several properties fails if any does."""
+def _given(prop: Property, body: Callable[[dict], Any], base: settings, seed: int | None,
+           blob: str | None = None) -> Callable[[], None]:
+    n = base.max_examples if prop.max_examples is None else min(base.max_examples, prop.max_examples)
+
+    @settings(base, max_examples=n, report_multiple_bugs=False, database=None, print_blob=True,
+              phases=[Phase.explicit, Phase.generate, Phase.shrink],
+              suppress_health_check=[*base.suppress_health_check, HealthCheck.filter_too_much])
+    @given(case=prop.strategy)
+    def run(case: dict) -> None:
+        body(case)
+
+    if blob is not None:
+        return reproduce_failure(hypothesis.__version__, blob.encode())(run)
+    for ex in reversed(prop.examples):
+        run = example(case=ex)(run)
+    return run if seed is None else hypothesis.seed(seed)(run)
+
+
+def _replay(prop: Property, trial: _Trial, base: settings, seed: int | None, blob: str,
+            flags: tuple[str, ...]) -> Outcome:
+    try:
+        _given(prop, trial.raising, base, seed, blob)()
+    except DidNotReproduce:
+        return trial.passed("the example given by --reproduce passes")
+    except InvalidArgument as err:
+        raise ReproduceError(f"--reproduce {blob!r} cannot be replayed for {prop.clause}: {err}") from None
+    except Exception:  # noqa: BLE001 - the replayed failure
+        if trial.last is not None:
+            return trial.outcome(trial, flags + ("--reproduce", blob))
+        raise
+    return trial.passed()
+
+
+def _blob(err: BaseException) -> str | None:
+    """The reproduce_failure blob from Hypothesis's notes on a failure, if it printed one."""
+    for note in getattr(err, "__notes__", ()):
+        found = re.search(r"@reproduce_failure\('[^']*', b'([^']*)'\)", note)
+        if found:
+            return found.group(1)
+    return None
+
+
+def failure_kind(err: BaseException, impl: Any, names: Sequence[str]) -> str:
+    """:data:`CRASHED` when an exception other than a violation came out of the implementation's code;
+    an exception raised by the check itself means it could not read the result: a wrong value."""
+    if isinstance(err, ContractViolation):
+        return err.kind
+    if isinstance(err, HostSync):
+        return WRONG
+    return CRASHED if _raised_in(err, _impl_files(impl, names)) else WRONG
+
+
+MAX_MESSAGE = 2000  # characters of a failure message; a longer one (a whole tensor printed) is cut
+
+
+def failure_message(clause: str, err: BaseException, impl: Any, names: Sequence[str]) -> str:
+    if isinstance(err, ContractViolation):
+        text = str(err)
+    elif isinstance(err, HostSync):
+        text = f"[{clause}] {err}"
+    elif where := _raised_in(err, _impl_files(impl, names)):
+        text = f"[{clause}] raised {type(err).__name__}: {err} (at {where})"
+    else:
+        text = f"[{clause}] the check could not read the result: {type(err).__name__}: {err}"
+    if len(text) <= MAX_MESSAGE:
+        return text
+    cut = len(text) - MAX_MESSAGE
+    return f"{text[:MAX_MESSAGE - 500]} [... {cut} characters cut ...] {text[-500:]}"
+
+
+def describe_case(case: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={describe(v, max_items=4)}" for k, v in case.items())
+
+
+def case_keys(prop: Property) -> tuple[str, ...]:
+    """The names in the ``case`` dicts a property draws (from its pinned examples and one drawn case):
+    what a condition in an unsupported file can test."""
+    if prop.strategy is None:
+        return ()
+    keys = {k: None for ex in prop.examples for k in ex}
+    drawn = find(prop.strategy, lambda _: True, settings=settings(database=None, max_examples=1,
+                                                                 phases=[Phase.generate]))
+    return tuple(dict.fromkeys([*keys, *drawn]))
+
+
+def _impl_files(impl: Any, names: Sequence[str]) -> set[str]:
+    """The source files of ``impl``'s module and of the classes/functions it provides under ``names``."""
+    inner = getattr(impl, "_impl", impl)  # registry.OnDevice wraps the module
+    objects = [inner, *(getattr(inner, n, None) for n in names)]
+    files = set()
+    for obj in objects:
+        for o in (obj.__mro__ if isinstance(obj, type) else (obj,)):
+            module = o if isinstance(o, types.ModuleType) else sys.modules.get(getattr(o, "__module__", None) or "")
+            path = getattr(module, "__file__", None)
+            if path:
+                files.add(os.path.realpath(path))
+    return files
+
+
+def _raised_in(err: BaseException, files: set[str]) -> str:
+    """'file.py:LINE in function' of the innermost traceback frame in ``files``, or ''."""
+    where = ""
+    tb = err.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if os.path.realpath(code.co_filename) in files:
+            where = f"{os.path.basename(code.co_filename)}:{tb.tb_lineno} in {code.co_name}"
+        tb = tb.tb_next
+    return where
+
+
+def run_contract(contract: Contract, impl: Any, profile: str | None = None, *,
+                 clauses: Sequence[str] | None = None, unsupported: Unsupported | None = None,
+                 seed: int | None = None, reproduce: str | None = None) -> list[Outcome]:
+    """Every clause of ``contract`` (or only ``clauses``) against ``impl``; a clause with several
+    properties shows the first that does not pass."""
     by_clause: dict[str, Outcome] = {}
     for prop in contract.properties:
-        out = run_property(prop, impl, profile)
+        if clauses is not None and prop.clause not in clauses:
+            continue
+        out = run_property(prop, impl, profile, unsupported=unsupported, seed=seed, reproduce=reproduce)
+        if out.status == "missing":
+            expected = [contract.signatures[n] for n in missing_names(impl, prop.requires) if n in contract.signatures]
+            out = dataclasses.replace(out, message=out.message + "".join(f"; expected {e}" for e in expected))
         prev = by_clause.get(prop.clause)
         if prev is None or prev.status == "pass":
             by_clause[prop.clause] = out
-    return [by_clause[c] for c in contract.clauses]
+    return [by_clause[c] for c in contract.clauses if c in by_clause]
 
 
 register_profiles()

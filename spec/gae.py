@@ -9,12 +9,15 @@ Inputs (row t = the transition s_t → s'_t; after a reset s_{t+1} ≠ s'_t belo
     reward          r [T, B]   reward of transition t
     value           v [T, B]   V(s_t)
     terminated      [T, B]     s'_t is terminal (bool, or 0/1 in any dtype)
-    truncated       [T, B]     the episode was cut after transition t (time limit); never together
-                               with terminated on one step
-    bootstrap_value b [T, B]   V(s'_t) of the real post-action state. Read only where truncated_t, and
-                               at the rollout cut t = T−1 unless terminated_{T−1}; ignored elsewhere
-                               (any finite number, e.g. 0)
+    truncated       [T, B]     the episode was cut after transition t (time limit). A step flagged both
+                               is terminal (gymnasium 1.x's TimeLimit flags a terminal step reached at
+                               the limit both ways; SB3, CleanRL, rlax and TorchRL treat it as terminal)
+    next_value      b [T, B]   V(s'_t) of the real post-action state. Read only where truncated_t and
+                               not terminated_t, and at the rollout cut t = T−1 unless terminated_{T−1};
+                               ignored elsewhere (any finite number, e.g. 0)
     gamma, lam                 floats in [0, 1]
+
+(``next_value`` was called ``bootstrap_value`` before 0.2; vtrace's ``bootstrap_value`` is V(x_T) [B].)
 
 Formula
 -------
@@ -36,11 +39,10 @@ CleanRL's convention (done = terminated or truncated, no bootstrap) violates GAE
 
 Conventions
 -----------
-* dtype: reward, value and bootstrap_value share one floating dtype; both outputs have it. The reference
+* dtype: reward, value and next_value share one floating dtype; both outputs have it. The reference
   computes in float64. Shapes are [T, ...] (B any trailing shape); T = 0 gives empty results.
 * Bad input is rejected before any work, naming the argument (and the first offending index): shape or
-  dtype mismatch, γ or λ outside [0, 1], NaN/±Inf, flags other than 0/1, a step both terminated and
-  truncated.
+  dtype mismatch, γ or λ outside [0, 1], NaN/±Inf, flags other than 0/1.
 * Tolerance (vs the float64 reference): |δ| ≤ max|r| + 2·max(|v|, |b|) and |γλ·carry| ≤ 1, so
   |A − A_ref| ≤ 8·(T+1)·eps·M with M = 1 + T·(max|r| + 2·max(|v|, |b|)). What must *not* influence A
   (ignored bootstrap values, other episodes, other envs) is checked bit for bit.
@@ -51,55 +53,41 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
-from rlspec.spec.lambda_return import (as_flags, noise_like, require_dtype, require_time_major, seeds,
-                                       unit_params, validate_discounting)
-from rlspec.spec.validate import require_finite, require_shape, values_look_valid
+from rlspec.reference import gae as reference  # the oracle
+from rlspec.spec.core import Contract, Property, assert_close, fail
+from rlspec.spec.returns import (
+    BadInput,
+    bad_discounting,
+    noise_like,
+    seeds,
+    unit_params,
+)
+from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
     "GAE-1": "advantages and returns follow the formula (vs float64 reference, within 8·(T+1)·eps·M)",
     "GAE-2": "returns = advantages + value (within 2·eps·(|A| + |V|))",
-    "GAE-3": "moving bootstrap_value by Δ at a truncated step (or the unterminated last row) t moves A_s by "
+    "GAE-3": "moving next_value by Δ at a truncated step (or the unterminated last row) t moves A_s by "
              "γ·Δ·(γλ)^(t−s) for s ≤ t in the same episode and nothing else",
-    "GAE-4": "bootstrap_value is ignored on terminated steps and on steps neither truncated nor last "
+    "GAE-4": "next_value is ignored on terminated steps and on steps neither truncated nor last "
              "(bit for bit)",
     "GAE-5": "episodes are isolated: changing one episode's rows changes nothing outside it (bit for bit)",
     "GAE-6": "envs are independent: changing one env's inputs changes nothing in the others (bit for bit)",
     "GAE-7": "shape and dtype: advantages and returns have value's shape [T, ...] and dtype; T = 0 is empty",
-    "GAE-8": "a step both terminated and truncated is rejected naming both arguments and the index",
+    "GAE-8": "a step both terminated and truncated is terminal: the result equals the one with truncated "
+             "cleared there (bit for bit)",
     "GAE-9": "mismatched shapes or dtypes are rejected naming the argument",
     "GAE-10": "gamma or lam outside [0, 1] is rejected naming the argument and the value",
-    "GAE-11": "NaN/Inf in reward, value or bootstrap_value and non-0/1 flags are rejected naming the "
+    "GAE-11": "NaN/Inf in reward, value or next_value and non-0/1 flags are rejected naming the "
               "argument and the index",
+    "GAE-12": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
 }
 
 INTERFACE = ("gae",)
 """
-gae(reward [T, B], value [T, B], terminated [T, B], truncated [T, B], bootstrap_value [T, B],
+gae(reward [T, B], value [T, B], terminated [T, B], truncated [T, B], next_value [T, B],
     gamma: float, lam: float) -> (advantages [T, B], returns [T, B])
 """
-
-
-def validate_gae(fn: str, reward: torch.Tensor, value: torch.Tensor, terminated: torch.Tensor,
-                 truncated: torch.Tensor, bootstrap_value: torch.Tensor, gamma: float,
-                 lam: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reject bad input (see the module docstring); returns (terminated, truncated) as bool [T, ...]."""
-    require_time_major(fn, "value", value)
-    for name, t in (("reward", reward), ("bootstrap_value", bootstrap_value)):
-        require_dtype(fn, name, t, value.dtype, "value")
-        require_shape(fn, name, t, value.shape, "(= value.shape [T, B])")
-    term = as_flags(fn, "terminated", terminated, tuple(value.shape), "(= value.shape [T, B])")
-    trunc = as_flags(fn, "truncated", truncated, tuple(value.shape), "(= value.shape [T, B])")
-    validate_discounting(fn, gamma, lam)
-    if not values_look_valid(finite=(reward, value, bootstrap_value)):
-        for name, t in (("reward", reward), ("value", value), ("bootstrap_value", bootstrap_value)):
-            require_finite(fn, name, t)
-    both = term & trunc
-    if bool(both.any()):
-        idx = [int(i) for i in both.nonzero()[0].tolist()]
-        raise ValueError(f"{fn}: arguments 'terminated' and 'truncated' are both set at index {idx} "
-                         f"({int(both.sum())} steps); a step ends by termination or by truncation, not both")
-    return term, trunc
 
 
 # --------------------------------------------------------------------------------------------------
@@ -107,19 +95,22 @@ def validate_gae(fn: str, reward: torch.Tensor, value: torch.Tensor, terminated:
 # --------------------------------------------------------------------------------------------------
 @st.composite
 def cases(draw, min_T: int = 1):
-    """reward, value, bootstrap_value [T, B]; exclusive terminated/truncated flags at drawn rates."""
+    """reward, value, next_value [T, B]; terminated/truncated flags at drawn rates, both on some steps."""
     g = torch.Generator().manual_seed(draw(seeds))
     T, B = draw(st.integers(min_T, 16)), draw(st.integers(1, 4))
     dtype = draw(st.sampled_from((torch.float32, torch.float64)))
     r_scale, v_scale = draw(st.sampled_from([0.0, 1.0, 10.0, 1e3])), draw(st.sampled_from([0.0, 1.0, 100.0]))
     p_term, p_trunc = draw(st.sampled_from([0.0, 0.1, 0.3])), draw(st.sampled_from([0.0, 0.1, 0.3]))
-    u = torch.rand(T, B, generator=g)
+    p_both = draw(st.sampled_from([0.0, 0.0, 0.1]))
+    u, w = torch.rand(T, B, generator=g), torch.rand(T, B, generator=g)
 
     def randn(scale):
         return (scale * torch.randn(T, B, generator=g, dtype=torch.float64)).to(dtype)
 
-    return dict(reward=randn(r_scale), value=randn(v_scale), terminated=u < p_term,
-                truncated=(u >= p_term) & (u < p_term + p_trunc), bootstrap_value=randn(v_scale),
+    terminated = u < p_term
+    truncated = ((u >= p_term) & (u < p_term + p_trunc)) | (terminated & (w < p_both / max(p_term, 1e-9)))
+    return dict(reward=randn(r_scale), value=randn(v_scale), terminated=terminated, truncated=truncated,
+                next_value=randn(v_scale),
                 gamma=draw(unit_params), lam=draw(unit_params))
 
 
@@ -139,7 +130,7 @@ def _pinned(T: int, B=(3,), dtype=torch.float32, gamma=0.99, lam=0.95) -> dict:
     u = torch.rand(T, *B, generator=g)
     reward, value, boot = (torch.randn(T, *B, generator=g).to(dtype) for _ in range(3))
     return dict(reward=reward, value=value, terminated=u < 0.15, truncated=(u >= 0.15) & (u < 0.3),
-                bootstrap_value=boot, gamma=gamma, lam=lam)
+                next_value=boot, gamma=gamma, lam=lam)
 
 
 EXAMPLES = (_pinned(16, (4,)), _pinned(1), _pinned(7, (), torch.float64),
@@ -149,13 +140,9 @@ EXAMPLES = (_pinned(16, (4,)), _pinned(1), _pinned(7, (), torch.float64),
 # --------------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------------
-def _reference():
-    from rlspec.reference import gae  # the oracle; imported lazily to keep spec import-light
-
-    return gae
 
 
-ARGS = ("reward", "value", "terminated", "truncated", "bootstrap_value", "gamma", "lam")
+ARGS = ("reward", "value", "terminated", "truncated", "next_value", "gamma", "lam")
 
 
 def _call(impl, case: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -163,7 +150,7 @@ def _call(impl, case: dict) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _tol(case: dict) -> float:
-    r, v, b = (case[k].double().abs() for k in ("reward", "value", "bootstrap_value"))
+    r, v, b = (case[k].double().abs() for k in ("reward", "value", "next_value"))
     T = r.shape[0]
     scale = 1.0 + T * ((r.max().item() + 2 * max(v.max().item(), b.max().item())) if T else 0.0)
     return 8 * (T + 1) * torch.finfo(case["value"].dtype).eps * scale
@@ -195,8 +182,8 @@ def _episode(done: torch.Tensor, t: int) -> int:
 # --------------------------------------------------------------------------------------------------
 def check_reference(impl, **case):
     adv, ret = _call(impl, case)
-    ref = dict(case, **{k: case[k].double() for k in ("reward", "value", "bootstrap_value")})
-    want_adv, want_ret = _call(_reference(), ref)
+    ref = dict(case, **{k: case[k].double() for k in ("reward", "value", "next_value")})
+    want_adv, want_ret = _call(reference, ref)
     tol = _tol(case)
     assert_close("GAE-1", "advantages", adv, want_adv, atol=tol, **_inputs(case))
     assert_close("GAE-1", "returns", ret, want_ret, atol=tol, **_inputs(case))
@@ -217,10 +204,10 @@ def check_truncation_bootstrap(impl, pos, col, seed, **case):
     case["terminated"][pos, col] = False
     case["truncated"][pos, col] = not at_cut
     base = _call(impl, case)
-    boot = case["bootstrap_value"].clone()
+    boot = case["next_value"].clone()
     boot[pos, col] += noise_like(boot[pos, col], torch.Generator().manual_seed(seed))
-    delta = boot[pos, col].item() - case["bootstrap_value"][pos, col].item()
-    moved = dict(case, bootstrap_value=boot)
+    delta = boot[pos, col].item() - case["next_value"][pos, col].item()
+    moved = dict(case, next_value=boot)
     got = _call(impl, moved)
     gamma, lam = case["gamma"], case["lam"]
     start = _episode(case["terminated"][:, col] | case["truncated"][:, col], pos)
@@ -228,12 +215,12 @@ def check_truncation_bootstrap(impl, pos, col, seed, **case):
     for s in range(start, pos + 1):
         want[s, col] = gamma * delta * (gamma * lam) ** (pos - s)
     kind = "the unterminated last row" if at_cut else "a truncated step"
-    assert_close("GAE-3", f"change of advantages when bootstrap_value[{pos}, {col}] ({kind}) moves by "
+    assert_close("GAE-3", f"change of advantages when next_value[{pos}, {col}] ({kind}) moves by "
                           f"Δ = {delta:.6g}, expected γ·Δ·(γλ)^(t−s) for s = {start}..{pos}",
                  got[0].double() - base[0].double(), want, atol=2 * _tol(moved), **_inputs(case))
     outside = torch.ones(want.shape, dtype=torch.bool)
     outside[start:pos + 1, col] = False
-    _assert_unchanged("GAE-3", f"bootstrap_value[{pos}, {col}] moved; outside its episode", got, base,
+    _assert_unchanged("GAE-3", f"next_value[{pos}, {col}] moved; outside its episode", got, base,
                       outside, case)
 
 
@@ -244,10 +231,10 @@ def check_ignored_bootstrap(impl, pos, col, seed, **case):
     last = torch.zeros(case["value"].shape, dtype=torch.bool)
     last[T - 1] = True
     ignored = case["terminated"] | ~(case["truncated"] | last)  # [T, B]
-    boot = case["bootstrap_value"].clone()
+    boot = case["next_value"].clone()
     boot[ignored] = noise_like(boot[ignored], torch.Generator().manual_seed(seed))
-    _assert_unchanged("GAE-4", "bootstrap_value changed on terminated steps and steps neither truncated nor "
-                               "last", _call(impl, dict(case, bootstrap_value=boot)), _call(impl, case),
+    _assert_unchanged("GAE-4", "next_value changed on terminated steps and steps neither truncated nor "
+                               "last", _call(impl, dict(case, next_value=boot)), _call(impl, case),
                       torch.ones_like(ignored), case)
 
 
@@ -263,7 +250,7 @@ def check_episodes_isolated(impl, pos, col, seed, later, **case):
         first, end = _episode(done, pos), pos
     g = torch.Generator().manual_seed(seed)
     changed = dict(case)
-    for k in ("reward", "value", "bootstrap_value"):
+    for k in ("reward", "value", "next_value"):
         changed[k] = case[k].clone()
         changed[k][first:end + 1, col] = noise_like(changed[k][first:end + 1, col], g)
     outside = torch.ones(case["value"].shape, dtype=torch.bool)
@@ -275,7 +262,7 @@ def check_episodes_isolated(impl, pos, col, seed, later, **case):
 def check_envs_independent(impl, pos, col, seed, **case):
     g = torch.Generator().manual_seed(seed)
     changed = dict(case)
-    for k in ("reward", "value", "bootstrap_value"):
+    for k in ("reward", "value", "next_value"):
         changed[k] = case[k].clone()
         changed[k][:, col] = noise_like(changed[k][:, col], g)
     u = torch.rand(case["value"].shape[0], generator=g)
@@ -295,39 +282,28 @@ def check_shape(impl, **case):
                           f"{tuple(value.shape)} {value.dtype}")
 
 
+def check_both_is_terminal(impl, pos, col, seed, **case):
+    both = dict(case, terminated=case["terminated"].clone(), truncated=case["truncated"].clone())
+    both["terminated"][pos, col] = both["truncated"][pos, col] = True
+    only_terminal = dict(both, truncated=both["truncated"] & ~both["terminated"])
+    got, want = _call(impl, both), _call(impl, only_terminal)
+    everywhere = torch.ones(case["value"].shape, dtype=torch.bool)
+    _assert_unchanged("GAE-8", f"terminated and truncated both set at [{pos}, {col}] (and wherever the case "
+                               "has both), vs truncated cleared there", got, want, everywhere, both)
+
+
 def _bad_input_case() -> dict:
     flags = torch.zeros(5, 3, dtype=torch.bool)
     return dict(reward=torch.zeros(5, 3), value=torch.zeros(5, 3), terminated=flags, truncated=flags.clone(),
-                bootstrap_value=torch.zeros(5, 3), gamma=0.99, lam=0.95)
+                next_value=torch.zeros(5, 3), gamma=0.99, lam=0.95)
 
 
-def check_rejects_both(impl, t, b):
-    case = _bad_input_case()
-    case["terminated"][t, b] = case["truncated"][t, b] = True
-    expect_rejection("GAE-8", lambda: _call(impl, case), names=["'terminated'", "'truncated'"],
-                     mentions=[f"[{t}, {b}]"], what=f"terminated[{t}, {b}] and truncated[{t}, {b}] both set")
+BAD = BadInput("gae", "GAE-9", "GAE-10", "GAE-11", _bad_input_case, _call)
 
 
-def check_rejects_shape(impl, name, shape, dtype):
-    case = _bad_input_case()
-    case[name] = torch.zeros(shape, dtype=dtype)
-    mentions = [str(tuple(shape))] if dtype in (torch.float32, torch.bool) else [str(dtype)]
-    expect_rejection("GAE-9", lambda: _call(impl, case), names=[f"'{name}'"], mentions=mentions,
-                     what=f"{name} {list(shape)} {dtype}")
-
-
-def check_rejects_param(impl, name, value):
-    case = dict(_bad_input_case(), **{name: value})
-    expect_rejection("GAE-10", lambda: _call(impl, case), names=[f"'{name}'"], mentions=[repr(value)],
-                     what=f"gae({name}={value!r})")
-
-
-def check_rejects_value(impl, name, bad, t, b):
-    case = _bad_input_case()
-    case[name] = case[name].float()
-    case[name][t, b] = bad
-    expect_rejection("GAE-11", lambda: _call(impl, case), names=[f"'{name}'"], mentions=[f"[{t}, {b}]"],
-                     what=f"{name}[{t}, {b}] = {bad}")
+def check_scalar_hyperparameters(impl, **case):
+    check_scalar_types("GAE-12", lambda **p: _call(impl, dict(case, **p)),
+                       dict(gamma=case["gamma"], lam=case["lam"]), **_inputs(case))
 
 
 PROPERTIES = (
@@ -339,28 +315,24 @@ PROPERTIES = (
              requires=INTERFACE),
     Property("GAE-6", check_envs_independent, with_place(cases()), requires=INTERFACE),
     Property("GAE-7", check_shape, cases(), EXAMPLES + (_pinned(0),), INTERFACE),
-    Property("GAE-8", check_rejects_both, st.builds(lambda t, b: dict(t=t, b=b), st.integers(0, 4),
-                                                    st.integers(0, 2)),
-             (dict(t=4, b=2),), INTERFACE, max_examples=5),
-    Property("GAE-9", check_rejects_shape,
+    Property("GAE-8", check_both_is_terminal, with_place(cases()), requires=INTERFACE),
+    Property("GAE-9", BAD.rejects_shape,
              st.sampled_from([dict(name="reward", shape=(5, 2), dtype=torch.float32),
                               dict(name="reward", shape=(5, 3), dtype=torch.float64),
-                              dict(name="bootstrap_value", shape=(6, 3), dtype=torch.float32),
-                              dict(name="bootstrap_value", shape=(3,), dtype=torch.float32),
+                              dict(name="next_value", shape=(6, 3), dtype=torch.float32),
+                              dict(name="next_value", shape=(3,), dtype=torch.float32),
                               dict(name="terminated", shape=(5,), dtype=torch.bool),
                               dict(name="truncated", shape=(4, 3), dtype=torch.bool)]),
              requires=INTERFACE, max_examples=6),
-    Property("GAE-10", check_rejects_param,
-             st.sampled_from([dict(name="gamma", value=1.5), dict(name="gamma", value=-0.1),
-                              dict(name="lam", value=1.01), dict(name="lam", value=float("nan"))]),
-             requires=INTERFACE, max_examples=4),
-    Property("GAE-11", check_rejects_value,
+    Property("GAE-10", BAD.rejects_param, bad_discounting("gamma", "lam"), requires=INTERFACE, max_examples=4),
+    Property("GAE-11", BAD.rejects_value,
              st.builds(lambda nb, t, b: dict(name=nb[0], bad=nb[1], t=t, b=b),
                        st.sampled_from([("reward", float("nan")), ("value", float("nan")),
-                                        ("bootstrap_value", float("nan")), ("bootstrap_value", float("-inf")),
+                                        ("next_value", float("nan")), ("next_value", float("-inf")),
                                         ("terminated", 0.5), ("truncated", float("nan"))]),
                        st.integers(0, 4), st.integers(0, 2)),
              (dict(name="value", bad=float("nan"), t=4, b=2),), INTERFACE, max_examples=10),
+    Property("GAE-12", check_scalar_hyperparameters, cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
 )
 
 CONTRACT = Contract("gae", CLAUSES, INTERFACE, PROPERTIES)

@@ -73,8 +73,18 @@ import math
 
 import torch
 from hypothesis import strategies as st
+
+from rlspec.contracts.lagrange import (
+    _INF,
+    ADAM_EPS,
+    LAGRANGE_DEFAULTS,
+    PID_DEFAULTS,
+    SIMMER_BUDGET_MIN,
+    saute_budget,
+)
+from rlspec.reference import lagrange as reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
-from rlspec.spec.validate import require_floating, require_int, require_range
+from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
     "LAG-1": "λ >= 0 after every update (DualAscent, OmniSafeLagrange, PIDLagrangian)",
@@ -93,6 +103,10 @@ CLAUSES = {
     "LAG-10": "Sauté: the reward is replaced by unsafe_reward exactly where the updated z <= 0",
     "LAG-11": "SimmerPID follows OmniSafe's budget rule (vs float64 reference); budget in [1e-6, b_max], "
               "|Δb| <= 1",
+    "LAG-12": "a 0-d tensor scale M that is not finite and > 0 skips the update like a non-finite J_c (λ unchanged, skipped counts it); λ never moves against J_c − d",
+    "LAG-13": "Sauté: a non-finite cost is rejected naming 'cost'; z is unchanged (later steps as if the call never happened)",
+    "LAG-14": "state is detached: updates with J_c or M that require grad leave no autograd graph in λ or any state tensor",
+    "LAG-15": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
 }
 
 INTERFACE = ("DualAscent", "OmniSafeLagrange", "PIDLagrangian", "SauteBudget", "SimmerPID")
@@ -110,97 +124,6 @@ SauteBudget(num_envs, safety_budget=25.0, saute_gamma=0.999, max_ep_len=1000, un
 SimmerPID(kp=0.0005, ki=0.00001, kd=0.0, polyak=0.995, budget_bound=25.0)
     .act(safety_budget [...], ep_cost) -> next safety_budget [...]
 """
-
-LAGRANGE_DEFAULTS = dict(cost_limit=25.0, lagrangian_multiplier_init=0.001, lambda_lr=0.035,
-                         lagrangian_upper_bound=None)
-PID_DEFAULTS = dict(pid_kp=0.1, pid_ki=0.01, pid_kd=0.01, pid_d_delay=10, pid_delta_p_ema_alpha=0.95,
-                    pid_delta_d_ema_alpha=0.95, sum_norm=True, diff_norm=False, penalty_max=100.0,
-                    lagrangian_multiplier_init=0.001, cost_limit=25.0)
-SAUTE_DEFAULTS = dict(safety_budget=25.0, saute_gamma=0.999, max_ep_len=1000, unsafe_reward=-1.0)
-SIMMER_DEFAULTS = dict(kp=0.0005, ki=0.00001, kd=0.0, polyak=0.995, budget_bound=25.0)
-ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam defaults, as OmniSafe constructs it
-SIMMER_WINDOW, SIMMER_BUDGET_MIN = 10, 1e-6  # OmniSafe SimmerPIDAgent: deque(maxlen=10), eps = 1e-6
-_INF = math.inf
-
-
-# --------------------------------------------------------------------------------------------------
-# Validation shared by every implementation (reads no tensor values)
-# --------------------------------------------------------------------------------------------------
-def _nonneg(fn: str, name: str, value: float) -> None:
-    require_range(fn, name, value, 0.0, _INF, hi_open=True)
-
-
-def validate_dual(fn: str, cost_limit: float, lr: float, lr_name: str, init: float, init_name: str,
-                  upper_bound: float | None = None) -> None:
-    _nonneg(fn, "cost_limit", cost_limit)
-    require_range(fn, lr_name, lr, 0.0, _INF, lo_open=True, hi_open=True)
-    _nonneg(fn, init_name, init)
-    if upper_bound is not None:
-        require_range(fn, "lagrangian_upper_bound", upper_bound, init, _INF, hi_open=True)
-
-
-def validate_pid(pid_kp, pid_ki, pid_kd, pid_d_delay, pid_delta_p_ema_alpha, pid_delta_d_ema_alpha,
-                 penalty_max, lagrangian_multiplier_init, cost_limit) -> None:
-    fn = "PIDLagrangian"
-    for name, value in (("pid_kp", pid_kp), ("pid_ki", pid_ki), ("pid_kd", pid_kd),
-                        ("penalty_max", penalty_max), ("lagrangian_multiplier_init", lagrangian_multiplier_init),
-                        ("cost_limit", cost_limit)):
-        _nonneg(fn, name, value)
-    require_int(fn, "pid_d_delay", pid_d_delay, 1)
-    require_range(fn, "pid_delta_p_ema_alpha", pid_delta_p_ema_alpha, 0.0, 1.0)
-    require_range(fn, "pid_delta_d_ema_alpha", pid_delta_d_ema_alpha, 0.0, 1.0)
-
-
-def validate_saute(num_envs, safety_budget, saute_gamma, max_ep_len, unsafe_reward) -> None:
-    fn = "SauteBudget"
-    require_int(fn, "num_envs", num_envs, 1)
-    require_range(fn, "safety_budget", safety_budget, 0.0, _INF, lo_open=True, hi_open=True)
-    require_range(fn, "saute_gamma", saute_gamma, 0.0, 1.0, lo_open=True, hi_open=True)
-    require_int(fn, "max_ep_len", max_ep_len, 1)
-    require_range(fn, "unsafe_reward", unsafe_reward, -_INF, _INF, lo_open=True, hi_open=True)
-
-
-def validate_simmer(kp, ki, kd, polyak, budget_bound) -> None:
-    fn = "SimmerPID"
-    for name, value in (("kp", kp), ("ki", ki), ("kd", kd)):
-        _nonneg(fn, name, value)
-    require_range(fn, "polyak", polyak, 0.0, 1.0)
-    require_range(fn, "budget_bound", budget_bound, SIMMER_BUDGET_MIN, _INF, hi_open=True)
-
-
-def saute_budget(safety_budget: float, saute_gamma: float, max_ep_len: int) -> float:
-    """d̃ = d_s·(1 − γ_s^T)/((1 − γ_s)·T): the per-step budget of OmniSafe's SauteAdapter."""
-    return safety_budget * (1 - saute_gamma**max_ep_len) / (1 - saute_gamma) / max_ep_len
-
-
-def check_cost(fn: str, jc) -> None:
-    """J_c: a real number or a 0-d floating tensor (its value is not read here)."""
-    if isinstance(jc, torch.Tensor):
-        require_floating(fn, "jc", jc)
-        if jc.numel() != 1:
-            raise ValueError(f"{fn}: argument 'jc' must be a scalar (0-d tensor), got shape {tuple(jc.shape)}")
-    elif isinstance(jc, bool) or not isinstance(jc, (int, float)):
-        raise TypeError(f"{fn}: argument 'jc' must be a float or a 0-d tensor, got {type(jc).__name__}")
-
-
-def check_scale(fn: str, scale) -> None:
-    """M: a positive real number, or a 0-d floating tensor (on the device; its value is not read)."""
-    if isinstance(scale, torch.Tensor):
-        require_floating(fn, "scale", scale)
-        if scale.numel() != 1:
-            raise ValueError(f"{fn}: argument 'scale' must be a scalar, got shape {tuple(scale.shape)}")
-    else:
-        require_range(fn, "scale", scale, 0.0, _INF, lo_open=True, hi_open=True)
-
-
-def check_env_batch(fn: str, num_envs: int, **tensors: torch.Tensor) -> None:
-    for name, t in tensors.items():
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{fn}: argument '{name}' must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() == 0 or t.shape[0] != num_envs:
-            raise ValueError(f"{fn}: argument '{name}' has shape {tuple(t.shape)}, expected a leading "
-                             f"num_envs = {num_envs} dimension")
-
 
 # --------------------------------------------------------------------------------------------------
 # Strategies
@@ -359,9 +282,7 @@ def check_scaled_step(impl, which, case):
 
 
 def check_omnisafe(impl, config, costs, scales):
-    from rlspec.reference.lagrange import OmniSafeLagrange as Reference
-
-    obj, ref = impl.OmniSafeLagrange(**config), Reference(**config)
+    obj, ref = impl.OmniSafeLagrange(**config), reference.OmniSafeLagrange(**config)
     d, lr, lam0 = config["cost_limit"], config["lambda_lr"], config["lagrangian_multiplier_init"]
     upper = config["lagrangian_upper_bound"] or _INF
     e = costs[0] - d
@@ -387,9 +308,7 @@ def check_omnisafe(impl, config, costs, scales):
 
 
 def check_pid(impl, config, costs):
-    from rlspec.reference.lagrange import PIDLagrangian as Reference
-
-    obj, ref = impl.PIDLagrangian(**config), Reference(**config)
+    obj, ref = impl.PIDLagrangian(**config), reference.PIDLagrangian(**config)
     c = config
     e = costs[0] - c["cost_limit"]
     i = max(0.0, c["lagrangian_multiplier_init"] + c["pid_ki"] * e)
@@ -524,9 +443,7 @@ def simmer_cases(draw):
 
 
 def check_simmer(impl, config, budget0, costs, num_envs):
-    from rlspec.reference.lagrange import SimmerPID as Reference
-
-    obj, ref = impl.SimmerPID(**config), Reference(**config)
+    obj, ref = impl.SimmerPID(**config), reference.SimmerPID(**config)
     b = b_ref = torch.full((num_envs, 1), budget0, dtype=torch.float32)
     for t, jc in enumerate(costs):
         new, new_ref = obj.act(b, torch.tensor(jc, dtype=torch.float32)), ref.act(b_ref, jc)
@@ -559,6 +476,67 @@ PINNED_DUAL = dict(config=dict(cost_limit=25.0, lr=0.035, lambda_init=0.001), co
                    scales=[1.0, 0.5, 1.0, 1.0, 0.25])  # at the limit, driven to 0, back up
 PINNED_OMNI = dict(config=LAGRANGE_DEFAULTS, costs=[30.0, 20.0, 25.0, 0.0, 0.0, 0.0], scales=[1.0] * 6)
 
+def check_bad_tensor_scale(impl, which, case, bad, position):
+    costs, scales = case["costs"], case["scales"]
+    position %= len(costs)
+    clean_obj, dirty_obj = _build(impl, which, case), _build(impl, which, case)
+    clean = _run(clean_obj, costs[:position], scales[:position])
+    got = _run(dirty_obj, costs[:position], scales[:position])
+    lam = _lam(dirty_obj.update(costs[position], scale=torch.tensor(bad)))
+    if lam != (got[-1] if got else _lam(_build(impl, which, case).lagrangian_multiplier)):
+        fail("LAG-12", f"{which}: update(J_c = {costs[position]!r}, scale=tensor({bad!r})) moved λ to {lam!r} "
+                       f"(from {got[-1] if got else 'the initial λ'}), expected the update skipped", **case["config"])
+    if int(dirty_obj.skipped) != 1:
+        fail("LAG-12", f"{which}: skipped = {int(dirty_obj.skipped)} after one update with scale=tensor({bad!r}), "
+                       "expected 1", **case["config"])
+    rest = _run(dirty_obj, costs[position:], scales[position:])
+    want = _run(clean_obj, costs[position:], scales[position:])
+    if rest != want or clean != got:
+        fail("LAG-12", f"{which}: the λ sequence after a skipped update differs from the sequence without it: "
+                       f"{rest!r} vs {want!r}", **case["config"])
+
+
+def check_saute_rejects_cost(impl, config, num_envs, obs, reward, cost, done, bad, position):
+    t = reward.shape[0]
+    position %= t
+    env = position % num_envs
+    sb, clean = impl.SauteBudget(num_envs, **config), impl.SauteBudget(num_envs, **config)
+    sb.reset(obs[0]), clean.reset(obs[0])
+    for s in range(position):
+        sb.step(obs[s + 1], reward[s], cost[s], done[s]), clean.step(obs[s + 1], reward[s], cost[s], done[s])
+    dirty = cost[position].clone()
+    dirty[env] = bad
+    expect_rejection("LAG-13", lambda: sb.step(obs[position + 1], reward[position], dirty, done[position]),
+                     names=["'cost'"], mentions=[f"[{env}]"], what=f"SauteBudget.step with cost[{env}] = {bad}")
+    for s in range(position, t):
+        got, want = sb.step(obs[s + 1], reward[s], cost[s], done[s]), clean.step(obs[s + 1], reward[s], cost[s], done[s])
+        if not (torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])):
+            fail("LAG-13", f"step {s} after the rejected step differs from the run without it", cost=cost, **config)
+
+
+def check_detached(impl, which, case):
+    obj = _build(impl, which, case)
+    for t, jc in enumerate(case["costs"]):
+        jc = torch.tensor(jc, dtype=torch.float64, requires_grad=True)
+        if which == "PIDLagrangian":
+            obj.update(jc)
+        else:
+            obj.update(jc, scale=torch.tensor(case["scales"][t], dtype=torch.float64, requires_grad=True))
+    attached = [k for k, v in vars(obj).items() if isinstance(v, torch.Tensor) and (v.requires_grad or v.grad_fn)]
+    if attached:
+        fail("LAG-14", f"{which}: state {attached} keeps an autograd graph after updates with inputs that require "
+                       "grad (memory grows every update)", **case["config"])
+
+
+def check_scalar_hyperparameters(impl, which, case):
+    config = {k: v for k, v in case["config"].items() if v is not None}
+
+    def run(**config):
+        return _run(getattr(impl, which)(**config), case["costs"], None if which == "PIDLagrangian" else case["scales"])
+
+    check_scalar_types("LAG-15", run, config, **config)
+
+
 PROPERTIES = (
     Property("LAG-1", check_nonnegative, any_lagrangian(),
              (dict(which="DualAscent", case=PINNED_DUAL), dict(which="OmniSafeLagrange", case=PINNED_OMNI)),
@@ -579,6 +557,19 @@ PROPERTIES = (
     Property("LAG-9", check_saute_budget, saute_cases(), requires=("SauteBudget",)),
     Property("LAG-10", check_saute_reward, saute_cases(), requires=("SauteBudget",)),
     Property("LAG-11", check_simmer, simmer_cases(), requires=("SimmerPID",)),
+    Property("LAG-12", check_bad_tensor_scale,
+             st.builds(lambda c, bad, p: dict(c, bad=bad, position=p), _scaled,
+                       st.sampled_from([-1.0, 0.0, math.nan, math.inf, -math.inf]), st.integers(0, 100)),
+             (dict(which="DualAscent", case=dict(PINNED_DUAL, costs=[30.0] * 3, scales=[1.0] * 3), bad=-1.0,
+                   position=1),), INTERFACE[:2]),
+    Property("LAG-13", check_saute_rejects_cost,
+             st.builds(lambda c, bad, p: dict(c, bad=bad, position=p), saute_cases(),
+                       st.sampled_from([math.nan, math.inf, -math.inf]), st.integers(0, 50)),
+             requires=("SauteBudget",), max_examples=8),
+    Property("LAG-14", check_detached, any_lagrangian(), (dict(which="DualAscent", case=PINNED_DUAL),),
+             INTERFACE[:3], max_examples=6),
+    Property("LAG-15", check_scalar_hyperparameters, any_lagrangian(),
+             (dict(which="OmniSafeLagrange", case=PINNED_OMNI),), INTERFACE[:3], max_examples=4),
 )
 
 CONTRACT = Contract("lagrange", CLAUSES, INTERFACE, PROPERTIES)

@@ -63,8 +63,17 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
-from rlspec.spec.validate import require_finite, require_floating, require_range, require_shape, values_look_valid
+from rlspec.reference import lambda_return as reference  # the oracle
+from rlspec.spec.core import Contract, Property, assert_close, fail
+from rlspec.spec.returns import (
+    BadInput,
+    bad_discounting,
+    noise_like,
+    seeds,
+    unit_params,
+    with_position,
+)
+from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
     "LAMBDA-1": "R follows R_t = r_t + γ·c_t·(1-f_{t+1})·((1-λ)·v_{t+1} + λ·R_{t+1}), R_T = v_T "
@@ -82,6 +91,7 @@ CLAUSES = {
     "LAMBDA-10": "gamma or lam outside [0, 1] is rejected naming the argument and the value",
     "LAMBDA-11": "NaN/Inf in reward or value, cont outside [0, 1] and non-0/1 flags are rejected naming "
                  "the argument and the index",
+    "LAMBDA-12": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
 }
 
 INTERFACE = ("lambda_return",)
@@ -92,94 +102,9 @@ lambda_return(reward [T, B], cont [T, B], value [T+1, B], gamma: float, lam: flo
 
 
 # --------------------------------------------------------------------------------------------------
-# Validation shared by the implementations (and by the gae contract)
-# --------------------------------------------------------------------------------------------------
-def _first_bad(t: torch.Tensor, bad: torch.Tensor) -> str:
-    idx = [int(i) for i in bad.nonzero()[0].tolist()]
-    return f"{int(bad.sum())} of {t.numel()} elements (first at index {idx}: {t[tuple(idx)].item()})"
-
-
-def require_time_major(fn: str, name: str, t: torch.Tensor) -> None:
-    require_floating(fn, name, t)
-    if t.dim() == 0:
-        raise ValueError(f"{fn}: argument '{name}' must be time-major [T, B], got a 0-d tensor")
-
-
-def require_dtype(fn: str, name: str, t: torch.Tensor, dtype: torch.dtype, like: str) -> None:
-    require_floating(fn, name, t)
-    if t.dtype != dtype:
-        raise TypeError(f"{fn}: argument '{name}' has dtype {t.dtype}, expected {dtype} (= {like}.dtype)")
-
-
-def require_unit_interval(fn: str, name: str, t: torch.Tensor) -> None:
-    bad = ~((t >= 0) & (t <= 1))  # NaN counts as outside
-    if bool(bad.any()):
-        raise ValueError(f"{fn}: argument '{name}' has values outside [0, 1]: {_first_bad(t, bad)}")
-
-
-def as_flags(fn: str, name: str, t: torch.Tensor, shape: tuple[int, ...], why: str) -> torch.Tensor:
-    """A flag tensor as bool: either bool, or any dtype holding only 0 and 1."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{fn}: argument '{name}' must be a torch.Tensor, got {type(t).__name__}")
-    require_shape(fn, name, t, shape, why)
-    if t.dtype == torch.bool:
-        return t
-    bad = (t != 0) & (t != 1)
-    if bool(bad.any()):
-        raise ValueError(f"{fn}: argument '{name}' must hold 0/1 flags, got {_first_bad(t, bad)}")
-    return t != 0
-
-
-def validate_discounting(fn: str, gamma: float, lam: float) -> None:
-    require_range(fn, "gamma", gamma, 0.0, 1.0)
-    require_range(fn, "lam", lam, 0.0, 1.0)
-
-
-def validate_lambda_return(fn: str, reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor,
-                           gamma: float, lam: float, is_first: torch.Tensor | None) -> torch.Tensor | None:
-    """Reject bad input (see the module docstring); returns ``is_first`` as bool [T+1, ...] or None."""
-    require_time_major(fn, "reward", reward)
-    T, batch = reward.shape[0], tuple(reward.shape[1:])
-    require_dtype(fn, "cont", cont, reward.dtype, "reward")
-    require_dtype(fn, "value", value, reward.dtype, "reward")
-    require_shape(fn, "cont", cont, reward.shape, "(= reward.shape [T, B])")
-    require_shape(fn, "value", value, (T + 1, *batch), "([T+1, B]: values of s_0..s_T)")
-    validate_discounting(fn, gamma, lam)
-    if not values_look_valid(finite=(reward, value), unit=(cont,)):
-        require_finite(fn, "reward", reward)
-        require_finite(fn, "value", value)
-        require_unit_interval(fn, "cont", cont)
-    if is_first is None:
-        return None
-    return as_flags(fn, "is_first", is_first, (T + 1, *batch), "([T+1, B]: flags of s_0..s_T, as value)")
-
-
-# --------------------------------------------------------------------------------------------------
-# The sheeprl 0.8.4 convention (see the module docstring)
-# --------------------------------------------------------------------------------------------------
-def to_sheeprl(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor, gamma: float) -> dict:
-    """Keyword arguments (rewards, values, continues) of sheeprl's ``compute_lambda_values``, each [T, B]."""
-    validate_lambda_return("to_sheeprl", reward, cont, value, gamma, 0.0, None)
-    return dict(rewards=reward, values=value[1:], continues=gamma * cont)
-
-
-def from_sheeprl(rewards: torch.Tensor, values: torch.Tensor, continues: torch.Tensor, gamma: float,
-                 first_value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(reward [T, B], cont [T, B], value [T+1, B]) from sheeprl's arguments; ``first_value`` [B] = V(s_0)."""
-    require_range("from_sheeprl", "gamma", gamma, 0.0, 1.0, lo_open=True)
-    require_shape("from_sheeprl", "first_value", first_value, values.shape[1:], "(= values.shape[1:])")
-    value = torch.cat([first_value.unsqueeze(0), values])  # [T+1, B]
-    reward, cont = rewards, continues / gamma
-    validate_lambda_return("from_sheeprl", reward, cont, value, gamma, 0.0, None)
-    return reward, cont, value
-
-
-# --------------------------------------------------------------------------------------------------
 # Strategies
 # --------------------------------------------------------------------------------------------------
-seeds = st.integers(0, 2**31 - 1)
 dtypes = st.sampled_from((torch.float32, torch.float64))
-unit_params = st.one_of(st.sampled_from([0.0, 0.5, 0.95, 0.99, 1.0]), st.floats(0.0, 1.0))
 
 
 @st.composite
@@ -199,13 +124,6 @@ def cases(draw, masked: bool | None = None, lam: float | None = None):
                 value=(v_scale * torch.randn(T + 1, B, generator=g, dtype=torch.float64)).to(dtype),
                 gamma=draw(unit_params), lam=draw(unit_params) if lam is None else lam,
                 is_first=torch.rand(T + 1, B, generator=g) < 0.15 if masked else None)
-
-
-@st.composite
-def with_position(draw, case_strategy):
-    """A case plus ``pos`` (a row in 0..T-1) and ``seed`` (for perturbations)."""
-    case = draw(case_strategy)
-    return dict(case, pos=draw(st.integers(0, case["reward"].shape[0] - 1)), seed=draw(seeds))
 
 
 @st.composite
@@ -232,10 +150,6 @@ EXAMPLES = (_pinned(15, (4,)), _pinned(15, (4,), masked=True), _pinned(1), _pinn
 # --------------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------------
-def _reference():
-    from rlspec.reference import lambda_return  # the oracle; imported lazily to keep spec import-light
-
-    return lambda_return
 
 
 def _call(impl, reward, cont, value, gamma, lam, is_first=None) -> torch.Tensor:
@@ -250,11 +164,6 @@ def tolerance(reward: torch.Tensor, value: torch.Tensor) -> float:
     return 8 * (T + 1) * torch.finfo(reward.dtype).eps * scale
 
 
-def noise_like(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    """Fresh N(0, 10²) values in the shape and dtype of ``t`` (a perturbation)."""
-    return (10 * torch.randn(t.shape, generator=g, dtype=torch.float64)).to(t.dtype)
-
-
 def _assert_unchanged(clause: str, what: str, got: torch.Tensor, base: torch.Tensor, **inputs) -> None:
     if not torch.equal(got, base):
         idx = [int(i) for i in (got != base).nonzero()[0].tolist()]
@@ -267,7 +176,7 @@ def _assert_unchanged(clause: str, what: str, got: torch.Tensor, base: torch.Ten
 # --------------------------------------------------------------------------------------------------
 def check_reference(impl, reward, cont, value, gamma, lam, is_first):
     got = _call(impl, reward, cont, value, gamma, lam, is_first)
-    want = _reference().lambda_return(reward.double(), cont.double(), value.double(), gamma, lam, is_first)
+    want = reference.lambda_return(reward.double(), cont.double(), value.double(), gamma, lam, is_first)
     assert_close("LAMBDA-1", "lambda_return", got, want, atol=tolerance(reward, value), reward=reward,
                  cont=cont, value=value, gamma=gamma, lam=lam, is_first=is_first)
 
@@ -364,61 +273,52 @@ def check_shape(impl, reward, cont, value, gamma, lam, is_first):
                          f"{tuple(reward.shape)} {reward.dtype}", value_shape=tuple(value.shape))
 
 
-def check_rejects_shape(impl, name, shape, dtype):
-    args = dict(reward=torch.zeros(5, 3), cont=torch.ones(5, 3), value=torch.zeros(6, 3),
-                is_first=torch.zeros(6, 3, dtype=torch.bool))
-    args[name] = torch.zeros(shape, dtype=dtype)
-    mentions = [str(tuple(shape))] if dtype in (torch.float32, torch.bool) else [str(dtype)]
-    expect_rejection("LAMBDA-9", lambda: impl.lambda_return(args["reward"], args["cont"], args["value"],
-                                                            0.99, 0.95, is_first=args["is_first"]),
-                     names=[f"'{name}'"], mentions=mentions, what=f"{name} {list(shape)} {dtype}")
+def _bad_input_case() -> dict:
+    return dict(reward=torch.zeros(5, 3), cont=torch.ones(5, 3), value=torch.zeros(6, 3),
+                is_first=torch.zeros(6, 3, dtype=torch.bool), gamma=0.99, lam=0.95)
 
 
-def check_rejects_param(impl, name, value):
-    params = {"gamma": 0.99, "lam": 0.95, name: value}
-    expect_rejection("LAMBDA-10", lambda: impl.lambda_return(torch.zeros(4, 2), torch.ones(4, 2),
-                                                             torch.zeros(5, 2), **params),
-                     names=[f"'{name}'"], mentions=[repr(value)], what=f"lambda_return({name}={value!r})")
+def _call_case(impl, case: dict) -> torch.Tensor:
+    return impl.lambda_return(case["reward"], case["cont"], case["value"], case["gamma"], case["lam"],
+                              is_first=case["is_first"])
 
 
-def check_rejects_value(impl, name, bad, t, b):
-    args = dict(reward=torch.zeros(5, 3), cont=torch.ones(5, 3), value=torch.zeros(6, 3),
-                is_first=torch.zeros(6, 3))
-    args[name] = args[name].clone()
-    args[name][t, b] = bad
-    expect_rejection("LAMBDA-11", lambda: impl.lambda_return(args["reward"], args["cont"], args["value"],
-                                                             0.99, 0.95, is_first=args["is_first"]),
-                     names=[f"'{name}'"], mentions=[f"[{t}, {b}]"], what=f"{name}[{t}, {b}] = {bad}")
+BAD = BadInput("lambda_return", "LAMBDA-9", "LAMBDA-10", "LAMBDA-11", _bad_input_case, _call_case)
+
+
+def check_scalar_hyperparameters(impl, reward, cont, value, gamma, lam, is_first):
+    case = dict(reward=reward, cont=cont, value=value, is_first=is_first)
+    check_scalar_types("LAMBDA-12", lambda **p: _call_case(impl, dict(case, **p)), dict(gamma=gamma, lam=lam),
+                       reward=reward, cont=cont, value=value)
 
 
 PROPERTIES = (
     Property("LAMBDA-1", check_reference, cases(), EXAMPLES, INTERFACE),
     Property("LAMBDA-2", check_linear, with_alpha(cases()), requires=INTERFACE),
-    Property("LAMBDA-3", check_cut, with_position(cases()), requires=INTERFACE),
+    Property("LAMBDA-3", check_cut, with_position(cases(), "reward"), requires=INTERFACE),
     Property("LAMBDA-4", check_lambda_one, cases(masked=False, lam=1.0), requires=INTERFACE),
     Property("LAMBDA-5", check_lambda_zero, cases(masked=False, lam=0.0), requires=INTERFACE),
-    Property("LAMBDA-6", check_is_first_isolates, with_position(cases(masked=True)), requires=INTERFACE),
+    Property("LAMBDA-6", check_is_first_isolates, with_position(cases(masked=True), "reward"), requires=INTERFACE),
     Property("LAMBDA-7", check_is_first_rule, cases(masked=True),
              tuple(e for e in EXAMPLES if e["is_first"] is not None), INTERFACE),
     Property("LAMBDA-8", check_shape, cases(), EXAMPLES + (_pinned(0),), INTERFACE),
-    Property("LAMBDA-9", check_rejects_shape,
+    Property("LAMBDA-9", BAD.rejects_shape,
              st.sampled_from([dict(name="cont", shape=(5, 2), dtype=torch.float32),
                               dict(name="cont", shape=(5, 3), dtype=torch.float64),
                               dict(name="value", shape=(5, 3), dtype=torch.float32),
                               dict(name="value", shape=(6,), dtype=torch.float32),
                               dict(name="is_first", shape=(5, 3), dtype=torch.bool)]),
              requires=INTERFACE, max_examples=5),
-    Property("LAMBDA-10", check_rejects_param,
-             st.sampled_from([dict(name="gamma", value=1.5), dict(name="gamma", value=-0.1),
-                              dict(name="lam", value=1.01), dict(name="lam", value=float("nan"))]),
-             requires=INTERFACE, max_examples=4),
-    Property("LAMBDA-11", check_rejects_value,
+    Property("LAMBDA-10", BAD.rejects_param, bad_discounting("gamma", "lam"), requires=INTERFACE,
+             max_examples=4),
+    Property("LAMBDA-11", BAD.rejects_value,
              st.builds(lambda nb, t, b: dict(name=nb[0], bad=nb[1], t=t, b=b),
                        st.sampled_from([("reward", float("nan")), ("value", float("nan")),
                                         ("value", float("inf")), ("cont", float("nan")), ("cont", 1.5),
                                         ("cont", -0.5), ("is_first", 0.5)]),
                        st.integers(0, 4), st.integers(0, 2)),
              (dict(name="cont", bad=float("nan"), t=4, b=2),), INTERFACE, max_examples=10),
+    Property("LAMBDA-12", check_scalar_hyperparameters, cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
 )
 
 CONTRACT = Contract("lambda_return", CLAUSES, INTERFACE, PROPERTIES)

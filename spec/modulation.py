@@ -54,8 +54,10 @@ import math
 
 import torch
 from hypothesis import strategies as st
+
+from rlspec.contracts.modulation import CLIP, DEFAULTS, EPS, MIN_FINITE
 from rlspec.spec.core import Contract, Property, expect_rejection, fail
-from rlspec.spec.validate import require_floating, require_int, require_range
+from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
     "MOD-1": "M = 1/(1+α·σ(clip((μ−q_p)/max(q_p/slope, ε), −20, 20))) over the finite predictions "
@@ -70,45 +72,37 @@ CLAUSES = {
     "MOD-8": "overflowing statistics give the formula's value or the 1.0 fallback, never NaN",
     "MOD-9": "bad configuration (threshold_percentile outside (0, 100), alpha < 0, slope <= 0, negative "
              "episode counts, non-floating preds) is rejected naming the argument",
+    "MOD-10": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
 }
 
 INTERFACE = ("modulation_scale",)
 
-DEFAULTS = dict(enable=True, min_episodes=10, threshold_percentile=60.0, alpha=1.0, slope=1.0)
-MIN_FINITE = 10  # §4.0.5 implementation note 2
-EPS = 1e-6  # §4.0.5: s = max(q_p/slope, ε)
-CLIP = 20.0  # §4.0.5: A = 20
-
-
-def validate_modulation_args(preds: torch.Tensor, episodes_completed: int, min_episodes: int,
-                             threshold_percentile: float, alpha: float, slope: float) -> None:
-    """Shared by every implementation; reads no tensor values (no host synchronization)."""
-    fn = "modulation_scale"
-    require_floating(fn, "preds", preds)
-    require_int(fn, "episodes_completed", episodes_completed, 0)
-    require_int(fn, "min_episodes", min_episodes, 0)
-    require_range(fn, "threshold_percentile", threshold_percentile, 0.0, 100.0, lo_open=True, hi_open=True)
-    require_range(fn, "alpha", alpha, 0.0, math.inf, hi_open=True)
-    require_range(fn, "slope", slope, 0.0, math.inf, lo_open=True, hi_open=True)
-
-
 def closed_form(preds: torch.Tensor, threshold_percentile: float, alpha: float, slope: float):
     """(M, a, n, tol) in float64 straight from the formula (a None when gated by n < 10).
 
-    tol bounds an implementation's error in M: |dM/da| <= α/4 and statistics computed in the input's
-    dtype err by ~eps·N·max|ĝ|, divided by s; near the clip (|a| ~ 20) a itself errs by ~eps·|a|.
+    tol bounds an implementation's error in M, computed in the input's dtype (float32 for half types,
+    eps u): the mean errs by δμ <= 2u·Σ|ĝ| (a naive sum), the quantile by δq <= 4u·max(|ĝ_(lo)|, |ĝ_(hi)|)
+    (the two order statistics it interpolates), so the gap a = (μ − q)/s errs by δa = (δμ + δq)/s + 4u·|a|.
+    Where the unclipped gap is beyond ±20 by more than δa both sides clip: M is exact up to 8u. Elsewhere
+    |dM/da| <= α/4 gives tol = α/4·δa + 8u. (A bound from max|ĝ|·n alone was >= 1 for a fifth of float32
+    cases, where any M in (0, 1] passed.)
     """
     x = preds.detach().double().reshape(-1)
     x = x[torch.isfinite(x)]  # [n]
     n = x.numel()
-    eps = torch.finfo(preds.dtype if preds.dtype == torch.float64 else torch.float32).eps
+    u = torch.finfo(preds.dtype if preds.dtype == torch.float64 else torch.float32).eps
     if n < MIN_FINITE:
         return 1.0, None, n, 0.0
-    q = float(torch.quantile(x, threshold_percentile / 100, interpolation="linear"))
+    p = threshold_percentile / 100
+    q = float(torch.quantile(x, p, interpolation="linear"))
     mu = math.fsum((x / n).tolist())  # the mean without overflow
     s = max(q / slope, EPS)
-    a = min(max((mu - q) / s, -CLIP), CLIP)
-    tol = alpha / 4 * 16 * eps * (CLIP + n * float(x.abs().max()) / s) + 8 * eps
+    a_raw = (mu - q) / s
+    a = min(max(a_raw, -CLIP), CLIP)
+    order = torch.sort(x).values
+    near_q = order[[math.floor(p * (n - 1)), math.ceil(p * (n - 1))]].abs().max().item()
+    da = (2 * u * x.abs().sum().item() + 4 * u * near_q) / s + 4 * u * abs(a_raw)
+    tol = 8 * u if abs(a_raw) - da >= CLIP else alpha / 4 * da + 8 * u
     return 1.0 / (1.0 + alpha / (1.0 + math.exp(-a))), a, n, tol
 
 
@@ -280,6 +274,13 @@ def check_rejects_config(impl, name, value):
 
 
 _gate_cases = st.builds(lambda c, m: dict(c, min_episodes=m), cases, st.integers(1, 50))
+def check_scalar_hyperparameters(impl, preds, **config):
+    def run(episodes_completed, min_episodes, **kw):
+        return impl.modulation_scale(preds, episodes_completed, enable=True, min_episodes=min_episodes, **kw)
+
+    check_scalar_types("MOD-10", run, dict(_config(config), episodes_completed=12, min_episodes=10), preds=preds)
+
+
 PROPERTIES = (
     Property("MOD-1", check_formula, cases, EXAMPLES, INTERFACE),
     Property("MOD-2", check_range, cases, EXAMPLES, INTERFACE),
@@ -298,6 +299,7 @@ PROPERTIES = (
              requires=INTERFACE, max_examples=12),
     Property("MOD-9", check_rejects_config, st.sampled_from(BAD_CONFIGS), requires=INTERFACE,
              max_examples=len(BAD_CONFIGS)),
+    Property("MOD-10", check_scalar_hyperparameters, cases, EXAMPLES[:1], INTERFACE, max_examples=5),
 )
 
 CONTRACT = Contract("modulation", CLAUSES, INTERFACE, PROPERTIES)

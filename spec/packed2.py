@@ -41,14 +41,26 @@ which has no bfloat16 arithmetic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import torch
 from hypothesis import strategies as st
 
-from rlspec.spec.core import Contract, Property, assert_identical, expect_rejection, fail
-from rlspec.spec.validate import require_none
+from rlspec.contracts.packed2 import (
+    FLOAT_DTYPES,
+    FRAME_SHAPE,
+    PIXELS_PER_BYTE,
+    levels,
+    unpacked_shape,
+)
+from rlspec.reference import packed2 as reference  # the oracle
+from rlspec.spec.core import (
+    Contract,
+    Property,
+    assert_identical,
+    expect_rejection,
+    fail,
+)
 
 CLAUSES = {
     "PACKED2-1": "unpack(pack(v)) == v exactly for uint8 v [..., W] with values 0..3, W % 4 == 0 "
@@ -81,64 +93,11 @@ unpack_normalized(packed: Tensor, dtype=torch.float32) -> Tensor # [..., W/4] ui
 NORMALIZED_DTYPES: tuple[torch.dtype, ...]                       # optional; (torch.float32,) if absent
 """
 
-PIXELS_PER_BYTE = 4
-SHIFTS = (0, 2, 4, 6)  # bit offset of pixel j mod 4 within its byte, least-significant first
-FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-FRAME_SHAPE = (1, 72, 20)  # the replay ring's packed observation [C, H, W/4] (seed 004 §2.3, M1)
-
-
 # --------------------------------------------------------------------------------------------------
-# Shared definitions and validation (every implementation calls these)
+# Helpers
 # --------------------------------------------------------------------------------------------------
-def levels(dtype: torch.dtype) -> torch.Tensor:
-    """L_dtype [4] on CPU: v/3 for v = 0..3, computed in float64 and rounded once to ``dtype``."""
-    return (torch.arange(PIXELS_PER_BYTE, dtype=torch.float64) / 3).to(dtype)
-
-
 def declared_dtypes(impl: Any) -> tuple[torch.dtype, ...]:
     return tuple(getattr(impl, "NORMALIZED_DTYPES", (torch.float32,)))
-
-
-def require_uint8(fn: str, name: str, t: Any) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{fn}: argument '{name}' must be a torch.Tensor of dtype torch.uint8, "
-                        f"got {type(t).__name__}")
-    if t.dtype != torch.uint8:
-        raise TypeError(f"{fn}: argument '{name}' must have dtype torch.uint8, got {t.dtype}")
-    if t.dim() == 0:
-        raise ValueError(f"{fn}: argument '{name}' must have at least 1 dimension (the pixel row), "
-                         "got a 0-d tensor")
-
-
-def validate_pack_args(values: torch.Tensor) -> None:
-    require_uint8("pack", "values", values)
-    width = values.shape[-1]
-    if width % PIXELS_PER_BYTE:
-        raise ValueError(f"pack: argument 'values' has last dimension {width} (shape {tuple(values.shape)}), "
-                         f"expected a multiple of 4 ({PIXELS_PER_BYTE} pixels per byte)")
-    require_none("pack", "values", values, values > 3, "values > 3", "values in 0..3 (2 bits per pixel)")
-
-
-def validate_unpack_args(fn: str, packed: torch.Tensor) -> None:
-    require_uint8(fn, "packed", packed)
-
-
-def validate_normalized_args(packed: torch.Tensor, dtype: torch.dtype,
-                             supported: Sequence[torch.dtype]) -> None:
-    validate_unpack_args("unpack_normalized", packed)
-    if dtype not in supported:
-        names = ", ".join(str(d) for d in supported)
-        raise TypeError(f"unpack_normalized: argument 'dtype' must be one of ({names}), got {dtype}")
-
-
-def unpacked_shape(packed: torch.Tensor) -> tuple[int, ...]:
-    return (*packed.shape[:-1], packed.shape[-1] * PIXELS_PER_BYTE)
-
-
-def _reference():
-    from rlspec.reference import packed2  # the oracle; imported lazily to keep spec import-light
-
-    return packed2
 
 
 # --------------------------------------------------------------------------------------------------
@@ -239,7 +198,7 @@ def check_layout(impl):
 
 
 def check_reference_bits(impl, packed):
-    ref = _reference()
+    ref = reference
     values = ref.unpack(packed)
     assert_identical("PACKED2-4", "unpack(packed)", impl.unpack(packed), values, packed=packed,
                      packed_bits=_binary(packed))
@@ -247,7 +206,7 @@ def check_reference_bits(impl, packed):
 
 
 def check_normalized_float32(impl, packed):
-    want = _reference().unpack(packed).to(torch.float32) / 3  # [..., W]
+    want = reference.unpack(packed).to(torch.float32) / 3  # [..., W]
     assert_identical("PACKED2-5", "unpack_normalized(packed)", impl.unpack_normalized(packed), want,
                      packed=packed, packed_bits=_binary(packed))
     assert_identical("PACKED2-5", "unpack_normalized(packed, torch.float32)",
@@ -255,7 +214,7 @@ def check_normalized_float32(impl, packed):
 
 
 def check_normalized_declared(impl, packed):
-    values = _reference().unpack(packed).long()  # [..., W]
+    values = reference.unpack(packed).long()  # [..., W]
     for dtype in declared_dtypes(impl):
         assert_identical("PACKED2-6", f"unpack_normalized(packed, {dtype})",
                          impl.unpack_normalized(packed, dtype), levels(dtype)[values], packed=packed,

@@ -40,7 +40,9 @@ resets its state where f_t = 1 (seed §2.3), which is why sampling may cross epi
 Invariants (``check_invariants(ring)``; consecutive steps s, s+1 of one env, across the wrap seam)
 -----------------------------------------------------------------------------------------------
     e_{s+1} == e_s  or  f_{s+1}               f_{s+1} ⇒ e_{s+1} == e_s + 1           c_s ∈ {0.0, 1.0}
-    terminated_s ⇒ c_s = 0     truncated_s ⇒ c_s = 1     (c_s = 0 or terminated_s or truncated_s) ⇒ f_{s+1}
+    terminated_s ⇒ c_s = 0     truncated_s ∧ ¬terminated_s ⇒ c_s = 1     (c_s = 0 or an end flag) ⇒ f_{s+1}
+    A step flagged both terminated and truncated is terminal (gymnasium 1.x's TimeLimit on a terminal step
+    at the limit): continue 0.
 
 Ring, commits and sampling (global step s is stored at row s mod Tcap; ``t`` = steps pushed so far)
 -------------------------------------------------------------------------------------------------
@@ -60,7 +62,8 @@ Ring, commits and sampling (global step s is stored at row s mod Tcap; ``t`` = s
   ``env [B]`` and ``step [T, B]`` (int64 global steps, for checks and debugging).
 
 Bad input (wrong dtype/shape/device, non-finite reward, continue ∉ {0, 1}, an episode_id that does not
-follow the is_first rule, a missing reset after an episode end, terminated ∧ truncated) raises
+follow the is_first rule — compared in int64, so an int32 id at 2³¹−1 cannot wrap to −2³¹ —, a missing
+reset after an episode end, obs=None without a prior obs_slot write for that step) raises
 ValueError/TypeError naming ``ReplayRing.push``, the argument, the env column, expected and actual, and
 leaves the ring bit-identical. The fast ring can skip the value checks on device (``check_values=False``,
 no host sync): it then counts offending env entries in ``violations`` (a device tensor) instead.
@@ -68,20 +71,16 @@ no host sync): it then counts offending env entries in ``violations`` (a device 
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 from hypothesis import strategies as st
+
+from rlspec.contracts.replay import ARG, OBS_SHAPE, PUSH, readable_range, schema
 from rlspec.spec.core import Contract, Property, expect_rejection, fail
-from rlspec.spec.validate import (
-    require_finite,
-    require_int,
-    require_no_nan,
-    require_shape,
-)
+from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
     "REPLAY-1": "storage() holds the schema fields [Tcap, N, ...] with their dtypes (obs uint8 [1, 72, 20] "
@@ -92,7 +91,8 @@ CLAUSES = {
     "REPLAY-4": "is_first[s+1] => episode_id[s+1] == episode_id[s] + 1",
     "REPLAY-5": "continue is 0.0 or 1.0",
     "REPLAY-6": "terminated[s] => continue[s] == 0",
-    "REPLAY-7": "truncated[s] => continue[s] == 1 (although a reset follows)",
+    "REPLAY-7": "truncated[s] and not terminated[s] => continue[s] == 1 (although a reset follows); a step "
+                "flagged both is terminal",
     "REPLAY-8": "an episode end at s (continue 0, terminated or truncated) => is_first[s+1]",
     "REPLAY-9": "sample_sequences returns the fields as [T, B, ...] with the storage dtypes, env [B], step [T, B]",
     "REPLAY-10": "each window is T consecutive steps of one env column holding the pushed data "
@@ -108,6 +108,8 @@ CLAUSES = {
                  "naming the argument",
     "REPLAY-16": "obs_slot(t) is a contiguous [N, *obs_shape] view of step t's row with a stable data_ptr; "
                  "push(obs=None) stores what was written there",
+    "REPLAY-17": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
+    "REPLAY-18": "stored fields keep no autograd graph: pushing a reward that requires grad leaves storage() detached",
 }
 
 INTERFACE = ("ReplayRing",)
@@ -123,148 +125,9 @@ ReplayRing(capacity, num_envs, obs_shape=(1, 72, 20), obs_dtype=torch.uint8, *, 
   .sample_sequences(B, T, generator) -> dict[str, Tensor [T, B, ...]] + env [B], step [T, B]
 """
 
-OBS_SHAPE = (1, 72, 20)  # packed2: 72 rows × 80 pixels at 2 bits per pixel (seed §2.3, §2.4)
-FIELDS = ("obs", "action", "reward", "is_first", "continue", "episode_id")
-FLAGS = ("terminated", "truncated")
-DTYPES = {"action": torch.int32, "reward": torch.float32, "is_first": torch.bool,
-          "continue": torch.float32, "episode_id": torch.int32, "terminated": torch.bool,
-          "truncated": torch.bool}
-ARG = {"continue": "continue_"}  # push argument names that differ from the field names
-PUSH = "ReplayRing.push"
 
 
-def schema(capacity: int, num_envs: int, obs_shape: tuple, obs_dtype: torch.dtype,
-           store_flags: bool) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
-    """field -> (storage shape, dtype)."""
-    out = {"obs": ((capacity, num_envs, *obs_shape), obs_dtype)}
-    for name in FIELDS[1:] + (FLAGS if store_flags else ()):
-        out[name] = ((capacity, num_envs), DTYPES[name])
-    return out
 
-
-def validate_config(capacity: int, num_envs: int, obs_shape: tuple, obs_dtype: torch.dtype,
-                    commit_stride: int, safety_margin: int) -> None:
-    fn = "ReplayRing"
-    require_int(fn, "capacity", capacity, 2)
-    require_int(fn, "num_envs", num_envs, 1)
-    require_int(fn, "commit_stride", commit_stride, 1)
-    require_int(fn, "safety_margin", safety_margin, 0)
-    if not (isinstance(obs_shape, tuple) and all(isinstance(d, int) and d >= 1 for d in obs_shape)):
-        raise ValueError(f"{fn}: argument 'obs_shape' must be a tuple of ints >= 1, got {obs_shape!r}")
-    if not isinstance(obs_dtype, torch.dtype):
-        raise TypeError(f"{fn}: argument 'obs_dtype' must be a torch.dtype, got {obs_dtype!r}")
-
-
-def readable_range(t: int, committed_t: int, capacity: int, safety_margin: int) -> tuple[int, int]:
-    """[lo, hi): the global steps the sampler may read (see the module docstring)."""
-    return max(0, t + 1 - capacity), committed_t - safety_margin
-
-
-def validate_sample_args(fn: str, B: int, T: int, generator: Any, device: torch.device,
-                         lo: int, hi: int) -> None:
-    require_int(fn, "B", B, 1)
-    require_int(fn, "T", T, 1)
-    if T > hi - lo:
-        raise ValueError(f"{fn}: argument 'T' = {T} exceeds the {max(0, hi - lo)} readable steps "
-                         f"[{lo}, {hi}) (committed and not under the write head); expected T <= {max(0, hi - lo)}")
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"{fn}: argument 'generator' must be a torch.Generator (the global RNG is never "
-                        f"used), got {type(generator).__name__}")
-    if torch.device(generator.device).type != torch.device(device).type:
-        raise ValueError(f"{fn}: argument 'generator' is on {generator.device}, expected the ring's "
-                         f"device {device}")
-
-
-def validate_push_meta(ring: Any, fields: Mapping[str, torch.Tensor | None], slot_written: bool) -> None:
-    """dtype, shape, device of one step's fields (host metadata only: no device synchronization).
-    ``fields`` maps field names to tensors; obs None means "written through obs_slot(ring.t)", which
-    ``slot_written`` confirms."""
-    n = ring.num_envs
-    for name, value in fields.items():
-        arg = ARG.get(name, name)
-        if value is None:
-            if name == "obs" and not slot_written:
-                raise ValueError(f"{PUSH}: argument 'obs' is None, expected a tensor [N, *obs_shape] or a "
-                                 f"prior direct write through obs_slot({ring.t}) (got none for this step)")
-            if name == "obs" or name in FLAGS and not ring.store_flags:
-                continue
-            raise ValueError(f"{PUSH}: argument '{arg}' is None, expected a bool tensor [{n}] "
-                             "(the ring stores terminated/truncated: store_flags=True)")
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(f"{PUSH}: argument '{arg}' must be a torch.Tensor, got {type(value).__name__}")
-        dtype = ring.obs_dtype if name == "obs" else DTYPES[name]
-        if value.dtype != dtype:
-            raise TypeError(f"{PUSH}: argument '{arg}' has dtype {value.dtype}, expected {dtype}")
-        shape = (n, *ring.obs_shape) if name == "obs" else (n,)
-        require_shape(PUSH, arg, value, shape, "(one step for all N envs)")
-        if value.device != ring.device:
-            raise ValueError(f"{PUSH}: argument '{arg}' is on {value.device}, expected the ring's device "
-                             f"{ring.device} (no hidden copies)")
-
-
-def push_violations(t: int, prev_episode_id: torch.Tensor, prev_end: torch.Tensor,
-                    fields: Mapping[str, torch.Tensor | None]) -> torch.Tensor:
-    """[N] bool: env entries of one step that break a value rule (computed on the device, no sync)."""
-    r, c, f, e = (fields[k] for k in ("reward", "continue", "is_first", "episode_id"))
-    bad = ~torch.isfinite(r) | ((c != 0) & (c != 1))
-    if t == 0:
-        bad |= ~f
-    else:
-        bad |= torch.where(f, e != prev_episode_id + 1, e != prev_episode_id) | (prev_end & ~f)
-    term, trunc = fields.get("terminated"), fields.get("truncated")
-    if term is not None:
-        bad |= term & (c != 0)
-    if trunc is not None:
-        bad |= trunc & (c != 1)
-    if term is not None and trunc is not None:
-        bad |= term & trunc
-    return bad
-
-
-def validate_push_values(t: int, prev_episode_id: torch.Tensor, prev_end: torch.Tensor,
-                         fields: Mapping[str, torch.Tensor | None]) -> None:
-    """Raise naming the field, env column, expected and actual for the first broken value rule."""
-    if not bool(push_violations(t, prev_episode_id, prev_end, fields).any()):
-        return  # one synchronization on the happy path
-    r, c, f, e = (fields[k] for k in ("reward", "continue", "is_first", "episode_id"))
-    require_no_nan(PUSH, "reward", r)
-    require_finite(PUSH, "reward", r)
-    _first_bad("continue_", (c != 0) & (c != 1), c, "0.0 or 1.0")
-    if t == 0:
-        _first_bad("is_first", ~f, f, "True on the first push (every env starts an episode)")
-    else:
-        _first_bad("is_first", prev_end & ~f, f, "True after an episode end (continue 0, terminated or "
-                                                  "truncated at the previous step)")
-        for env in range(len(e)):
-            want = int(prev_episode_id[env]) + int(bool(f[env]))
-            if int(e[env]) != want:
-                rule = "previous episode_id + 1 (is_first=True)" if bool(f[env]) else \
-                    "the previous episode_id (is_first=False)"
-                raise ValueError(f"{PUSH}: argument 'episode_id' at env {env} is {int(e[env])}, expected "
-                                 f"{want} = {rule}")
-    term, trunc = fields.get("terminated"), fields.get("truncated")
-    if term is not None:
-        _first_bad("continue_", term & (c != 0), c, "0.0 where terminated=True")
-    if trunc is not None:
-        _first_bad("continue_", trunc & (c != 1), c, "1.0 where truncated=True (a time limit is not a terminal)")
-    if term is not None and trunc is not None:
-        _first_bad("truncated", term & trunc, trunc, "False where terminated=True (a terminal wins)")
-
-
-def _first_bad(arg: str, bad: torch.Tensor, value: torch.Tensor, expected: str) -> None:
-    if bool(bad.any()):
-        env = int(bad.nonzero()[0])
-        raise ValueError(f"{PUSH}: argument '{arg}' at env {env} is {value[env].item()!r}, expected {expected} "
-                         f"({int(bad.sum())} of {bad.numel()} envs)")
-
-
-def episode_end(fields: Mapping[str, torch.Tensor | None]) -> torch.Tensor:
-    """[N] bool: the step ends an episode (continue 0, or a terminated/truncated flag)."""
-    end = fields["continue"] == 0
-    for k in FLAGS:
-        if fields.get(k) is not None:
-            end = end | fields[k]
-    return end
 
 
 # --------------------------------------------------------------------------------------------------
@@ -293,7 +156,7 @@ def check_invariants(ring: Any, clauses: tuple[str, ...] = INVARIANTS) -> None:
         "REPLAY-5": (0, (c != 0) & (c != 1), "continue = {v}, expected 0.0 or 1.0", c),
         "REPLAY-6": (0, term & (c != 0) if term is not None else None,
                      "terminated=True with continue = {v}, expected 0.0", c),
-        "REPLAY-7": (0, trunc & (c != 1) if trunc is not None else None,
+        "REPLAY-7": (0, trunc & ~term & (c != 1) if trunc is not None and term is not None else None,
                      "truncated=True with continue = {v}, expected 1.0 (a time limit is not a terminal)", c),
         "REPLAY-8": (1, end[:-1] & ~f[1:], ("is_first=False after an episode end at the previous step "
                                            "(continue {p})"), c),
@@ -312,80 +175,14 @@ def check_invariants(ring: Any, clauses: tuple[str, ...] = INVARIANTS) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# Converters between the transition rows of this ring and the arrival rows of sheeprl / danijar
-# --------------------------------------------------------------------------------------------------
-ARRIVAL = ("obs", "action", "reward", "is_first", "is_last", "is_terminal", "episode_id")
-
-
-def _episodes(is_first: torch.Tensor, fn: str, name: str) -> list[tuple[int, int]]:
-    """[(start, end)) of each episode in a column [T] that starts with is_first."""
-    if is_first.dim() != 1 or is_first.numel() == 0 or not bool(is_first[0]):
-        raise ValueError(f"{fn}: argument '{name}' must be one env column [T] of whole episodes starting "
-                         f"with is_first=True, got shape {tuple(is_first.shape)}, values "
-                         f"{is_first[:4].tolist()}...")
-    starts = is_first.nonzero().reshape(-1).tolist() + [is_first.numel()]
-    return list(itertools.pairwise(starts))
-
-
-def to_arrival(rows: Mapping[str, torch.Tensor], final_obs: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Transition rows of one env column (whole episodes: it starts with is_first and its last row ends
-    an episode) + the final observation of each episode [E, *obs_shape] -> arrival rows [T + E, ...]."""
-    spans = _episodes(rows["is_first"], "to_arrival", "rows['is_first']")
-    if final_obs.shape[0] != len(spans) or final_obs.shape[1:] != rows["obs"].shape[1:]:
-        raise ValueError(f"to_arrival: argument 'final_obs' has shape {tuple(final_obs.shape)}, expected "
-                         f"({len(spans)}, *{tuple(rows['obs'].shape[1:])}) (one per episode)")
-    out: dict[str, list] = {k: [] for k in ARRIVAL}
-    for i, (a, b) in enumerate(spans):
-        n = b - a  # transitions; the episode has n + 1 arrival rows
-        out["obs"] += [rows["obs"][a:b], final_obs[i:i + 1]]
-        out["action"] += [rows["action"][a:b], torch.zeros(1, dtype=rows["action"].dtype)]
-        out["reward"] += [torch.zeros(1, dtype=rows["reward"].dtype), rows["reward"][a:b]]
-        out["is_first"].append(torch.arange(n + 1) == 0)
-        out["is_last"].append(torch.arange(n + 1) == n)
-        out["is_terminal"].append((torch.arange(n + 1) == n) & bool(rows["continue"][b - 1] == 0))
-        out["episode_id"].append(rows["episode_id"][a:a + 1].expand(n + 1))
-    return {k: torch.cat(v) for k, v in out.items()}
-
-
-def from_arrival(rows: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """Arrival rows of one env column (whole episodes, each ending with is_last) -> (transition rows with
-    terminated/truncated [T − E, ...], final_obs [E, *obs_shape]). The final rows' actions are dropped
-    (no action is taken from a final observation); a non-zero reward on an is_first row is rejected (no
-    transition led there: nothing in the transition rows could hold it)."""
-    spans = _episodes(rows["is_first"], "from_arrival", "rows['is_first']")
-    out: dict[str, list] = {k: [] for k in FIELDS + FLAGS}
-    finals = []
-    for a, b in spans:
-        last = b - 1
-        if not bool(rows["is_last"][last]) or bool(rows["is_last"][a:last].any()) or last == a:
-            raise ValueError(f"from_arrival: argument 'rows' episode at rows [{a}, {b}) must end with its only "
-                             f"is_last row after at least one step, got is_last={rows['is_last'][a:b].tolist()}")
-        if rows["reward"][a] != 0:
-            raise ValueError(f"from_arrival: argument 'rows' has reward {rows['reward'][a].item()!r} on the "
-                             f"is_first row {a}, expected 0 (a reset is not reached by a transition)")
-        n = last - a
-        terminal = bool(rows["is_terminal"][last])
-        out["obs"].append(rows["obs"][a:last])
-        out["action"].append(rows["action"][a:last])
-        out["reward"].append(rows["reward"][a + 1:b])
-        out["is_first"].append(torch.arange(n) == 0)
-        out["continue"].append(torch.where((torch.arange(n) == n - 1) & terminal, 0.0, 1.0))
-        out["episode_id"].append(rows["episode_id"][a:last])
-        out["terminated"].append((torch.arange(n) == n - 1) & terminal)
-        out["truncated"].append((torch.arange(n) == n - 1) & (not terminal))
-        finals.append(rows["obs"][last:b])
-    return {k: torch.cat(v) for k, v in out.items()}, torch.cat(finals)
-
-
-# --------------------------------------------------------------------------------------------------
 # Streams of valid steps, and driving a ring
 # --------------------------------------------------------------------------------------------------
 def make_stream(steps: int, num_envs: int, obs_shape: tuple, obs_dtype: torch.dtype, seed: int,
                 p_end: float = 0.2, ends: Mapping[tuple[int, int], str] = (), first_id: int = 0
                 ) -> dict[str, torch.Tensor]:
     """A valid stream [steps, N, ...] (every field plus terminated/truncated): random obs/action/reward,
-    episode ends with probability p_end (half terminated, half truncated), and the pinned ends
-    {(step, env): "terminated" | "truncated" | "none"}."""
+    episode ends with probability p_end (terminated, truncated, or both: gymnasium's terminal at the time
+    limit), and the pinned ends {(step, env): "terminated" | "truncated" | "both" | "none"}."""
     g = torch.Generator().manual_seed(seed)
     n = num_envs
     if obs_dtype.is_floating_point:
@@ -394,11 +191,11 @@ def make_stream(steps: int, num_envs: int, obs_shape: tuple, obs_dtype: torch.dt
         obs = torch.randint(0, 256 if obs_dtype == torch.uint8 else 1000, (steps, n, *obs_shape), generator=g,
                             dtype=obs_dtype)
     kind = torch.where(torch.rand(steps, n, generator=g) < p_end,
-                       torch.randint(1, 3, (steps, n), generator=g), 0)  # 0 none, 1 terminated, 2 truncated
+                       torch.randint(1, 4, (steps, n), generator=g), 0)  # 0 none, 1 term., 2 trunc., 3 both
     for (s, env), what in dict(ends).items():
         if s < steps:
-            kind[s, env] = ("none", "terminated", "truncated").index(what)
-    terminated, truncated = kind == 1, kind == 2
+            kind[s, env] = ("none", "terminated", "truncated", "both").index(what)
+    terminated, truncated = (kind == 1) | (kind == 3), (kind == 2) | (kind == 3)
     is_first = torch.ones(steps, n, dtype=torch.bool)
     is_first[1:] = (kind[:-1] != 0)
     episode_id = (first_id + torch.cumsum(is_first.int(), 0) - 1).int()
@@ -683,8 +480,8 @@ def check_uniform(impl):
 # Properties: bad input, obs_slot
 # --------------------------------------------------------------------------------------------------
 BAD_PUSHES = ("obs_dtype", "obs_shape", "action_dtype", "reward_shape", "reward_nan", "continue_half",
-              "episode_id_repeat", "episode_id_jump", "no_reset_after_end", "truncated_continue0",
-              "is_first_dtype", "flags_missing")
+              "episode_id_repeat", "episode_id_jump", "episode_id_wrap", "no_reset_after_end", "truncated_continue0",
+              "is_first_dtype", "flags_missing", "obs_none_unwritten")
 
 
 def _bad_step(kind, args, prev_id, env):
@@ -712,6 +509,9 @@ def _bad_step(kind, args, prev_id, env):
     if kind == "is_first_dtype":
         a["is_first"] = a["is_first"].to(torch.uint8)
         return a, ["is_first"], ["uint8", "bool"]
+    if kind == "obs_none_unwritten":  # nothing was written through obs_slot for this step
+        a["obs"] = None
+        return a, ["obs"], ["None", "obs_slot"]
     if kind == "flags_missing":
         a["truncated"] = None
         return a, ["truncated"], ["None"]
@@ -722,6 +522,10 @@ def _bad_step(kind, args, prev_id, env):
         a["is_first"][env] = False
         a["episode_id"][env] = prev_id
         return a, ["is_first"], [f"env {env}"]
+    if kind == "episode_id_wrap":  # the caller's previous id is 2³¹−1: int32 "+ 1" wraps to −2³¹
+        a["is_first"][env] = True
+        a["episode_id"][env] = -2**31
+        return a, ["episode_id"], [f"env {env}", str(-2**31), str(2**31)]
     if kind == "episode_id_repeat":  # a reset that does not increment
         a["is_first"][env] = True
         a["episode_id"][env] = prev_id
@@ -738,10 +542,12 @@ def check_rejects_push(impl, kind, at, env, **case):
     total = len(stream["reward"])
     env = env % case["num_envs"]
     at = at % total
-    if kind in ("episode_id_repeat", "episode_id_jump", "no_reset_after_end"):  # a controlled previous step
-        at = max(at, 1)
+    if kind in ("episode_id_repeat", "episode_id_jump", "episode_id_wrap", "no_reset_after_end"):
+        at = max(at, 1)  # a controlled previous step
         ends = {(at - 1, env): "terminated"} if kind == "no_reset_after_end" else {}
-        stream = make_stream(total, case["num_envs"], case["obs_shape"], case["obs_dtype"], at, 0.0, ends)
+        first_id = 2**31 - 1 if kind == "episode_id_wrap" else 0
+        stream = make_stream(total, case["num_envs"], case["obs_shape"], case["obs_dtype"], at, 0.0, ends,
+                             first_id=first_id)
     case = dict(case, store_flags=case["store_flags"] or kind == "flags_missing")
     ring = new_ring(impl, case)
     _push(ring, stream, 0, at)
@@ -814,6 +620,33 @@ def _with(strategy, **extra):
     return st.builds(lambda c, x: {**c, **x}, strategy, st.fixed_dictionaries(extra))
 
 
+def check_scalar_hyperparameters(impl, **case):
+    steps = len(case["stream"]["reward"])
+
+    def run(capacity, num_envs, commit_stride, safety_margin):
+        ring = impl.ReplayRing(capacity, num_envs, case["obs_shape"], case["obs_dtype"],
+                               store_flags=case["store_flags"], commit_stride=commit_stride,
+                               safety_margin=safety_margin)
+        _push(ring, case["stream"], 0, steps)
+        return snapshot(ring)
+
+    check_scalar_types("REPLAY-17", run, {k: case[k] for k in ("capacity", "num_envs", "commit_stride",
+                                                               "safety_margin")}, **_config(case))
+
+
+def check_detached(impl, **case):
+    ring = new_ring(impl, case)
+    stream = case["stream"]
+    for s in range(len(stream["reward"])):
+        args = step_args(stream, s, ring.device)
+        args["reward"] = args["reward"].clone().requires_grad_()
+        ring.push(**args)
+    attached = [k for k, v in ring.storage().items() if v.requires_grad or v.grad_fn is not None]
+    if attached:
+        fail("REPLAY-18", f"storage fields {attached} require grad after pushing rewards that do: the ring keeps "
+                          "every step's autograd graph alive (memory grows without bound)", **_config(case))
+
+
 PROPERTIES = (
     Property("REPLAY-1", check_schema, ring_cases(), EXAMPLES[:1], INTERFACE, max_examples=8),
     Property("REPLAY-2", check_storage, ring_cases(), EXAMPLES, INTERFACE),
@@ -830,6 +663,8 @@ PROPERTIES = (
     Property("REPLAY-15", check_rejects_sample, sample_cases(), SAMPLE_EXAMPLES[:1], INTERFACE, max_examples=8),
     Property("REPLAY-16", check_obs_slot, _with(ring_cases(), via_slot_seed=seeds),
              (dict(EXAMPLES[3], via_slot_seed=0),), INTERFACE, max_examples=15),
+    Property("REPLAY-17", check_scalar_hyperparameters, ring_cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
+    Property("REPLAY-18", check_detached, ring_cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
 )
 
 CONTRACT = Contract("replay", CLAUSES, INTERFACE, PROPERTIES)

@@ -30,8 +30,10 @@ import math
 import torch
 from hypothesis import strategies as st
 
+from rlspec.contracts.return_ema import DEFAULTS
+from rlspec.reference.return_ema import ReturnEMA as Reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
-from rlspec.spec.validate import require_range
+from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
     "REMA-1": "the first update from the zero state gives low=(1-d)·q(p_low), high=(1-d)·q(p_high), "
@@ -43,27 +45,12 @@ CLAUSES = {
     "REMA-6": "a batch with NaN/Inf, an empty or an integer batch is rejected naming 'x'; state unchanged",
     "REMA-7": "state_dict round-trips: a fresh instance loading it continues bit-identically",
     "REMA-8": "bad configuration (decay, percentiles, max_range) is rejected naming the argument",
+    "REMA-9": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
 }
 
 INTERFACE = ("ReturnEMA",)
 
-DEFAULTS = dict(decay=0.99, max_range=1.0, percentile_low=0.05, percentile_high=0.95)
 
-
-def validate_config(decay: float, max_range: float, percentile_low: float, percentile_high: float) -> None:
-    require_range("ReturnEMA", "decay", decay, 0.0, 1.0, hi_open=True)
-    require_range("ReturnEMA", "max_range", max_range, 0.0, math.inf, lo_open=True, hi_open=True)
-    require_range("ReturnEMA", "percentile_low", percentile_low, 0.0, 1.0)
-    require_range("ReturnEMA", "percentile_high", percentile_high, percentile_low, 1.0, lo_open=True)
-
-
-def read_state(state: dict, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """(low, high) as 0-d ``dtype`` tensors from a state dict, rejecting anything else by name."""
-    for key in ("low", "high"):
-        if key not in state or torch.as_tensor(state[key]).numel() != 1:
-            raise ValueError(f"ReturnEMA.load_state_dict: argument 'state' needs a scalar '{key}', "
-                             f"got keys {sorted(state)}")
-    return tuple(torch.as_tensor(state[k]).to(dtype).reshape(()).clone() for k in ("low", "high"))
 
 
 def _eps(t: torch.Tensor) -> float:
@@ -145,8 +132,6 @@ def check_first_update(impl, config, batches):
 
 
 def check_sequence(impl, config, batches):
-    from rlspec.reference.return_ema import ReturnEMA as Reference
-
     ema, ref = impl.ReturnEMA(**config), Reference(**config)
     for t, x in enumerate(batches):
         got, want = ema.update(x), ref.update(x)
@@ -241,6 +226,14 @@ def check_rejects_config(impl, name, value):
                      what=f"ReturnEMA({name}={value!r})")
 
 
+def check_scalar_hyperparameters(impl, config, batches):
+    def run(**config):
+        ema = impl.ReturnEMA(**config)
+        return [ema.update(x) for x in batches]
+
+    check_scalar_types("REMA-9", run, dict(config), **config)
+
+
 PROPERTIES = (
     Property("REMA-1", check_first_update, cases, EXAMPLES, INTERFACE),
     Property("REMA-2", check_sequence, cases, EXAMPLES, INTERFACE),
@@ -260,6 +253,7 @@ PROPERTIES = (
                               dict(name="percentile_high", value=1.5),
                               dict(name="percentile_high", value=0.05)]),
              requires=INTERFACE, max_examples=6),
+    Property("REMA-9", check_scalar_hyperparameters, cases, EXAMPLES[:1], INTERFACE, max_examples=5),
 )
 
 CONTRACT = Contract("return_ema", CLAUSES, INTERFACE, PROPERTIES)

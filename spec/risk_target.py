@@ -60,9 +60,10 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from rlspec.spec.core import Contract, Property, expect_rejection, fail
-from rlspec.spec.lambda_return import as_flags, noise_like, seeds, unit_params
-from rlspec.spec.validate import require_finite, require_floating, require_int, require_range
+from rlspec.reference import risk_target as reference  # the oracle
+from rlspec.spec.core import Contract, Property, fail
+from rlspec.spec.returns import BadInput, assert_within, noise_like, seeds, unit_params, with_position
+from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
     "RISK-1": "g_t = Σ_{k<m_t} γ^k·c_{t+k} (window: H steps, to the episode's last step, to the buffer's "
@@ -79,44 +80,14 @@ CLAUSES = {
     "RISK-9": "a done whose shape differs from cost's, or a non-floating cost, is rejected naming the argument",
     "RISK-10": "gamma outside [0, 1] or horizon not an int >= 1 is rejected naming the argument and the value",
     "RISK-11": "NaN/Inf costs and non-0/1 done flags are rejected naming the argument and the index",
+    "RISK-12": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
+    "RISK-13": "inputs that require grad are accepted and the target carries no gradient (it is a regression target)",
 }
 
 INTERFACE = ("risk_target",)
 """
 risk_target(cost [L, B], done [L, B] bool | 0/1, gamma: float, horizon: int) -> g [L, B]
 """
-
-
-def validate_risk_target(fn: str, cost: torch.Tensor, done: torch.Tensor, gamma: float,
-                         horizon: int) -> torch.Tensor:
-    """Reject bad input (see the module docstring); returns done as bool [L, ...]."""
-    require_floating(fn, "cost", cost)
-    if cost.dim() == 0:
-        raise ValueError(f"{fn}: argument 'cost' must be time-major [L, B], got a 0-d tensor")
-    flags = as_flags(fn, "done", done, tuple(cost.shape), "(= cost.shape [L, B])")
-    require_range(fn, "gamma", gamma, 0.0, 1.0)
-    require_int(fn, "horizon", horizon, 1)
-    require_finite(fn, "cost", cost)
-    return flags
-
-
-def at_captures(target: torch.Tensor, capture_steps: torch.Tensor) -> torch.Tensor:
-    """The targets of a per-capture buffer: g [L, ...] read at the captured steps t_j [J] (strictly
-    increasing env steps in [0, L)) → [J, ...]."""
-    if capture_steps.dtype in (torch.bool,) or capture_steps.dtype.is_floating_point or capture_steps.dim() != 1:
-        raise TypeError(f"at_captures: argument 'capture_steps' must be a 1-d integer tensor, got "
-                        f"{capture_steps.dtype} of shape {tuple(capture_steps.shape)}")
-    L = target.shape[0]
-    bad = (capture_steps < 0) | (capture_steps >= L)
-    if bool(bad.any()):
-        j = int(bad.nonzero()[0])
-        raise ValueError(f"at_captures: argument 'capture_steps' has index {j} = {int(capture_steps[j])} "
-                         f"outside [0, {L})")
-    if capture_steps.numel() > 1 and not bool((capture_steps[1:] > capture_steps[:-1]).all()):
-        j = int((capture_steps[1:] <= capture_steps[:-1]).nonzero()[0]) + 1
-        raise ValueError(f"at_captures: argument 'capture_steps' must be strictly increasing, got "
-                         f"{int(capture_steps[j - 1])} then {int(capture_steps[j])} at index {j}")
-    return target[capture_steps]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -144,28 +115,6 @@ def error_bound(cost: torch.Tensor, done: torch.Tensor, gamma: float, horizon: i
     return (2 * horizon + 8) * info.eps * G + 2 * (horizon + 1) * info.tiny * (1 + C)
 
 
-def assert_within(clause: str, what: str, got: torch.Tensor, want: torch.Tensor, bound: torch.Tensor,
-                  **inputs) -> None:
-    """|got − want| <= bound elementwise, else a violation naming the worst points (err / bound)."""
-    if got.shape != want.shape:
-        fail(clause, f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}", **inputs)
-    err = (got.double() - want.double()).abs()
-    bad = ~(err <= bound)  # NaN counts as bad
-    if not bool(bad.any()):
-        return
-    ratio = torch.where(bad, torch.nan_to_num(err / bound.clamp_min(1e-300), nan=float("inf")), -1.0)
-    worst = torch.argsort(ratio.reshape(-1), descending=True)[:3].tolist()
-    points = []
-    for flat in worst:
-        if ratio.reshape(-1)[flat] < 0:
-            break
-        idx = [int(i) for i in torch.unravel_index(torch.tensor(flat), got.shape)]
-        points.append(f"{idx}: got {float(got.reshape(-1)[flat]):.9g}, expected "
-                      f"{float(want.reshape(-1)[flat]):.9g} ± {float(bound.reshape(-1)[flat]):.3g}")
-    fail(clause, f"{what}: {int(bad.sum())} of {bad.numel()} elements outside the error bound; max |abs "
-                 f"diff| = {float(torch.nan_to_num(err, nan=float('inf'))[bad].max()):.3g}; worst: "
-                 + "; ".join(points), **inputs)
-
 
 # --------------------------------------------------------------------------------------------------
 # Strategies
@@ -187,13 +136,6 @@ def cases(draw, horizon: int | None = None, min_L: int = 1):
                 horizon=H)
 
 
-@st.composite
-def with_position(draw, case_strategy):
-    """A case plus ``pos`` (a step in 0..L−1) and ``seed`` (for perturbations)."""
-    case = draw(case_strategy)
-    return dict(case, pos=draw(st.integers(0, case["cost"].shape[0] - 1)), seed=draw(seeds))
-
-
 def _pinned(L: int, B=(2,), dtype=torch.float32, gamma=0.99, horizon=4, done_at=()) -> dict:
     g = torch.Generator().manual_seed(L)
     done = torch.zeros(L, *B, dtype=torch.bool)
@@ -211,10 +153,6 @@ EXAMPLES = (_pinned(20, (3,), horizon=4, done_at=(0, 9)),  # L > H, done at t = 
 # --------------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------------
-def _reference():
-    from rlspec.reference import risk_target  # the oracle; imported lazily to keep spec import-light
-
-    return risk_target
 
 
 ARGS = ("cost", "done", "gamma", "horizon")
@@ -250,7 +188,7 @@ def _perturb_from(row: int, case: dict, seed: int) -> dict:
 # Properties
 # --------------------------------------------------------------------------------------------------
 def check_reference(impl, **case):
-    want = _reference().risk_target(case["cost"].double(), case["done"], case["gamma"], case["horizon"])
+    want = reference.risk_target(case["cost"].double(), case["done"], case["gamma"], case["horizon"])
     assert_within("RISK-1", "risk_target", _call(impl, case), want, error_bound(**case), **_inputs(case))
 
 
@@ -338,32 +276,28 @@ def _bad_input_case() -> dict:
     return dict(cost=torch.zeros(6, 3), done=torch.zeros(6, 3, dtype=torch.bool), gamma=0.99, horizon=4)
 
 
-def check_rejects_shape(impl, name, shape, dtype):
-    case = _bad_input_case()
-    case[name] = torch.zeros(shape, dtype=dtype)
-    mentions = [str(dtype)] if name == "cost" else [str(tuple(shape))]
-    expect_rejection("RISK-9", lambda: _call(impl, case), names=[f"'{name}'"], mentions=mentions,
-                     what=f"{name} {list(shape)} {dtype}")
+BAD = BadInput("risk_target", "RISK-9", "RISK-10", "RISK-11", _bad_input_case, _call)
 
 
-def check_rejects_param(impl, name, value):
-    case = dict(_bad_input_case(), **{name: value})
-    expect_rejection("RISK-10", lambda: _call(impl, case), names=[f"'{name}'"], mentions=[repr(value)],
-                     what=f"risk_target({name}={value!r})")
+def check_scalar_hyperparameters(impl, **case):
+    check_scalar_types("RISK-12", lambda **p: _call(impl, dict(case, **p)),
+                       dict(gamma=case["gamma"], horizon=case["horizon"]), **_inputs(case))
 
 
-def check_rejects_value(impl, name, bad, t, b):
-    case = _bad_input_case()
-    case[name] = case[name].float()
-    case[name][t, b] = bad
-    expect_rejection("RISK-11", lambda: _call(impl, case), names=[f"'{name}'"], mentions=[f"[{t}, {b}]"],
-                     what=f"{name}[{t}, {b}] = {bad}")
+def check_no_grad(impl, **case):
+    cost = case["cost"].detach().clone().requires_grad_()
+    got = _call(impl, dict(case, cost=cost))
+    if got.requires_grad or got.grad_fn is not None:
+        fail("RISK-13", "the target requires grad: a regression target must be detached", **_inputs(case))
+    assert_within("RISK-13", "target for a cost that requires grad", got, reference.risk_target(
+        case["cost"].double(), case["done"], case["gamma"], case["horizon"]),
+        error_bound(case["cost"], case["done"], case["gamma"], case["horizon"]), **_inputs(case))
 
 
 PROPERTIES = (
     Property("RISK-1", check_reference, cases(), EXAMPLES, INTERFACE),
-    Property("RISK-2", check_horizon_cap, with_position(cases()), requires=INTERFACE),
-    Property("RISK-3", check_no_leak, with_position(cases()), requires=INTERFACE),
+    Property("RISK-2", check_horizon_cap, with_position(cases(), "cost"), requires=INTERFACE),
+    Property("RISK-3", check_no_leak, with_position(cases(), "cost"), requires=INTERFACE),
     Property("RISK-4", check_horizon_one, cases(), EXAMPLES, INTERFACE),
     Property("RISK-5", check_slides, cases(), EXAMPLES, INTERFACE),
     Property("RISK-6", check_empty,
@@ -372,22 +306,24 @@ PROPERTIES = (
              requires=INTERFACE, max_examples=3),
     Property("RISK-7", check_long_buffer, requires=INTERFACE),
     Property("RISK-8", check_shape, cases(), EXAMPLES, INTERFACE),
-    Property("RISK-9", check_rejects_shape,
+    Property("RISK-9", BAD.rejects_shape,
              st.sampled_from([dict(name="done", shape=(5, 3), dtype=torch.bool),
                               dict(name="done", shape=(6,), dtype=torch.bool),
                               dict(name="cost", shape=(6, 3), dtype=torch.int64)]),
              requires=INTERFACE, max_examples=3),
-    Property("RISK-10", check_rejects_param,
+    Property("RISK-10", BAD.rejects_param,
              st.sampled_from([dict(name="gamma", value=1.5), dict(name="gamma", value=-0.1),
                               dict(name="gamma", value=float("nan")), dict(name="horizon", value=0),
                               dict(name="horizon", value=2.5), dict(name="horizon", value=True)]),
              requires=INTERFACE, max_examples=6),
-    Property("RISK-11", check_rejects_value,
+    Property("RISK-11", BAD.rejects_value,
              st.builds(lambda nb, t, b: dict(name=nb[0], bad=nb[1], t=t, b=b),
                        st.sampled_from([("cost", float("nan")), ("cost", float("inf")), ("cost", float("-inf")),
                                         ("done", 0.5), ("done", float("nan")), ("done", 2.0)]),
                        st.integers(0, 5), st.integers(0, 2)),
              (dict(name="cost", bad=float("nan"), t=5, b=2),), INTERFACE, max_examples=8),
+    Property("RISK-12", check_scalar_hyperparameters, cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
+    Property("RISK-13", check_no_grad, cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
 )
 
 CONTRACT = Contract("risk_target", CLAUSES, INTERFACE, PROPERTIES)

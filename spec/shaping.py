@@ -77,14 +77,17 @@ import math
 import torch
 from hypothesis import strategies as st
 
+from rlspec.contracts.shaping import CLAMP, NORM_EPS, UNIT_EPS
+from rlspec.reference import shaping as reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
-from rlspec.spec.validate import require_finite, require_floating, require_int, require_nonempty, require_range
+from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
     "SHAPE-1": "centroids are unit normalize(mean(normalize(prompts))) and the margin is "
                "cos(e, mu_safe) - cos(e, mu_unsafe) (vs float64 reference)",
     "SHAPE-2": "swapping the safe and unsafe prompt sets flips the margin's sign exactly",
-    "SHAPE-3": "the margin is invariant to positive rescaling of embeddings and prompts and lies in [-2, 2]",
+    "SHAPE-3": "the margin is invariant to positive rescaling of embeddings and prompts (norms above the "
+               "normalization eps 1e-12) and lies in [-2, 2]",
     "SHAPE-4": "beta endpoints: beta(0) = beta_0, beta(t) = 0 exactly for t >= fraction*total, "
                "non-increasing and within [0, beta_0]",
     "SHAPE-5": "beta_t = beta_0 * (1 + cos(pi * min(1, t / (fraction*total)))) / 2",
@@ -106,6 +109,7 @@ CLAUSES = {
     "SHAPE-16": "the shaping contribution is exactly 0 once beta reaches 0 (t >= fraction*total)",
     "SHAPE-17": "bad input (dimension mismatch, wrong batch, non-bool masks, NaN margins, bad config) is "
                 "rejected naming the argument, and stored state is unchanged",
+    "SHAPE-18": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
 }
 
 INTERFACE = ("prompt_centroid", "semantic_margin", "beta_schedule", "additive_shaping",
@@ -121,101 +125,11 @@ PotentialShaper(num_envs, gamma);  __call__(phi [B], captured [B], beta) -> F [B
 TemporalPool(num_envs, dim, window);  __call__(e [B, D], captured [B]) -> e_eff [B, D];  reset(mask [B])
 """
 
-CLAMP = 2.0  # §5.1: clamp(., -2, 2)
-NORM_EPS = 1e-8  # §4.0.3: (m - mu_m) / (sigma_m + eps)
-UNIT_EPS = 1e-12  # torch.nn.functional.normalize's default
-
-
 # --------------------------------------------------------------------------------------------------
-# Validation shared by every implementation (errors name the function, the argument, expected, actual)
+# Helpers
 # --------------------------------------------------------------------------------------------------
-def validate_prompts(prompts: torch.Tensor) -> None:
-    require_floating("prompt_centroid", "prompts", prompts)
-    if prompts.dim() != 2:
-        raise ValueError(f"prompt_centroid: argument 'prompts' must be [P, D], got shape {tuple(prompts.shape)}")
-    require_nonempty("prompt_centroid", "prompts", prompts)
-    require_finite("prompt_centroid", "prompts", prompts)
-
-
-def validate_margin_args(e: torch.Tensor, mu_safe: torch.Tensor, mu_unsafe: torch.Tensor) -> None:
-    require_floating("semantic_margin", "e", e)
-    if e.dim() != 2:
-        raise ValueError(f"semantic_margin: argument 'e' must be [B, D], got shape {tuple(e.shape)}")
-    for name, mu in (("mu_safe", mu_safe), ("mu_unsafe", mu_unsafe)):
-        require_floating("semantic_margin", name, mu)
-        if mu.dim() != 1 or mu.shape[0] != e.shape[1]:
-            raise ValueError(f"semantic_margin: argument '{name}' has shape {tuple(mu.shape)}, expected "
-                             f"({e.shape[1]},) (the embedding dimension D of 'e' {tuple(e.shape)})")
-
-
-def validate_beta_args(step: int, total_steps: int, beta_start: float, beta_end_step_fraction: float) -> None:
-    require_int("beta_schedule", "step", step, 0)
-    require_int("beta_schedule", "total_steps", total_steps, 1)
-    require_range("beta_schedule", "beta_start", beta_start, 0.0, math.inf, hi_open=True)
-    require_range("beta_schedule", "beta_end_step_fraction", beta_end_step_fraction, 0.0, 1.0, lo_open=True)
-
-
-def validate_normalizer_config(norm_window: int, margin_scale: float, margin_norm_enable: bool) -> None:
-    require_int("MarginNormalizer", "norm_window", norm_window, 1)
-    require_range("MarginNormalizer", "margin_scale", margin_scale, 0.0, math.inf, lo_open=True, hi_open=True)
-    if not isinstance(margin_norm_enable, bool):
-        raise TypeError(f"MarginNormalizer: argument 'margin_norm_enable' must be a bool, "
-                        f"got {type(margin_norm_enable).__name__}")
-
-
-def validate_margins(m: torch.Tensor) -> None:
-    require_floating("MarginNormalizer", "m", m)
-    if m.dim() != 1:
-        raise ValueError(f"MarginNormalizer: argument 'm' must be [N], got shape {tuple(m.shape)}")
-    require_finite("MarginNormalizer", "m", m)
-
-
-def validate_env_tensor(fn: str, name: str, t: torch.Tensor, shape: tuple[int, ...]) -> None:
-    require_floating(fn, name, t)
-    if tuple(t.shape) != shape:
-        raise ValueError(f"{fn}: argument '{name}' has shape {tuple(t.shape)}, expected {shape} "
-                         "(one row per env)")
-
-
-def validate_mask(fn: str, name: str, mask: torch.Tensor, num_envs: int) -> None:
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise TypeError(f"{fn}: argument '{name}' must be a torch.bool tensor, got {got}")
-    if tuple(mask.shape) != (num_envs,):
-        raise ValueError(f"{fn}: argument '{name}' has shape {tuple(mask.shape)}, expected ({num_envs},)")
-
-
-def validate_additive_args(reward, beta, margin, captured) -> None:
-    require_floating("additive_shaping", "reward", reward)
-    if reward.dim() != 1:
-        raise ValueError(f"additive_shaping: argument 'reward' must be [B], got shape {tuple(reward.shape)}")
-    validate_env_tensor("additive_shaping", "margin", margin, tuple(reward.shape))
-    validate_mask("additive_shaping", "captured", captured, reward.shape[0])
-    require_range("additive_shaping", "beta", beta, 0.0, math.inf, hi_open=True)
-
-
-def validate_env_count(fn: str, num_envs: int) -> None:
-    require_int(fn, "num_envs", num_envs, 1)
-
-
-def validate_gamma(gamma: float) -> None:
-    require_range("PotentialShaper", "gamma", gamma, 0.0, 1.0)
-
-
-def validate_potential_args(num_envs: int, phi, captured, beta) -> None:
-    validate_env_tensor("PotentialShaper", "phi", phi, (num_envs,))
-    validate_mask("PotentialShaper", "captured", captured, num_envs)
-    require_range("PotentialShaper", "beta", beta, 0.0, math.inf, hi_open=True)
-
-
 def _eps(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).eps
-
-
-def _reference():
-    from rlspec.reference import shaping  # the oracle; imported lazily to keep spec import-light
-
-    return shaping
 
 
 def _closed_form_beta(t: int, total: int, beta_0: float, fraction: float) -> float:
@@ -239,10 +153,11 @@ def margin_cases(draw):
     g = torch.Generator().manual_seed(draw(seeds))
     dtype = draw(dtypes)
     B, D = draw(st.integers(1, 4)), draw(st.integers(2, 8))
-    scale = draw(st.sampled_from([1e-3, 1.0, 1e3]))
+    # extreme scales too: ‖e‖² overflows float32 from |e| ≈ 1.8e19 on (cosines must not)
+    scale, p_scale = (draw(st.sampled_from([1e-3, 1.0, 1e3, 1e20, 1e-20])) for _ in range(2))
     e = (scale * torch.randn(B, D, generator=g, dtype=torch.float64)).to(dtype)
-    safe = torch.randn(draw(st.integers(1, 4)), D, generator=g, dtype=torch.float64).to(dtype)
-    unsafe = torch.randn(draw(st.integers(1, 4)), D, generator=g, dtype=torch.float64).to(dtype)
+    safe = (p_scale * torch.randn(draw(st.integers(1, 4)), D, generator=g, dtype=torch.float64)).to(dtype)
+    unsafe = (p_scale * torch.randn(draw(st.integers(1, 4)), D, generator=g, dtype=torch.float64)).to(dtype)
     return dict(e=e, safe=safe, unsafe=unsafe)
 
 
@@ -254,6 +169,8 @@ MARGIN_EXAMPLES = (
     dict(e=torch.tensor([[1.0, 1.0, 0.0]], dtype=torch.float64),
          safe=torch.tensor([[10.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=torch.float64),
          unsafe=torch.tensor([[0.0, 0.0, 1.0]], dtype=torch.float64)),
+    # issue 8 §2: |e| ≈ 1e20 in float32 (‖e‖² = inf): m = 1, not 0
+    dict(e=torch.tensor([[1e20, 0.0]]), safe=torch.tensor([[1e20, 0.0]]), unsafe=torch.tensor([[0.0, 1e20]])),
 )
 
 
@@ -373,7 +290,7 @@ def _episodes(captured: torch.Tensor, resets: torch.Tensor, b: int) -> list[list
 # Properties: margin and centroids
 # --------------------------------------------------------------------------------------------------
 def check_margin_reference(impl, e, safe, unsafe):
-    ref = _reference()
+    ref = reference
     eps = _eps(e.dtype)
     D = e.shape[1]
     for name, prompts in (("safe", safe), ("unsafe", unsafe)):
@@ -400,10 +317,17 @@ def check_scale_invariance(impl, e, safe, unsafe):
     if bool((base.abs() > CLAMP).any()):
         fail("SHAPE-3", f"|margin| exceeds 2: {base.tolist()}", e=e)
     eps = _eps(e.dtype)
+    # below ‖x‖ = 1e-12 normalize divides by 1e-12 instead (UNIT_EPS): scale invariance starts above it
+    def above(x, k):
+        return x.double().norm(dim=-1) * k > 10 * UNIT_EPS
+
     for a, b in ((0.25, 8.0), (1024.0, 0.125)):
+        rows = above(e, min(a, 1.0))
+        if not (above(safe, min(b, 1.0)).all() and above(unsafe, min(b, 1.0)).all()) or not rows.any():
+            continue
         scaled = impl.semantic_margin(a * e, impl.prompt_centroid(b * safe), impl.prompt_centroid(b * unsafe))
-        assert_close("SHAPE-3", f"margin with e*{a:g} and prompts*{b:g} (cosines ignore scale)", scaled, base,
-                     atol=16 * e.shape[1] * eps, e=e, safe=safe, unsafe=unsafe)
+        assert_close("SHAPE-3", f"margin with e*{a:g} and prompts*{b:g} (cosines ignore scale)", scaled[rows],
+                     base[rows], atol=16 * e.shape[1] * eps, e=e, safe=safe, unsafe=unsafe)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -453,7 +377,7 @@ def check_beta_rejects(impl, name, value):
 # Properties: margin normalization and the clamp counter
 # --------------------------------------------------------------------------------------------------
 def check_normalizer_reference(impl, config, batches):
-    ref = _reference()
+    ref = reference
     got_norm, ref_norm = impl.MarginNormalizer(**config), ref.MarginNormalizer(**config)
     scale = config["margin_scale"]
     for i, m in enumerate(batches):
@@ -469,7 +393,7 @@ def check_normalizer_reference(impl, config, batches):
 
 
 def check_clamp_counter(impl, config, batches):
-    ref = _reference()
+    ref = reference
     got_norm, ref_norm = impl.MarginNormalizer(**config), ref.MarginNormalizer(**config)
     if float(got_norm.clamp_fraction) != 0.0:
         fail("SHAPE-8", f"clamp_fraction = {float(got_norm.clamp_fraction)!r} before any margin, expected 0")
@@ -520,7 +444,7 @@ def check_telescoping(impl, phi, e, captured, resets, reward, gamma, beta, windo
 
 def check_potential_reference(impl, phi, e, captured, resets, reward, gamma, beta, window):
     got = _run_potential(impl, phi, captured, resets, beta, gamma)
-    want = _run_potential(_reference(), phi.double(), captured, resets, beta, gamma)
+    want = _run_potential(reference, phi.double(), captured, resets, beta, gamma)
     assert_close("SHAPE-11", "potential shaping F [T, B]", got, want, atol=8 * _eps(phi.dtype) * beta * (1 + CLAMP),
                  phi=phi, captured=captured, resets=resets, gamma=gamma, beta=beta)
 
@@ -566,7 +490,7 @@ def check_skips_add_zero(impl, phi, e, captured, resets, reward, gamma, beta, wi
 # --------------------------------------------------------------------------------------------------
 def check_pool_reference(impl, phi, e, captured, resets, reward, gamma, beta, window):
     got = _run_pool(impl, e, captured, resets, window)
-    want = _run_pool(_reference(), e.double(), captured, resets, window)
+    want = _run_pool(reference, e.double(), captured, resets, window)
     assert_close("SHAPE-13", "pooled embeddings e_eff [T, B, D]", got, want,
                  atol=4 * window * _eps(e.dtype) * float(e.abs().max()),
                  e=e, captured=captured, resets=resets, window=window)
@@ -724,6 +648,18 @@ def check_rejects_bad_input(impl, kind):
 
 
 # --------------------------------------------------------------------------------------------------
+def check_scalar_hyperparameters(impl, phi, e, captured, resets, reward, gamma, beta, window):
+    T, B, D = e.shape
+
+    def run(gamma, beta, window, total_steps, beta_start, beta_end_step_fraction):
+        return (_run_potential(impl, phi, captured, resets, beta, gamma), _run_pool(impl, e, captured, resets, window),
+                impl.additive_shaping(reward[0], beta, phi[0], captured[0]),
+                impl.beta_schedule(T, total_steps, beta_start, beta_end_step_fraction))
+
+    check_scalar_types("SHAPE-18", run, dict(gamma=gamma, beta=beta, window=window, total_steps=2 * T + 1,
+                                             beta_start=0.05, beta_end_step_fraction=0.5), phi=phi)
+
+
 PROPERTIES = (
     Property("SHAPE-1", check_margin_reference, margin_cases(), MARGIN_EXAMPLES,
              ("prompt_centroid", "semantic_margin")),
@@ -756,6 +692,7 @@ PROPERTIES = (
              ("beta_schedule", "PotentialShaper", "additive_shaping")),
     Property("SHAPE-17", check_rejects_bad_input, st.builds(lambda k: dict(kind=k), st.sampled_from(BAD_KINDS)),
              tuple(dict(kind=k) for k in BAD_KINDS), INTERFACE, max_examples=1),
+    Property("SHAPE-18", check_scalar_hyperparameters, rollouts(), ROLLOUT_EXAMPLES[:1], INTERFACE, max_examples=4),
 )
 
 CONTRACT = Contract("shaping", CLAUSES, INTERFACE, PROPERTIES)

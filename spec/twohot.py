@@ -29,6 +29,14 @@ Conventions
   broadcasts a ``[B]`` target against the bins when B == n; here both layouts are rejected.
 * dtype policy: float16/bfloat16/float32/float64 inputs; outputs keep the input dtype; the support is
   built in that dtype. The reference computes in float64 from those support values.
+* Masked bins: a −inf logit is legal (a bin the model may never predict). A bin whose two-hot weight is 0
+  contributes 0 whatever its logit (0·(−inf) = 0, not NaN); a bin with positive weight and a −inf logit
+  gives log_prob = −inf; ``mean`` gives masked bins probability 0. At least one logit per row is finite.
+* Gradients: ``log_prob`` and ``mean`` are differentiable in ``logits`` (and ``log_prob`` in ``x`` where
+  symlog(x) lies strictly inside the support and off the bins); every backend supports autograd and
+  matches the reference's gradients (TWOHOT-22). symlog'(0) = symexp'(0) = 1: sign(x)·f(|x|) written
+  naively differentiates to 0 at 0 (a zero-initialized critic's mean sits exactly there).
+* The support must be finite: low, high ∈ (−∞, ∞), low < high, num_bins ≥ 2 (TWOHOT-23).
 * Tolerances are stated per clause in units of eps = finfo(dtype).eps.
 
 Uniform logits: with a symmetric support Σ p_k b_k = 0 exactly in real arithmetic. The reference sums
@@ -44,8 +52,16 @@ import math
 import torch
 from hypothesis import strategies as st
 
+from rlspec.contracts.twohot import (
+    DEFAULT_BINS,
+    DEFAULT_HIGH,
+    DEFAULT_LOW,
+    FLOAT_DTYPES,
+    support,
+)
+from rlspec.reference import twohot as reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
-from rlspec.spec.validate import require_floating, require_int, require_no_nan, require_shape
+from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
     "TWOHOT-1": "symlog and symexp are odd: f(-x) == -f(x) exactly",
@@ -68,6 +84,13 @@ CLAUSES = {
     "TWOHOT-18": "a target whose shape != logits.shape[:-1] is rejected (no silent broadcast)",
     "TWOHOT-19": "non-floating logits or targets are rejected with a TypeError naming the argument",
     "TWOHOT-20": "NaN targets are rejected, naming 'x'",
+    "TWOHOT-21": "−inf logits (masked bins) are legal: log_prob and mean equal the float64 reference, a "
+                 "zero-weight masked bin contributing 0 (not NaN)",
+    "TWOHOT-22": "log_prob and mean are differentiable: gradients in logits (and in x inside the support) "
+                 "match the float64 reference's autograd gradients; symlog'(0) = symexp'(0) = 1",
+    "TWOHOT-23": "a support with non-finite low/high, low >= high or num_bins < 2 is rejected naming the "
+                 "argument",
+    "TWOHOT-24": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
 }
 
 INTERFACE = ("symlog", "symexp", "twohot_encode", "log_prob", "mean")
@@ -79,48 +102,9 @@ log_prob(logits: Tensor, x: Tensor, num_bins=255, low=-20.0, high=20.0) -> Tenso
 mean(logits: Tensor, num_bins=255, low=-20.0, high=20.0) -> Tensor
 """
 
-DEFAULT_BINS, DEFAULT_LOW, DEFAULT_HIGH = 255, -20.0, 20.0
-FLOAT_DTYPES = (torch.float32, torch.float64)
-
-
-def support(num_bins: int, low: float, high: float, dtype: torch.dtype = torch.float32,
-            device: torch.device | str = "cpu") -> torch.Tensor:
-    """The bins b_k [num_bins], in ``dtype`` (the definition every implementation shares)."""
-    return torch.linspace(low, high, num_bins, dtype=dtype, device=device)
-
-
-def validate_support(fn: str, num_bins: int, low: float, high: float) -> None:
-    require_int(fn, "num_bins", num_bins, 2)
-    if not low < high:
-        raise ValueError(f"{fn}: arguments 'low' < 'high' expected, got low={low!r}, high={high!r}")
-
-
-def validate_logits(fn: str, logits: torch.Tensor, num_bins: int) -> None:
-    require_floating(fn, "logits", logits)
-    require_int(fn, "num_bins", num_bins, 2)
-    if logits.dim() == 0 or logits.shape[-1] != num_bins:
-        width = logits.shape[-1] if logits.dim() else "none (0-d)"
-        raise ValueError(f"{fn}: argument 'logits' must have last dimension num_bins={num_bins}, "
-                         f"got {width} (shape {tuple(logits.shape)})")
-
-
-def validate_log_prob_args(logits: torch.Tensor, x: torch.Tensor, num_bins: int, low: float,
-                           high: float) -> None:
-    validate_logits("log_prob", logits, num_bins)
-    require_floating("log_prob", "x", x)
-    require_shape("log_prob", "x", x, logits.shape[:-1], "(= logits.shape[:-1]; no trailing 1, no broadcast)")
-    require_no_nan("log_prob", "x", x)
-    validate_support("log_prob", num_bins, low, high)
-
 
 def _eps(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).eps
-
-
-def _reference():
-    from rlspec.reference import twohot  # the oracle; imported lazily to keep spec import-light
-
-    return twohot
 
 
 # --------------------------------------------------------------------------------------------------
@@ -181,7 +165,7 @@ def logits_cases(draw, symmetric: bool = False, with_x: bool = True):
     case = dict(logits=logits, num_bins=num_bins, low=low, high=high)
     if with_x:
         y = draw(symlog_values(num_bins, low, high, torch.float64, shape))
-        case["x"] = _reference().symexp(y).to(dtype)
+        case["x"] = reference.symexp(y).to(dtype)
     return case
 
 
@@ -208,7 +192,7 @@ RAW_EXAMPLES = tuple(dict(x=torch.tensor(v, dtype=d)) for d in FLOAT_DTYPES for 
 
 def check_odd(impl, x):
     for fn in ("symlog", "symexp"):
-        arg = x if fn == "symlog" else _reference().symlog(x.double()).to(x.dtype)
+        arg = x if fn == "symlog" else reference.symlog(x.double()).to(x.dtype)
         pos, neg = getattr(impl, fn)(arg), getattr(impl, fn)(-arg)
         if not torch.equal(neg, -pos):
             i = int((neg != -pos).nonzero()[0])
@@ -218,7 +202,7 @@ def check_odd(impl, x):
 
 def check_monotone(impl, x):
     xs = torch.sort(x).values
-    for fn, arg in (("symlog", xs), ("symexp", _reference().symlog(xs.double()).to(x.dtype))):
+    for fn, arg in (("symlog", xs), ("symexp", reference.symlog(xs.double()).to(x.dtype))):
         out = getattr(impl, fn)(arg)
         drops = (out[1:] < out[:-1]).nonzero()
         if len(drops):
@@ -229,7 +213,7 @@ def check_monotone(impl, x):
 
 def check_roundtrip(impl, x):
     eps = _eps(x.dtype)
-    y = _reference().symlog(x.double())
+    y = reference.symlog(x.double())
     tol = 4 * eps * (1 + x.double().abs()) * (1 + y.abs())
     back = impl.symexp(impl.symlog(x))
     err = (back.double() - x.double()).abs()
@@ -240,13 +224,14 @@ def check_roundtrip(impl, x):
 
 
 def check_symlog_formula(impl, x):
-    ref = _reference()
+    ref = reference
     eps = _eps(x.dtype)
     want = ref.symlog(x.double())
-    assert_close("TWOHOT-4", "symlog(x)", impl.symlog(x), want, atol=2 * eps, rtol=2 * eps, x=x)
+    tiny = torch.finfo(x.dtype).tiny  # relative everywhere: log(1 + |x|) instead of log1p fails near 0
+    assert_close("TWOHOT-4", "symlog(x)", impl.symlog(x), want, atol=tiny, rtol=2 * eps, x=x)
     y = want.clamp(-40, 40).to(x.dtype)
     want_exp = ref.symexp(y.double())
-    assert_close("TWOHOT-4", "symexp(y)", impl.symexp(y), want_exp, atol=2 * eps,
+    assert_close("TWOHOT-4", "symexp(y)", impl.symexp(y), want_exp, atol=tiny,
                  rtol=4 * eps * (1 + y.double().abs().max().item()), y=y)
 
 
@@ -310,7 +295,7 @@ def check_beyond_ends(impl, num_bins, low, high, dtype):
 
 
 def check_encode_reference(impl, y, num_bins, low, high):
-    want = _reference().twohot_encode(y.double(), num_bins, low, high, support_dtype=y.dtype)
+    want = reference.twohot_encode(y.double(), num_bins, low, high, support_dtype=y.dtype)
     assert_close("TWOHOT-11", "twohot_encode(y)", _encode(impl, y, num_bins, low, high), want,
                  atol=16 * _eps(y.dtype), y=y, num_bins=num_bins, low=low, high=high)
 
@@ -335,14 +320,14 @@ def _log_prob_tol(logits: torch.Tensor, num_bins: int, low: float, high: float) 
 
 def check_log_prob_reference(impl, logits, x, num_bins, low, high):
     got = impl.log_prob(logits, x, num_bins=num_bins, low=low, high=high)
-    want = _reference().log_prob(logits.double(), x.double(), num_bins, low, high, support_dtype=x.dtype)
+    want = reference.log_prob(logits.double(), x.double(), num_bins, low, high, support_dtype=x.dtype)
     assert_close("TWOHOT-12", "log_prob(logits, x)", got, want, atol=_log_prob_tol(logits, num_bins, low, high),
                  rtol=0,
                  logits=logits, x=x, num_bins=num_bins, low=low, high=high)
 
 
 def check_log_prob_max(impl, logits, x, num_bins, low, high):
-    ref = _reference()
+    ref = reference
     w = ref.twohot_encode(ref.symlog(x.double()), num_bins, low, high, support_dtype=x.dtype)
     best_logits = w.clamp_min(1e-30).log().to(logits.dtype)  # softmax(best_logits) == w
     best = impl.log_prob(best_logits, x, num_bins=num_bins, low=low, high=high).double()
@@ -363,7 +348,7 @@ def _mean_tol(dtype: torch.dtype, num_bins: int, low: float, high: float) -> flo
 
 def check_mean_reference(impl, logits, num_bins, low, high):
     got = impl.mean(logits, num_bins=num_bins, low=low, high=high)
-    want = _reference().mean(logits.double(), num_bins, low, high, support_dtype=logits.dtype)
+    want = reference.mean(logits.double(), num_bins, low, high, support_dtype=logits.dtype)
     tol = _mean_tol(logits.dtype, num_bins, low, high) + _dist_tol(logits)
     # an error dy in symlog space becomes (1 + |mean|)·dy after symexp
     assert_close("TWOHOT-14", "mean(logits)", got, want, atol=tol, rtol=tol, logits=logits,
@@ -437,6 +422,126 @@ def check_rejects_nan(impl, position):
                      mentions=[str(position)], what=f"log_prob with x[{position}] = NaN")
 
 
+# --------------------------------------------------------------------------------------------------
+# Properties: masked bins, gradients, support validation
+# --------------------------------------------------------------------------------------------------
+@st.composite
+def masked_cases(draw):
+    """A logits case with a drawn fraction of its bins at −inf (at least one finite bin per row)."""
+    case = draw(logits_cases())
+    logits, n = case["logits"].clone(), case["num_bins"]
+    g = torch.Generator().manual_seed(draw(seeds))
+    masked = torch.rand(logits.shape, generator=g) < draw(st.sampled_from([0.05, 0.3, 0.9]))
+    keep = torch.randint(0, n, logits.shape[:-1], generator=g).unsqueeze(-1)  # [..., 1]
+    masked.scatter_(-1, keep, False)
+    logits[masked] = -math.inf
+    return dict(case, logits=logits)
+
+
+MASKED_EXAMPLES = (  # issue 8 §2: −inf on bin 253, x = 1e9 encodes one-hot on bin 254
+    dict(logits=torch.zeros(1, DEFAULT_BINS, dtype=torch.float64).index_fill_(1, torch.tensor([253]), -math.inf),
+         x=torch.tensor([1e9], dtype=torch.float64), num_bins=DEFAULT_BINS, low=DEFAULT_LOW, high=DEFAULT_HIGH),
+    dict(logits=torch.zeros(2, 5).index_fill_(1, torch.tensor([0, 1]), -math.inf),
+         x=torch.tensor([-1e6, 0.0]), num_bins=5, low=-2.0, high=2.0),
+)
+
+
+def check_masked(impl, logits, x, num_bins, low, high):
+    finite = torch.where(torch.isinf(logits), torch.zeros_like(logits), logits)
+    want = reference.log_prob(logits.double(), x.double(), num_bins, low, high, support_dtype=x.dtype)
+    got = impl.log_prob(logits, x, num_bins=num_bins, low=low, high=high)
+    # a masked bin whose reference weight is within symlog's rounding of 0 may get weight 0 in the input
+    # dtype: symlog(x) errs by dy <= 4·eps·(1 + max|b|) (as in _log_prob_tol), moving a weight by dy/Δb;
+    # −inf and a finite value are both right there
+    w = reference.twohot_encode(reference.symlog(x.double()), num_bins, low, high, support_dtype=x.dtype)
+    dw = 4 * _eps(x.dtype) * (1 + max(abs(low), abs(high))) / ((high - low) / (num_bins - 1)) + 16 * _eps(x.dtype)
+    ambiguous = ((w > 0) & (w <= dw) & torch.isinf(logits)).any(-1)
+    got, want = got[~ambiguous], want[~ambiguous]
+    assert_close("TWOHOT-21", "log_prob with −inf logits", got, want,
+                 atol=_log_prob_tol(finite, num_bins, low, high), logits=logits, x=x, num_bins=num_bins,
+                 low=low, high=high)
+    want_mean = reference.mean(logits.double(), num_bins, low, high, support_dtype=logits.dtype)
+    tol = _mean_tol(logits.dtype, num_bins, low, high) + _dist_tol(finite)
+    assert_close("TWOHOT-21", "mean with −inf logits", impl.mean(logits, num_bins=num_bins, low=low, high=high),
+                 want_mean, atol=tol, rtol=tol, logits=logits, num_bins=num_bins, low=low, high=high)
+
+
+def _grads(fn, *args):
+    """Gradients of Σ_i u_i·fn(args)_i with respect to every tensor in ``args`` (u fixed, seeded)."""
+    leaves = [a.detach().requires_grad_() for a in args]
+    out = fn(*leaves)
+    if not out.requires_grad:  # detached: no gradient for anything
+        return (None,) * len(leaves)
+    u = torch.linspace(-1.0, 2.0, out.numel(), dtype=torch.float64).reshape(out.shape).to(out.dtype)
+    return torch.autograd.grad((out * u).sum(), leaves, allow_unused=True)
+
+
+def check_gradients(impl, logits, x, num_bins, low, high):
+    if logits.numel() == 0:
+        return
+    kw = dict(num_bins=num_bins, low=low, high=high)
+    ref_kw = dict(kw, support_dtype=x.dtype)
+    for fn in ("symlog", "symexp"):
+        zero = torch.zeros(2, dtype=x.dtype, requires_grad=True)
+        out = getattr(impl, fn)(zero)
+        slope = torch.autograd.grad(out.sum(), zero)[0] if out.requires_grad else None
+        if slope is None or not torch.equal(slope, torch.ones_like(zero)):
+            fail("TWOHOT-22", f"d {fn}(v)/dv at v = 0 is {None if slope is None else slope.tolist()}, expected 1 "
+                              "(sign(v)·f(|v|) differentiates to 0 there)")
+    got = _grads(lambda l, t: impl.log_prob(l, t, **kw), logits, x)
+    want = _grads(lambda l, t: reference.log_prob(l, t, **ref_kw), logits.double(), x.double())
+    tol = 3 * _dist_tol(logits)
+    inputs = dict(logits=logits, x=x, num_bins=num_bins, low=low, high=high)
+    for name, g in (("logits", got[0]), ("x", got[1])):
+        if g is None:
+            fail("TWOHOT-22", f"log_prob gives no gradient for '{name}' (requires_grad input; a backend "
+                              "without autograd must reject, not silently train nothing)", **inputs)
+    assert_close("TWOHOT-22", "d log_prob / d logits", got[0], want[0], atol=tol, **inputs)
+    bins = support(num_bins, low, high, x.dtype).double()
+    y = reference.symlog(x.double())
+    step = (high - low) / (num_bins - 1)
+    off_bins = (torch.searchsorted(bins, y.reshape(-1)).reshape(y.shape).clamp(1, num_bins - 1))
+    gap = torch.minimum((y - bins[off_bins - 1]).abs(), (bins[off_bins] - y).abs())
+    smooth = (y > low) & (y < high) & (gap > 1e-3 * step)  # the x-derivative jumps at every bin
+    scale = 1 + logits.double().abs().max().item()
+    assert_close("TWOHOT-22", "d log_prob / d x (inside the support, off the bins)", got[1][smooth],
+                 want[1][smooth], atol=64 * _eps(x.dtype) * scale / step, rtol=64 * _eps(x.dtype), **inputs)
+    got_m = _grads(lambda l: impl.mean(l, **kw), logits)[0]
+    want_m = _grads(lambda l: reference.mean(l, **ref_kw), logits.double())[0]
+    if got_m is None:
+        fail("TWOHOT-22", "mean gives no gradient for 'logits'", **inputs)
+    # d mean / d l_k = symexp'(y)·p_k·(b_k − y) with symexp'(y) = 1 + |mean|: compare p_k·(b_k − y), whose
+    # error is that of y and p (TWOHOT-14's tolerance) times max|b|
+    per_row = 1 + reference.mean(logits.double(), **ref_kw).abs().unsqueeze(-1)  # [..., 1]
+    tol_m = (_mean_tol(logits.dtype, num_bins, low, high) + _dist_tol(logits)) * (1 + max(abs(low), abs(high)))
+    assert_close("TWOHOT-22", "d mean / d logits, divided by symexp'(y) = 1 + |mean|", got_m.double() / per_row,
+                 want_m / per_row, atol=tol_m, **inputs)
+
+
+BAD_SUPPORTS = (dict(num_bins=1, low=-1.0, high=1.0, name="num_bins"),
+                dict(num_bins=5, low=-math.inf, high=1.0, name="low"),
+                dict(num_bins=5, low=-1.0, high=math.inf, name="high"),
+                dict(num_bins=5, low=math.nan, high=1.0, name="low"),
+                dict(num_bins=5, low=2.0, high=1.0, name="high"))
+
+
+def check_rejects_support(impl, num_bins, low, high, name):
+    for fn, call in (("twohot_encode", lambda: impl.twohot_encode(torch.zeros(3), num_bins=num_bins, low=low,
+                                                                  high=high)),
+                     ("log_prob", lambda: impl.log_prob(torch.zeros(3, max(num_bins, 2)), torch.zeros(3),
+                                                        num_bins=num_bins, low=low, high=high)),
+                     ("mean", lambda: impl.mean(torch.zeros(3, max(num_bins, 2)), num_bins=num_bins, low=low,
+                                                high=high))):
+        expect_rejection("TWOHOT-23", call, names=[name], what=f"{fn}(num_bins={num_bins}, low={low}, high={high})")
+
+
+def check_scalar_hyperparameters(impl, logits, x, num_bins, low, high):
+    def run(**p):
+        return (impl.twohot_encode(impl.symlog(x), **p), impl.log_prob(logits, x, **p), impl.mean(logits, **p))
+
+    check_scalar_types("TWOHOT-24", run, dict(num_bins=num_bins, low=low, high=high), logits=logits, x=x)
+
+
 PROPERTIES = (
     Property("TWOHOT-1", check_odd, raw_tensors(), RAW_EXAMPLES, ("symlog", "symexp")),
     Property("TWOHOT-2", check_monotone, raw_tensors(), RAW_EXAMPLES, ("symlog", "symexp")),
@@ -477,8 +582,14 @@ PROPERTIES = (
              st.builds(lambda b: dict(batch=b), st.sampled_from([4, 255])),
              (dict(batch=255),), ("log_prob",), max_examples=2),
     Property("TWOHOT-19", check_rejects_dtype, requires=("log_prob", "mean")),
+    Property("TWOHOT-21", check_masked, masked_cases(), MASKED_EXAMPLES, ("log_prob", "mean")),
+    Property("TWOHOT-22", check_gradients, logits_cases(), (_scalar_x_case(-3.2), _scalar_x_case(2.5, torch.float64)),
+             ("log_prob", "mean"), max_examples=10),
+    Property("TWOHOT-23", check_rejects_support, st.sampled_from(BAD_SUPPORTS), requires=INTERFACE[2:],
+             max_examples=len(BAD_SUPPORTS)),
     Property("TWOHOT-20", check_rejects_nan, st.builds(lambda p: dict(position=p), st.integers(0, 5)),
              (dict(position=5),), ("log_prob",), max_examples=3),
+    Property("TWOHOT-24", check_scalar_hyperparameters, logits_cases(), (_scalar_x_case(-3.2),), INTERFACE, max_examples=5),
 )
 
 CONTRACT = Contract("twohot", CLAUSES, INTERFACE, PROPERTIES)

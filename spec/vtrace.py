@@ -40,12 +40,15 @@ Conventions
   Shapes are [T, ...] with bootstrap_value [...]; T = 0 gives empty outputs.
 * Bad input is rejected before any work, naming the argument (and the first offending index): shape or
   dtype mismatch, ρ̄/c̄/ρ̄_pg not in (0, ∞], λ outside [0, 1], discount outside [0, 1] (NaN included),
-  NaN/±Inf in reward, value or bootstrap_value, NaN or +inf in log_rho (μ(a_t) = 0 for a taken action).
-* Tolerance (vs the float64 reference): |δ_t| ≤ ρ_max·(max|r| + 2·max|V|) and the trace factor γ_t·c_t
-  is ≤ G = max(1, max γ_t·c_t), so |vs − vs_ref| ≤ 8·(T+1)·eps·M·G^T with
-  M = 1 + max|V| + T·ρ_max·(max|r| + 2·max|V|) (V including V_T), ρ_max = max(ρ_t, ρ^pg_t); pg gets
-  (1 + ρ^pg_max) times that. What must *not* change an output (clipped ratios, rows after a zero
-  discount) is checked bit for bit.
+  NaN/±Inf in reward, value or bootstrap_value, NaN or +inf in log_rho (μ(a_t) = 0 for a taken action),
+  and, where a bar is ∞ (the ratio used unclipped), log_rho above log(max of the dtype): e^log_rho would
+  overflow. With finite bars any finite log_rho is fine (e^800 clipped to ρ̄ is ρ̄).
+* Tolerance (vs the float64 reference), per element (``error_bounds``): step t rounds by
+  ℓ_t = K·u·(|V_t| + ρ_t(|r_t| + γ_t|V_{t+1}| + |V_t|) + γ_t·c_t·(|vs_{t+1}| + |V_{t+1}|)) and the recursion
+  carries an error at t+1 back by the trace factor: E_t = ℓ_t + γ_t·c_t·E_{t+1}; pg_t gets
+  K·u·ρ^pg_t·(|r_t| + γ_t|vs_{t+1}| + |V_t|) + ρ^pg_t·γ_t·E_{t+1} (u = eps of the dtype, K = 16). The bound
+  follows the actual amplification along the trace, so it stays below the outputs even with c̄ = ∞.
+  What must *not* change an output (clipped ratios, rows after a zero discount) is checked bit for bit.
 """
 
 from __future__ import annotations
@@ -55,10 +58,12 @@ import math
 import torch
 from hypothesis import strategies as st
 
+from rlspec.contracts.vtrace import ARGS, PARAMS
+from rlspec.reference import gae, lambda_return
+from rlspec.reference import vtrace as reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
-from rlspec.spec.lambda_return import (noise_like, require_dtype, require_time_major, require_unit_interval,
-                                       seeds, unit_params, with_position)
-from rlspec.spec.validate import require_finite, require_no_nan, require_range, require_shape
+from rlspec.spec.returns import BadInput, assert_within, noise_like, seeds, unit_params, with_position
+from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
     "VTRACE-1": "vs follows vs_t = V_t + δ_t + γ_t·c_t·(vs_{t+1} − V_{t+1}), vs_T = V_T "
@@ -78,6 +83,8 @@ CLAUSES = {
                  "argument and the value",
     "VTRACE-11": "NaN/Inf in reward, value, bootstrap_value, NaN/+inf in log_rho and discount outside "
                  "[0, 1] are rejected naming the argument and the index",
+    "VTRACE-12": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
+    "VTRACE-13": "with a bar at ∞ (ratio unclipped), log_rho above log(max of the dtype) is rejected naming 'log_rho' (e^log_rho overflows); with finite bars the outputs stay finite for any finite log_rho",
 }
 
 INTERFACE = ("vtrace",)
@@ -85,58 +92,6 @@ INTERFACE = ("vtrace",)
 vtrace(log_rho [T, B], discount [T, B], reward [T, B], value [T, B], bootstrap_value [B],
        rho_bar=1.0, c_bar=1.0, lam=1.0, pg_rho_bar=None) -> (vs [T, B], pg_advantage [T, B])
 """
-
-ARGS = ("log_rho", "discount", "reward", "value", "bootstrap_value")
-PARAMS = ("rho_bar", "c_bar", "lam", "pg_rho_bar")
-
-
-def validate_vtrace(fn: str, log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor,
-                    value: torch.Tensor, bootstrap_value: torch.Tensor, rho_bar: float, c_bar: float,
-                    lam: float, pg_rho_bar: float | None) -> float:
-    """Reject bad input (see the module docstring); returns ρ̄_pg with None resolved to ρ̄."""
-    require_time_major(fn, "value", value)
-    for name, t in (("log_rho", log_rho), ("discount", discount), ("reward", reward)):
-        require_dtype(fn, name, t, value.dtype, "value")
-        require_shape(fn, name, t, value.shape, "(= value.shape [T, B])")
-    require_dtype(fn, "bootstrap_value", bootstrap_value, value.dtype, "value")
-    require_shape(fn, "bootstrap_value", bootstrap_value, value.shape[1:], "(= value.shape[1:]: V(x_T))")
-    pg_rho_bar = rho_bar if pg_rho_bar is None else pg_rho_bar
-    for name, v in (("rho_bar", rho_bar), ("c_bar", c_bar), ("pg_rho_bar", pg_rho_bar)):
-        require_range(fn, name, v, 0.0, math.inf, lo_open=True)
-    require_range(fn, "lam", lam, 0.0, 1.0)
-    for name, t in (("reward", reward), ("value", value), ("bootstrap_value", bootstrap_value)):
-        require_finite(fn, name, t)
-    require_no_nan(fn, "log_rho", log_rho)
-    plus_inf = log_rho == math.inf
-    if bool(plus_inf.any()):
-        idx = [int(i) for i in plus_inf.nonzero()[0].tolist()]
-        raise ValueError(f"{fn}: argument 'log_rho' has {int(plus_inf.sum())} +inf of {log_rho.numel()} "
-                         f"elements (first at index {idx}), expected < +inf (μ(a_t|x_t) > 0 for a taken "
-                         "action)")
-    require_unit_interval(fn, "discount", discount)
-    return pg_rho_bar
-
-
-# --------------------------------------------------------------------------------------------------
-# The rlax 0.1.9 convention (see the module docstring)
-# --------------------------------------------------------------------------------------------------
-def to_rlax(log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor, value: torch.Tensor,
-            bootstrap_value: torch.Tensor) -> dict[str, torch.Tensor]:
-    """rlax's arguments (v_tm1, v_t, r_t, discount_t, rho_tm1), each [T, B]; rlax takes one column [T]
-    at a time. v_t is V_{t+1}: the next row's value, V_T on the last row."""
-    validate_vtrace("to_rlax", log_rho, discount, reward, value, bootstrap_value, 1.0, 1.0, 1.0, None)
-    v_t = torch.cat([value[1:], bootstrap_value.unsqueeze(0)])  # [T, B]
-    return dict(v_tm1=value, v_t=v_t, r_t=reward, discount_t=discount, rho_tm1=torch.exp(log_rho))
-
-
-def rlax_pg_advantage(vs: torch.Tensor, log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor,
-                      value: torch.Tensor, bootstrap_value: torch.Tensor, lam: float,
-                      pg_rho_bar: float) -> torch.Tensor:
-    """rlax's pg advantage from our vs [T, B]: ρ^pg_t·(r_t + γ_t·(λ·vs_{t+1} + (1 − λ)·V_{t+1}) − V_t)."""
-    next_vs = torch.cat([vs[1:], bootstrap_value.unsqueeze(0)])  # [T, B], vs_T = V_T
-    next_v = torch.cat([value[1:], bootstrap_value.unsqueeze(0)])  # [T, B]
-    rho_pg = torch.clamp(torch.exp(log_rho), max=pg_rho_bar)
-    return rho_pg * (reward + discount * (lam * next_vs + (1 - lam) * next_v) - value)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -156,21 +111,24 @@ def cases(draw, on_policy: bool = False, lam: float | None = None):
     gamma = draw(unit_params)
     u = torch.rand(T, B, generator=g, dtype=torch.float64)
     cont = u if draw(st.booleans()) else (u > 0.2).double()
-    kind = "zeros" if on_policy else draw(st.sampled_from(["zeros", "normal", "clipped", "with -inf"]))
+    kind = "zeros" if on_policy else draw(st.sampled_from(["zeros", "normal", "clipped", "with -inf", "huge"]))
     log_rho = torch.randn(T, B, generator=g, dtype=torch.float64)
     log_rho = {"zeros": 0 * log_rho, "normal": log_rho, "clipped": 1.5 + log_rho.abs(),
-               "with -inf": torch.where(u < 0.2, -math.inf, log_rho)}[kind]
+               "with -inf": torch.where(u < 0.2, -math.inf, log_rho),
+               "huge": 800 * log_rho.sign()}[kind]  # e^800 overflows float64: only clipping makes it finite
 
     def randn(shape, scale):
         return (scale * torch.randn(shape, generator=g, dtype=torch.float64)).to(dtype)
 
     rho_bar, c_bar = draw(thresholds), draw(st.sampled_from([1.0, 0.5, 0.9, math.inf]))
+    pg_rho_bar = draw(st.sampled_from([None, 1.0, 5.0]))
     if on_policy:
         rho_bar, c_bar = max(rho_bar, 1.0), max(c_bar, 1.0)
+    if kind == "huge":  # finite bars: the overflowing ratios are clipped (VTRACE-13 covers ∞ bars)
+        rho_bar, c_bar = min(rho_bar, 2.0), min(c_bar, 2.0)
     return dict(log_rho=log_rho.to(dtype), discount=(gamma * cont).to(dtype), reward=randn((T, B), r_scale),
                 value=randn((T, B), v_scale), bootstrap_value=randn((B,), v_scale), rho_bar=rho_bar,
-                c_bar=c_bar, lam=draw(unit_params) if lam is None else lam,
-                pg_rho_bar=draw(st.sampled_from([None, 1.0, 5.0])))
+                c_bar=c_bar, lam=draw(unit_params) if lam is None else lam, pg_rho_bar=pg_rho_bar)
 
 
 def _pinned(T: int, B=(3,), dtype=torch.float32, lam=1.0, rho_bar=1.0, c_bar=1.0, pg_rho_bar=None,
@@ -185,16 +143,13 @@ def _pinned(T: int, B=(3,), dtype=torch.float32, lam=1.0, rho_bar=1.0, c_bar=1.0
 
 EXAMPLES = (_pinned(12, (4,)), _pinned(1), _pinned(6, (), torch.float64, lam=0.9),
             _pinned(8, (2,), rho_bar=2.0, c_bar=0.5, pg_rho_bar=1.0, scale=2.0),
-            _pinned(5, (2, 2), lam=0.5, rho_bar=math.inf, c_bar=math.inf))
+            _pinned(5, (2, 2), lam=0.5, rho_bar=math.inf, c_bar=math.inf),
+            dict(_pinned(3, (2,), torch.float64), log_rho=torch.full((3, 2), 800.0, dtype=torch.float64)))
 
 
 # --------------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------------
-def _reference():
-    from rlspec.reference import vtrace  # the oracle; imported lazily to keep spec import-light
-
-    return vtrace
 
 
 def _call(impl, case: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -205,21 +160,33 @@ def _inputs(case: dict) -> dict:
     return {k: case[k] for k in ARGS + PARAMS}
 
 
-def tolerances(case: dict) -> tuple[float, float]:
-    """(tolerance of vs, tolerance of pg_advantage): see the module docstring."""
+def error_bounds(case: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-element bounds [T, ...] on |vs − vs_ref| and |pg − pg_ref| (see the module docstring) for an
+    implementation computing in the input dtype (eps u), in float64 from the reference's clipped ratios:
+    step t rounds by ℓ_t = K·u·(|V_t| + ρ_t(|r_t| + γ_t|V_{t+1}| + |V_t|) + γ_t c_t(|vs_{t+1}| + |V_{t+1}|)), and
+    the recursion carries errors back through the trace factors: E_t = ℓ_t + γ_t c_t E_{t+1}, E_T = K·u·|V_T|;
+    pg_t adds K·u·ρ^pg_t(|r_t| + γ_t|vs_{t+1}| + |V_t|) + ρ^pg_t γ_t E_{t+1}. K = 16 covers a few roundings per
+    term and scan kernels that compose the affine steps in another order."""
     T = case["value"].shape[0]
-    if T == 0:
-        return 0.0, 0.0
-    ratio = torch.exp(case["log_rho"].double())
+    u = 16 * torch.finfo(case["value"].dtype).eps
+    ratio = torch.exp(case["log_rho"].double().clamp(max=700.0))
     pg_bar = case["rho_bar"] if case["pg_rho_bar"] is None else case["pg_rho_bar"]
-    rho_pg_max = ratio.clamp(max=pg_bar).max().item()
-    rho_max = max(ratio.clamp(max=case["rho_bar"]).max().item(), rho_pg_max)
-    trace = (case["discount"].double() * case["lam"] * ratio.clamp(max=case["c_bar"])).max().item()
-    v = max(case["value"].double().abs().max().item(), case["bootstrap_value"].double().abs().max().item()
-            if case["bootstrap_value"].numel() else 0.0)
-    scale = 1.0 + v + T * rho_max * (case["reward"].double().abs().max().item() + 2 * v)
-    tol = 8 * (T + 1) * torch.finfo(case["value"].dtype).eps * scale * max(1.0, trace) ** T
-    return tol, (1 + rho_pg_max) * tol
+    rho, rho_pg = ratio.clamp(max=case["rho_bar"]), ratio.clamp(max=pg_bar)
+    c = case["lam"] * ratio.clamp(max=case["c_bar"])
+    disc, r, v = (case[k].double() for k in ("discount", "reward", "value"))
+    boot = case["bootstrap_value"].double()
+    vs, _ = _vs_reference(case)
+    vs = vs.double()
+    bound_vs, bound_pg = torch.zeros_like(v), torch.zeros_like(v)
+    err, next_v, next_vs = u * boot.abs(), boot, boot  # E_T, V_T, vs_T
+    for t in reversed(range(T)):
+        trace = disc[t] * c[t]
+        local = u * (v[t].abs() + rho[t] * (r[t].abs() + disc[t] * next_v.abs() + v[t].abs())
+                     + trace * (next_vs.abs() + next_v.abs()))
+        bound_pg[t] = u * rho_pg[t] * (r[t].abs() + disc[t] * next_vs.abs() + v[t].abs()) + rho_pg[t] * disc[t] * err
+        err = local + trace * err
+        bound_vs[t], next_v, next_vs = err, v[t], vs[t]
+    return bound_vs, bound_pg
 
 
 def _assert_unchanged(clause: str, what: str, got, base, rows: slice, case: dict) -> None:
@@ -236,46 +203,44 @@ def _assert_unchanged(clause: str, what: str, got, base, rows: slice, case: dict
 # --------------------------------------------------------------------------------------------------
 def _vs_reference(case: dict):
     ref = dict(case, **{k: case[k].double() for k in ARGS})
-    return _call(_reference(), ref)
+    return _call(reference, ref)
 
 
 def check_vs(impl, **case):
     vs, _ = _call(impl, case)
     want, _ = _vs_reference(case)
-    assert_close("VTRACE-1", "vs", vs, want, atol=tolerances(case)[0], **_inputs(case))
+    assert_within("VTRACE-1", "vs", vs, want, error_bounds(case)[0], **_inputs(case))
 
 
 def check_pg(impl, **case):
     _, pg = _call(impl, case)
     _, want = _vs_reference(case)
-    assert_close("VTRACE-2", "pg_advantage", pg, want, atol=tolerances(case)[1], **_inputs(case))
+    assert_within("VTRACE-2", "pg_advantage", pg, want, error_bounds(case)[1], **_inputs(case))
 
 
 def check_on_policy(impl, **case):
-    from rlspec.reference import gae, lambda_return
-
     vs, pg = _call(impl, case)
     disc, r, v, boot = (case[k].double() for k in ("discount", "reward", "value", "bootstrap_value"))
     values = torch.cat([v, boot.unsqueeze(0)])  # [T+1, B]: V_0..V_T
-    lam, tol_vs, tol_pg = case["lam"], *tolerances(case)
+    lam, (tol_vs, tol_pg) = case["lam"], error_bounds(case)
     # λ-return with γ = 1 and cont = γ_t: the per-step discount is the product γ·c_t = γ_t
     want = lambda_return.lambda_return(r, disc, values, 1.0, lam)
-    assert_close("VTRACE-3", "on-policy vs vs the λ-return (lambda_return reference)", vs, want, atol=tol_vs,
-                 **_inputs(case))
+    assert_within("VTRACE-3", "on-policy vs vs the λ-return (lambda_return reference)", vs, want, tol_vs,
+                  **_inputs(case))
     want_pg = r + disc * torch.cat([want[1:], boot.unsqueeze(0)]) - v
-    assert_close("VTRACE-3", "on-policy pg_advantage vs r_t + γ_t·R^λ_{t+1} − V_t", pg, want_pg, atol=tol_pg,
-                 **_inputs(case))
+    assert_within("VTRACE-3", "on-policy pg_advantage vs r_t + γ_t·R^λ_{t+1} − V_t", pg, want_pg, tol_pg,
+                  **_inputs(case))
     gamma = disc.max().item()
     if bool(((disc == 0) | (disc == gamma)).all()) and gamma > 0:  # γ_t = γ·(1 − terminated_t): GAE applies
         terminated = disc == 0
         boot_rows = torch.zeros_like(v)
         boot_rows[-1] = boot
         adv, ret = gae.gae(r, v, terminated, torch.zeros_like(terminated), boot_rows, gamma, lam)
-        assert_close("VTRACE-3", "on-policy vs vs the GAE(λ) return (gae reference)", vs, ret, atol=tol_vs,
-                     **_inputs(case))
+        assert_within("VTRACE-3", "on-policy vs vs the GAE(λ) return (gae reference)", vs, ret, tol_vs,
+                      **_inputs(case))
         if lam == 1.0:
-            assert_close("VTRACE-3", "on-policy pg_advantage (λ = 1) vs the GAE(1) advantage", pg, adv,
-                         atol=tol_pg, **_inputs(case))
+            assert_within("VTRACE-3", "on-policy pg_advantage (λ = 1) vs the GAE(1) advantage", pg, adv,
+                          tol_pg, **_inputs(case))
 
 
 def check_clipping(impl, seed, **case):
@@ -350,27 +315,27 @@ def _bad_input_case() -> dict:
                 pg_rho_bar=None)
 
 
-def check_rejects_shape(impl, name, shape, dtype):
-    case = _bad_input_case()
-    case[name] = torch.zeros(shape, dtype=dtype)
-    mentions = [str(tuple(shape))] if dtype == torch.float32 else [str(dtype)]
-    expect_rejection("VTRACE-9", lambda: _call(impl, case), names=[f"'{name}'"], mentions=mentions,
-                     what=f"{name} {list(shape)} {dtype}")
+BAD = BadInput("vtrace", "VTRACE-9", "VTRACE-10", "VTRACE-11", _bad_input_case, _call)
 
 
-def check_rejects_param(impl, name, value):
-    case = dict(_bad_input_case(), **{name: value})
-    expect_rejection("VTRACE-10", lambda: _call(impl, case), names=[f"'{name}'"], mentions=[repr(value)],
-                     what=f"vtrace({name}={value!r})")
+def check_scalar_hyperparameters(impl, **case):
+    check_scalar_types("VTRACE-12", lambda **p: _call(impl, dict(case, **p)), {k: case[k] for k in PARAMS},
+                       **_inputs(case))
 
 
-def check_rejects_value(impl, name, bad, t, b):
-    case = _bad_input_case()
-    case[name] = case[name].clone()
-    index = (t, b) if case[name].dim() == 2 else (b,)
-    case[name][index] = bad
-    expect_rejection("VTRACE-11", lambda: _call(impl, case), names=[f"'{name}'"],
-                     mentions=[str(list(index))], what=f"{name}{list(index)} = {bad}")
+def check_overflow(impl, which, dtype, sign):
+    case = _pinned(4, (2,), dtype)
+    case["log_rho"] = torch.full((4, 2), sign * 800.0, dtype=dtype)
+    finite = dict(case, rho_bar=1.5, c_bar=0.9, pg_rho_bar=None)
+    vs, pg = _call(impl, finite)
+    if not bool(torch.isfinite(vs).all() and torch.isfinite(pg).all()):
+        fail("VTRACE-13", f"log_rho = {sign * 800.0} with finite bars gives non-finite outputs vs={vs.tolist()}",
+             **_inputs(finite))
+    if sign < 0:
+        return
+    unclipped = dict(case, **{which: math.inf})
+    expect_rejection("VTRACE-13", lambda: _call(impl, unclipped), names=["'log_rho'"], mentions=[which],
+                     what=f"vtrace with log_rho = 800 ({dtype}) and {which} = inf")
 
 
 PROPERTIES = (
@@ -383,22 +348,22 @@ PROPERTIES = (
     Property("VTRACE-4", check_clipping, st.builds(lambda c, s: dict(c, seed=s), cases(), seeds),
              (dict(_pinned(8, (2,), rho_bar=2.0, c_bar=0.5, pg_rho_bar=1.0), seed=0),), INTERFACE),
     Property("VTRACE-5", check_no_grad, cases(), EXAMPLES[:1], INTERFACE),
-    Property("VTRACE-6", check_cut, with_position(cases()), requires=INTERFACE),
+    Property("VTRACE-6", check_cut, with_position(cases(), "reward"), requires=INTERFACE),
     Property("VTRACE-7", check_lambda_zero, cases(lam=0.0), requires=INTERFACE),
     Property("VTRACE-8", check_shape, cases(), EXAMPLES + (_pinned(0),), INTERFACE),
-    Property("VTRACE-9", check_rejects_shape,
+    Property("VTRACE-9", BAD.rejects_shape,
              st.sampled_from([dict(name="log_rho", shape=(5, 2), dtype=torch.float32),
                               dict(name="discount", shape=(5, 3), dtype=torch.float64),
                               dict(name="reward", shape=(6, 3), dtype=torch.float32),
                               dict(name="bootstrap_value", shape=(5, 3), dtype=torch.float32),
                               dict(name="bootstrap_value", shape=(3,), dtype=torch.float64)]),
              requires=INTERFACE, max_examples=5),
-    Property("VTRACE-10", check_rejects_param,
+    Property("VTRACE-10", BAD.rejects_param,
              st.sampled_from([dict(name="rho_bar", value=0.0), dict(name="c_bar", value=-1.0),
                               dict(name="pg_rho_bar", value=float("nan")), dict(name="lam", value=1.5),
                               dict(name="lam", value=-0.1)]),
              requires=INTERFACE, max_examples=5),
-    Property("VTRACE-11", check_rejects_value,
+    Property("VTRACE-11", BAD.rejects_value,
              st.builds(lambda nb, t, b: dict(name=nb[0], bad=nb[1], t=t, b=b),
                        st.sampled_from([("reward", float("nan")), ("value", float("inf")),
                                         ("bootstrap_value", float("nan")), ("log_rho", float("nan")),
@@ -406,6 +371,11 @@ PROPERTIES = (
                                         ("discount", float("nan"))]),
                        st.integers(0, 4), st.integers(0, 2)),
              (dict(name="discount", bad=1.01, t=4, b=2),), INTERFACE, max_examples=10),
+    Property("VTRACE-12", check_scalar_hyperparameters, cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
+    Property("VTRACE-13", check_overflow,
+             st.builds(lambda w, d, s: dict(which=w, dtype=d, sign=s), st.sampled_from(["rho_bar", "c_bar", "pg_rho_bar"]),
+                       st.sampled_from([torch.float32, torch.float64]), st.sampled_from([1.0, -1.0])),
+             requires=INTERFACE, max_examples=8),
 )
 
 CONTRACT = Contract("vtrace", CLAUSES, INTERFACE, PROPERTIES)

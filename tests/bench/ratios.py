@@ -16,7 +16,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-BASELINES = ("reference", "sheeprl", "cleanrl-loop", "fast-torch")
+BASELINES = ("reference", "sheeprl", "cleanrl-loop", "fast-torch", "per-frame")
 TARGETS = {  # op: (baseline, factor) from the issues' "Speed" sections
     "twohot.log_prob": ("sheeprl", 3.0),
     "twohot.mean": ("sheeprl", 2.0),

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlspec.contracts.packed2 import FRAME_SHAPE
 from rlspec.fast import packed2 as lut
 from rlspec.spec.core import assert_identical
-from rlspec.spec.packed2 import FRAME_SHAPE
 
 pytestmark = pytest.mark.bench
 

@@ -12,9 +12,10 @@ import importlib
 
 import pytest
 import torch
-from rlspec.spec import replay as spec
 
+from rlspec.contracts import replay as contract
 from rlspec.registry import IMPLEMENTATIONS
+from rlspec.spec import replay as spec
 
 pytestmark = pytest.mark.bench
 
@@ -30,7 +31,7 @@ def _ring(impl: str, device: str, capacity: int):
 
 
 def _stream(steps: int, device: str) -> dict:
-    return {k: v.to(device) for k, v in spec.make_stream(steps, N, spec.OBS_SHAPE, torch.uint8, 0, 0.0).items()}
+    return {k: v.to(device) for k, v in spec.make_stream(steps, N, contract.OBS_SHAPE, torch.uint8, 0, 0.0).items()}
 
 
 def _time(benchmark, op, impl, device, fn, rows):

@@ -18,8 +18,8 @@ import importlib
 import pytest
 import torch
 
+from rlspec.contracts.lambda_return import to_sheeprl
 from rlspec.registry import IMPLEMENTATIONS
-from rlspec.spec.lambda_return import to_sheeprl
 
 pytestmark = pytest.mark.bench
 
@@ -36,16 +36,16 @@ def _lambda_inputs(device: str) -> dict[str, torch.Tensor]:
 
 
 def _gae_inputs(T: int, B: int, device: str) -> dict[str, torch.Tensor]:
-    """reward, value, bootstrap_value [T, B]; terminated at rate 1/100, truncated at 1/200 (exclusive)."""
+    """reward, value, next_value [T, B]; terminated at rate 1/100, truncated at 1/200 (exclusive)."""
     gen = torch.Generator().manual_seed(0)
     u = torch.rand(T, B, generator=gen)
     return {k: v.to(device) for k, v in dict(
         reward=torch.randn(T, B, generator=gen), value=10 * torch.randn(T, B, generator=gen),
         terminated=u < 0.01, truncated=(u >= 0.01) & (u < 0.015),
-        bootstrap_value=10 * torch.randn(T, B, generator=gen)).items()}
+        next_value=10 * torch.randn(T, B, generator=gen)).items()}
 
 
-def cleanrl_loop_gae(reward, value, terminated, truncated, bootstrap_value, gamma, lam):
+def cleanrl_loop_gae(reward, value, terminated, truncated, next_value, gamma, lam):
     """CleanRL's ppo.py GAE loop (a step at a time, the batch vectorized), with spec/gae.py's rule: a
     truncated step bootstraps V(s'_t) and carries nothing; the last row bootstraps unless terminated."""
     T = reward.shape[0]
@@ -53,7 +53,7 @@ def cleanrl_loop_gae(reward, value, terminated, truncated, bootstrap_value, gamm
     advantages = torch.zeros_like(reward)  # [T, B]
     lastgaelam = torch.zeros_like(reward[0])  # [B]
     for t in reversed(range(T)):
-        nextvalues = bootstrap_value[t] if t == T - 1 else torch.where(truncated[t], bootstrap_value[t],
+        nextvalues = next_value[t] if t == T - 1 else torch.where(truncated[t], next_value[t],
                                                                        value[t + 1])
         nextnonterminal = nextnonterminal_all[t]
         delta = reward[t] + gamma * nextvalues * nextnonterminal - value[t]

@@ -26,7 +26,7 @@ def from_rlax(r_t: torch.Tensor, discount_t: torch.Tensor, values: torch.Tensor,
     bootstrap[-1] = values[-1]
     terminated = discount_t == 0
     return dict(reward=r_t, value=values[:-1], terminated=terminated, truncated=torch.zeros_like(terminated),
-                bootstrap_value=bootstrap, gamma=gamma)
+                next_value=bootstrap, gamma=gamma)
 
 
 def _load():
@@ -49,7 +49,7 @@ def test_from_rlax_conversion():
     gamma = float(inputs["gamma"])
     args = from_rlax(inputs["r_t"], inputs["discount_t"], inputs["values"], gamma)
     assert torch.equal(args["terminated"], inputs["discount_t"] == 0) and not bool(args["truncated"].any())
-    assert torch.equal(args["bootstrap_value"][-1], inputs["values"][-1])
+    assert torch.equal(args["next_value"][-1], inputs["values"][-1])
     assert torch.equal(args["value"], inputs["values"][:-1])
     assert bool(args["terminated"].any()) and bool((~args["terminated"]).any())  # both kinds of step occur
     discount = inputs["discount_t"].clone()

@@ -9,6 +9,7 @@ step, accumulated over the steps (the same allowance as the conformance clauses)
 from __future__ import annotations
 
 import torch
+
 from rlspec.golden_bridge.fixture_io import read_golden
 from rlspec.spec.core import assert_close
 

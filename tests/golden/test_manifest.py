@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from rlspec.golden_bridge.fixture_io import FIXTURES_DIR, MANIFEST_NAME, read_manifest, sha256
+from rlspec.golden_bridge.fixture_io import (
+    FIXTURES_DIR,
+    MANIFEST_NAME,
+    read_manifest,
+    sha256,
+)
 from rlspec.golden_bridge.manifest import FIELDS, SOURCE_FIELDS, TOLERANCE_FIELDS
 
 MANIFEST = read_manifest()

@@ -16,16 +16,16 @@ import pytest
 import torch
 
 from rlspec import registry
+from rlspec.contracts.lambda_return import from_sheeprl, to_sheeprl
 from rlspec.golden_bridge.fixture_io import FIXTURES_DIR, read_golden
 from rlspec.reference import gae as ref_gae
 from rlspec.reference import lambda_return as ref_lambda
 from rlspec.spec.core import assert_close
-from rlspec.spec.lambda_return import from_sheeprl, to_sheeprl
 
 ROOT = FIXTURES_DIR  # fixtures/
 SHEEPRL = "lambda_return/sheeprl_lambda_values.json"
 SB3 = "gae/sb3_rollout_buffer.json"
-GAE_ARGS = ("reward", "value", "terminated", "truncated", "bootstrap_value")
+GAE_ARGS = ("reward", "value", "terminated", "truncated", "next_value")
 
 
 def registered(contract: str):
@@ -114,7 +114,7 @@ def test_sb3_side_follows_the_collect_loop():
     ours, inputs, _, _ = _sb3()
     term, trunc = ours["terminated"] == 1, ours["truncated"] == 1  # [T, B]
     done = term | trunc
-    gamma, boot = ours["gamma"], ours["bootstrap_value"]
+    gamma, boot = ours["gamma"], ours["next_value"]
     # rewards[idx] += gamma * V(terminal_observation) on TimeLimit.truncated, in float32
     assert torch.equal(inputs["sb3_rewards"], torch.where(trunc, ours["reward"] + gamma * boot, ours["reward"]))
     assert torch.equal(inputs["sb3_values"], ours["value"])

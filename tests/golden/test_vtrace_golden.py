@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import torch
 
+from rlspec.contracts.vtrace import ARGS, rlax_pg_advantage, to_rlax
 from rlspec.golden_bridge.fixture_io import FIXTURES_DIR, read_golden
 from rlspec.spec.core import assert_close
-from rlspec.spec.vtrace import ARGS, rlax_pg_advantage, to_rlax
 
 CONTRACT = "vtrace"
 ROOT = FIXTURES_DIR  # fixtures/

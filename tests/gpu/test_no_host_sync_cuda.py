@@ -9,7 +9,6 @@ import math
 
 import pytest
 import torch
-
 from cuda_util import sync_is_an_error
 
 from rlspec.fast import lagrange, modulation, numerics

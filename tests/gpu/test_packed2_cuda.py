@@ -16,9 +16,9 @@ import pytest
 import torch
 from cuda_util import copy_bandwidth, cuda_seconds, write_report
 
+from rlspec.contracts.packed2 import FRAME_SHAPE, levels
 from rlspec.reference import packed2 as reference
 from rlspec.spec.core import assert_identical
-from rlspec.spec.packed2 import FRAME_SHAPE, levels
 
 pytestmark = [
     pytest.mark.gpu,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+
+from rlspec.contracts import replay as contract
 from rlspec.fast.replay import ReplayRing
 from rlspec.spec import replay as spec
 
@@ -18,7 +20,7 @@ pytestmark = [
 
 def _stream(steps, n, seed=0, p_end=0.2):
     """A valid stream [steps, n, ...] already on the GPU (so that pushes copy device to device only)."""
-    return {k: v.cuda() for k, v in spec.make_stream(steps, n, spec.OBS_SHAPE, torch.uint8, seed, p_end).items()}
+    return {k: v.cuda() for k, v in spec.make_stream(steps, n, contract.OBS_SHAPE, torch.uint8, seed, p_end).items()}
 
 
 def test_obs_slot_pointers_are_stable_over_many_pushes():
@@ -29,7 +31,7 @@ def test_obs_slot_pointers_are_stable_over_many_pushes():
     first = {}
     for s in range(5 * cap):
         slot = ring.obs_slot(s)
-        assert slot.is_contiguous() and slot.shape == (n, *spec.OBS_SHAPE)
+        assert slot.is_contiguous() and slot.shape == (n, *contract.OBS_SHAPE)
         assert first.setdefault(s % cap, slot.data_ptr()) == slot.data_ptr(), f"slot of step {s} moved"
         slot.copy_(stream["obs"][s])  # the env kernel's direct write
         ring.push(**spec.step_args(stream, s, "cuda", obs=False))

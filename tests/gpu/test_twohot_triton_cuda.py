@@ -8,11 +8,12 @@ import pytest
 import torch
 from cuda_util import copy_bandwidth, cuda_seconds, write_report
 
+from rlspec.contracts.twohot import support
 from rlspec.fast import twohot as fast_twohot
 from rlspec.fast import twohot_triton
 from rlspec.reference import twohot as reference
 from rlspec.spec.core import assert_close
-from rlspec.spec.twohot import _log_prob_tol, support
+from rlspec.spec.twohot import _log_prob_tol
 
 pytestmark = [
     pytest.mark.gpu,

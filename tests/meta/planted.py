@@ -11,9 +11,11 @@ import types
 
 import torch
 
+from rlspec.contracts.twohot import support, validate_log_prob_args
+from rlspec.fast import twohot as fast_twohot
+from rlspec.fast.twohot import locate
 from rlspec.reference import return_ema as ref_ema
 from rlspec.reference import twohot as ref_twohot
-from rlspec.spec.twohot import support
 
 
 def _twohot(**overrides) -> types.SimpleNamespace:
@@ -66,7 +68,7 @@ def _log_prob_unnormalized(logits, x, num_bins=255, low=-20.0, high=20.0, suppor
 
 
 def _log_prob_broadcasting(logits, x, num_bins=255, low=-20.0, high=20.0):
-    if x.shape[-1:] == (1,):  # sheeprl's [..., 1] target layout, accepted and squeezed
+    if x.shape == (*logits.shape[:-1], 1):  # sheeprl's [..., 1] target layout, accepted and squeezed
         x = x[..., 0]
     if x.shape != logits.shape[:-1]:  # sheeprl's silent broadcast of a [n] target when B == n
         x = x.expand(logits.shape[:-1])
@@ -79,6 +81,35 @@ def _mean_symlog_space(logits, num_bins=255, low=-20.0, high=20.0):
 
 def _symlog_without_one(x):
     return torch.sign(x) * torch.log(x.abs().clamp_min(1e-30))
+
+
+def _symlog_log_of_one_plus(x):  # log(1 + |x|) instead of log1p: |x| below eps vanishes
+    return torch.sign(x) * torch.log(1 + x.abs())
+
+
+def _symlog_sign_times(x):  # sign(x)·log1p(|x|): right values, but autograd gives 0 at x = 0
+    return torch.sign(x) * torch.log1p(x.abs())
+
+
+def _log_prob_lerp(logits, x, num_bins=255, low=-20.0, high=20.0):
+    """lerp(l_k, l_{k+1}, w): a zero-weight masked bin (−inf) gives −inf + 1·inf = NaN."""
+    validate_log_prob_args(logits, x, num_bins, low, high)
+    bins = support(num_bins, low, high, x.dtype)
+    k, w = locate(fast_twohot.symlog(x), bins)
+    pair = logits.gather(-1, torch.stack((k, k + 1), dim=-1))
+    return torch.lerp(pair[..., 0], pair[..., 1], w.to(logits.dtype)) - torch.logsumexp(logits, dim=-1)
+
+
+def _log_prob_detached(logits, x, num_bins=255, low=-20.0, high=20.0):  # trains nothing
+    return ref_twohot.log_prob(logits.detach(), x.detach(), num_bins, low, high)
+
+
+def _encode_any_support(y, num_bins=255, low=-20.0, high=20.0, support_dtype=None):  # no finiteness check
+    bins = support(max(num_bins, 2), max(low, -1e30), min(high, 1e30), support_dtype or y.dtype).double()
+    k, w = _locate(y.double().clamp(bins[0], bins[-1]), bins)
+    out = torch.zeros(*y.shape, len(bins), dtype=torch.float64)
+    out.scatter_(-1, k.unsqueeze(-1), (1 - w).unsqueeze(-1)).scatter_add_(-1, (k + 1).unsqueeze(-1), w.unsqueeze(-1))
+    return out.to(y.dtype)
 
 
 class _Percentile1090(ref_ema.ReturnEMA):
@@ -154,6 +185,16 @@ PLANTED = (
             "TWOHOT-14", "mean(logits)", ("TWOHOT-12", "TWOHOT-15")),
     Planted("symlog as log|x|", "twohot", _twohot(symlog=_symlog_without_one),
             "TWOHOT-4", "symlog(x)", ("TWOHOT-8",)),
+    Planted("symlog as log(1 + |x|)", "twohot", _twohot(symlog=_symlog_log_of_one_plus),
+            "TWOHOT-4", "symlog(x)", ("TWOHOT-1", "TWOHOT-2", "TWOHOT-8")),
+    Planted("symlog as sign(x)·log1p(|x|) (zero gradient at 0)", "twohot", _twohot(symlog=_symlog_sign_times),
+            "TWOHOT-22", "d symlog(v)/dv at v = 0", ("TWOHOT-1", "TWOHOT-3", "TWOHOT-4")),
+    Planted("log_prob by lerp through a masked bin", "twohot", _twohot(log_prob=_log_prob_lerp),
+            "TWOHOT-21", "log_prob with −inf logits", ("TWOHOT-12", "TWOHOT-13", "TWOHOT-22")),
+    Planted("log_prob without a gradient", "twohot", _twohot(log_prob=_log_prob_detached),
+            "TWOHOT-22", "no gradient for 'logits'", ("TWOHOT-12", "TWOHOT-21")),
+    Planted("infinite support accepted", "twohot", _twohot(twohot_encode=_encode_any_support),
+            "TWOHOT-23", "accepted silently", ("TWOHOT-5", "TWOHOT-6", "TWOHOT-9")),
     Planted("percentiles 10/90", "return_ema", _ema(_Percentile1090), "REMA-1", "after one update",
             ("REMA-4", "REMA-5")),
     Planted("missing EMA", "return_ema", _ema(_NoEma), "REMA-1", "after one update", ("REMA-4", "REMA-6")),

@@ -7,11 +7,11 @@ import types
 import warnings
 
 import torch
-
-from rlspec.reference import numerics as ref
-from rlspec.spec.numerics import INTERFACE, component_std, validate_components, validate_mask
-
 from planted import Planted
+
+from rlspec.contracts.numerics import component_std, validate_components, validate_mask
+from rlspec.reference import numerics as ref
+from rlspec.spec.numerics import INTERFACE
 
 
 def _numerics(**overrides) -> types.SimpleNamespace:

@@ -10,12 +10,17 @@ from __future__ import annotations
 import types
 
 import torch
-
-from rlspec.reference import packed2 as ref
-from rlspec.spec.packed2 import (PIXELS_PER_BYTE, require_uint8, unpacked_shape, validate_normalized_args,
-                                 validate_pack_args, validate_unpack_args)
-
 from planted import Planted
+
+from rlspec.contracts.packed2 import (
+    PIXELS_PER_BYTE,
+    require_uint8,
+    unpacked_shape,
+    validate_normalized_args,
+    validate_pack_args,
+    validate_unpack_args,
+)
+from rlspec.reference import packed2 as ref
 
 MSB_SHIFTS = (6, 4, 2, 0)  # pixel 4i+k at bits 6-2k: the first pixel in the most significant pair
 

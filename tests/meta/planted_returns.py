@@ -11,13 +11,12 @@ from __future__ import annotations
 import types
 
 import torch
+from planted import Planted
 
+from rlspec.contracts.gae import validate_gae
+from rlspec.contracts.lambda_return import validate_lambda_return
 from rlspec.reference import gae as ref_gae
 from rlspec.reference import lambda_return as ref_lambda
-from rlspec.spec.gae import validate_gae
-from rlspec.spec.lambda_return import validate_lambda_return
-
-from planted import Planted
 
 
 # ------------------------------------------------------------------------------------------- lambda
@@ -38,28 +37,28 @@ def _is_first_unaware(reward, cont, value, gamma, lam, is_first=None):  # the ma
 
 
 # ---------------------------------------------------------------------------------------------- gae
-def _cleanrl(reward, value, terminated, truncated, bootstrap_value, gamma, lam):
+def _cleanrl(reward, value, terminated, truncated, next_value, gamma, lam):
     """CleanRL: done = terminated or truncated, and a done step bootstraps nothing."""
-    term, trunc = validate_gae("gae", reward, value, terminated, truncated, bootstrap_value, gamma, lam)
+    term, trunc = validate_gae("gae", reward, value, terminated, truncated, next_value, gamma, lam)
     done = term | trunc
-    return ref_gae.gae(reward, value, done, torch.zeros_like(done), bootstrap_value, gamma, lam)
+    return ref_gae.gae(reward, value, done, torch.zeros_like(done), next_value, gamma, lam)
 
 
-def _bootstrap_from_next_row(reward, value, terminated, truncated, bootstrap_value, gamma, lam):
+def _bootstrap_from_next_row(reward, value, terminated, truncated, next_value, gamma, lam):
     """On a truncated step (before the last row) the next row's value, i.e. the next episode's V(s_0)."""
-    _, trunc = validate_gae("gae", reward, value, terminated, truncated, bootstrap_value, gamma, lam)
+    _, trunc = validate_gae("gae", reward, value, terminated, truncated, next_value, gamma, lam)
     inner = trunc.clone()
     inner[-1:] = False
     next_row = torch.cat([value[1:], value[-1:]])  # [T, B]: v_{t+1}
-    return ref_gae.gae(reward, value, terminated, truncated, torch.where(inner, next_row, bootstrap_value),
+    return ref_gae.gae(reward, value, terminated, truncated, torch.where(inner, next_row, next_value),
                        gamma, lam)
 
 
-def _carry_across_truncation(reward, value, terminated, truncated, bootstrap_value, gamma, lam):
+def _carry_across_truncation(reward, value, terminated, truncated, next_value, gamma, lam):
     """Seed 001 read literally: next_non_terminal = 1 on truncation for δ *and* the recursion."""
-    term, trunc = validate_gae("gae", reward, value, terminated, truncated, bootstrap_value, gamma, lam)
+    term, trunc = validate_gae("gae", reward, value, terminated, truncated, next_value, gamma, lam)
     T = value.shape[0]
-    v, r, boot = value.double(), reward.double(), bootstrap_value.double()
+    v, r, boot = value.double(), reward.double(), next_value.double()
     adv, next_adv = torch.zeros_like(v), v.new_zeros(v.shape[1:])
     for t in reversed(range(T)):
         last = t == T - 1
@@ -67,6 +66,14 @@ def _carry_across_truncation(reward, value, terminated, truncated, bootstrap_val
         carry = (~term[t]).double() * (0.0 if last else 1.0)  # carries A_{t+1} across a truncation
         next_adv = adv[t] = r[t] + gamma * next_value - v[t] + gamma * lam * carry * next_adv
     return adv.to(value.dtype), (adv + v).to(value.dtype)
+
+
+def _both_as_truncation(reward, value, terminated, truncated, next_value, gamma, lam):
+    """A step flagged terminated and truncated (gymnasium's TimeLimit at a terminal) bootstraps V(s'_t)."""
+    validate_gae("gae", reward, value, terminated, truncated, next_value, gamma, lam)
+    terminated = torch.as_tensor(terminated).bool()
+    return ref_gae.gae(reward, value, terminated & ~torch.as_tensor(truncated).bool(), truncated, next_value,
+                       gamma, lam)
 
 
 PLANTED_RETURNS = (
@@ -85,6 +92,9 @@ PLANTED_RETURNS = (
     Planted("bootstrap from the next row on truncation", "gae",
             types.SimpleNamespace(gae=_bootstrap_from_next_row), "GAE-5", "one episode",
             ("GAE-2", "GAE-4", "GAE-6", "GAE-7", "GAE-8", "GAE-9", "GAE-10", "GAE-11")),
+    Planted("terminated and truncated on one step bootstraps like a truncation", "gae",
+            types.SimpleNamespace(gae=_both_as_truncation), "GAE-8", "both set",
+            ("GAE-2", "GAE-5", "GAE-6", "GAE-7", "GAE-9", "GAE-10", "GAE-11")),
     Planted("advantage carried across a truncation", "gae",
             types.SimpleNamespace(gae=_carry_across_truncation), "GAE-5", "one episode",
             ("GAE-2", "GAE-4", "GAE-6", "GAE-7", "GAE-8", "GAE-9", "GAE-10", "GAE-11")),

@@ -6,9 +6,10 @@ import types
 
 import torch
 from planted import Planted
+
+from rlspec.contracts.modulation import CLIP, EPS, MIN_FINITE
 from rlspec.reference import lagrange as ref_lag
 from rlspec.reference import modulation as ref_mod
-from rlspec.spec.modulation import CLIP, EPS, MIN_FINITE
 
 
 def _modulation_sign_flipped(preds, episodes_completed, *, enable=True, min_episodes=10, threshold_percentile=60.0,

@@ -7,12 +7,15 @@ import math
 import types
 
 import torch
+from planted import Planted
 
+from rlspec.contracts.shaping import (
+    validate_beta_args,
+    validate_margin_args,
+    validate_potential_args,
+)
 from rlspec.reference import parity as ref_parity
 from rlspec.reference import shaping as ref
-from rlspec.spec.shaping import validate_beta_args, validate_margin_args, validate_potential_args
-
-from planted import Planted
 
 _NAMES = ("prompt_centroid", "semantic_margin", "beta_schedule", "additive_shaping", "MarginNormalizer",
           "PotentialShaper", "TemporalPool")

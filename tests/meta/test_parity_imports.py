@@ -10,7 +10,6 @@ from rlspec.registry import load_object
 from rlspec.spec.core import run_property
 from rlspec.spec.parity import CONTRACT as PARITY
 
-
 WRAPPERS = {
     "eager": ("importing", """
         from rlspec.reference import shaping  # module level: loaded whether semantics are on or off

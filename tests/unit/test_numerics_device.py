@@ -16,6 +16,7 @@ from rlspec.fast import numerics as fast
 from rlspec.reference import numerics as reference
 from rlspec.spec.core import HostSync, no_host_sync
 
+
 def _hot_calls(impl):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64, generator=g)

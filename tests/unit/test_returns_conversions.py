@@ -7,6 +7,7 @@ import pytest
 import torch
 from hypothesis import given
 
+from rlspec.contracts import lambda_return as contract
 from rlspec.fast import gae as fast_gae
 from rlspec.fast import lambda_return as fast_lambda
 from rlspec.reference import gae as ref_gae
@@ -30,7 +31,7 @@ def sheeprl_compute_lambda_values(rewards, values, continues, lmbda=0.95):
 @given(case=spec.cases(masked=False))
 def test_to_sheeprl_reproduces_compute_lambda_values(impl, case):
     r, c, v, gamma, lam = (case[k] for k in ("reward", "cont", "value", "gamma", "lam"))
-    sheeprl_args = spec.to_sheeprl(r.double(), c.double(), v.double(), gamma)
+    sheeprl_args = contract.to_sheeprl(r.double(), c.double(), v.double(), gamma)
     want = sheeprl_compute_lambda_values(**sheeprl_args, lmbda=lam)
     assert_close("sheeprl", "lambda_return vs compute_lambda_values(**to_sheeprl(...))",
                  impl.lambda_return(r, c, v, gamma, lam), want, atol=spec.tolerance(r, v))
@@ -40,7 +41,7 @@ def test_to_sheeprl_reproduces_compute_lambda_values(impl, case):
 def test_from_sheeprl_inverts_to_sheeprl(case):
     r, c, v, gamma = (case[k] for k in ("reward", "cont", "value", "gamma"))
     gamma = max(gamma, 0.01)  # from_sheeprl divides by γ
-    r2, c2, v2 = spec.from_sheeprl(**spec.to_sheeprl(r, c, v, gamma), gamma=gamma, first_value=v[0])
+    r2, c2, v2 = contract.from_sheeprl(**contract.to_sheeprl(r, c, v, gamma), gamma=gamma, first_value=v[0])
     assert torch.equal(r2, r) and torch.equal(v2, v)
     flags = (c == 0) | (c == 1)
     assert torch.equal(c2[flags], c[flags])  # 0/1 continues come back exactly
@@ -51,7 +52,7 @@ def test_from_sheeprl_inverts_to_sheeprl(case):
 def test_to_sheeprl_inverts_from_sheeprl(case):
     gamma = max(case["gamma"], 0.01)
     sheeprl_args = dict(rewards=case["reward"], values=case["value"][1:], continues=gamma * case["cont"])
-    again = spec.to_sheeprl(*spec.from_sheeprl(**sheeprl_args, gamma=gamma, first_value=case["value"][0]),
+    again = contract.to_sheeprl(*contract.from_sheeprl(**sheeprl_args, gamma=gamma, first_value=case["value"][0]),
                             gamma=gamma)
     for k, want in sheeprl_args.items():
         assert_close("round trip", k, again[k], want, atol=2 * torch.finfo(want.dtype).eps)
@@ -59,7 +60,7 @@ def test_to_sheeprl_inverts_from_sheeprl(case):
 
 def test_from_sheeprl_needs_a_positive_gamma():
     with pytest.raises(ValueError, match="'gamma'"):
-        spec.from_sheeprl(torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(3, 2), 0.0, torch.zeros(2))
+        contract.from_sheeprl(torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(3, 2), 0.0, torch.zeros(2))
 
 
 @IMPLS

@@ -42,7 +42,7 @@ def test_cli_checks_a_user_file_and_reports_the_violation(tmp_path, capsys):
     assert code == 1
     assert "REMA-5" in text and "FAIL" in text and "1/max_range" in text
     table = json.loads((out_dir / "report.json").read_text())[0]
-    cells = table["implementations"][str(path)]
+    cells = table["implementations"][str(path)]["clauses"]
     assert cells["REMA-5"]["status"] == "fail" and cells["REMA-3"]["status"] == "pass"
     assert "| REMA-5:" in (out_dir / "report.md").read_text()
 
@@ -53,7 +53,7 @@ def test_cli_passes_on_reference_and_reports_unimportable_impl(tmp_path, capsys)
     assert ok == 0 and "all clauses pass" in capsys.readouterr().out
     bad = cli.main(["check", "return_ema", "--impl", "no_such_module_xyz", "--profile", "ci",
                     "--out", str(tmp_path / "b")])
-    assert bad == 1 and "unavailable" in capsys.readouterr().out
+    assert bad == 1 and "FAILED TO LOAD no_such_module_xyz: ModuleNotFoundError" in capsys.readouterr().out
 
 
 def test_cli_rejects_unknown_contract(capsys):
@@ -103,3 +103,10 @@ def test_a_contract_runs_unchanged_through_on_device():
     impl = OnDevice(registry.load_object("rlspec.fast.twohot"), "cpu")
     outcomes = run_contract(registry.load_contract("twohot"), impl)
     assert [o.clause for o in outcomes if o.status != "pass"] == []
+
+
+def test_assert_close_relative_diff_of_an_infinite_or_zero_miss_is_inf():
+    with pytest.raises(ContractViolation, match=r"max \|rel diff\| = inf"):
+        assert_close("X-3", "v", torch.tensor([-5.0]), torch.tensor([float("-inf")]), atol=1e-6)
+    with pytest.raises(ContractViolation, match=r"max \|abs diff\| = 0.5, max \|rel diff\| = inf"):
+        assert_close("X-3", "v", torch.tensor([0.5]), torch.tensor([0.0]), atol=1e-6)

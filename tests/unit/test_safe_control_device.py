@@ -27,7 +27,8 @@ def _drive_lagrangians(mod, jcs, scale):
 
 def _drive_safe_state(mod, steps=4):
     g = torch.Generator().manual_seed(0)
-    sb, sim = mod.SauteBudget(3, safety_budget=2.0, saute_gamma=0.9, max_ep_len=5), mod.SimmerPID()
+    kw = {} if mod.__name__.endswith("reference.lagrange") else dict(check_values=False)  # no host read
+    sb, sim = mod.SauteBudget(3, safety_budget=2.0, saute_gamma=0.9, max_ep_len=5, **kw), mod.SimmerPID()
     sb.reset(torch.zeros(3, 2))
     budget = torch.full((3, 1), 5.0)
     for _ in range(steps):
@@ -55,3 +56,21 @@ def test_guard_catches_a_host_sync():
         torch.tensor(30.0).item()  # what a fast update calling .item() does
     with pytest.raises(HostSync), no_host_sync():
         _drive_lagrangians(__import__("rlspec.reference.lagrange", fromlist=["x"]), [torch.tensor(30.0)], 1.0)
+
+
+def test_saute_without_value_checks_keeps_z_and_counts():
+    """check_values=False (no host read): an env with a non-finite cost keeps its budget z and is counted;
+    the other envs step as with the checks on."""
+    kw = dict(safety_budget=2.0, saute_gamma=0.9, max_ep_len=5)
+    quiet, checked = fast_lag.SauteBudget(3, check_values=False, **kw), fast_lag.SauteBudget(3, **kw)
+    for sb in (quiet, checked):
+        sb.reset(torch.zeros(3, 2))
+    cost = torch.tensor([0.5, math.nan, 0.25])
+    with no_host_sync():
+        quiet.step(torch.zeros(3, 2), torch.ones(3), cost, torch.zeros(3, dtype=torch.bool))
+    checked.step(torch.zeros(3, 2), torch.ones(3), torch.tensor([0.5, 0.0, 0.25]), torch.zeros(3, dtype=torch.bool))
+    assert int(quiet.violations) == 1
+    assert float(quiet.z[1]) == 1.0  # untouched
+    assert torch.equal(quiet.z[[0, 2]], checked.z[[0, 2]])
+    with pytest.raises(ValueError, match="'cost'"):
+        checked.step(torch.zeros(3, 2), torch.ones(3), cost, torch.zeros(3, dtype=torch.bool))

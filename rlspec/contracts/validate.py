@@ -4,8 +4,11 @@ loses nothing already stored."""
 
 from __future__ import annotations
 
-from typing import Sequence
+import functools
+import inspect
+from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 
 
@@ -48,16 +51,54 @@ def require_none(fn: str, name: str, t: torch.Tensor, bad: torch.Tensor, kind: s
 
 def require_int(fn: str, name: str, value: int, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{fn}: argument '{name}' must be an int >= {minimum}, got {value!r}")
+        raise ValueError(f"{fn}: argument '{name}' must be an int >= {minimum}, got {value!r} "
+                         f"({type(value).__name__})")
 
 
 def require_range(fn: str, name: str, value: float, lo: float, hi: float,
                   lo_open: bool = False, hi_open: bool = False) -> None:
+    interval = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{fn}: argument '{name}' must be a real number in {interval}, got {value!r} "
+                        f"({type(value).__name__})")
     ok_lo = value > lo if lo_open else value >= lo
     ok_hi = value < hi if hi_open else value <= hi
-    if not (isinstance(value, (int, float)) and ok_lo and ok_hi):
-        interval = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+    if not (ok_lo and ok_hi):
         raise ValueError(f"{fn}: argument '{name}' must lie in {interval}, got {value!r}")
+
+
+def scalar(value: Any) -> Any:
+    """A numpy scalar or a 0-d non-bool tensor as the Python number it holds; anything else unchanged
+    (the validators then judge it). Hyper-parameters go through this, so np.float32(0.99), np.int64(5)
+    and torch.tensor(0.99) are validated and used exactly like float(...)/int(...) of them."""
+    if isinstance(value, np.generic) and not isinstance(value, np.bool_):
+        return value.item()
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype != torch.bool:
+        return value.item()
+    return value
+
+
+def scalar_args(*names: str) -> Callable:
+    """Decorator: the named arguments (positional or keyword, defaults untouched) pass through
+    :func:`scalar` before the function or method runs."""
+
+    def wrap(fn: Callable) -> Callable:
+        sig = inspect.signature(fn)
+        missing = [n for n in names if n not in sig.parameters]
+        if missing:
+            raise TypeError(f"scalar_args: {fn.__qualname__} has no parameters {missing}")
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            bound = sig.bind(*args, **kwargs)
+            for n in names:
+                if n in bound.arguments:
+                    bound.arguments[n] = scalar(bound.arguments[n])
+            return fn(*bound.args, **bound.kwargs)
+
+        return wrapper
+
+    return wrap
 
 
 def values_look_valid(finite: tuple[torch.Tensor, ...] = (), unit: tuple[torch.Tensor, ...] = ()) -> bool:

@@ -1,0 +1,134 @@
+"""Runtime code never loads the test half, and imports point down the layers (README "Layout").
+
+* Probe: importing every runtime module (rlspec.contracts, reference/, fast/, models, algos, envs,
+  engines, runs, the registry) in a fresh interpreter loads none of hypothesis, pytest, pytest_benchmark.
+* Layers: each runtime module's ``rlspec.*`` imports (module level or inside functions) stay within the
+  layers its own layer may use.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import rlspec
+
+ROOT = Path(__file__).resolve().parents[2]
+TEST_ONLY = ("hypothesis", "pytest", "pytest_benchmark", "_pytest")
+
+# layer -> the rlspec layers its modules may import (itself included)
+LOWER = {
+    "contracts": {"contracts"},
+    "reference": {"contracts", "reference"},
+    "fast": {"contracts", "reference", "fast"},
+    "models": {"contracts", "reference", "fast", "models"},
+    "semantics": {"contracts", "reference", "fast", "models", "semantics"},
+    "algos": {"contracts", "reference", "fast", "models", "semantics", "algos"},
+    "envs": {"contracts", "reference", "fast", "envs"},
+    "runs": {"contracts", "runs"},
+    "registry": {"registry"},
+    "engines": {"contracts", "reference", "fast", "models", "semantics", "algos", "envs", "runs", "registry",
+                "engines"},
+}
+
+
+def layer_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "rlspec" or len(parts) < 2:
+        return None
+    return parts[1] if parts[1] in LOWER else None
+
+
+def runtime_modules() -> list[str]:
+    names = ["rlspec.registry"]
+    for layer in LOWER:
+        if layer == "registry":
+            continue
+        try:
+            pkg = __import__(f"rlspec.{layer}", fromlist=["_"])
+        except ModuleNotFoundError:
+            continue
+        names.append(pkg.__name__)
+        names += [m.name for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
+    return sorted(names)
+
+
+def source_file(module: str) -> Path:
+    spec = __import__("importlib.util").util.find_spec(module)
+    return Path(spec.origin)
+
+
+PROBE = """
+import importlib, json, sys
+failed = {}
+for name in json.loads(sys.argv[1]):
+    try:
+        importlib.import_module(name)
+    except Exception as err:
+        failed[name] = f"{type(err).__name__}: {err}"
+print(json.dumps({"failed": failed, "loaded": sorted(m for m in sys.modules if m.split('.')[0] in %r)}))
+""" % (TEST_ONLY,)
+
+
+def test_runtime_imports_load_no_test_package():
+    modules = runtime_modules()
+    assert "rlspec.reference.gae" in modules and "rlspec.fast.gae_triton" in modules
+    env = dict(os.environ, TRITON_INTERPRET="1")  # the Triton backends must import too
+    out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(modules)], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert not report["failed"], f"runtime modules that do not import: {report['failed']}"
+    assert not report["loaded"], f"importing the runtime modules loaded test-only packages: {report['loaded']}"
+
+
+def _rlspec_imports(path: Path, module: str) -> list[str]:
+    tree = ast.parse(path.read_text())
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    for node in ast.walk(tree):  # annotations only: never executed
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            node.body = []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative import
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            out += [base] + [f"{base}.{a.name}" for a in node.names]
+    return [m for m in out if m.startswith("rlspec.") or m == "rlspec"]
+
+
+def test_imports_point_down_the_layers():
+    wrong = []
+    for module in runtime_modules():
+        layer = layer_of(module)
+        for target in _rlspec_imports(source_file(module), module):
+            t_layer = layer_of(target)
+            if target.startswith(("rlspec.spec", "rlspec.golden_bridge", "rlspec.cli", "rlspec.report")):
+                wrong.append(f"{module} imports {target} (test half or CLI)")
+            elif t_layer is not None and t_layer not in LOWER[layer]:
+                wrong.append(f"{module} ({layer}) imports {target} ({t_layer})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_runtime_package_has_a_layer():
+    on_disk = {p.name for p in Path(rlspec.__file__).parent.iterdir() if (p / "__init__.py").exists()}
+    assert on_disk <= set(LOWER), f"packages under rlspec/ without a layer in LOWER: {sorted(on_disk - set(LOWER))}"
+
+
+def test_cli_loads_the_test_half_only_for_the_checker():
+    """`rlspec train/eval/plot` import rlspec.cli: that must not load Hypothesis (rlspec.kit does, for check)."""
+    code = ("import sys, rlspec.cli; print(sorted(m for m in sys.modules if m.split('.')[0] in %r))" % (TEST_ONLY,))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
+    from rlspec import cli
+    from rlspec.spec.core import PROFILES
+    assert set(cli.PROFILES) == set(PROFILES)
