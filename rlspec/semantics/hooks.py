@@ -1,0 +1,89 @@
+"""``PPOLagSemHooks``: the whole semantic side behind the calls a PPO-Lagrangian engine makes (seed 000
+§4.4, §25.1, §25.15). The engine builds it only when ``cfg.enable`` (importing this module is the
+engine's first semantic import) and otherwise runs plain PPOLag:
+
+    hooks = PPOLagSemHooks(cfg, num_envs=B, gamma=γ, total_steps=T, seed=s)
+    per vectorized step, before storing the rollout:
+        frames = render() if hooks.capture_due(global_step) else None
+        rewards = hooks.shape_rewards(global_step, rewards, costs, dones, frames)
+    each epoch:
+        λ update with scale=hooks.lambda_scale()        (M; 1.0 without modulation)
+        PPO update (untouched)
+        logs |= hooks.after_update()                   (risk head training, Risk/* keys)
+        logs |= hooks.telemetry()                      (Semantics/* and modulation keys)
+    once, into the run's metadata: hooks.metadata()     (§13: prompts, their hash, model identity)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import torch
+
+from rlspec.semantics.adapter import SemanticRewardAdapter
+from rlspec.semantics.config import SemanticConfig
+from rlspec.semantics.modulation import LambdaModulator
+from rlspec.semantics.risk import RiskTrainer, risk_metrics
+
+
+def prompts_sha256(safe_prompts, unsafe_prompts) -> str:
+    """sha256 of the JSON of both prompt lists, order kept (a reordered list is a different centroid
+    only in rounding, but a different experiment record)."""
+    blob = json.dumps({"safe": list(safe_prompts), "unsafe": list(unsafe_prompts)}, ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class PPOLagSemHooks:
+    def __init__(self, cfg: SemanticConfig, *, num_envs: int, gamma: float, total_steps: int, seed: int,
+                 adapter: SemanticRewardAdapter | None = None):
+        if not cfg.enable:
+            raise ValueError("PPOLagSemHooks: semantic_cfgs.enable is False; a disabled run must not build "
+                             "semantic objects (run plain PPOLag instead)")
+        self.cfg = cfg
+        self.adapter = adapter or SemanticRewardAdapter(cfg, num_envs, gamma, total_steps)
+        manager = self.adapter.manager
+        self.risk = (RiskTrainer(cfg, manager.mu_safe.shape[0], manager.backend.device, seed)
+                     if cfg.risk_enable and manager.ready else None)
+        self.modulator = LambdaModulator(cfg) if cfg.modulation_enable else None
+
+    def capture_due(self, global_step: int) -> bool:
+        return self.adapter.capture_due(global_step)
+
+    def shape_rewards(self, global_step: int, rewards: torch.Tensor, costs: torch.Tensor, dones: torch.Tensor,
+                      frames=None) -> torch.Tensor:
+        return self.adapter(global_step, rewards, costs, dones, frames)
+
+    def after_update(self) -> dict[str, float]:
+        """Train the risk head on the buffer (after the PPO update, §25.15); {} without risk_enable."""
+        if not self.cfg.risk_enable:
+            return {}
+        if self.risk is None:
+            return risk_metrics("semantics_unavailable", self.adapter.manager.report.status, lr=self.cfg.risk_lr,
+                                nan_events=self.adapter.buffer.nan_events, sizes=self.adapter.buffer.sizes())
+        return self.risk.update(self.adapter.buffer)
+
+    def lambda_scale(self) -> float:
+        """M for the next Lagrange update (1.0 without modulation, or while semantics are unavailable)."""
+        if self.modulator is None or self.risk is None:
+            return 1.0
+        preds = self.risk.predict(self.adapter.buffer.embeddings()) if self.adapter.buffer.captures else torch.zeros(0)
+        return self.modulator.scale(preds, self.adapter.episodes_completed)
+
+    def telemetry(self) -> dict[str, float]:
+        out = self.adapter.telemetry()
+        if self.modulator is not None:
+            out.update(self.modulator.last)
+        return out
+
+    def metadata(self) -> dict:
+        """Run metadata (§13, §15.8): the configuration, prompt lists and their hash, load status, model
+        identity (folder, cache revision, weights sha256, dtype, devices, library versions)."""
+        m = self.adapter.manager
+        report = m.report
+        return dict(config=self.cfg.to_dict(), safe_prompts=list(self.cfg.safe_prompts),
+                    unsafe_prompts=list(self.cfg.unsafe_prompts),
+                    prompts_sha256=prompts_sha256(self.cfg.safe_prompts, self.cfg.unsafe_prompts),
+                    status=report.status, device_status=report.device_status, host_device=str(m.host),
+                    host_status=m.host_status, load_message=report.message, load_attempts=report.attempts,
+                    model=m.backend.identity() if m.ready else None)

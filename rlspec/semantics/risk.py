@@ -1,0 +1,170 @@
+"""The auxiliary risk head (seed 000 §4.0.4, §5.2, §9, §25.3, §25.15, §29): a float32 MLP q_φ(e) on
+detached frame embeddings, trained after each PPO update with SmoothL1 against the truncated, episode-
+masked discounted cost g_t of the ``risk_target`` contract.
+
+RiskBuffer keeps the last ``window_size`` vectorized steps of the *per-step* cost and done streams
+(cost [W, B], done [W, B]) and the embeddings captured in them (one row per captured env). Targets are
+computed on the per-step stream and read at the captured steps (contract ``risk_target``, "Reading at
+captured steps"): with capture_interval k > 1 the costs between captures still count. The newest steps'
+targets see fewer than H future costs (no bootstrap, seed §13).
+
+RiskTrainer.update (§5.2, §18.5):
+    N < risk_min_samples                      → skipped (status too_few_samples), the head untouched
+    risk_update_iters times: a batch of risk_batch_size rows drawn without replacement from the
+    trainer's own generator (0 or ≥ N: all N rows), one Adam step (risk_lr) on SmoothL1(q_φ(e), g)
+    then Risk/Corr = Pearson(q_φ(e), g) over all N rows, in float64 (0 when either side is constant).
+NaN/Inf guard (§9): non-finite costs are recorded as 0, non-finite embedding rows are left out, a
+non-finite loss skips its step; each event adds 1 to Risk/NanEvents (never silent).
+Nothing here touches the global RNG: initialization and sampling use the trainer's ``torch.Generator``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rlspec.contracts.risk_target import at_captures
+from rlspec.fast.risk_target import risk_target
+from rlspec.semantics.config import SemanticConfig
+
+STATUS = {"ok": 0, "too_few_samples": 1, "nonfinite_loss": 2, "semantics_unavailable": 3}
+
+
+class RiskBuffer:
+    def __init__(self, num_envs: int, window_size: int, device: torch.device):
+        self.num_envs, self.window = num_envs, window_size
+        self.cost = torch.zeros(window_size, num_envs)  # [W, B] ring of per-step costs (CPU, float32)
+        self.done = torch.zeros(window_size, num_envs, dtype=torch.bool)  # [W, B]
+        self.steps = 0  # vectorized steps recorded so far
+        self.captures: deque[tuple[int, torch.Tensor, torch.Tensor]] = deque()  # (step, rows [n], e [n, D])
+        self.device = device
+        self.nan_events = 0
+
+    def record_step(self, cost: torch.Tensor, done: torch.Tensor) -> int:
+        """Append one vectorized step (cost [B], done [B] bool); returns its step index."""
+        cost = cost.detach().float().cpu()
+        bad = ~torch.isfinite(cost)
+        if bool(bad.any()):
+            self.nan_events += int(bad.sum())
+            cost = torch.where(bad, torch.zeros_like(cost), cost)
+        step, slot = self.steps, self.steps % self.window
+        self.cost[slot], self.done[slot] = cost, done.detach().cpu()
+        self.steps += 1
+        while self.captures and self.captures[0][0] < self.steps - self.window:
+            self.captures.popleft()
+        return step
+
+    def record_capture(self, step: int, rows: torch.Tensor, e: torch.Tensor) -> None:
+        """Embeddings e [n, D] (detached, host) of envs ``rows`` [n] captured at vectorized step ``step``."""
+        self.captures.append((step, rows.cpu(), e.detach().to(self.device)))
+
+    def embeddings(self) -> torch.Tensor:  # [N, D]
+        return torch.cat([e for _, _, e in self.captures]) if self.captures else torch.zeros(0, 0)
+
+    def dataset(self, gamma: float, horizon: int, mask_episodes: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """(e [N, D], g [N]): every buffered embedding with g_t of its env and step (float32)."""
+        if not self.captures:
+            return torch.zeros(0, 0), torch.zeros(0)
+        L = min(self.steps, self.window)
+        start = self.steps - L
+        order = torch.arange(start, self.steps) % self.window  # [L] ring slots in time order
+        done = self.done[order] if mask_episodes else torch.zeros(L, self.num_envs, dtype=torch.bool)
+        g = risk_target(self.cost[order], done, gamma, horizon)  # [L, B]
+        at = at_captures(g, torch.tensor([step - start for step, _, _ in self.captures]))  # [J, B]
+        return self.embeddings(), torch.cat([at[j, rows] for j, (_, rows, _) in enumerate(self.captures)])
+
+    def sizes(self) -> dict[str, float]:
+        L = min(self.steps, self.window)
+        return {"Risk/Buf/Embeddings": float(sum(len(r) for _, r, _ in self.captures)),
+                "Risk/Buf/Costs": float(L * self.num_envs),
+                "Risk/Buf/Dones": float(self.done.sum())}  # slots not yet written hold False
+
+
+class RiskHead(nn.Module):
+    """q_φ: [N, D] → [N], float32, two ReLU hidden layers; weights ~ N(0, 1/fan_in) from ``generator``."""
+
+    def __init__(self, dim: int, hidden: int, generator: torch.Generator):
+        super().__init__()
+        sizes = [dim, hidden, hidden, 1]
+        layers: list[nn.Module] = []
+        for fan_in, fan_out in zip(sizes, sizes[1:]):
+            linear = nn.utils.skip_init(nn.Linear, fan_in, fan_out, dtype=torch.float32)  # no global RNG draw
+            with torch.no_grad():
+                linear.weight.copy_(torch.randn(fan_out, fan_in, generator=generator) / math.sqrt(fan_in))
+                linear.bias.zero_()
+            layers += [linear, nn.ReLU()]
+        self.net = nn.Sequential(*layers[:-1])
+
+    def forward(self, e: torch.Tensor) -> torch.Tensor:  # [N, D] -> [N]
+        return self.net(e.float())[:, 0]
+
+
+def pearson(x: torch.Tensor, y: torch.Tensor) -> float:
+    """Pearson correlation in float64; 0 when either side has no variance."""
+    dx, dy = x.double() - x.double().mean(), y.double() - y.double().mean()
+    denom = math.sqrt(float((dx * dx).sum()) * float((dy * dy).sum()))
+    return float((dx * dy).sum()) / denom if denom > 0 else 0.0
+
+
+class RiskTrainer:
+    def __init__(self, cfg: SemanticConfig, dim: int, device: torch.device, seed: int):
+        self.cfg, self.device = cfg, device
+        self.generator = torch.Generator().manual_seed(seed)
+        self.head = RiskHead(dim, cfg.risk_hidden, self.generator).to(device)
+        self.optimizer = torch.optim.Adam(self.head.parameters(), lr=cfg.risk_lr)
+        self.nan_events = 0
+
+    @torch.no_grad()
+    def predict(self, e: torch.Tensor) -> torch.Tensor:  # [N, D] -> [N] float32 on the head's device
+        return self.head(e.to(self.device))
+
+    def update(self, buffer: RiskBuffer) -> dict[str, float]:
+        """One round of risk training on the buffer (after the PPO update, §25.15); returns Risk/* metrics."""
+        cfg = self.cfg
+        e, g = buffer.dataset(cfg.discount, cfg.risk_horizon, cfg.risk_episode_mask_enable)
+        e, g = e.to(self.device).float(), g.to(self.device)
+        ok = torch.isfinite(e).all(-1) & torch.isfinite(g) if e.numel() else torch.zeros(0, dtype=torch.bool)
+        self.nan_events += int((~ok).sum())
+        e, g = e[ok], g[ok]
+        n = g.shape[0]
+        if n < cfg.risk_min_samples:
+            return self.metrics(buffer, "too_few_samples", f"{n} < risk_min_samples={cfg.risk_min_samples}")
+        size = n if cfg.risk_batch_size == 0 else min(cfg.risk_batch_size, n)
+        losses, used = [], 0
+        for _ in range(cfg.risk_update_iters):
+            idx = torch.randperm(n, generator=self.generator)[:size].to(self.device)  # without replacement
+            loss = F.smooth_l1_loss(self.head(e[idx]), g[idx])
+            if not torch.isfinite(loss):
+                self.nan_events += 1
+                continue
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            losses.append(float(loss.detach()))
+            used += size
+        if not losses:
+            return self.metrics(buffer, "nonfinite_loss", f"all {cfg.risk_update_iters} losses non-finite")
+        pred = self.predict(e)  # [n]
+        return self.metrics(buffer, "ok", "ok", loss=sum(losses) / len(losses), pred_mean=float(pred.mean()),
+                            target_mean=float(g.mean()), corr=pearson(pred, g), samples=used)
+
+    def metrics(self, buffer: RiskBuffer, status: str, message: str, **values: float) -> dict[str, float]:
+        return risk_metrics(status, message, lr=self.optimizer.param_groups[0]["lr"],
+                            nan_events=self.nan_events + buffer.nan_events, sizes=buffer.sizes(), **values)
+
+
+BUFFER_KEYS = ("Risk/Buf/Embeddings", "Risk/Buf/Costs", "Risk/Buf/Dones")
+
+
+def risk_metrics(status: str, message: str, *, lr: float, nan_events: int, sizes: dict | None = None,
+                 loss=0.0, pred_mean=0.0, target_mean=0.0, corr=0.0, samples=0) -> dict[str, float]:
+    """Every Risk/* key of one update (§7, §15.5), the same set whether the update ran or was skipped
+    (then the loss and statistics read 0 and Risk/TrainStatusCode says why, as the seed logs it)."""
+    return {"Risk/Loss": float(loss), "Risk/PredMean": float(pred_mean), "Risk/TargetMean": float(target_mean),
+            "Risk/Corr": float(corr), "Risk/TrainSamples": float(samples), "Risk/LR": float(lr),
+            "Risk/NanEvents": float(nan_events), "Risk/TrainStatusCode": float(STATUS[status]),
+            "Risk/TrainStatusMsgLen": float(len(message)), **(sizes or dict.fromkeys(BUFFER_KEYS, 0.0))}

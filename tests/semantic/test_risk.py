@@ -1,0 +1,182 @@
+"""Risk head and λ modulation (seed 000 §5.2, §4.0.5, §15.8 c) on real tiny-CLIP embeddings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from semantic_helpers import config, disk
+
+from rlspec.reference.lagrange import DualAscent
+from rlspec.reference.modulation import modulation_scale as reference_modulation
+from rlspec.reference.risk_target import risk_target as reference_risk_target
+from rlspec.semantics.adapter import SemanticRewardAdapter
+from rlspec.semantics.hooks import PPOLagSemHooks, prompts_sha256
+from rlspec.semantics.manager import SemanticManager
+from rlspec.semantics.risk import RiskBuffer, RiskTrainer, pearson
+from rlspec.semantics.telemetry import keys
+
+B, T = 8, 16  # envs, steps per episode
+RADII = 1 + 0.8 * np.arange(T)  # the hazard grows as the agent approaches it
+COST = (RADII > 9).astype(np.float32)  # cost 1 in the last 6 steps of each episode
+
+
+@pytest.fixture(scope="module")
+def disk_embeddings(clip32):
+    return clip32.image_features(np.stack([disk(r) for r in RADII]))  # [T, D]: one per phase
+
+
+def fill(buffer: RiskBuffer, e: torch.Tensor, steps: int, cost_of=None, capture_every: int = 1) -> None:
+    """Env b is at phase (k + 2b) % T at step k and ends its episode at phase T − 1."""
+    rng = np.random.default_rng(0)
+    for k in range(steps):
+        phase = (k + 2 * np.arange(B)) % T
+        cost = COST[phase] if cost_of is None else cost_of(phase, rng)
+        step = buffer.record_step(torch.tensor(cost), torch.tensor(phase == T - 1))
+        if k % capture_every == 0:
+            buffer.record_capture(step, torch.arange(B), e[phase])
+
+
+@pytest.mark.parametrize("learnable", [True, False])
+def test_risk_correlation_rises_on_monotonic_costs(clip32, disk_embeddings, learnable):
+    """§15.8 (c): costs that follow the frames (a growing hazard) are learned, Risk/Corr rises to > 0.9;
+    a control with costs drawn independently of the frames stays below 0.5 under the same training."""
+    cfg = config(clip32.model_dir, risk_enable=True, risk_horizon=6, discount=0.9, risk_min_samples=32,
+                 risk_batch_size=64, risk_update_iters=40, risk_lr=1e-2, window_size=2 * T)
+    buffer = RiskBuffer(B, cfg.window_size, torch.device("cpu"))
+    unrelated = lambda phase, rng: rng.random(B).astype(np.float32) < 0.4  # noqa: E731 - costs blind to frames
+    fill(buffer, disk_embeddings, 2 * T, None if learnable else unrelated)
+    trainer = RiskTrainer(cfg, disk_embeddings.shape[1], torch.device("cpu"), seed=0)
+    e, g = buffer.dataset(cfg.discount, cfg.risk_horizon, True)
+    before = pearson(trainer.predict(e), g)
+    corrs = [trainer.update(buffer)["Risk/Corr"] for _ in range(4)]
+    assert corrs[-1] == pytest.approx(pearson(trainer.predict(e), g), abs=1e-9)
+    if learnable:
+        assert corrs[-1] > 0.9 and corrs[-1] > corrs[0] + 0.1 and corrs[-1] > before + 0.3, (before, corrs)
+    else:
+        assert corrs[-1] < 0.5, (before, corrs)
+
+
+def test_targets_are_read_at_captures_of_the_per_step_stream(disk_embeddings):
+    """Targets: the reference risk_target over the last window_size steps of every env's cost/done
+    stream, read at the captured steps (capture every 3rd step, after the ring wrapped)."""
+    window, H, gamma = 20, 5, 0.8
+    buffer = RiskBuffer(B, window, torch.device("cpu"))
+    fill(buffer, disk_embeddings, 47, cost_of=lambda phase, rng: rng.random(B).astype(np.float32), capture_every=3)
+    rng = np.random.default_rng(0)
+    costs = torch.tensor(np.stack([rng.random(B).astype(np.float32) for _ in range(47)]))  # [47, B] as filled
+    dones = torch.tensor(np.stack([(k + 2 * np.arange(B)) % T == T - 1 for k in range(47)]))
+    g = reference_risk_target(costs[-window:], dones[-window:], gamma, H)  # [20, B]
+    captured = [k for k in range(47 - window, 47) if k % 3 == 0]
+    e, target = buffer.dataset(gamma, H, True)
+    torch.testing.assert_close(target, g[[k - (47 - window) for k in captured]].reshape(-1), rtol=1e-6, atol=1e-6)
+    assert e.shape == (len(captured) * B, disk_embeddings.shape[1])
+    _, unmasked = buffer.dataset(gamma, H, False)  # risk_episode_mask_enable=False: sums across dones
+    g_unmasked = reference_risk_target(costs[-window:], torch.zeros(window, B, dtype=torch.bool), gamma, H)
+    torch.testing.assert_close(unmasked, g_unmasked[[k - (47 - window) for k in captured]].reshape(-1))
+
+
+def test_schedule_gates_and_sample_counts(clip32, disk_embeddings):
+    cfg = config(clip32.model_dir, risk_enable=True, risk_min_samples=100, risk_batch_size=0, risk_update_iters=3)
+    buffer = RiskBuffer(B, 64, torch.device("cpu"))
+    fill(buffer, disk_embeddings, 12)  # 96 samples < 100
+    trainer = RiskTrainer(cfg, disk_embeddings.shape[1], torch.device("cpu"), seed=0)
+    params = [p.clone() for p in trainer.head.parameters()]
+    skipped = trainer.update(buffer)
+    assert skipped["Risk/TrainStatusCode"] == 1 and skipped["Risk/TrainSamples"] == 0
+    assert all(torch.equal(p, q) for p, q in zip(params, trainer.head.parameters()))
+    fill(buffer, disk_embeddings, 1)  # 104 samples: full batch, 3 iterations
+    ran = trainer.update(buffer)
+    assert ran["Risk/TrainStatusCode"] == 0 and ran["Risk/TrainSamples"] == 3 * 104
+    assert ran["Risk/Buf/Embeddings"] == 104 and ran["Risk/Buf/Costs"] == 13 * B
+    assert ran["Risk/LR"] == cfg.risk_lr and trainer.head.net[0].weight.dtype == torch.float32
+    batched = RiskTrainer(config(clip32.model_dir, risk_enable=True, risk_min_samples=10, risk_batch_size=10,
+                                 risk_update_iters=2), disk_embeddings.shape[1], torch.device("cpu"), seed=0)
+    assert batched.update(buffer)["Risk/TrainSamples"] == 20
+
+
+def test_nan_events_are_counted_and_left_out(clip32, disk_embeddings):
+    cfg = config(clip32.model_dir, risk_enable=True, risk_min_samples=8)
+    buffer = RiskBuffer(B, 32, torch.device("cpu"))
+    fill(buffer, disk_embeddings, 4)
+    cost = torch.zeros(B)
+    cost[3] = float("nan")
+    step = buffer.record_step(cost, torch.zeros(B, dtype=torch.bool))
+    bad = disk_embeddings[:2].clone()
+    bad[1, 0] = float("inf")
+    buffer.record_capture(step, torch.tensor([0, 1]), bad)
+    assert buffer.cost[step, 3] == 0.0 and buffer.nan_events == 1
+    trainer = RiskTrainer(cfg, disk_embeddings.shape[1], torch.device("cpu"), seed=0)
+    out = trainer.update(buffer)
+    assert out["Risk/NanEvents"] == 2 and out["Risk/TrainStatusCode"] == 0  # the inf row left out
+    assert np.isfinite(out["Risk/Loss"]) and np.isfinite(out["Risk/Corr"])
+
+
+def test_bf16_embeddings_feed_a_float32_head(clip32, disk_embeddings):
+    cfg = config(clip32.model_dir, risk_enable=True, risk_min_samples=8)
+    buffer = RiskBuffer(B, 32, torch.device("cpu"))
+    fill(buffer, disk_embeddings.bfloat16(), 4)  # a GPU host keeps the model's reduced precision (§15.3)
+    trainer = RiskTrainer(cfg, disk_embeddings.shape[1], torch.device("cpu"), seed=0)
+    assert trainer.update(buffer)["Risk/TrainStatusCode"] == 0
+    assert trainer.predict(buffer.embeddings()).dtype == torch.float32
+
+
+def test_risk_and_modulation_leave_the_global_rng_alone(clip32, disk_embeddings):
+    state = torch.get_rng_state()
+    cfg = config(clip32.model_dir, risk_enable=True, risk_min_samples=8, risk_batch_size=16, risk_update_iters=2)
+    buffer = RiskBuffer(B, 32, torch.device("cpu"))
+    fill(buffer, disk_embeddings, 8)
+    RiskTrainer(cfg, disk_embeddings.shape[1], torch.device("cpu"), seed=0).update(buffer)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_modulation_scales_the_lambda_learning_rate(clip32):
+    """Through the hooks on a real rollout: M = 1 and inactive before modulation_min_episodes, then the
+    modulation contract's value on the head's predictions of the buffer, and the Lagrange step (contract
+    lagrange, DualAscent) moves λ by η·M·(J_c − d)."""
+    cfg = config(clip32.model_dir, risk_enable=True, modulation_enable=True, modulation_min_episodes=5,
+                 risk_min_samples=16, risk_update_iters=20, risk_lr=3e-3, alpha_modulation=2.0, window_size=64)
+    manager = SemanticManager(cfg, 4, 0.99, 10**6, backend=clip32)
+    hooks = PPOLagSemHooks(cfg, num_envs=4, gamma=0.99, total_steps=10**6, seed=0,
+                           adapter=SemanticRewardAdapter(cfg, 4, 0.99, 10**6, manager=manager))
+    images = np.stack([disk(r) for r in RADII])
+    scales, actives = [], []
+    for update in range(3):
+        for k in range(update * T // 2, (update + 1) * T // 2):
+            phase = (k + 4 * np.arange(4)) % T
+            hooks.shape_rewards(k * 4, torch.zeros(4), torch.tensor(COST[phase]), torch.tensor(phase == T - 1),
+                                images[phase])
+        logs = hooks.after_update()
+        scales.append(hooks.lambda_scale())
+        logs |= hooks.telemetry()
+        actives.append(logs["Risk/ModulationActive"])
+        assert set(logs) == set(keys(cfg)) and logs["Risk/ModulationScale"] == scales[-1]
+    assert hooks.adapter.episodes_completed == 6  # envs end at steps 3, 7 | 11, 15 | 19, 23: 2, 4, 6 episodes
+    assert scales[:2] == [1.0, 1.0] and actives == [0.0, 0.0, 1.0]
+    preds = hooks.risk.predict(hooks.adapter.buffer.embeddings())
+    want = float(reference_modulation(preds, 6, min_episodes=5, alpha=2.0))
+    assert scales[2] == pytest.approx(want, rel=1e-6) and 1 / 3 <= scales[2] < 1.0
+    lagrange = DualAscent(cost_limit=1.0, lr=0.1, lambda_init=0.5)
+    assert float(lagrange.update(3.0, scale=scales[2])) == pytest.approx(0.5 + 0.1 * scales[2] * 2.0, rel=1e-12)
+
+
+def test_hooks_refuse_a_disabled_config(clip_dir):
+    with pytest.raises(ValueError, match="enable is False"):
+        PPOLagSemHooks(config(clip_dir, enable=False), num_envs=2, gamma=0.99, total_steps=10, seed=0)
+
+
+def test_metadata_records_prompts_hash_and_model(clip32, clip_dir):
+    import hashlib
+    import json
+
+    cfg = config(clip_dir, risk_enable=True)
+    manager = SemanticManager(cfg, 2, 0.99, 100, backend=clip32)
+    hooks = PPOLagSemHooks(cfg, num_envs=2, gamma=0.99, total_steps=100, seed=0,
+                           adapter=SemanticRewardAdapter(cfg, 2, 0.99, 100, manager=manager))
+    meta = hooks.metadata()
+    blob = json.dumps({"safe": list(cfg.safe_prompts), "unsafe": list(cfg.unsafe_prompts)}, ensure_ascii=False)
+    assert meta["prompts_sha256"] == hashlib.sha256(blob.encode()).hexdigest()
+    assert meta["safe_prompts"] == list(cfg.safe_prompts) and meta["config"]["risk_enable"] is True
+    assert meta["model"]["weights_sha256"] == hashlib.sha256((clip_dir / "model.safetensors").read_bytes()).hexdigest()
+    json.dumps(meta)  # serializable as is
+    assert prompts_sha256(cfg.unsafe_prompts, cfg.safe_prompts) != meta["prompts_sha256"]
