@@ -1,0 +1,162 @@
+"""Stable-Baselines3 2.9.2 behind contracts ``gae`` and ``numerics`` (its normalizers).
+
+gae (``RolloutBuffer.compute_returns_and_advantage`` + the timeout bootstrap of
+``OnPolicyAlgorithm.collect_rollouts``; spec/gae.py)
+    SB3's buffer has no truncation flag: its collect loop folds the bootstrap into the reward,
+    ``rewards += gamma * V(terminal_obs)`` where the step hit a time limit (truncated and not
+    terminated), and ends the episode either way. The adapter builds exactly what that loop hands the
+    buffer (golden_bridge/sb3_rollout_buffer.py checks this conversion against SB3 itself):
+    rewards (float32, a VecEnv's reward buffer) += γ·next_value on time-limit steps (the loop's own
+    statement, next_value as the float32 [1] tensor ``predict_values`` returns), episode_starts =
+    cat(1, done[:-1]) with done = terminated or truncated, last_values = next_value[T−1], dones =
+    done[T−1]; fills a real
+    ``RolloutBuffer`` (n_envs = the flattened batch) through ``add`` and returns its advantages and
+    returns. Flags enter as floats: 0/1 flags give exactly SB3's booleans.
+numerics (``RunningMeanStd``, ``VecNormalize.normalize_obs``; spec/numerics.py)
+    RunningMeanStd(shape, epsilon) = SB3's ``RunningMeanStd(epsilon, shape)`` on numpy arrays (state read
+    back as float64 tensors; ``state_dict`` / ``load_state_dict`` move its three attributes).
+    ObsNormalizer(shape, epsilon, clip): ``commit(batch)`` = ``obs_rms.update(batch)`` (what VecNormalize
+    does on every step in training mode), ``normalize(obs)`` = ``VecNormalize.normalize_obs`` (statistics
+    untouched) run on a stand-in holding VecNormalize's attributes (clip_obs, epsilon, norm_obs, obs_rms).
+    SB3 has no counterpart of the other numerics names (PPO's advantage normalization, ratio clipping
+    and losses are inline in ``PPO.train``): they are unsupported.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.running_mean_std import RunningMeanStd as _SB3RunningMeanStd
+from stable_baselines3.common.vec_env.vec_normalize import VecNormalize
+
+from rlspec.thirdparty import Declared, unsupported
+
+LIBRARY = "stable-baselines3 2.9.2"
+CONTRACTS = ("gae", "numerics")
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().numpy()
+
+
+def gae(reward, value, terminated, truncated, next_value, gamma, lam):
+    T, batch = value.shape[0], value.shape[1:]
+    n = math.prod(batch)
+    flat = lambda t: t.reshape(t.shape[0], math.prod(t.shape[1:]))  # noqa: E731 - [T, *B] -> [T, N]
+    term, trunc = flat(terminated).to(value.dtype), flat(truncated).to(value.dtype)
+    done = 1 - (1 - term) * (1 - trunc)  # terminated or truncated (gym's done) [T, N]
+    time_limit = (trunc * (1 - term)) != 0  # infos["TimeLimit.truncated"]
+    rewards = _numpy(flat(reward)).astype(np.float32)  # a VecEnv's reward buffer is float32 [T, N]
+    for t, i in time_limit.nonzero().tolist():
+        terminal_value = flat(next_value)[t, i:i + 1].float()  # policy.predict_values(terminal_obs)[0]: [1]
+        rewards[t][i] += gamma * terminal_value  # the collect loop's statement, as written there
+    episode_starts = torch.cat([torch.ones(1, n, dtype=value.dtype), done[:-1]])  # [T, N]
+    buffer = RolloutBuffer(T, spaces.Box(-1.0, 1.0, (1,), np.float32), spaces.Box(-1.0, 1.0, (1,), np.float32),
+                           device="cpu", gae_lambda=lam, gamma=gamma, n_envs=n)
+    zeros = np.zeros((n, 1), np.float32)
+    for t in range(T):
+        buffer.add(zeros, zeros, rewards[t], _numpy(episode_starts[t]), flat(value)[t].detach().clone(),
+                   torch.zeros(n))
+    last = flat(next_value)[-1] if T else torch.zeros(n, dtype=value.dtype)
+    last_done = _numpy(done[-1]) if T else np.zeros(n)
+    buffer.compute_returns_and_advantage(last_values=last.detach().clone(), dones=last_done)
+    advantages = torch.from_numpy(buffer.advantages.copy()).reshape(T, *batch)
+    returns = torch.from_numpy(buffer.returns.copy()).reshape(T, *batch)
+    return advantages, returns
+
+
+class RunningMeanStd:
+    def __init__(self, shape=(), epsilon=1e-4):
+        self._impl = _SB3RunningMeanStd(epsilon=epsilon, shape=shape)
+
+    def update(self, x: torch.Tensor) -> None:
+        self._impl.update(_numpy(x))
+
+    @property
+    def mean(self) -> torch.Tensor:
+        return torch.as_tensor(np.array(self._impl.mean, dtype=np.float64))
+
+    @property
+    def var(self) -> torch.Tensor:
+        return torch.as_tensor(np.array(self._impl.var, dtype=np.float64))
+
+    @property
+    def count(self) -> torch.Tensor:
+        return torch.tensor(float(self._impl.count), dtype=torch.float64)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {"mean": self.mean, "var": self.var, "count": self.count}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._impl.mean = _numpy(torch.as_tensor(state["mean"])).copy()
+        self._impl.var = _numpy(torch.as_tensor(state["var"])).copy()
+        self._impl.count = float(state["count"])
+
+
+class _VecNormalizeState:
+    """The attributes VecNormalize.normalize_obs reads, without a VecEnv; SB3's own methods run on it."""
+
+    norm_obs = True
+    normalize_obs = VecNormalize.normalize_obs
+    _normalize_obs = VecNormalize._normalize_obs
+
+    def __init__(self, obs_rms: _SB3RunningMeanStd, clip_obs: float, epsilon: float):
+        self.obs_rms, self.clip_obs, self.epsilon = obs_rms, clip_obs, epsilon
+
+
+class ObsNormalizer:
+    def __init__(self, shape=(), epsilon=1e-8, clip=10.0):
+        self.rms = RunningMeanStd(shape=shape)
+        self._vec = _VecNormalizeState(self.rms._impl, clip, epsilon)
+
+    def normalize(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(self._vec.normalize_obs(_numpy(obs)))
+
+    def commit(self, batch: torch.Tensor) -> None:
+        self.rms.update(batch)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return self.rms.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rms.load_state_dict(state)
+
+
+_INLINE = "SB3 has no standalone counterpart (PPO.train computes it inline)"
+safe_standardize = unsupported("safe_standardize", _INLINE)
+safe_zero_center = unsupported("safe_zero_center", _INLINE)
+ratio_guard = unsupported("ratio_guard", _INLINE)
+LossGuard = unsupported("LossGuard", "SB3 has no loss guard")
+masked_component_weights = unsupported("masked_component_weights", "SB3 has no per-component reward weighting")
+kl_early_stop = unsupported("kl_early_stop", _INLINE + " (target_kl check inside the epoch loop)")
+kl_guarded_updates = unsupported("kl_guarded_updates", _INLINE + " (target_kl check inside the epoch loop)")
+value_loss = unsupported("value_loss", _INLINE)
+masked_mean = unsupported("masked_mean", "SB3 has no per-head action masks")
+masked_policy_loss = unsupported("masked_policy_loss", "SB3 has no per-head action masks")
+entropy_loss = unsupported("entropy_loss", _INLINE)
+
+FLOAT32_BUFFER = ("RolloutBuffer stores rewards, values, advantages and returns in float32 numpy arrays "
+                  "whatever the input dtype (buffers.py)")
+DECLARED = {
+    "GAE-1": Declared("difference", FLOAT32_BUFFER + ": float64 rollouts come back rounded to float32"),
+    "GAE-3": Declared("difference", FLOAT32_BUFFER + ": the bootstrap's effect is rounded to float32"),
+    "GAE-7": Declared("difference", FLOAT32_BUFFER + ": float64 inputs give float32 advantages and returns"),
+    "GAE-9": Declared("accepts", "no input checks: a shape mismatch fails in torch/numpy broadcasting without "
+                                 "naming the argument; a dtype mismatch is cast to float32 silently"),
+    "GAE-10": Declared("accepts", "no input checks: gamma and gae_lambda outside [0, 1] are used as given"),
+    "GAE-11": Declared("accepts", "no input checks: NaN/Inf rewards and values propagate into the advantages"),
+    "GAE-12": Declared("bug", "gamma / gae_lambda are used as given: a np.float64 makes numpy (NEP 50) compute "
+                              "the float32 buffer's recursion in float64, other bits; a 0-d tensor crashes "
+                              "compute_returns_and_advantage (TypeError mixing tensor and ndarray); take float() "
+                              "in RolloutBuffer.__init__"),
+    "NUM-8": Declared("accepts", "RunningMeanStd.update checks nothing: a NaN/Inf batch poisons mean and var for "
+                                 "good, an empty batch gives NaN statistics (numpy warns), integer batches pass"),
+    "NUM-10": Declared("difference", "VecNormalize.normalize_obs casts normalized observations to float32 "
+                                     "(.astype(np.float32)) whatever the input dtype"),
+    "NUM-12": Declared("accepts", "VecNormalize updates obs_rms with whatever it is given (RunningMeanStd.update "
+                                  "checks nothing): one NaN observation poisons the statistics for good"),
+}

@@ -1,0 +1,279 @@
+"""The cross-implementation conformance table: every adapter × every contract it declares, run by the
+kit's own runner (``rlspec.spec.core.run_contract``, what ``rlspec check <contract> --impl <adapter>``
+runs), each clause classified and explained.
+
+A clause's cell is one of
+
+* ``pass``: every example the library can express passed (``partial`` notes how many it could not);
+* ``difference`` / ``bug`` / ``accepts``: it failed, and the adapter declares why (rlspec.thirdparty);
+* ``unsupported``: the library lacks the interface name, or could express none of the examples;
+* ``undeclared``: it failed and the adapter does not say why, or fails otherwise than declared;
+* ``stale``: the adapter declares a failure that no longer happens.
+
+The last two are problems: the table is still written, and ``python -m rlspec.thirdparty`` exits 1.
+Failures are also sorted by what the runner saw: a wrong value, bad input accepted silently, a weak
+rejection (another exception type, or a message that does not name the argument) or a crash.
+
+Examples an adapter cannot express (it raises :class:`rlspec.thirdparty.Unsupported`, directly or inside
+a rejection check) are discarded with Hypothesis' ``reject()`` and counted, so the rest of the clause is
+still checked. This lives here, not in the runner, until the runner has its own partial-support
+declarations (issue 8 §5).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import importlib
+import re
+from typing import Any
+
+from hypothesis import HealthCheck, reject, settings
+
+from rlspec import registry
+from rlspec.spec.core import PROFILES, Contract, Outcome, Property, run_contract
+from rlspec.thirdparty import ADAPTERS, Declared, Unsupported
+
+PROFILE = "thirdparty"
+# the ci profile (bounded, derandomized: the committed table reproduces bit for bit), with the health
+# checks that discarded (unsupported) examples would trip switched off
+settings.register_profile(PROFILE, **dict(PROFILES["ci"], suppress_health_check=list(HealthCheck)))
+
+PROBLEMS = ("undeclared", "stale")
+MESSAGE_CHARS = 400
+
+
+def _unsupported_in(err: BaseException | None) -> Unsupported | None:
+    """The Unsupported behind ``err``: itself, or the exception a rejection check turned into a violation."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, Unsupported):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
+
+
+class NoExpressibleExample(Exception):
+    """A fixed check (no strategy) whose one call the library cannot express."""
+
+
+@dataclasses.dataclass
+class Tally:
+    """Per clause: examples checked, examples the library could not express and why."""
+
+    checked: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    unsupported: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    why: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def tolerant(prop: Property, tally: Tally) -> Property:
+    """``prop`` with examples that raise Unsupported discarded (and counted) instead of failed."""
+
+    def check(impl, **case):
+        try:
+            prop.check(impl, **case)
+        except Exception as err:  # anything but Unsupported propagates unchanged
+            cause = _unsupported_in(err)
+            if cause is None:
+                raise
+            tally.unsupported[prop.clause] += 1
+            tally.why.setdefault(prop.clause, str(cause))
+            if prop.strategy is None:  # a fixed check: nothing else to try
+                raise NoExpressibleExample(str(cause)) from None
+            reject()
+        tally.checked[prop.clause] += 1
+
+    return dataclasses.replace(prop, check=check)
+
+
+RUNNER_KINDS = {"wrong": "wrong value", "accepted": "accepted silently", "weak": "weak rejection",
+                "crashed": "crashed"}
+
+
+def failure_kind(outcome: Outcome) -> str:
+    """How a failed clause failed: the runner's own kind where it reports one, else read from its message
+    (spec/core.py's wording)."""
+    kind = getattr(outcome, "kind", "")
+    if kind in RUNNER_KINDS:
+        return RUNNER_KINDS[kind]
+    message = outcome.message
+    if "accepted silently" in message:
+        return "accepted silently"
+    if "but the message does not mention" in message or re.search(
+            r"raised \w+ \(.*\), expected ValueError", message, re.S):
+        return "weak rejection"
+    if re.match(r"\[[\w-]+\] raised \w+", message):
+        return "crashed"
+    return "wrong value"
+
+
+DECLARED_KINDS = {"bug": ("wrong value", "crashed"), "accepts": ("accepted silently", "weak rejection")}
+
+
+def classify(outcome: Outcome, declared: Declared | None, tally: Tally) -> dict[str, Any]:
+    clause = outcome.clause
+    checked, skipped = tally.checked[clause], tally.unsupported[clause]
+    cell: dict[str, Any] = {"checked": checked, "unsupported_examples": skipped}
+    message = outcome.message.strip()
+    # every example was one the library cannot express (the runner saw no example run, or a
+    # "failure" that only says so)
+    none_expressible = skipped and not checked and outcome.status != "missing" and (
+        outcome.status != "fail" or "Unsatisfiable" in message or NoExpressibleExample.__name__ in message)
+    if outcome.status in ("missing", "unsupported") or none_expressible:
+        cell.update(status="unsupported", reason=declared.reason if declared else
+                    tally.why.get(clause) or f"{message} (undeclared)")
+        if outcome.status == "missing" and not (declared and declared.kind == "unsupported"):
+            cell.update(status="undeclared", reason=f"{message}; the adapter does not declare it unsupported")
+        return cell
+    if outcome.status == "pass":
+        if skipped:
+            cell["partial"] = tally.why[clause]
+        if declared and declared.kind != "unsupported":
+            cell.update(status="stale", reason=f"declared {declared.kind} ({declared.reason}), but the clause passes")
+        elif declared and not skipped:
+            cell.update(status="stale", reason=f"declared unsupported ({declared.reason}), but every example ran")
+        else:
+            cell["status"] = "pass"
+        return cell
+    kind = failure_kind(outcome)
+    cell.update(failure=kind, message=_first_line(message))
+    if declared is None:
+        cell.update(status="undeclared", reason=f"{kind}: {_first_line(message, 200)}")
+    elif declared.kind == "unsupported" or kind not in DECLARED_KINDS.get(declared.kind, (kind,)):
+        cell.update(status="undeclared", reason=f"declared {declared.kind} ({declared.reason}), but observed {kind}")
+    else:
+        cell.update(status=declared.kind, reason=declared.reason)
+    if skipped:
+        cell["partial"] = tally.why[clause]
+    return cell
+
+
+def _first_line(message: str, limit: int = MESSAGE_CHARS) -> str:
+    line = message.splitlines()[0] if message else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def check_adapter(name: str) -> dict[str, Any]:
+    """{adapter, module, library, contracts: {contract: {reproduce, clauses: {clause: cell}}}}, or
+    {adapter, module, unavailable: why} when the adapter (its library) cannot be imported."""
+    target = ADAPTERS[name]
+    try:
+        module = importlib.import_module(target)
+    except Exception as err:  # noqa: BLE001 - a library that cannot load is reported, not crashed on
+        return {"adapter": name, "module": target, "unavailable": f"{type(err).__name__}: {err}"}
+    return dict(adapter=name, **check_module(module, target))
+
+
+def check_module(module: Any, target: str) -> dict[str, Any]:
+    """Every contract ``module.CONTRACTS`` names, run on ``module`` and classified with its declarations."""
+    row: dict[str, Any] = {"module": target, "library": module.LIBRARY, "contracts": {}}
+    for cid in module.CONTRACTS:
+        contract = registry.load_contract(cid)
+        tally = Tally()
+        wrapped = Contract(cid, contract.clauses, contract.interface,
+                           tuple(tolerant(p, tally) for p in contract.properties))
+        outcomes = run_contract(wrapped, module, PROFILE)
+        row["contracts"][cid] = {
+            "reproduce": f"rlspec check {cid} --impl {target}",
+            "clauses": {o.clause: classify(o, module.DECLARED.get(o.clause), tally) for o in outcomes},
+        }
+    unknown = sorted(set(module.DECLARED) - {c for t in row["contracts"].values() for c in t["clauses"]})
+    if unknown:
+        row["unknown_declarations"] = unknown
+    return row
+
+
+def problems(rows: list[dict], findings: list[dict] = ()) -> list[str]:
+    out = [f"finding {f['id']} not reproduced: {f['summary']}" for f in findings if not f["verified"]]
+    for row in rows:
+        if "unavailable" in row:
+            out.append(f"{row['adapter']}: unavailable ({row['unavailable']})")
+            continue
+        out += [f"{row['adapter']}: declarations for clauses it never checks: {row['unknown_declarations']}"] \
+            if row.get("unknown_declarations") else []
+        for cid, table in row["contracts"].items():
+            out += [f"{row['adapter']} {clause}: {cell['status']}: {cell['reason']}"
+                    for clause, cell in table["clauses"].items() if cell["status"] in PROBLEMS]
+    return out
+
+
+def build(names: list[str] | None = None) -> list[dict]:
+    return [check_adapter(n) for n in (names or list(ADAPTERS))]
+
+
+# --------------------------------------------------------------------------------------------------
+# Markdown
+# --------------------------------------------------------------------------------------------------
+COLUMNS = ("pass", "difference", "bug", "accepts", "unsupported", "undeclared", "stale")
+HEADINGS = {"pass": "passed", "difference": "documented differences", "bug": "bugs",
+            "accepts": "accepts bad input", "unsupported": "unsupported", "undeclared": "undeclared",
+            "stale": "stale"}
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def counts(clauses: dict[str, dict]) -> dict[str, int]:
+    return {c: sum(cell["status"] == c for cell in clauses.values()) for c in COLUMNS}
+
+
+def _grouped(clauses: dict[str, dict]) -> list[str]:
+    """One line per (status, reason): clauses failing for one reason are listed together; a bug shows the
+    runner's evidence (its first clause's message)."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for clause, cell in clauses.items():
+        if cell["status"] != "pass":
+            groups.setdefault((cell["status"], cell.get("failure", ""), cell["reason"]), []).append(clause)
+    lines = []
+    for (status, failure, reason), names in groups.items():
+        seen = f" (observed: {failure})" if failure else ""
+        line = f"- **{', '.join(names)}** {status}{seen}: {reason}"
+        if status == "bug":
+            line += f" — e.g. `{_first_line(clauses[names[0]]['message'], 200)}`"
+        lines.append(line)
+    return lines
+
+
+def to_markdown(rows: list[dict], meta: dict[str, Any], findings: list[dict]) -> str:
+    lines = ["# Third-party conformance", "",
+             f"Generated by `nox -s thirdparty` ({meta['command']}); Hypothesis profile `{PROFILE}` "
+             f"({meta['max_examples']} examples per property, derandomized); rlspec {meta['rlspec']}, "
+             f"torch {meta['torch']}. Each row is one adapter in `thirdparty/` run over one contract by the kit's "
+             "runner; reproduce a row with the command shown (without the adapter's partial-support handling, "
+             "its unsupported examples show there as failures).", "",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items() if k != "wheels")
+             + "; wheels read as files: " + (", ".join(meta["versions"]["wheels"]) or "none") + ".", "",
+             "Cells: **passed** — every example the library can express passed; **documented differences** — a "
+             "convention of the library that the contract does not take; **bugs** — a wrong value or a crash; "
+             "**accepts bad input** — accepted silently, or rejected without naming the argument; "
+             "**unsupported** — the library has no such feature or can express none of the examples; "
+             "**undeclared** / **stale** — the adapter's declarations disagree with what the runner found "
+             "(`nox -s thirdparty` fails on these).", "",
+             "| library | contract | clauses | " + " | ".join(HEADINGS[c] for c in COLUMNS) + " |",
+             "|---|---|---|" + "---|" * len(COLUMNS)]
+    for row in rows:
+        if "unavailable" in row:
+            lines.append(f"| {row['adapter']} | — | unavailable: {_md(row['unavailable'])} |" + " |" * len(COLUMNS))
+            continue
+        for cid, table in row["contracts"].items():
+            n = counts(table["clauses"])
+            lines.append(f"| {row['library']} | {cid} | {len(table['clauses'])} | "
+                         + " | ".join(str(n[c]) if n[c] else "" for c in COLUMNS) + " |")
+    for row in rows:
+        if "unavailable" in row:
+            continue
+        for cid, table in row["contracts"].items():
+            lines += ["", f"## {row['library']} × {cid}", "", f"`{table['reproduce']}`", ""]
+            lines += _grouped(table["clauses"])
+            partial = [f"{clause} ({cell['checked']} checked, {cell['unsupported_examples']} unsupported: "
+                       f"{cell['partial']})" for clause, cell in table["clauses"].items() if cell.get("partial")]
+            if partial:
+                lines.append("- partly expressible: " + "; ".join(partial))
+            passed = [c for c, cell in table["clauses"].items() if cell["status"] == "pass"]
+            lines.append(f"- passed: {', '.join(passed) if passed else 'none'}")
+    lines += ["", "## Findings of the outside run, measured again", ""]
+    lines += [f"- **{f['library']}** — {f['claim']}: **{'verified' if f['verified'] else 'NOT reproduced'}**. "
+              f"{f['summary']}" for f in findings]
+    return "\n".join(lines) + "\n"
