@@ -108,7 +108,7 @@ from rlspec.contracts.numerics import (
     component_std,
 )
 from rlspec.reference import numerics as reference  # the oracle
-from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
+from rlspec.spec.core import Contract, Property, assert_close, describe, expect_rejection, fail
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -372,7 +372,7 @@ def check_rejects_batch(impl, shape, stream, splits, other, bad, position):
     after = _rms_state(rms)
     for k, v in before.items():
         if not torch.equal(v, after[k]):
-            fail("NUM-8", f"state '{k}' changed from {v.tolist()!r} to {after[k].tolist()!r} by a rejected "
+            fail("NUM-8", f"state '{k}' changed from {describe(v)} to {describe(after[k])} by a rejected "
                           f"update ({bad})", shape=shape)
 
 
@@ -390,7 +390,7 @@ def check_roundtrip(impl, shape, stream, splits, other):
         sa, sb = a.state_dict(), b.state_dict()
         for k in sa:
             if not torch.equal(sa[k], sb[k]):
-                fail("NUM-9", f"{cls} '{k}' = {sb[k].tolist()!r} after load_state_dict, {sa[k].tolist()!r} "
+                fail("NUM-9", f"{cls} '{k}' = {describe(sb[k])} after load_state_dict, {describe(sa[k])} "
                               "in the original", stream=stream, splits=splits)
         if cls == "ObsNormalizer" and not torch.equal(a.normalize(stream), b.normalize(stream)):
             fail("NUM-9", "ObsNormalizer.normalize differs after load_state_dict", stream=stream)
@@ -425,8 +425,8 @@ def check_frozen(impl, shape, stream, splits, other, clip):
     after = norm.state_dict()
     for k, v in before.items():
         if not torch.equal(v, after[k]):
-            fail("NUM-11", f"normalize changed statistic '{k}' during the rollout: {v.tolist()!r} -> "
-                           f"{after[k].tolist()!r}; statistics must stay frozen until commit()",
+            fail("NUM-11", f"normalize changed statistic '{k}' during the rollout: {describe(v)} -> "
+                           f"{describe(after[k])}; statistics must stay frozen until commit()",
                  stream=stream, steps=other)
     whole = norm.normalize(stream)
     if not torch.equal(torch.cat(during), whole):
@@ -442,8 +442,8 @@ def check_commit(impl, shape, stream, splits, other, bad, position):
         s_norm, s_rms = norm.state_dict(), rms.state_dict()
         for k in ("mean", "var", "count"):
             if not torch.equal(s_norm[k], s_rms[k]):
-                fail("NUM-12", f"after commit, '{k}' = {s_norm[k].tolist()!r}, RunningMeanStd.update gives "
-                               f"{s_rms[k].tolist()!r}", batch=x)
+                fail("NUM-12", f"after commit, '{k}' = {describe(s_norm[k])}, RunningMeanStd.update gives "
+                               f"{describe(s_rms[k])}", batch=x)
     before = {k: v.clone() for k, v in norm.state_dict().items()}
     x, mentions = _bad_batch(stream, shape, bad, position)
     expect_rejection("NUM-12", lambda: norm.commit(x), names=["x"], mentions=mentions,
