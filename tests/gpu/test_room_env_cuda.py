@@ -44,7 +44,8 @@ def test_cuda_equals_cpu_and_the_rom(n, against):
     ref_cls = warp_room.RoomVecEnv if against == "warp-cpu" else pyboy_room.RoomVecEnv
     got = _run(warp_room.RoomVecEnv(n, device="cuda", **kwargs), actions)
     want = _run(ref_cls(n, **kwargs), actions)
-    spec.compare("ROOM-1", -1, got[0], want[0], case)
+    assert len(got) == len(want) == actions.shape[0] + 1
+    spec.compare("ROOM-1", -1, got[0], want[0], case)  # raises Violation naming the step and field
     for t, ((g, gf), (w, wf)) in enumerate(zip(got[1:], want[1:])):
         spec.compare("ROOM-1", t, g, w, case, got_final=gf, want_final=wf)
 
