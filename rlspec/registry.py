@@ -108,6 +108,7 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     },
     "success_set": {
         "reference": "rlspec.reference.success_set",
+        "fast-torch": "rlspec.fast.success_set",
     },
 }
 
