@@ -37,7 +37,7 @@ def loss_a(logits: torch.Tensor, fail_actions: torch.Tensor, pos_mask: torch.Ten
     lp_pos = torch.logsumexp(logp.masked_fill(~positives, -math.inf), dim=-1).sum(-1)  # [N]
     lp_neg = logp.gather(-1, fail_actions.unsqueeze(-1)).squeeze(-1).sum(-1)  # [N]
     x = (lp_pos - lp_neg - margin) / tau  # [N]
-    per_step = torch.where(valid, zone_weight.to(logits.dtype) * torch.nn.functional.softplus(-x), 0.0)  # [N]
+    per_step = torch.where(valid, -zone_weight.to(logits.dtype) * torch.nn.functional.logsigmoid(x), 0.0)  # [N]
     loss = per_step.sum() / valid.sum().clamp_min(1)
     return LossA(loss, per_step, torch.where(valid, lp_pos, -math.inf).detach(), lp_neg.detach(), valid)
 

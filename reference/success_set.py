@@ -50,7 +50,7 @@ def loss_a(logits: torch.Tensor, fail_actions: torch.Tensor, pos_mask: torch.Ten
             pos_terms.append(torch.logsumexp(logp[i, d][positives], dim=0))
             neg_terms.append(logp[i, d, fail_actions[i, d]])
         lp_pos, lp_neg = torch.stack(pos_terms).sum(), torch.stack(neg_terms).sum()
-        step_loss = zone_weight[i].double() * torch.nn.functional.softplus(-((lp_pos - lp_neg) - margin) / tau)
+        step_loss = zone_weight[i].double() * -torch.nn.functional.logsigmoid(((lp_pos - lp_neg) - margin) / tau)
         rows_pos.append(lp_pos if row_valid else torch.tensor(-math.inf, dtype=F64))
         rows_neg.append(lp_neg)
         rows_loss.append(step_loss if row_valid else 0.0 * step_loss)
