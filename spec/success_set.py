@@ -266,8 +266,8 @@ def check_loss_closed_form(impl, **case):
     loss, per, lp_pos, lp_neg, valid, want_grad = closed_form_loss(z, a, mask, w, case["tau"], case["margin"])
     tol = _loss_tol(z, case["dims"], case["tau"], case["dtype"])
     assert_identical("SUCC-1", "valid (every dimension has a positive)", out.valid, valid, **case)
-    for name, got, want in (("loss", out.loss, loss), ("per_step", out.per_step, per),
-                            ("logp_pos", out.logp_pos, lp_pos), ("logp_neg", out.logp_neg, lp_neg)):
+    for name, got, want in (("logp_pos", out.logp_pos, lp_pos), ("logp_neg", out.logp_neg, lp_neg),
+                            ("per_step", out.per_step, per), ("loss", out.loss, loss)):
         if got.dtype != case["dtype"]:
             fail("SUCC-1", f"{name} dtype {got.dtype}, expected {case['dtype']}", **case)
         assert_close("SUCC-1", name, got, want, atol=tol * (1 + float(w.abs().max())), rtol=tol, **case)
