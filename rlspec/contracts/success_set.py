@@ -320,13 +320,13 @@ def mine_pair_with(top_k_successes: Callable, divergence_step: Callable, fail: E
     t_d = int(divergence_step(fail.states, top1.states.to(fail.states.dtype), config.sim_threshold))
     start, end = divergence_window(t_d, config.window, fail.states.shape[0], top1.states.shape[0])
     length = end - start + 1
-    succ_actions = torch.full((len(picked), length, dims), NO_ACTION, dtype=torch.int64)
+    succ_actions = torch.full((len(picked), length, dims), NO_ACTION, dtype=torch.int64, device=fail.actions.device)
     for k, ep in enumerate(picked):
         part = ep.actions[start:end + 1]
         succ_actions[k, :part.shape[0]] = part
     return PairPack(fail.ep_id, [ep.ep_id for ep in picked], [ep.cluster_id for ep in picked], t_d, start, end,
                     fail.states[start:end + 1], fail.actions[start:end + 1], succ_actions,
-                    zone_weights(start, end, t_d, config.window, fail.states.dtype))
+                    zone_weights(start, end, t_d, config.window, fail.states.dtype).to(fail.states.device))
 
 
 # --------------------------------------------------------------------------------------------------
