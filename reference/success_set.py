@@ -192,15 +192,16 @@ class PairedQueue:
         if not diverse:
             chosen = order[:n]
         else:
-            chosen, covered = [], set()
+            chosen, covered, left = [], set(), list(order)
             while len(chosen) < min(n, len(order)):
-                best = max((i for i in order if i not in chosen),
-                           key=lambda i: (len(pack_clusters(self.packs[i]) - covered), -order.index(i)))
+                gains = [len(pack_clusters(self.packs[i]) - covered) for i in left]
+                best = left.pop(gains.index(max(gains)))  # the earliest in `order` among the best
                 chosen.append(best)
                 covered |= pack_clusters(self.packs[best])
         picked = [self.packs[i] for i in chosen]
         if consume:
-            keep = [p for i, p in enumerate(self.packs) if i not in set(chosen)]
+            taken = set(chosen)
+            keep = [p for i, p in enumerate(self.packs) if i not in taken]
             self.packs.clear()
             self.packs.extend(keep)
         return picked
@@ -271,7 +272,8 @@ class BonusScheduler:
         for i in range(self.config.bonus_updates):
             kl, entropy = (float(v) for v in update_fn(i))
             updates = i + 1
-            go_on, stop = agree(self.guard(kl, entropy) == NO_STOP, self.guard(kl, entropy), self.reduce_min)
+            local = self.guard(kl, entropy)
+            go_on, stop = agree(local == NO_STOP, local, self.reduce_min)
             if not go_on:
                 break
         return BonusRun(updates, stop, {"bonus/updates": updates, "bonus/early_stop": int(stop != NO_STOP),

@@ -151,18 +151,20 @@ def require_real(fn: str, name: str, value, positive: bool = False) -> None:
         raise ValueError(f"{fn}: argument '{name}' must be {want}, got {value!r} ({type(value).__name__})")
 
 
-def require_tokens(fn: str, name: str, t: torch.Tensor, shape: tuple, n_bins: int, allow_pad: bool = False) -> None:
-    """int64 tokens of ``shape`` in [0, n_bins) (or NO_ACTION where ``allow_pad``)."""
+def require_tokens(fn: str, name: str, t: torch.Tensor, shape: tuple, n_bins: int | None,
+                   allow_pad: bool = False) -> None:
+    """int64 tokens of ``shape`` in [0, n_bins) (n_bins None: >= 0; NO_ACTION also where ``allow_pad``)."""
     if not isinstance(t, torch.Tensor) or t.dtype != torch.int64:
         got = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
         raise TypeError(f"{fn}: argument '{name}' must be an int64 tensor, got {got}")
     if tuple(t.shape) != tuple(shape):
         raise ValueError(f"{fn}: argument '{name}' has shape {tuple(t.shape)}, expected {tuple(shape)}")
     lo = NO_ACTION if allow_pad else 0
-    bad = (t < lo) | (t >= n_bins)
+    bad = (t < lo) | (t >= n_bins) if n_bins is not None else t < lo
     if t.numel() and bool(bad.any()):
         first = [int(i) for i in bad.nonzero()[0]]
-        raise ValueError(f"{fn}: argument '{name}' has a token outside [{lo}, {n_bins}) at index {first}: "
+        span = f"[{lo}, {n_bins})" if n_bins is not None else f">= {lo}"
+        raise ValueError(f"{fn}: argument '{name}' has a token outside {span} at index {first}: "
                          f"{int(t[tuple(first)])}")
 
 
@@ -249,7 +251,7 @@ def validate_episode(fn: str, name: str, ep: Episode, obs_dim: int | None = None
                          f"[T >= 1, {obs_dim if obs_dim is not None else 'OBS'}]")
     dims = action_dim if action_dim is not None else (ep.actions.shape[-1] if isinstance(ep.actions, torch.Tensor)
                                                       and ep.actions.dim() == 2 else 1)
-    require_tokens(fn, f"{name}.actions", ep.actions, (ep.states.shape[0], dims), 2**62)
+    require_tokens(fn, f"{name}.actions", ep.actions, (ep.states.shape[0], dims), None)
 
 
 def episode_embedding(states: torch.Tensor) -> torch.Tensor:

@@ -90,6 +90,11 @@ class _QueueNeverConsumes(ref.PairedQueue):
         return super().sample(n, generator=generator, consume=False, diverse=diverse)
 
 
+class _QueueNeverDiverse(ref.PairedQueue):
+    def sample(self, n, *, generator, consume=True, diverse=True):
+        return super().sample(n, generator=generator, consume=consume, diverse=False)
+
+
 class _NoCooldown(ref.BonusScheduler):
     def cooldown_left(self, step):
         return 0
@@ -154,6 +159,8 @@ PLANTED_SUCCESS_SET = (
             "SUCC-10", "prototypes", ("SUCC-11",)),
     Planted("paired queue never consumes", "success_set", _ss(PairedQueue=_QueueNeverConsumes),
             "SUCC-11", "consume=True", ("SUCC-10",)),
+    Planted("paired queue samples without cluster diversity", "success_set", _ss(PairedQueue=_QueueNeverDiverse),
+            "SUCC-11", "diverse sample", ("SUCC-10",)),
     Planted("trigger ignores the cooldown", "success_set", _ss(BonusScheduler=_NoCooldown),
             "SUCC-12", "reason=4", ("SUCC-13", "SUCC-14")),
     Planted("min pairs default 32 regardless of the batch", "success_set", _ss(BonusScheduler=_MinPairs32),
