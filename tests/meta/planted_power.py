@@ -10,7 +10,9 @@ import torch
 
 from planted import Planted
 
+from rlspec.contracts.replay import readable_range
 from rlspec.contracts.twohot import odd_extension
+from rlspec.reference import replay as ref_replay
 from rlspec.reference import twohot as ref_twohot
 from rlspec.reference import vtrace as ref_vtrace
 
@@ -47,4 +49,62 @@ PLANTED_POWER = (
             "TWOHOT-26", "omitted vs passed explicitly", ("TWOHOT-11", "TWOHOT-12", "TWOHOT-14")),
     Planted("symlog accepts int tensors", "twohot", _twohot(symlog=_symlog_unchecked), "TWOHOT-25",
             "symlog with torch.int64 x: accepted silently", ("TWOHOT-1", "TWOHOT-4")),
+)
+
+
+# --- replay: exact decoding, initial counters, defaults, bad calls, copies ---------------------------
+class _DecodeModulo(ref_replay.ReplayRing):
+    """env = u mod N instead of u // S: still uniform over (env, start), but not the documented decoding."""
+
+    def sample_sequences(self, B, T, generator):
+        out = super().sample_sequences(B, T, generator)
+        lo, hi = readable_range(self.t, self.committed_t, self.capacity, self.safety_margin)
+        S = hi - lo - T + 1
+        u = out["env"] * S + out["step"][0] - lo  # the u the reference drew
+        env, first = u % self.num_envs, lo + u // self.num_envs
+        step = first + torch.arange(T)[:, None]
+        store = {k: v[step % self.capacity, env] for k, v in self._store.items()}
+        return {**store, "env": env, "step": step}
+
+
+class _CommittedFromOne(ref_replay.ReplayRing):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.committed_t = 1
+
+
+class _StrideTwoByDefault(ref_replay.ReplayRing):
+    def __init__(self, capacity, num_envs, obs_shape=ref_replay.OBS_SHAPE, obs_dtype=torch.uint8, *,
+                 store_flags=False, commit_stride=2, safety_margin=0):
+        super().__init__(capacity, num_envs, obs_shape, obs_dtype, store_flags=store_flags,
+                         commit_stride=commit_stride, safety_margin=safety_margin)
+
+
+class _AnySlot(ref_replay.ReplayRing):
+    def obs_slot(self, t):
+        self._slot_step = self.t
+        return self._store["obs"][self.t % self.capacity]
+
+
+class _AliasesEpisodeId(ref_replay.ReplayRing):
+    def push(self, *args, **kwargs):
+        super().push(*args, **kwargs)
+        self._prev_episode_id = kwargs["episode_id"]  # the caller's tensor, not a copy
+
+
+def _ring(cls) -> types.SimpleNamespace:
+    return types.SimpleNamespace(ReplayRing=cls)
+
+
+REPLAY_SPARED = ("REPLAY-2", "REPLAY-3", "REPLAY-10")
+PLANTED_POWER_REPLAY = (
+    Planted("replay decodes env = u mod N", "replay", _ring(_DecodeModulo), "REPLAY-19", "sample['env']",
+            ("REPLAY-2", "REPLAY-9", "REPLAY-10")),
+    Planted("replay committed_t starts at 1", "replay", _ring(_CommittedFromOne), "REPLAY-20", "committed_t = 1",
+            REPLAY_SPARED),
+    Planted("replay commit_stride 2 by default", "replay", _ring(_StrideTwoByDefault), "REPLAY-21",
+            "omitted", REPLAY_SPARED),
+    Planted("replay obs_slot takes any t", "replay", _ring(_AnySlot), "REPLAY-22", "obs_slot", REPLAY_SPARED),
+    Planted("replay keeps the caller's episode_id", "replay", _ring(_AliasesEpisodeId), "REPLAY-23",
+            "kept a reference", ("REPLAY-1", "REPLAY-9")),
 )
