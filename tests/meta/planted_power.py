@@ -12,6 +12,7 @@ from planted import Planted
 
 from rlspec.contracts.replay import readable_range
 from rlspec.contracts.twohot import odd_extension
+from rlspec.reference import parity as ref_parity
 from rlspec.reference import replay as ref_replay
 from rlspec.reference import twohot as ref_twohot
 from rlspec.reference import vtrace as ref_vtrace
@@ -107,4 +108,44 @@ PLANTED_POWER_REPLAY = (
     Planted("replay obs_slot takes any t", "replay", _ring(_AnySlot), "REPLAY-22", "obs_slot", REPLAY_SPARED),
     Planted("replay keeps the caller's episode_id", "replay", _ring(_AliasesEpisodeId), "REPLAY-23",
             "kept a reference", ("REPLAY-1", "REPLAY-9")),
+)
+
+
+# --- parity: the caller's RNG, the probe's critic losses and entropy ---------------------------------
+class _GlobalInit(ref_parity.PPOLagLearner):
+    """Also initializes an extra layer the nn.Linear way (global torch RNG), then discards it."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        torch.nn.Linear(2, 2)
+
+
+class _GlobalInitSemantic(_GlobalInit, ref_parity.SemanticPPOLag):
+    pass
+
+
+class _HalfCriticLoss(ref_parity.PPOLagLearner):
+    """Logs 0.5·mean((V − target)²) for the reward critic (the optimized loss is unchanged)."""
+
+    def update(self, batch):
+        logs = super().update(batch)
+        logs["Loss/Loss_reward_critic"] *= 0.5
+        return logs
+
+
+class _HalfCriticSemantic(_HalfCriticLoss, ref_parity.SemanticPPOLag):
+    pass
+
+
+def _parity(learner, wrapper) -> types.SimpleNamespace:
+    return types.SimpleNamespace(make_learner=lambda config, seed: learner(config, seed),
+                                 make_semantic_learner=lambda config, sc, seed: wrapper(config, sc, seed),
+                                 SEMANTIC_MODULES=ref_parity.SEMANTIC_MODULES)
+
+
+PLANTED_POWER_PARITY = (
+    Planted("learner draws from the global torch RNG", "parity", _parity(_GlobalInit, _GlobalInitSemantic),
+            "PARITY-7", "global RNG", ("PARITY-1", "PARITY-6")),
+    Planted("reward critic loss logged halved", "parity", _parity(_HalfCriticLoss, _HalfCriticSemantic),
+            "PARITY-8", "second difference", ("PARITY-1", "PARITY-6")),
 )
