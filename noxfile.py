@@ -104,3 +104,14 @@ def thirdparty(session: nox.Session) -> None:
                                 "torch.__version__")
     session.env["RLSPEC_WHEEL_DIR"] = str(wheel_dir)
     session.run("python", "-m", "rlspec.thirdparty", "--out", "docs/thirdparty", *session.posargs)
+
+
+@nox.session
+def mutants(session: nox.Session) -> None:
+    """Mutation testing of reference/ (issue 8 §4): one-change AST mutants of each reference/<contract>.py
+    run against that contract's properties (`ci` profile, 2 workers, a timeout per mutant); writes
+    docs/mutants/kill_rate.{json,md}. `nox -s mutants -- --contracts gae vtrace` reruns some contracts and
+    keeps the others' results. Not part of cpu_gate: the committed table is what the README shows."""
+    _install_project(session)
+    session.env.update(HYPOTHESIS_PROFILE="ci", CUDA_VISIBLE_DEVICES="")
+    session.run("python", "-m", "rlspec.spec.mutants", *session.posargs)

@@ -26,10 +26,12 @@ MEAN_CHUNK_ROWS = 1024  # 1024 × 255 floats ≈ 1 MiB: stays in L2 between soft
 
 
 def symlog(x: torch.Tensor) -> torch.Tensor:
+    require_floating("symlog", "x", x)
     return odd_extension(torch.log1p, x)
 
 
 def symexp(y: torch.Tensor) -> torch.Tensor:
+    require_floating("symexp", "y", y)
     return odd_extension(torch.expm1, y)
 
 

@@ -25,7 +25,8 @@ def _mlp(sizes: list[int], generator: torch.Generator, dtype: torch.dtype) -> nn
     """Linear/Tanh layers, weights ~ N(0, 1/fan_in), zero biases, all drawn from ``generator``."""
     layers: list[nn.Module] = []
     for i, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:])):
-        linear = nn.Linear(fan_in, fan_out, dtype=dtype)
+        # skip_init: nn.Linear's own initialization would draw from the caller's global RNG (PARITY-7)
+        linear = nn.utils.skip_init(nn.Linear, fan_in, fan_out, dtype=dtype)
         with torch.no_grad():
             linear.weight.copy_(torch.randn(fan_out, fan_in, generator=generator, dtype=dtype) / math.sqrt(fan_in))
             linear.bias.zero_()

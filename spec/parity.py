@@ -51,6 +51,7 @@ from hypothesis import strategies as st
 
 from rlspec.contracts.parity import ADV_EPS, DEFAULT_CONFIG, DISABLED, FORBIDDEN_MODULES
 from rlspec.spec.core import Contract, Property, fail
+from rlspec.spec.power import global_rng_untouched
 
 CLAUSES = {
     "PARITY-1": "with semantics disabled the wrapped update is bit-identical to the plain one: parameters, "
@@ -63,6 +64,11 @@ CLAUSES = {
                 "update changes the parameters",
     "PARITY-6": "the plain update's clipped surrogate uses A = (A_r_std - lam A_c_ctr)/(1+lam) (one full "
                 "minibatch, known ratios) and lambda steps to max(0, lam + lr (J_c - d))",
+    "PARITY-7": "constructing, updating and the rollout hook (plain and disabled wrapper) leave the caller's global "
+                "RNG streams (torch, numpy, random) untouched: everything random comes from the learner's generator",
+    "PARITY-8": "the one-minibatch probe logs the entropy mean(H(pi(.|s))) and ClipFrac mean(|r - 1| > eps) of the "
+                "pre-update policy, and squared-error critic losses: shifting target_value_r by ±c changes only "
+                "Loss_reward_critic, with second difference 2c² (likewise target_value_c and Loss_cost_critic)",
 }
 
 INTERFACE = ("make_learner", "make_semantic_learner")
@@ -293,6 +299,63 @@ def check_update_formula(impl, config, n, seed, batch_seed):
                          f"{cfg['lambda_lr']} * ({probe['ep_cost']!r} - {cfg['cost_limit']})) = {want_lam!r}")
 
 
+def check_global_rng(impl, config, n, seed, batch_seed):
+    batch = make_batch(config, n, batch_seed)
+    reward = torch.randn(3, generator=torch.Generator().manual_seed(batch_seed), dtype=torch.float64)
+    plain = global_rng_untouched("PARITY-7", "make_learner", lambda: impl.make_learner(config, seed))
+    wrapped = global_rng_untouched("PARITY-7", "make_semantic_learner (semantics disabled)",
+                                   lambda: impl.make_semantic_learner(config, dict(DISABLED), seed))
+    for name, learner in (("plain", plain), ("wrapped", wrapped)):
+        global_rng_untouched("PARITY-7", f"the {name} learner's update", lambda: learner.update(batch))
+    global_rng_untouched("PARITY-7", "process_rewards (semantics disabled)",
+                         lambda: wrapped.process_rewards(reward, 0))
+
+
+def _probe(impl, cfg, seed, batch):
+    learner = impl.make_learner(cfg, seed)
+    return learner, learner.update(batch)
+
+
+def check_probe_logs(impl, config, n, seed, batch_seed):
+    cfg = dict(config, epochs=1, minibatch_size=n)
+    learner = impl.make_learner(cfg, seed)
+    probe = make_batch(cfg, n, batch_seed)
+    delta = 0.3 * torch.randn(n, generator=torch.Generator().manual_seed(batch_seed), dtype=torch.float64)
+    with torch.no_grad():
+        logp = torch.stack([learner.log_prob(probe["obs"], torch.full((n,), a, dtype=torch.int64)).double()
+                            for a in range(cfg["n_actions"])], -1)  # [N, n_actions]
+        probe["logp_old"] = (logp.gather(-1, probe["act"][:, None])[:, 0] - delta).to(cfg["dtype"])
+    want_entropy = float(-(logp.exp() * logp).sum(-1).mean())
+    logs = learner.update(probe)
+    eps = torch.finfo(cfg["dtype"]).eps
+    got = float(logs.get("Train/Entropy", math.nan))
+    if not abs(got - want_entropy) <= 64 * eps * (1 + abs(want_entropy)):
+        fail("PARITY-8", f"Train/Entropy = {got!r}, expected mean(H(pi(.|s))) of the pre-update policy "
+                         f"{want_entropy!r}", seed=seed, batch_seed=batch_seed)
+    off = (delta.exp() - 1).abs()
+    if bool(((off - cfg["clip"]).abs() > 1e-4).all()):  # no ratio at the clip boundary (rounding could flip it)
+        want_frac = float((off > cfg["clip"]).double().mean())
+        got_frac = float(logs.get("Train/ClipFrac", math.nan))
+        if not abs(got_frac - want_frac) <= 1e-12:
+            fail("PARITY-8", f"Train/ClipFrac = {got_frac!r}, expected the fraction of |e^delta - 1| > "
+                             f"{cfg['clip']}: {want_frac!r}", seed=seed, batch_seed=batch_seed)
+    c = 0.5
+    for target, loss, other in (("target_value_r", "Loss/Loss_reward_critic", "Loss/Loss_cost_critic"),
+                                ("target_value_c", "Loss/Loss_cost_critic", "Loss/Loss_reward_critic")):
+        runs = [_probe(impl, cfg, seed, dict(probe, **{target: probe[target] + shift}))[1] for shift in (0.0, c, -c)]
+        base, plus, minus = (float(r.get(loss, math.nan)) for r in runs)
+        second = plus + minus - 2 * base
+        scale = 64 * eps * (1 + abs(plus) + abs(minus) + 2 * abs(base))
+        if not abs(second - 2 * c * c) <= scale:
+            fail("PARITY-8", f"{loss} with {target} shifted by +{c}, -{c}, 0: {plus!r}, {minus!r}, {base!r}; second "
+                             f"difference {second!r}, expected 2c² = {2 * c * c!r} (mean((V - target)²))",
+                 seed=seed, batch_seed=batch_seed)
+        for key in (other, "Loss/Loss_pi", "Train/Entropy"):
+            if any(r.get(key) != runs[0].get(key) for r in runs[1:]):
+                fail("PARITY-8", f"shifting {target} changed {key}: {[r.get(key) for r in runs]} (only {loss} "
+                                 f"may depend on it in the first minibatch)", seed=seed, batch_seed=batch_seed)
+
+
 PROPERTIES = (
     Property("PARITY-1", check_bit_identical, cases(), EXAMPLES, INTERFACE, max_examples=6),
     Property("PARITY-2", check_no_semantic_allocation, requires=INTERFACE),
@@ -300,6 +363,8 @@ PROPERTIES = (
     Property("PARITY-4", check_hook_identity, cases(), EXAMPLES, INTERFACE, max_examples=10),
     Property("PARITY-5", check_not_vacuous, cases(), EXAMPLES, ("make_learner",), max_examples=5),
     Property("PARITY-6", check_update_formula, cases(), EXAMPLES, ("make_learner",), max_examples=10),
+    Property("PARITY-7", check_global_rng, cases(), EXAMPLES, INTERFACE, max_examples=4),
+    Property("PARITY-8", check_probe_logs, cases(), EXAMPLES, ("make_learner",), max_examples=6),
 )
 
 CONTRACT = Contract("parity", CLAUSES, INTERFACE, PROPERTIES)

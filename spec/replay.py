@@ -78,8 +78,9 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from rlspec.contracts.replay import ARG, OBS_SHAPE, PUSH, readable_range, schema
+from rlspec.contracts.replay import ARG, DEFAULTS, OBS_SHAPE, PUSH, readable_range, schema
 from rlspec.spec.core import Contract, Property, expect_rejection, fail
+from rlspec.spec.power import assert_same_values
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -110,6 +111,15 @@ CLAUSES = {
                  "push(obs=None) stores what was written there",
     "REPLAY-17": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
     "REPLAY-18": "stored fields keep no autograd graph: pushing a reward that requires grad leaves storage() detached",
+    "REPLAY-19": "sample_sequences decodes exactly as documented: u = randint(0, N·S, (B,), generator), env = u // S, "
+                 "step[i] = lo + u mod S + i (S = hi − lo − T + 1), bit for bit with a copy of the generator",
+    "REPLAY-20": "a fresh ring has t == committed_t == 0 before any push, and sampling it is rejected naming 'T'",
+    "REPLAY-21": "documented defaults: omitting obs_shape, obs_dtype, store_flags, commit_stride, safety_margin equals "
+                 "passing (1, 72, 20), uint8, False, 1, 0 (storage, counters and samples, bit for bit)",
+    "REPLAY-22": "a bad configuration (capacity < 2, num_envs < 1, commit_stride < 1, safety_margin < 0, obs_shape, "
+                 "obs_dtype) and obs_slot(t) for a t other than the next step are rejected naming the argument",
+    "REPLAY-23": "push copies what it keeps: writing into the caller's tensors after a push changes neither the "
+                 "storage nor how later pushes are validated",
 }
 
 INTERFACE = ("ReplayRing",)
@@ -647,6 +657,109 @@ def check_detached(impl, **case):
                           "every step's autograd graph alive (memory grows without bound)", **_config(case))
 
 
+def check_decoding(impl, **case):
+    ring = new_ring(impl, case)
+    g = torch.Generator(device=ring.device).manual_seed(case["seed"])
+    B, T, N = case["B"], case["T"], case["num_envs"]
+    for stop in case["checkpoints"]:
+        _push(ring, case["stream"], ring.t, stop)
+        lo, hi = readable_range(stop, expected_committed(stop, case["commit_stride"]), case["capacity"],
+                                case["safety_margin"])
+        if hi - lo < T:
+            continue
+        S = hi - lo - T + 1
+        copy = torch.Generator(device=ring.device)
+        copy.set_state(g.get_state())
+        u = torch.randint(0, N * S, (B,), generator=copy, device=ring.device).cpu()  # [B]
+        out = ring.sample_sequences(B, T, g)
+        want_step = lo + u % S + torch.arange(T)[:, None]  # [T, B]
+        for name, got, want in (("env", out["env"].cpu(), u // S), ("step", out["step"].cpu(), want_step)):
+            if not torch.equal(got, want):
+                fail("REPLAY-19", f"after {stop} pushes (readable [{lo}, {hi}), S = {S}), sample['{name}'] = "
+                                  f"{got.reshape(-1)[:8].tolist()}, expected {want.reshape(-1)[:8].tolist()} from "
+                                  f"u = {u[:8].tolist()}", **_config(case))
+
+
+def check_fresh(impl, **case):
+    ring = new_ring(impl, case)
+    if (ring.t, ring.committed_t) != (0, 0):
+        fail("REPLAY-20", f"a fresh ring has t = {ring.t}, committed_t = {ring.committed_t}, expected 0, 0",
+             **_config(case))
+    g = torch.Generator(device=ring.device).manual_seed(0)
+    expect_rejection("REPLAY-20", lambda: ring.sample_sequences(1, 1, g), names=["T"],
+                     what="sample_sequences(1, 1) on a ring with nothing pushed")
+
+
+def check_defaults(impl, omitted, **case):
+    def run(extra):
+        kept = {k: case[k] for k in DEFAULTS if k not in omitted}
+        ring = impl.ReplayRing(case["capacity"], case["num_envs"], **{**kept, **extra})
+        committed = []
+        for s in range(len(case["stream"]["reward"])):
+            ring.push(**step_args(case["stream"], s, ring.device))
+            committed.append(ring.committed_t)
+        lo, hi = readable_range(ring.t, ring.committed_t, ring.capacity, kept.get("safety_margin", 0))
+        sample = ring.sample_sequences(2, 1, torch.Generator(device=ring.device).manual_seed(case["seed"])) \
+            if hi > lo else {}
+        return dict(storage={k: v.cpu() for k, v in ring.storage().items()}, committed=committed,
+                    sample={k: v.cpu() for k, v in sample.items()})
+
+    assert_same_values("REPLAY-21", f"ReplayRing ({', '.join(sorted(omitted))} omitted) vs the documented "
+                                    f"defaults passed explicitly", run({}), run({k: DEFAULTS[k] for k in omitted}),
+                       **_config(case))
+
+
+@st.composite
+def default_cases(draw):
+    """A ring case whose obs are the default (1, 72, 20) uint8 and the parameters to omit."""
+    case = draw(ring_cases(min_steps=3))
+    case.update(obs_shape=OBS_SHAPE, obs_dtype=torch.uint8, seed=draw(seeds))
+    case["stream"] = make_stream(len(case["stream"]["reward"]), case["num_envs"], OBS_SHAPE, torch.uint8, case["seed"])
+    case["omitted"] = draw(st.one_of(st.just(frozenset(DEFAULTS)),
+                                     st.frozensets(st.sampled_from(tuple(DEFAULTS)), min_size=1)))
+    return case
+
+
+BAD_CONFIGS = (("capacity", dict(capacity=1)), ("num_envs", dict(num_envs=0)), ("commit_stride", dict(commit_stride=0)),
+               ("safety_margin", dict(safety_margin=-1)), ("obs_shape", dict(obs_shape=(0, 3))),
+               ("obs_shape", dict(obs_shape=[1, 3])), ("obs_dtype", dict(obs_dtype="uint8")))
+
+
+def check_rejects_config(impl, **case):
+    base = dict(capacity=4, num_envs=2, obs_shape=(1, 3, 4), obs_dtype=torch.uint8, commit_stride=1, safety_margin=0)
+    for name, bad in BAD_CONFIGS:
+        cfg = {**base, **bad}
+        expect_rejection("REPLAY-22", lambda: impl.ReplayRing(cfg.pop("capacity"), cfg.pop("num_envs"), **cfg),
+                         names=[name], what=f"ReplayRing with {bad}")
+    ring = new_ring(impl, case)
+    _push(ring, case["stream"], 0, 2)
+    for t in (ring.t - 1, ring.t + 1):
+        expect_rejection("REPLAY-22", lambda: ring.obs_slot(t), names=["t"], mentions=[str(t), str(ring.t)],
+                         what=f"obs_slot({t}) when the next step is {ring.t}")
+
+
+def check_copies(impl, **case):
+    stream = case["stream"]
+    ring = new_ring(impl, case)
+    for s in range(len(stream["reward"])):
+        args = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in step_args(stream, s, ring.device).items()}
+        try:
+            ring.push(**args)
+        except (ValueError, TypeError) as err:
+            fail("REPLAY-23", f"the valid push of step {s} was rejected after the caller wrote into the tensors of "
+                              f"step {s - 1} (the ring kept a reference, not a copy): {err}", **_config(case))
+        for v in args.values():  # the caller reuses its buffers
+            if isinstance(v, torch.Tensor):
+                v.copy_(torch.ones_like(v) if v.dtype == torch.bool else v + 3)
+    cap = case["capacity"]
+    store = {k: v.cpu() for k, v in ring.storage().items()}
+    for s in range(max(0, ring.t - cap), ring.t):
+        for name, v in store.items():
+            if not torch.equal(v[s % cap], stream[name][s]):
+                fail("REPLAY-23", f"storage['{name}'] row {s % cap} changed when the caller wrote into the tensors "
+                                  f"it had pushed at step {s}", **_config(case))
+
+
 PROPERTIES = (
     Property("REPLAY-1", check_schema, ring_cases(), EXAMPLES[:1], INTERFACE, max_examples=8),
     Property("REPLAY-2", check_storage, ring_cases(), EXAMPLES, INTERFACE),
@@ -665,6 +778,13 @@ PROPERTIES = (
              (dict(EXAMPLES[3], via_slot_seed=0),), INTERFACE, max_examples=15),
     Property("REPLAY-17", check_scalar_hyperparameters, ring_cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
     Property("REPLAY-18", check_detached, ring_cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
+    Property("REPLAY-19", check_decoding, sample_cases(), SAMPLE_EXAMPLES, INTERFACE, max_examples=15),
+    Property("REPLAY-20", check_fresh, ring_cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
+    Property("REPLAY-21", check_defaults, default_cases(), (dict(EXAMPLES[0], obs_shape=OBS_SHAPE, seed=0,
+             stream=make_stream(12, 2, OBS_SHAPE, torch.uint8, 0), omitted=frozenset(DEFAULTS)),), INTERFACE,
+             max_examples=8),
+    Property("REPLAY-22", check_rejects_config, ring_cases(min_steps=3), EXAMPLES[:1], INTERFACE, max_examples=3),
+    Property("REPLAY-23", check_copies, ring_cases(), EXAMPLES, INTERFACE, max_examples=10),
 )
 
 CONTRACT = Contract("replay", CLAUSES, INTERFACE, PROPERTIES)

@@ -61,6 +61,7 @@ from rlspec.contracts.twohot import (
 )
 from rlspec.reference import twohot as reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
+from rlspec.spec.power import defaults_check, with_omitted
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -91,6 +92,10 @@ CLAUSES = {
     "TWOHOT-23": "a support with non-finite low/high, low >= high or num_bins < 2 is rejected naming the "
                  "argument",
     "TWOHOT-24": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
+    "TWOHOT-25": "symlog, symexp and twohot_encode reject non-floating input with a TypeError naming the argument; "
+                 "twohot_encode rejects NaN, naming 'y'",
+    "TWOHOT-26": "documented defaults: omitting num_bins, low or high (encode, log_prob, mean) equals passing "
+                 "255, -20.0, 20.0 (bit for bit)",
 }
 
 INTERFACE = ("symlog", "symexp", "twohot_encode", "log_prob", "mean")
@@ -233,6 +238,35 @@ def check_symlog_formula(impl, x):
     want_exp = ref.symexp(y.double())
     assert_close("TWOHOT-4", "symexp(y)", impl.symexp(y), want_exp, atol=tiny,
                  rtol=4 * eps * (1 + y.double().abs().max().item()), y=y)
+
+
+def check_rejects_direct(impl):
+    for fn, arg in (("symlog", "x"), ("symexp", "y"), ("twohot_encode", "y")):
+        for dtype in (torch.int64, torch.bool):
+            expect_rejection("TWOHOT-25", lambda: getattr(impl, fn)(torch.zeros(3, dtype=dtype)), names=[arg],
+                             mentions=[str(dtype).removeprefix("torch.")], what=f"{fn} with {dtype} {arg}")
+    y = torch.tensor([0.0, math.nan, 1.0])
+    expect_rejection("TWOHOT-25", lambda: impl.twohot_encode(y), names=["y", "NaN"], what="twohot_encode with y[1] = NaN")
+
+
+def _with_defaults(impl, case, kw):
+    logits, x = case["logits"], case["x"]
+    return impl.twohot_encode(reference.symlog(x), **kw), impl.log_prob(logits, x, **kw), impl.mean(logits, **kw)
+
+
+SUPPORT_PARAMS = ("num_bins", "low", "high")
+
+
+@st.composite
+def default_support_cases(draw):
+    """logits [..., 255] and x [...] spread over the default support and beyond; the explicit low/high (used
+    when not omitted) the defaults or narrower."""
+    g = torch.Generator().manual_seed(draw(seeds))
+    shape, dtype = draw(batch_shapes), draw(dtypes)
+    logits = draw(st.sampled_from([1.0, 5.0])) * torch.randn(*shape, DEFAULT_BINS, generator=g, dtype=torch.float64)
+    y = -25 + 50 * torch.rand(shape, generator=g, dtype=torch.float64)
+    return dict(logits=logits.to(dtype), x=reference.symexp(y).to(dtype), num_bins=DEFAULT_BINS,
+                low=draw(st.sampled_from([DEFAULT_LOW, -5.0])), high=draw(st.sampled_from([DEFAULT_HIGH, 3.0])))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -590,6 +624,12 @@ PROPERTIES = (
     Property("TWOHOT-20", check_rejects_nan, st.builds(lambda p: dict(position=p), st.integers(0, 5)),
              (dict(position=5),), ("log_prob",), max_examples=3),
     Property("TWOHOT-24", check_scalar_hyperparameters, logits_cases(), (_scalar_x_case(-3.2),), INTERFACE, max_examples=5),
+    Property("TWOHOT-25", check_rejects_direct, requires=("symlog", "symexp", "twohot_encode")),
+    Property("TWOHOT-26", defaults_check("TWOHOT-26", "twohot_encode, log_prob and mean", _with_defaults,
+                                         SUPPORT_PARAMS, dict(num_bins=DEFAULT_BINS, low=DEFAULT_LOW,
+                                                              high=DEFAULT_HIGH)),
+             with_omitted(default_support_cases(), SUPPORT_PARAMS),
+             (dict(_scalar_x_case(-3.2), omitted=frozenset(SUPPORT_PARAMS)),), INTERFACE[2:], max_examples=8),
 )
 
 CONTRACT = Contract("twohot", CLAUSES, INTERFACE, PROPERTIES)

@@ -58,11 +58,12 @@ import math
 import torch
 from hypothesis import strategies as st
 
-from rlspec.contracts.vtrace import ARGS, PARAMS
+from rlspec.contracts.vtrace import ARGS, DEFAULTS, PARAMS
 from rlspec.reference import gae, lambda_return
 from rlspec.reference import vtrace as reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
 from rlspec.spec.returns import BadInput, assert_within, noise_like, seeds, unit_params, with_position
+from rlspec.spec.power import defaults_check, with_omitted
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -85,6 +86,8 @@ CLAUSES = {
                  "[0, 1] are rejected naming the argument and the index",
     "VTRACE-12": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
     "VTRACE-13": "with a bar at ∞ (ratio unclipped), log_rho above log(max of the dtype) is rejected naming 'log_rho' (e^log_rho overflows); with finite bars the outputs stay finite for any finite log_rho",
+    "VTRACE-14": "documented defaults: omitting rho_bar, c_bar, lam or pg_rho_bar equals passing 1.0, 1.0, 1.0, None "
+                 "(bit for bit)",
 }
 
 INTERFACE = ("vtrace",)
@@ -376,6 +379,11 @@ PROPERTIES = (
              st.builds(lambda w, d, s: dict(which=w, dtype=d, sign=s), st.sampled_from(["rho_bar", "c_bar", "pg_rho_bar"]),
                        st.sampled_from([torch.float32, torch.float64]), st.sampled_from([1.0, -1.0])),
              requires=INTERFACE, max_examples=8),
+    Property("VTRACE-14", defaults_check("VTRACE-14", "vtrace",
+                                         lambda impl, case, kw: impl.vtrace(*(case[k] for k in ARGS), **kw),
+                                         PARAMS, DEFAULTS),
+             with_omitted(cases(), PARAMS), (dict(EXAMPLES[3], omitted=frozenset(PARAMS)),), INTERFACE,
+             max_examples=10),
 )
 
 CONTRACT = Contract("vtrace", CLAUSES, INTERFACE, PROPERTIES)

@@ -47,6 +47,10 @@ def schema(capacity: int, num_envs: int, obs_shape: tuple, obs_dtype: torch.dtyp
     return out
 
 
+# documented defaults of ReplayRing's optional arguments (REPLAY-21)
+DEFAULTS = dict(obs_shape=OBS_SHAPE, obs_dtype=torch.uint8, store_flags=False, commit_stride=1, safety_margin=0)
+
+
 def validate_config(capacity: int, num_envs: int, obs_shape: tuple, obs_dtype: torch.dtype,
                     commit_stride: int, safety_margin: int) -> None:
     fn = "ReplayRing"

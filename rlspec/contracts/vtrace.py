@@ -25,6 +25,7 @@ ARGS = ("log_rho", "discount", "reward", "value", "bootstrap_value")
 
 
 PARAMS = ("rho_bar", "c_bar", "lam", "pg_rho_bar")
+DEFAULTS = dict(rho_bar=1.0, c_bar=1.0, lam=1.0, pg_rho_bar=None)  # documented defaults (VTRACE-14)
 
 
 def validate_vtrace(fn: str, log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor,

@@ -1,0 +1,151 @@
+"""Planted bugs for the classes of gaps automated mutants of reference/ slipped through (issue 8 §4): each is
+one surviving mutant of its class, kept so that the clause added to kill it stays."""
+
+from __future__ import annotations
+
+import functools
+import types
+
+import torch
+
+from planted import Planted
+
+from rlspec.contracts.replay import readable_range
+from rlspec.contracts.twohot import odd_extension
+from rlspec.reference import parity as ref_parity
+from rlspec.reference import replay as ref_replay
+from rlspec.reference import twohot as ref_twohot
+from rlspec.reference import vtrace as ref_vtrace
+
+
+def _twohot(**overrides) -> types.SimpleNamespace:
+    base = {n: getattr(ref_twohot, n) for n in ("symlog", "symexp", "twohot_encode", "log_prob", "mean")}
+    return types.SimpleNamespace(**{**base, **overrides})
+
+
+# --- documented defaults -----------------------------------------------------------------------------
+def _vtrace_default_rho_bar(log_rho, discount, reward, value, bootstrap_value, rho_bar=2.0, c_bar=1.0, lam=1.0,
+                            pg_rho_bar=None):
+    return ref_vtrace.vtrace(log_rho, discount, reward, value, bootstrap_value, rho_bar, c_bar, lam, pg_rho_bar)
+
+
+def _twohot_default_high(fn):
+    """``fn`` with the documented high=20.0 default changed to 10.0."""
+    @functools.wraps(fn)
+    def wrapped(*args, high=10.0, **kwargs):
+        return fn(*args, high=high, **kwargs)
+    return wrapped
+
+
+# --- lists of bad calls ------------------------------------------------------------------------------
+def _symlog_unchecked(x):  # no dtype check: an int tensor comes back as ints, silently
+    return odd_extension(torch.log1p, x.double()).to(x.dtype)
+
+
+PLANTED_POWER = (
+    Planted("vtrace default rho_bar 2.0", "vtrace", types.SimpleNamespace(vtrace=_vtrace_default_rho_bar),
+            "VTRACE-14", "omitted vs passed explicitly", ("VTRACE-1", "VTRACE-2", "VTRACE-4")),
+    Planted("twohot default high 10.0", "twohot",
+            _twohot(**{n: _twohot_default_high(getattr(ref_twohot, n)) for n in ("twohot_encode", "log_prob", "mean")}),
+            "TWOHOT-26", "omitted vs passed explicitly", ("TWOHOT-11", "TWOHOT-12", "TWOHOT-14")),
+    Planted("symlog accepts int tensors", "twohot", _twohot(symlog=_symlog_unchecked), "TWOHOT-25",
+            "symlog with torch.int64 x: accepted silently", ("TWOHOT-1", "TWOHOT-4")),
+)
+
+
+# --- replay: exact decoding, initial counters, defaults, bad calls, copies ---------------------------
+class _DecodeModulo(ref_replay.ReplayRing):
+    """env = u mod N instead of u // S: still uniform over (env, start), but not the documented decoding."""
+
+    def sample_sequences(self, B, T, generator):
+        out = super().sample_sequences(B, T, generator)
+        lo, hi = readable_range(self.t, self.committed_t, self.capacity, self.safety_margin)
+        S = hi - lo - T + 1
+        u = out["env"] * S + out["step"][0] - lo  # the u the reference drew
+        env, first = u % self.num_envs, lo + u // self.num_envs
+        step = first + torch.arange(T)[:, None]
+        store = {k: v[step % self.capacity, env] for k, v in self._store.items()}
+        return {**store, "env": env, "step": step}
+
+
+class _CommittedFromOne(ref_replay.ReplayRing):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.committed_t = 1
+
+
+class _StrideTwoByDefault(ref_replay.ReplayRing):
+    def __init__(self, capacity, num_envs, obs_shape=ref_replay.OBS_SHAPE, obs_dtype=torch.uint8, *,
+                 store_flags=False, commit_stride=2, safety_margin=0):
+        super().__init__(capacity, num_envs, obs_shape, obs_dtype, store_flags=store_flags,
+                         commit_stride=commit_stride, safety_margin=safety_margin)
+
+
+class _AnySlot(ref_replay.ReplayRing):
+    def obs_slot(self, t):
+        self._slot_step = self.t
+        return self._store["obs"][self.t % self.capacity]
+
+
+class _AliasesEpisodeId(ref_replay.ReplayRing):
+    def push(self, *args, **kwargs):
+        super().push(*args, **kwargs)
+        self._prev_episode_id = kwargs["episode_id"]  # the caller's tensor, not a copy
+
+
+def _ring(cls) -> types.SimpleNamespace:
+    return types.SimpleNamespace(ReplayRing=cls)
+
+
+REPLAY_SPARED = ("REPLAY-2", "REPLAY-3", "REPLAY-10")
+PLANTED_POWER_REPLAY = (
+    Planted("replay decodes env = u mod N", "replay", _ring(_DecodeModulo), "REPLAY-19", "sample['env']",
+            ("REPLAY-2", "REPLAY-9", "REPLAY-10")),
+    Planted("replay committed_t starts at 1", "replay", _ring(_CommittedFromOne), "REPLAY-20", "committed_t = 1",
+            REPLAY_SPARED),
+    Planted("replay commit_stride 2 by default", "replay", _ring(_StrideTwoByDefault), "REPLAY-21",
+            "omitted", REPLAY_SPARED),
+    Planted("replay obs_slot takes any t", "replay", _ring(_AnySlot), "REPLAY-22", "obs_slot", REPLAY_SPARED),
+    Planted("replay keeps the caller's episode_id", "replay", _ring(_AliasesEpisodeId), "REPLAY-23",
+            "kept a reference", ("REPLAY-1", "REPLAY-9")),
+)
+
+
+# --- parity: the caller's RNG, the probe's critic losses and entropy ---------------------------------
+class _GlobalInit(ref_parity.PPOLagLearner):
+    """Also initializes an extra layer the nn.Linear way (global torch RNG), then discards it."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        torch.nn.Linear(2, 2)
+
+
+class _GlobalInitSemantic(_GlobalInit, ref_parity.SemanticPPOLag):
+    pass
+
+
+class _HalfCriticLoss(ref_parity.PPOLagLearner):
+    """Logs 0.5·mean((V − target)²) for the reward critic (the optimized loss is unchanged)."""
+
+    def update(self, batch):
+        logs = super().update(batch)
+        logs["Loss/Loss_reward_critic"] *= 0.5
+        return logs
+
+
+class _HalfCriticSemantic(_HalfCriticLoss, ref_parity.SemanticPPOLag):
+    pass
+
+
+def _parity(learner, wrapper) -> types.SimpleNamespace:
+    return types.SimpleNamespace(make_learner=lambda config, seed: learner(config, seed),
+                                 make_semantic_learner=lambda config, sc, seed: wrapper(config, sc, seed),
+                                 SEMANTIC_MODULES=ref_parity.SEMANTIC_MODULES)
+
+
+PLANTED_POWER_PARITY = (
+    Planted("learner draws from the global torch RNG", "parity", _parity(_GlobalInit, _GlobalInitSemantic),
+            "PARITY-7", "global RNG", ("PARITY-1", "PARITY-6")),
+    Planted("reward critic loss logged halved", "parity", _parity(_HalfCriticLoss, _HalfCriticSemantic),
+            "PARITY-8", "second difference", ("PARITY-1", "PARITY-6")),
+)
