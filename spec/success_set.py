@@ -663,8 +663,8 @@ def check_run(impl, updates, kl_guard, floor, kls, ents):
     if calls != list(range(n)) or int(out.updates) != n or int(out.stop_reason) != code:
         fail("SUCC-13", f"update_fn called for {calls}, updates={int(out.updates)}, stop_reason="
                         f"{int(out.stop_reason)}; expected {list(range(n))}, {n}, {code}", **inputs)
-    if set(out.telemetry) != set(RUN_KEYS) or out.telemetry["bonus/updates"] != n \
-            or out.telemetry["bonus/early_stop"] != int(code != NO_STOP) or out.telemetry["bonus/early_stop_reason"] != code:
+    agreed = [out.telemetry.get(k) for k in ("bonus/updates", "bonus/early_stop", "bonus/early_stop_reason")]
+    if set(out.telemetry) != set(RUN_KEYS) or agreed != [n, int(code != NO_STOP), code]:
         fail("SUCC-13", f"telemetry {out.telemetry}, expected keys {RUN_KEYS} with updates {n}, early_stop "
                         f"{int(code != NO_STOP)}, reason {code}", **inputs)
 
