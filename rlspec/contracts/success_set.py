@@ -285,7 +285,8 @@ def build_pos_mask(succ_actions: torch.Tensor, n_bins: int) -> torch.Tensor:
     return hot[..., :n_bins].any(0)
 
 
-def stack_packs(packs: Sequence[PairPack], n_bins: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def stack_packs(packs: Sequence[PairPack], n_bins: int
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Packs -> one step batch for Loss A (seed 003 _build_bonus_batch): states [N, OBS], fail_actions
     [N, A], pos_mask [N, A, n_bins], zone_weight [N], N = Σ window lengths."""
     if not packs:
