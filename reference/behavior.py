@@ -98,7 +98,7 @@ def critic_loss(value_logits: torch.Tensor, slow_value_logits: torch.Tensor, R: 
     support = dict(num_bins=cfg.num_bins, low=cfg.low, high=cfg.high)
     logits = value_logits[:-1].to(F64)  # [H, B, bins]
     slow_target = twohot.mean(slow_value_logits.detach()[:-1].to(F64), support_dtype=value_logits.dtype, **support)
-    target = R.detach().to(F64)  # [H, B]
+    target = R.to(F64)  # [H, B]: already sg (``returns``)
     nll = -twohot.log_prob(logits, target, support_dtype=value_logits.dtype, **support) \
         - cfg.slow_reg * twohot.log_prob(logits, slow_target, support_dtype=value_logits.dtype, **support)
     return (w[:-1].to(F64) * nll).mean().to(value_logits.dtype)  # w: already sg

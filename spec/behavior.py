@@ -414,22 +414,22 @@ def _scaled_batch(case: dict, scale: float) -> dict:
     return batch
 
 
-def _converged(batch: dict, cfg: BehaviorConfig) -> dict:
-    """The EMA state at its fixed point for this batch's R: (low, high) = its 5th/95th percentiles."""
-    R = closed_form(batch, cfg, F64)["returns"]
-    batch["ema_state"] = dict(low=percentile(R, 0.05), high=percentile(R, 0.95))
-    return batch
+def _converged(impl, batch: dict, cfg: BehaviorConfig) -> dict:
+    """The EMA at its fixed point for the returns R the implementation computes on this batch:
+    (low, high) = R's 5th/95th percentiles, which one more update leaves unchanged."""
+    R = run_losses(impl, batch, cfg)["returns"].detach().to(F64)
+    return dict(batch, ema_state=dict(low=percentile(R, 0.05), high=percentile(R, 0.95)))
 
 
 def check_scale(impl, **case):
     """BEHAV-7."""
     cfg = config(case)
-    base = _converged(_scaled_batch(case, 1.0), cfg)
+    base = _converged(impl, _scaled_batch(case, 1.0), cfg)
     spread = float(base["ema_state"]["high"] - base["ema_state"]["low"])
     if spread < 0.05:  # (almost) constant returns: no scale to compare at within the support
         return
     k = max(1.0, 1.0 / spread)  # smallest scale with a range >= 1 (= 1/max_range)
-    results = [run_losses(impl, _converged(_scaled_batch(case, s), cfg), cfg) for s in (k, k * case["scale"])]
+    results = [run_losses(impl, _converged(impl, _scaled_batch(case, s), cfg), cfg) for s in (k, k * case["scale"])]
     a, b = results
     assert_close("BEHAV-7", f"advantage at scale {k * case['scale']:.4g} vs at {k:.4g}", b["advantage"],
                  a["advantage"], atol=1e-6 * scaled(a["advantage"]), **case)
