@@ -12,7 +12,15 @@ from typing import Any, Callable, NamedTuple
 import torch
 
 from rlspec.contracts.twohot import DEFAULT_BINS, DEFAULT_HIGH, DEFAULT_LOW, validate_support
-from rlspec.contracts.validate import require_floating, require_int, require_range, require_shape, scalar
+from rlspec.contracts.validate import (
+    require_finite,
+    require_floating,
+    require_int,
+    require_range,
+    require_shape,
+    scalar,
+    values_look_valid,
+)
 
 CONTINUE_MODES = ("mode", "prob")
 
@@ -179,10 +187,11 @@ def validate_behavior(reward: torch.Tensor, cont_logits: torch.Tensor, value_log
     if start_terminal.dtype != torch.bool and bool(((start_terminal != 0) & (start_terminal != 1)).any()):
         raise ValueError(f"{fn}: argument 'start_terminal' must hold 0/1 flags, got values "
                          f"{sorted(set(start_terminal.flatten().tolist()))[:4]}")
-    for name, t in (("reward", reward), ("cont_logits", cont_logits), ("value_logits", value_logits),
-                    ("slow_value_logits", slow_value_logits)):
-        if not bool(torch.isfinite(t).all()):
-            raise ValueError(f"{fn}: argument '{name}' has non-finite values, expected finite values")
+    floats = (("reward", reward), ("cont_logits", cont_logits), ("value_logits", value_logits),
+              ("slow_value_logits", slow_value_logits))
+    if not values_look_valid(finite=tuple(t for _, t in floats)):  # one host read on the happy path
+        for name, t in floats:
+            require_finite(fn, name, t)
     if bool(torch.isnan(actor_logits).any()):
         raise ValueError(f"{fn}: argument 'actor_logits' has NaN values, expected no NaN (−inf masks are allowed)")
     if not callable(getattr(return_ema, "update", None)):
