@@ -3,8 +3,9 @@
 Sources: seed 004 M5 (λ-returns with discounts γ·continue, mandatory ReturnEMA normalization
 adv = norm(R) − norm(v), actor + critic losses + slow critic; truncation keeps bootstrapping), §2.3
 (continue = 0 only for a true terminal, 1 for a timeout), §2.1 (sampling takes a torch.Generator); Hafner et
-al. 2023 (DreamerV3, eqs. 10–11); sheeprl ``algos/dreamer_v3/dreamer_v3.py`` ``train`` (behaviour part) and
-``utils.py`` (Moments, compute_lambda_values), read from the stored snapshot 33b6366 of Eclectic-Sheep/sheeprl.
+al. 2023 (DreamerV3, eqs. 10–11); sheeprl 0.8.4 ``algos/dreamer_v3/dreamer_v3.py`` (``imagine``, ``actor_loss``,
+``critic_loss``, ``behaviour_learning``) and ``utils.py`` (Moments, compute_lambda_values). Golden:
+fixtures/behavior/sheeprl_behavior_losses.json (tests/golden/test_behavior_golden.py).
 
 imagine(img_step, policy, start_state, horizon, gen) -> Imagination(states, actions, logits)
     start_state: a tensor or a dict/tuple of tensors, each [B, ...] (flattened posterior states).
@@ -27,9 +28,9 @@ Formula (γ = cfg.gamma, λ = cfg.lam, η = cfg.entropy_coef, β = cfg.slow_reg;
     R_H = v_H,  R_t = r_{t+1} + γ·c_{t+1}·((1 − λ)·v_{t+1} + λ·R_{t+1}),  t < H       R [H, B], all inputs sg
         = lambda_return(reward[1:], c[1:], v, γ, λ) of the lambda_return contract
     w_t = Π_{k<=t} γc_k / γ = γ^t·Π_{k<=t} c_k                                      w [H+1, B], sg
-    (offset, invscale) = return_ema.update(R)     (EMA of the 5th/95th percentiles; invscale = max(1/max_range, hi − lo))
+    (offset, invscale) = return_ema.update(R) (EMA of the 5th/95th percentiles, invscale = max(1/max_range, hi − lo))
     adv_t = (R_t − offset)/invscale − (v_t − offset)/invscale                      adv [H, B], sg
-    actor_loss  = −mean_{t<H, b}( w_t·(log π(a_t|s_t)·adv_t + η·H[π(·|s_t)]) )      (REINFORCE, discrete actions)
+    actor_loss  = −mean_{t<H, b}( w_t·(log π(a_t|s_t)·adv_t + η·H[π(·|s_t)]) )    (REINFORCE, discrete actions)
     critic_loss =  mean_{t<H, b}( w_t·(−log p_t(R_t) − β·log p_t(twohot.mean(sg slow_value_logits_t))) )
     with p_t the critic's two-hot distribution (twohot.log_prob: cross-entropy against twohot(symlog x)).
     Returned: actor_loss, critic_loss (0-d, with graph), returns R, values v, continues c, weights w,
@@ -127,7 +128,7 @@ def make_batch(case: dict) -> dict:
     g = _gen(case["seed"])
     H, B, A, n = case["H"], case["B"], case["A"], case.get("num_bins", 255)
     r = lambda *s: torch.randn(*s, generator=g, dtype=F64)  # noqa: E731
-    return dict(reward=2 * r(H + 1, B), cont_logits=3 * r(H + 1, B), value_logits=case.get("v_scale", 1.0) * r(H + 1, B, n),
+    return dict(reward=2 * r(H + 1, B), cont_logits=3 * r(H + 1, B), value_logits=r(H + 1, B, n),
                 slow_value_logits=r(H + 1, B, n), actor_logits=r(H + 1, B, A),
                 actions=torch.randint(0, A, (H + 1, B), generator=g),
                 start_terminal=torch.rand(B, generator=g) < case.get("p_terminal", 0.3),
@@ -549,6 +550,7 @@ def check_rejections(impl):
         ("reward", losses(reward=f32["reward"].masked_fill(torch.eye(4, 2, dtype=torch.bool), math.nan))),
         ("return_ema", losses(return_ema=object())),
         ("cfg", losses(cfg=dict(gamma=0.9))),
+        ("horizon", losses(cfg=BehaviorConfig(horizon=5, num_bins=21, low=-5.0, high=5.0))),
         ("gamma", lambda: BehaviorConfig(gamma=1.5)),
         ("lam", lambda: BehaviorConfig(lam=-0.1)),
         ("continue_mode", lambda: BehaviorConfig(continue_mode="sample")),

@@ -161,6 +161,9 @@ def validate_behavior(reward: torch.Tensor, cont_logits: torch.Tensor, value_log
     if reward.dim() != 2 or reward.shape[0] < 2:
         raise ValueError(f"{fn}: argument 'reward' must be [H+1, B] with H >= 1, got shape {tuple(reward.shape)}")
     rows, batch = reward.shape
+    if rows != cfg.horizon + 1:
+        raise ValueError(f"{fn}: argument 'reward' has {rows} rows, expected cfg.horizon + 1 = {cfg.horizon + 1} "
+                         "(states s_0..s_H)")
     for name, t, shape, why in (
             ("cont_logits", cont_logits, (rows, batch), "(= reward.shape [H+1, B])"),
             ("value_logits", value_logits, (rows, batch, cfg.num_bins), "([H+1, B, cfg.num_bins])"),
