@@ -37,6 +37,7 @@ CONTRACTS: dict[str, str] = {
     "room_env": "rlspec.spec.room_env",
     "trust_region": "rlspec.spec.trust_region",
     "success_set": "rlspec.spec.success_set",
+    "behavior": "rlspec.spec.behavior",
 }
 
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -109,6 +110,10 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "success_set": {
         "reference": "rlspec.reference.success_set",
         "fast-torch": "rlspec.fast.success_set",
+    },
+    "behavior": {
+        "reference": "rlspec.reference.behavior",
+        "fast-torch": "rlspec.fast.behavior",
     },
 }
 

@@ -1,0 +1,79 @@
+"""Planted bugs for contract ``behavior``: the reference with one formula step (or imagine's sampler) replaced."""
+
+from __future__ import annotations
+
+import types
+
+import torch
+from planted import Planted
+from rlspec.fast.lambda_return import lambda_return as differentiable_lambda_return
+from rlspec.reference import behavior as ref
+
+
+def _behavior(imagine=ref.imagine, **steps) -> types.SimpleNamespace:
+    return types.SimpleNamespace(imagine=imagine, behavior_losses=ref.losses_with(ref.Steps(**steps)),
+                                 update_slow_critic=ref.update_slow_critic)
+
+
+def _unnormalized_advantage(R, v, return_ema):
+    """adv = R − v: the EMA is updated (and reported) but the advantage is not divided by its scale."""
+    _, offset, invscale = ref.advantage(R, v, return_ema)
+    return (R - v[:-1]).detach(), offset, invscale
+
+
+def _returns_with_gradient(reward, c, v, cfg):
+    """The critic's target keeps its graph to the world model's reward/continue heads (no stop-gradient)."""
+    return differentiable_lambda_return(reward[1:], c[1:], v, cfg.gamma, cfg.lam)
+
+
+def _swapped_continue(cont_logits, start_terminal, cfg):
+    """"mode" computes the probability and "prob" the mode."""
+    other = "prob" if cfg.continue_mode == "mode" else "mode"
+    return ref.continues(cont_logits, start_terminal, types.SimpleNamespace(continue_mode=other))
+
+
+def _weights_with_gradient(c, cfg):
+    """cumprod(γc)/γ without the stop-gradient: with a probability continue the actor trains the continue head."""
+    return torch.cumprod(cfg.gamma * c, dim=0) / cfg.gamma
+
+
+def _bootstrap_through_terminal(reward, c, v, cfg):
+    """λ-returns computed with continue ≡ 1: the value after a terminal state still bootstraps."""
+    return ref.returns(reward, torch.ones_like(c), v, cfg)
+
+
+def _entropy_penalty(actor_logits, actions, adv, w, cfg):
+    """The entropy term with the wrong sign: a penalty on exploration instead of a bonus."""
+    return ref.actor_loss(actor_logits, actions, adv, w, types.SimpleNamespace(entropy_coef=-cfg.entropy_coef))
+
+
+def _global_rng_imagine(img_step, policy, start_state, horizon, gen):
+    """Samples with torch.multinomial on the global RNG; the generator is accepted and ignored."""
+    states, actions, logits = [start_state], [], []
+    for t in range(horizon + 1):
+        step_logits = policy(ref.map_state(torch.Tensor.detach, states[t]))
+        action = torch.multinomial(torch.softmax(step_logits.detach().double(), -1), 1).squeeze(-1)
+        logits.append(step_logits)
+        actions.append(action)
+        if t < horizon:
+            onehot = torch.nn.functional.one_hot(action, step_logits.shape[-1]).to(step_logits.dtype)
+            states.append(img_step(states[t], onehot))
+    return ref.Imagination(ref.stack_states(states), torch.stack(actions), torch.stack(logits))
+
+
+PLANTED_BEHAVIOR = (
+    Planted("unnormalized advantage", "behavior", _behavior(advantage=_unnormalized_advantage),
+            "BEHAV-7", "advantage at scale", ("BEHAV-3", "BEHAV-6", "BEHAV-8")),
+    Planted("critic target without stop-gradient", "behavior", _behavior(returns=_returns_with_gradient),
+            "BEHAV-6", "critic_loss has a gradient to 'reward'", ("BEHAV-3", "BEHAV-4", "BEHAV-7")),
+    Planted("continue probability and mode swapped", "behavior", _behavior(continues=_swapped_continue),
+            "BEHAV-3", "continues (continue_mode=", ("BEHAV-6", "BEHAV-7")),
+    Planted("trajectory weights without stop-gradient", "behavior", _behavior(weights=_weights_with_gradient),
+            "BEHAV-3", "weights carry a gradient", ("BEHAV-4", "BEHAV-8")),
+    Planted("bootstrap through a terminal", "behavior", _behavior(returns=_bootstrap_through_terminal),
+            "BEHAV-8", "at a terminal", ("BEHAV-3", "BEHAV-6")),
+    Planted("entropy sign flipped", "behavior", _behavior(actor_loss=_entropy_penalty),
+            "BEHAV-5", "actor_loss", ("BEHAV-3", "BEHAV-4", "BEHAV-6", "BEHAV-8")),
+    Planted("sampling on the global RNG", "behavior", _behavior(imagine=_global_rng_imagine),
+            "BEHAV-2", "global RNG", ("BEHAV-1", "BEHAV-6")),
+)
