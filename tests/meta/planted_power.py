@@ -12,6 +12,7 @@ from planted import Planted
 
 from rlspec.contracts.replay import readable_range
 from rlspec.contracts.twohot import odd_extension
+from rlspec.reference import lagrange as ref_lag
 from rlspec.reference import parity as ref_parity
 from rlspec.reference import replay as ref_replay
 from rlspec.reference import twohot as ref_twohot
@@ -148,4 +149,57 @@ PLANTED_POWER_PARITY = (
             "PARITY-7", "global RNG", ("PARITY-1", "PARITY-6")),
     Planted("reward critic loss logged halved", "parity", _parity(_HalfCriticLoss, _HalfCriticSemantic),
             "PARITY-8", "second difference", ("PARITY-1", "PARITY-6")),
+)
+
+
+# --- lagrange: defaults, start values, copies, bad calls, boundaries --------------------------------
+class _DualLimit20(ref_lag.DualAscent):
+    def __init__(self, cost_limit=20.0, lr=0.035, lambda_init=0.0):
+        super().__init__(cost_limit, lr, lambda_init)
+
+
+class _PidStartsAtInit(ref_lag.PIDLagrangian):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.lagrangian_multiplier = torch.tensor(self.pid_i, dtype=torch.float64)  # OmniSafe reports 0 here
+
+
+class _DualReturnsState(ref_lag.DualAscent):
+    def update(self, jc, scale=1.0):
+        super().update(jc, scale)
+        return self.lagrangian_multiplier  # the state itself
+
+
+class _SauteUnchecked(ref_lag.SauteBudget):
+    def reset(self, obs):
+        self.z = torch.ones(self.num_envs, dtype=torch.float64)
+        return torch.cat([obs, self.z[: obs.shape[0], None].to(obs.dtype)], dim=-1)
+
+
+class _SauteZeroSafe(ref_lag.SauteBudget):
+    def step(self, next_obs, reward, cost, done):
+        z = (self.z - cost.double() / self.budget) / self.gamma
+        shaped = torch.where(z >= 0, reward.double(), torch.full_like(z, self.unsafe_reward))
+        self.z = torch.where(done.bool(), torch.ones_like(z), z)
+        return self._augment(next_obs), shaped.to(reward.dtype)
+
+
+def _lag(**overrides) -> types.SimpleNamespace:
+    base = {n: getattr(ref_lag, n) for n in ("DualAscent", "OmniSafeLagrange", "PIDLagrangian", "SauteBudget",
+                                             "SimmerPID")}
+    return types.SimpleNamespace(**{**base, **overrides})
+
+
+LAG_SPARED = ("LAG-1", "LAG-3", "LAG-9")
+PLANTED_POWER_LAGRANGE = (
+    Planted("DualAscent default cost_limit 20", "lagrange", _lag(DualAscent=_DualLimit20), "LAG-16",
+            "omitted vs passed explicitly", LAG_SPARED),
+    Planted("PIDLagrangian reports λ_0 before its first update", "lagrange", _lag(PIDLagrangian=_PidStartsAtInit),
+            "LAG-17", "before any update", ("LAG-1", "LAG-3")),
+    Planted("DualAscent returns its state tensor", "lagrange", _lag(DualAscent=_DualReturnsState), "LAG-17",
+            "return a copy", LAG_SPARED),
+    Planted("Sauté reset takes any batch", "lagrange", _lag(SauteBudget=_SauteUnchecked), "LAG-18",
+            "SauteBudget(3).reset", ("LAG-3", "LAG-9", "LAG-10")),
+    Planted("Sauté z = 0 counted as safe", "lagrange", _lag(SauteBudget=_SauteZeroSafe), "LAG-19", "z = 0 is unsafe",
+            ("LAG-9", "LAG-10")),
 )
