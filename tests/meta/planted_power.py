@@ -13,6 +13,7 @@ from planted import Planted
 from rlspec.contracts.replay import readable_range
 from rlspec.contracts.twohot import odd_extension
 from rlspec.reference import lagrange as ref_lag
+from rlspec.reference import return_ema as ref_ema
 from rlspec.reference import parity as ref_parity
 from rlspec.reference import replay as ref_replay
 from rlspec.reference import twohot as ref_twohot
@@ -202,4 +203,41 @@ PLANTED_POWER_LAGRANGE = (
             "SauteBudget(3).reset", ("LAG-3", "LAG-9", "LAG-10")),
     Planted("Sauté z = 0 counted as safe", "lagrange", _lag(SauteBudget=_SauteZeroSafe), "LAG-19", "z = 0 is unsafe",
             ("LAG-9", "LAG-10")),
+)
+
+
+# --- return_ema: defaults, detached state, copies ---------------------------------------------------
+class _EmaDecay09(ref_ema.ReturnEMA):
+    def __init__(self, decay=0.9, **kwargs):
+        super().__init__(decay, **kwargs)
+
+
+class _EmaKeepsGraph(ref_ema.ReturnEMA):
+    def update(self, x):
+        d = self.decay
+        self.low = d * self.low + (1 - d) * ref_ema.percentile(x, self.percentile_low)
+        self.high = d * self.high + (1 - d) * ref_ema.percentile(x, self.percentile_high)
+        return self.low.clone(), torch.clamp(self.high - self.low, min=1 / self.max_range)
+
+
+class _EmaReturnsState(ref_ema.ReturnEMA):
+    def update(self, x):
+        _, invscale = super().update(x)
+        return self.low, invscale
+
+    def state_dict(self):
+        return {"low": self.low, "high": self.high}
+
+
+def _ema(cls) -> types.SimpleNamespace:
+    return types.SimpleNamespace(ReturnEMA=cls)
+
+
+PLANTED_POWER_EMA = (
+    Planted("ReturnEMA default decay 0.9", "return_ema", _ema(_EmaDecay09), "REMA-10", "omitted vs passed explicitly",
+            ("REMA-1", "REMA-2")),
+    Planted("ReturnEMA state keeps the graph", "return_ema", _ema(_EmaKeepsGraph), "REMA-11", "autograd graph",
+            ("REMA-1", "REMA-2")),
+    Planted("ReturnEMA returns its state tensors", "return_ema", _ema(_EmaReturnsState), "REMA-12", "return copies",
+            ("REMA-1", "REMA-2")),
 )
