@@ -14,6 +14,7 @@ from rlspec.contracts.replay import readable_range
 from rlspec.contracts.twohot import odd_extension
 from rlspec.reference import lagrange as ref_lag
 from rlspec.reference import return_ema as ref_ema
+from rlspec.reference import modulation as ref_mod
 from rlspec.reference import parity as ref_parity
 from rlspec.reference import replay as ref_replay
 from rlspec.reference import twohot as ref_twohot
@@ -240,4 +241,23 @@ PLANTED_POWER_EMA = (
             ("REMA-1", "REMA-2")),
     Planted("ReturnEMA returns its state tensors", "return_ema", _ema(_EmaReturnsState), "REMA-12", "return copies",
             ("REMA-1", "REMA-2")),
+)
+
+
+# --- modulation: detached scale, defaults -----------------------------------------------------------
+def _modulation_keeps_graph(preds, episodes_completed, **kwargs):
+    m = ref_mod.modulation_scale(preds, episodes_completed, **kwargs)
+    return m + 0 * preds.sum() if isinstance(m, torch.Tensor) and preds.requires_grad else m
+
+
+def _modulation_p50(preds, episodes_completed, *, threshold_percentile=50.0, **kwargs):
+    return ref_mod.modulation_scale(preds, episodes_completed, threshold_percentile=threshold_percentile, **kwargs)
+
+
+PLANTED_POWER_MODULATION = (
+    Planted("modulation scale keeps the graph", "modulation",
+            types.SimpleNamespace(modulation_scale=_modulation_keeps_graph), "MOD-11", "requires grad",
+            ("MOD-1", "MOD-2")),
+    Planted("modulation default percentile 50", "modulation", types.SimpleNamespace(modulation_scale=_modulation_p50),
+            "MOD-12", "omitted vs passed explicitly", ("MOD-1", "MOD-2")),
 )
