@@ -15,6 +15,7 @@ from rlspec.contracts.twohot import odd_extension
 from rlspec.reference import lagrange as ref_lag
 from rlspec.reference import return_ema as ref_ema
 from rlspec.reference import modulation as ref_mod
+from rlspec.reference import numerics as ref_num
 from rlspec.reference import parity as ref_parity
 from rlspec.reference import replay as ref_replay
 from rlspec.reference import twohot as ref_twohot
@@ -260,4 +261,46 @@ PLANTED_POWER_MODULATION = (
             ("MOD-1", "MOD-2")),
     Planted("modulation default percentile 50", "modulation", types.SimpleNamespace(modulation_scale=_modulation_p50),
             "MOD-12", "omitted vs passed explicitly", ("MOD-1", "MOD-2")),
+)
+
+
+# --- numerics: defaults, bad calls, thresholds, copies -----------------------------------------------
+def _numerics(**overrides) -> types.SimpleNamespace:
+    names = ("safe_standardize", "safe_zero_center", "RunningMeanStd", "ObsNormalizer", "ratio_guard", "LossGuard",
+             "masked_component_weights", "kl_early_stop", "kl_guarded_updates", "value_loss", "masked_mean",
+             "masked_policy_loss", "entropy_loss")
+    return types.SimpleNamespace(**{**{n: getattr(ref_num, n) for n in names}, **overrides})
+
+
+def _value_loss_clip_11(values, old_values, returns, value_clip=11.0):
+    return ref_num.value_loss(values, old_values, returns, value_clip)
+
+
+def _masked_mean_any_dtype(x, mask):
+    return ref_num.masked_mean(x.double(), mask).to(x.dtype)
+
+
+def _standardize_strict(x, eps=ref_num.STD_EPS):  # sigma == eps zero-centres instead of standardizing
+    if x.numel() > 1:
+        c = x.double() - x.double().mean()
+        if float(c.pow(2).sum() / (x.numel() - 1)) ** 0.5 == eps:
+            return c.to(x.dtype)
+    return ref_num.safe_standardize(x, eps)
+
+
+class _RmsSharesState(ref_num.RunningMeanStd):
+    def state_dict(self):
+        return {"mean": self.mean, "var": self.var, "count": self.count}
+
+
+NUM_SPARED = ("NUM-3", "NUM-6", "NUM-19", "NUM-20")
+PLANTED_POWER_NUMERICS = (
+    Planted("value_loss default clip 11", "numerics", _numerics(value_loss=_value_loss_clip_11), "NUM-24",
+            "omitted vs passed explicitly", NUM_SPARED),
+    Planted("masked_mean takes int x", "numerics", _numerics(masked_mean=_masked_mean_any_dtype), "NUM-25",
+            "masked_mean with int64 x", ("NUM-20",)),
+    Planted("safe_standardize zero-centres at sigma == eps", "numerics", _numerics(safe_standardize=_standardize_strict),
+            "NUM-26", "sigma = 2 == eps", ("NUM-2", "NUM-3")),
+    Planted("RunningMeanStd.state_dict shares its tensors", "numerics", _numerics(RunningMeanStd=_RmsSharesState),
+            "NUM-27", "return copies", ("NUM-6", "NUM-7", "NUM-9")),
 )
