@@ -14,6 +14,7 @@ from rlspec.contracts.replay import readable_range
 from rlspec.contracts.twohot import odd_extension
 from rlspec.reference import lagrange as ref_lag
 from rlspec.reference import return_ema as ref_ema
+from rlspec.reference import shaping as ref_shaping
 from rlspec.reference import modulation as ref_mod
 from rlspec.reference import numerics as ref_num
 from rlspec.reference import parity as ref_parity
@@ -303,4 +304,53 @@ PLANTED_POWER_NUMERICS = (
             "NUM-26", "sigma = 2 == eps", ("NUM-2", "NUM-3")),
     Planted("RunningMeanStd.state_dict shares its tensors", "numerics", _numerics(RunningMeanStd=_RmsSharesState),
             "NUM-27", "return copies", ("NUM-6", "NUM-7", "NUM-9")),
+)
+
+
+# --- shaping: defaults, bad calls, the clamp counter, pool copies -------------------------------------
+class _NormScale2(ref_shaping.MarginNormalizer):
+    def __init__(self, norm_window=1000, margin_scale=2.0, margin_norm_enable=True):
+        super().__init__(norm_window, margin_scale, margin_norm_enable)
+
+
+def _additive_unchecked(reward, beta, margin, captured):
+    return torch.where(captured.bool(), (reward.double() + beta * margin.double()).to(reward.dtype), reward)
+
+
+class _CountsAtTwo(ref_shaping.MarginNormalizer):
+    def __call__(self, m):
+        before = self.clamp_count
+        out = super().__call__(m)
+        y = m.double() * self.margin_scale if not self.margin_norm_enable else None
+        if y is not None:
+            self.clamp_count = before + int((y.abs() >= 2.0).sum())
+        return out
+
+
+class _PoolAliases(ref_shaping.TemporalPool):
+    def __call__(self, e, captured):
+        out = torch.zeros(self.num_envs, self.dim, dtype=torch.float64)
+        for b, window in enumerate(self.windows):
+            if bool(captured[b]):
+                window.append(e[b].double())  # a view of the caller's tensor when e is float64
+            if window:
+                out[b] = torch.stack(list(window)).mean(0)
+        return out.to(e.dtype)
+
+
+def _shaping(**overrides) -> types.SimpleNamespace:
+    names = ("prompt_centroid", "semantic_margin", "beta_schedule", "additive_shaping", "MarginNormalizer",
+             "PotentialShaper", "TemporalPool")
+    return types.SimpleNamespace(**{**{n: getattr(ref_shaping, n) for n in names}, **overrides})
+
+
+PLANTED_POWER_SHAPING = (
+    Planted("MarginNormalizer default scale 2", "shaping", _shaping(MarginNormalizer=_NormScale2), "SHAPE-19",
+            "omitted vs passed explicitly", ("SHAPE-1",)),
+    Planted("additive_shaping unvalidated", "shaping", _shaping(additive_shaping=_additive_unchecked), "SHAPE-20",
+            "additive_shaping with margin (2,)", ("SHAPE-1",)),
+    Planted("clamp counter counts |y| == 2", "shaping", _shaping(MarginNormalizer=_CountsAtTwo), "SHAPE-21",
+            "1 clamp", ("SHAPE-1",)),
+    Planted("TemporalPool keeps views", "shaping", _shaping(TemporalPool=_PoolAliases), "SHAPE-22", "keep copies",
+            ("SHAPE-1",)),
 )
