@@ -146,6 +146,8 @@ CLAUSES = {
               "KL == 1.5·target_kl does not stop",
     "NUM-27": "returned state is a copy and estimates carry no graph: writing into state_dict() tensors changes "
               "nothing; kl_guarded_updates' KL estimates do not require grad",
+    "NUM-28": "ratio_guard's gradient is finite for any finite log-ratio, also where e^Δ overflows (|Δ| ~ 800): "
+              "0 wherever the ratio is clamped",
 }
 
 INTERFACE = ("safe_standardize", "safe_zero_center", "RunningMeanStd", "ObsNormalizer", "ratio_guard",
@@ -990,6 +992,16 @@ def check_copies_detached(impl, x, eps):
                        "pre-step policy, computed on the detached log-ratio")
 
 
+def check_ratio_gradient(impl, dtype):
+    new = torch.tensor([800.0, -800.0, 30.0, -30.0, 0.5], dtype=dtype, requires_grad=True)
+    ratio, _ = impl.ratio_guard(new, torch.zeros(5, dtype=dtype))
+    (grad,) = torch.autograd.grad(ratio.sum(), new)
+    want = torch.tensor([0.0, 0.0, 0.0, 0.0, math.exp(0.5)], dtype=torch.float64)
+    if not bool(torch.isfinite(grad).all()) or not torch.allclose(grad.double(), want, rtol=1e-5, atol=0.0):
+        fail("NUM-28", f"d ratio / d new_log_prob = {grad.tolist()} for Δ = [800, -800, 30, -30, 0.5] ({dtype}), "
+                       f"expected {want.tolist()}: finite, 0 where clamped")
+
+
 PROPERTIES = (
     Property("NUM-1", check_empty, check_empty_case_strategy(), requires=_STD, max_examples=6),
     Property("NUM-2", check_constant, standardize_cases(), STANDARDIZE_EXAMPLES, _STD),
@@ -1021,6 +1033,8 @@ PROPERTIES = (
              requires=("safe_standardize", "masked_component_weights", "ratio_guard", "kl_early_stop")),
     Property("NUM-27", check_copies_detached, standardize_cases(), STANDARDIZE_EXAMPLES[:1],
              ("RunningMeanStd", "ObsNormalizer", "kl_guarded_updates"), max_examples=5),
+    Property("NUM-28", check_ratio_gradient, st.builds(lambda d: dict(dtype=d), dtypes),
+             (dict(dtype=torch.float64), dict(dtype=torch.float32)), ("ratio_guard",), max_examples=2),
 )
 
 CONTRACT = Contract("numerics", CLAUSES, INTERFACE, PROPERTIES)

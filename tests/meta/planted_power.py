@@ -354,3 +354,18 @@ PLANTED_POWER_SHAPING = (
     Planted("TemporalPool keeps views", "shaping", _shaping(TemporalPool=_PoolAliases), "SHAPE-22", "keep copies",
             ("SHAPE-1",)),
 )
+
+
+def _ratio_guard_no_log_clamp(new_log_prob, old_log_prob):
+    """e^Δ clamped only after the exp: Δ = 800 gives exp = inf and a NaN gradient (0·inf)."""
+    d = new_log_prob.double() - old_log_prob.double()
+    finite = torch.isfinite(d)
+    ratio = torch.exp(torch.where(finite, d, torch.zeros_like(d))).clamp(ref_num.RATIO_MIN, ref_num.RATIO_MAX)
+    _, events = ref_num.ratio_guard(new_log_prob.detach(), old_log_prob.detach())
+    return torch.where(finite, ratio, torch.ones_like(ratio)).to(new_log_prob.dtype), events
+
+
+PLANTED_POWER_NUMERICS_GRAD = (
+    Planted("ratio_guard exp before the log-ratio clamp", "numerics", _numerics(ratio_guard=_ratio_guard_no_log_clamp),
+            "NUM-28", "finite, 0 where clamped", ("NUM-13", "NUM-14")),
+)
