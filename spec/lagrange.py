@@ -116,8 +116,9 @@ CLAUSES = {
     "LAG-17": "before any update λ is its documented start (DualAscent lambda_init, OmniSafeLagrange "
               "lagrangian_multiplier_init, PIDLagrangian 0) and skipped is 0; returned λ are copies: writing into "
               "one changes neither λ nor later updates",
-    "LAG-18": "bad calls are rejected naming the argument: a number scale that is not finite and > 0 (DualAscent, "
-              "OmniSafeLagrange); SauteBudget.reset/step tensors whose batch is not num_envs",
+    "LAG-18": "bad calls are rejected naming the argument: a J_c that is not a real number or a 0-d tensor, a number "
+              "scale that is not finite and > 0 (DualAscent, OmniSafeLagrange); SauteBudget.reset/step tensors whose "
+              "batch is not num_envs",
     "LAG-19": "Sauté at the boundary: a cost that spends exactly the remaining budget (z = 0 exactly) gives "
               "unsafe_reward; SimmerPID moves the budget by at most 1 per step also when its raw PID term exceeds 1",
 }
@@ -590,7 +591,7 @@ def check_start_and_copies(impl, which, case):
         fail("LAG-17", f"{which}: before any update λ = {_lam(obj.lagrangian_multiplier)!r}, skipped = "
                        f"{int(obj.skipped)}; expected λ = {start!r}, skipped = 0", **case["config"])
     twin = _build(impl, which, case)
-    for t, jc in enumerate(case["costs"]):
+    for t, jc in enumerate([*case["costs"], math.nan]):  # a skipped update (NaN J_c) returns λ too
         got = obj.update(jc)
         want = twin.update(jc)
         if isinstance(got, torch.Tensor):
@@ -615,6 +616,8 @@ def check_rejects_calls(impl, which, bad):
                              what=f"SauteBudget(3).step with {name} of batch 2")
         return
     obj = getattr(impl, which)()
+    for jc in (torch.ones(2), True, "30"):
+        expect_rejection("LAG-18", lambda: obj.update(jc), names=["jc"], what=f"{which}.update({jc!r})")
     expect_rejection("LAG-18", lambda: obj.update(30.0, scale=bad), names=["scale"],
                      what=f"{which}.update(30.0, scale={bad!r})")
 
