@@ -369,3 +369,21 @@ PLANTED_POWER_NUMERICS_GRAD = (
     Planted("ratio_guard exp before the log-ratio clamp", "numerics", _numerics(ratio_guard=_ratio_guard_no_log_clamp),
             "NUM-28", "finite, 0 where clamped", ("NUM-13", "NUM-14")),
 )
+
+
+class _CriticAscent(ref_parity.PPOLagLearner):
+    """The cost critic's term enters L with the wrong sign: the Adam step ascends its loss."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.cfg = dict(self.cfg, cost_vf_coef=-self.cfg["cost_vf_coef"])
+
+
+class _CriticAscentSemantic(_CriticAscent, ref_parity.SemanticPPOLag):
+    pass
+
+
+PLANTED_POWER_PARITY_DESCENT = (
+    Planted("cost critic ascended", "parity", _parity(_CriticAscent, _CriticAscentSemantic), "PARITY-9",
+            "Loss/Loss_cost_critic", ("PARITY-1", "PARITY-6")),
+)
