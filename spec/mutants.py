@@ -44,6 +44,7 @@ from typing import Callable, Iterator
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "mutants"
 EQUIVALENT_FILE = OUT / "equivalent.txt"
+SURVIVOR_NOTES = OUT / "survivors.txt"  # why a survivor is not killed yet (not a claim of equivalence)
 SEED = 20261123  # of the per-contract sample when --max-per-contract caps the mutants
 
 # Clauses added for mutation testing (issue 8 §4): a mutant they kill is listed as "killed by a new clause".
@@ -51,6 +52,7 @@ ADDED_CLAUSES: tuple[str, ...] = (
     "TWOHOT-25", "TWOHOT-26", "REMA-10", "REMA-11", "REMA-12", "VTRACE-14", "MOD-11", "MOD-12", "LAG-16", "LAG-17",
     "LAG-18", "LAG-19", "NUM-24", "NUM-25", "NUM-26", "NUM-27", "NUM-28", "REPLAY-19", "REPLAY-20", "REPLAY-21",
     "REPLAY-22", "REPLAY-23", "SHAPE-19", "SHAPE-20", "SHAPE-21", "SHAPE-22", "PARITY-7", "PARITY-8", "PARITY-9",
+    "TR-15",
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -380,7 +382,9 @@ def to_markdown(report: dict) -> str:
               "the reference) are listed in `docs/mutants/equivalent.txt` with a reason each.", ""]
     rows = [r for s in c.values() for r in s["results"]]
     survivors = [r for r in rows if r["status"] == "survived"]
-    lines += ["## Survivors", ""] + ([f"- `{r['id']}`" for r in survivors] or ["none"]) + [""]
+    notes = load_equivalents(SURVIVOR_NOTES)
+    lines += ["## Survivors (not killed; not claimed equivalent)", ""] + \
+             ([f"- `{r['id']}`" + (f": {notes[r['id']]}" if r["id"] in notes else "") for r in survivors] or ["none"]) + [""]
     added = [r for r in rows if r["status"] == "killed" and r["clause"] in report["added_clauses"]]
     lines += ["## Killed by clauses added for mutation testing", ""] + \
              ([f"- `{r['id']}`: {r['clause']}" for r in added] or ["none"]) + [""]

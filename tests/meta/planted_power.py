@@ -15,6 +15,7 @@ from rlspec.contracts.twohot import odd_extension
 from rlspec.reference import lagrange as ref_lag
 from rlspec.reference import return_ema as ref_ema
 from rlspec.reference import shaping as ref_shaping
+from rlspec.reference import trust_region as ref_tr
 from rlspec.reference import modulation as ref_mod
 from rlspec.reference import numerics as ref_num
 from rlspec.reference import parity as ref_parity
@@ -386,4 +387,19 @@ class _CriticAscentSemantic(_CriticAscent, ref_parity.SemanticPPOLag):
 PLANTED_POWER_PARITY_DESCENT = (
     Planted("cost critic ascended", "parity", _parity(_CriticAscent, _CriticAscentSemantic), "PARITY-9",
             "Loss/Loss_cost_critic", ("PARITY-1", "PARITY-6")),
+)
+
+
+# --- trust_region: the multipliers cpo_step reports ----------------------------------------------------
+def _cpo_lambda_doubled(*args, **kwargs):
+    out = ref_tr.cpo_step(*args, **kwargs)
+    return out._replace(lam=2 * out.lam) if int(out.case) in (3, 4) else out
+
+
+PLANTED_POWER_TRUST_REGION = (
+    Planted("cpo_step reports 2/α as λ for a TRPO step", "trust_region",
+            types.SimpleNamespace(**{**{n: getattr(ref_tr, n) for n in ("conjugate_gradient", "fisher_vector_product",
+                                                                        "natural_step", "line_search", "p3o_loss")},
+                                     "cpo_step": _cpo_lambda_doubled}),
+            "TR-15", "lam", ("TR-10", "TR-11")),
 )
