@@ -77,13 +77,17 @@ from hypothesis import strategies as st
 from rlspec.contracts.lagrange import (
     _INF,
     ADAM_EPS,
+    DUAL_DEFAULTS,
     LAGRANGE_DEFAULTS,
     PID_DEFAULTS,
+    SAUTE_DEFAULTS,
     SIMMER_BUDGET_MIN,
+    SIMMER_DEFAULTS,
     saute_budget,
 )
 from rlspec.reference import lagrange as reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
+from rlspec.spec.power import same_with_defaults
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -107,6 +111,16 @@ CLAUSES = {
     "LAG-13": "Sauté: a non-finite cost is rejected naming 'cost'; z is unchanged (later steps as if the call never happened)",
     "LAG-14": "state is detached: updates with J_c or M that require grad leave no autograd graph in λ or any state tensor",
     "LAG-15": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
+    "LAG-16": "documented defaults: constructing any controller with its keyword arguments omitted equals passing "
+              "the documented values (DUAL_, LAGRANGE_, PID_, SAUTE_, SIMMER_DEFAULTS), bit for bit over a run",
+    "LAG-17": "before any update λ is its documented start (DualAscent lambda_init, OmniSafeLagrange "
+              "lagrangian_multiplier_init, PIDLagrangian 0) and skipped is 0; returned λ are copies: writing into "
+              "one changes neither λ nor later updates",
+    "LAG-18": "bad calls are rejected naming the argument: a J_c that is not a real number or a 0-d tensor, a number "
+              "scale that is not finite and > 0 (DualAscent, OmniSafeLagrange); SauteBudget.reset/step tensors whose "
+              "batch is not num_envs",
+    "LAG-19": "Sauté at the boundary: a cost that spends exactly the remaining budget (z = 0 exactly) gives "
+              "unsafe_reward; SimmerPID moves the budget by at most 1 per step also when its raw PID term exceeds 1",
 }
 
 INTERFACE = ("DualAscent", "OmniSafeLagrange", "PIDLagrangian", "SauteBudget", "SimmerPID")
@@ -537,6 +551,95 @@ def check_scalar_hyperparameters(impl, which, case):
     check_scalar_types("LAG-15", run, config, **config)
 
 
+ALL_DEFAULTS = {"DualAscent": DUAL_DEFAULTS, "OmniSafeLagrange": LAGRANGE_DEFAULTS, "PIDLagrangian": PID_DEFAULTS,
+                "SauteBudget": SAUTE_DEFAULTS, "SimmerPID": SIMMER_DEFAULTS}
+
+
+def _drive(obj, which, costs):
+    """What a run shows: λ after each update, or Sauté's (obs, reward) and Simmer's budgets."""
+    if which in LAGRANGIANS:
+        return [obj.update(jc).clone() for jc in costs]
+    if which == "SauteBudget":
+        obs = torch.zeros(2, 3, dtype=torch.float64)
+        out = [obj.reset(obs)]
+        for jc in costs:
+            out += list(obj.step(obs, torch.ones(2, dtype=torch.float64), torch.full((2,), jc / 10, dtype=torch.float64),
+                                 torch.zeros(2, dtype=torch.bool)))
+        return out
+    b = torch.full((2, 1), 5.0, dtype=torch.float64)
+    return [b := obj.act(b, jc) for jc in costs]
+
+
+def check_defaults(impl, which, omitted, costs):
+    defaults = ALL_DEFAULTS[which]
+    omitted = sorted(omitted & set(defaults))
+    args = (2,) if which == "SauteBudget" else ()
+
+    def run(extra):
+        return _drive(getattr(impl, which)(*args, **extra), which, costs)
+
+    same_with_defaults("LAG-16", f"{which}({', '.join(omitted)} omitted)", run,
+                       {k: defaults[k] for k in omitted}, costs=costs)
+
+
+def check_start_and_copies(impl, which, case):
+    obj = _build(impl, which, case)
+    start = {"DualAscent": case["config"].get("lambda_init"), "PIDLagrangian": 0.0,
+             "OmniSafeLagrange": case["config"].get("lagrangian_multiplier_init")}[which]
+    start = float(torch.tensor(start, dtype=torch.as_tensor(obj.lagrangian_multiplier).dtype))  # in the state's dtype
+    if _lam(obj.lagrangian_multiplier) != start or int(obj.skipped) != 0:
+        fail("LAG-17", f"{which}: before any update λ = {_lam(obj.lagrangian_multiplier)!r}, skipped = "
+                       f"{int(obj.skipped)}; expected λ = {start!r}, skipped = 0", **case["config"])
+    twin = _build(impl, which, case)
+    for t, jc in enumerate([*case["costs"], math.nan]):  # a skipped update (NaN J_c) returns λ too
+        got = obj.update(jc)
+        want = twin.update(jc)
+        if isinstance(got, torch.Tensor):
+            got.fill_(123.0)  # the caller writes into what it got back
+        if _lam(obj.lagrangian_multiplier) != _lam(want):
+            fail("LAG-17", f"{which}: writing into the λ returned by update {t} changed the controller's λ to "
+                           f"{_lam(obj.lagrangian_multiplier)!r} (expected {_lam(want)!r}): return a copy",
+                 **case["config"])
+
+
+def check_rejects_calls(impl, which, bad):
+    if which == "SauteBudget":
+        sb = impl.SauteBudget(3)
+        good = torch.zeros(3, 2)
+        expect_rejection("LAG-18", lambda: sb.reset(torch.zeros(2, 2)), names=["obs"], mentions=["3"],
+                         what="SauteBudget(3).reset with obs of batch 2")
+        sb.reset(good)
+        for name in ("next_obs", "reward", "cost", "done"):
+            args = dict(next_obs=good, reward=torch.zeros(3), cost=torch.zeros(3), done=torch.zeros(3, dtype=torch.bool))
+            args[name] = args[name][:2]
+            expect_rejection("LAG-18", lambda: sb.step(**args), names=[name], mentions=["3"],
+                             what=f"SauteBudget(3).step with {name} of batch 2")
+        return
+    obj = getattr(impl, which)()
+    for jc in (torch.ones(2), True, "30"):
+        expect_rejection("LAG-18", lambda: obj.update(jc), names=["jc"], what=f"{which}.update({jc!r})")
+    expect_rejection("LAG-18", lambda: obj.update(30.0, scale=bad), names=["scale"],
+                     what=f"{which}.update(30.0, scale={bad!r})")
+
+
+def check_boundaries(impl):
+    sb = impl.SauteBudget(2, safety_budget=2.0, saute_gamma=0.5, max_ep_len=1, unsafe_reward=-1.0)  # d̃ = 2 exactly
+    sb.reset(torch.zeros(2, 1, dtype=torch.float64))
+    _, reward = sb.step(torch.zeros(2, 1, dtype=torch.float64), torch.full((2,), 3.0, dtype=torch.float64),
+                        torch.tensor([2.0, 1.0], dtype=torch.float64), torch.zeros(2, dtype=torch.bool))
+    if reward.tolist() != [-1.0, 3.0]:
+        fail("LAG-19", f"SauteBudget rewards {reward.tolist()} for costs [2.0, 1.0] with d̃ = 2 (z = 0 and 0.5 after "
+                       "the step), expected [-1.0, 3.0]: z = 0 is unsafe")
+    simmer = impl.SimmerPID(kp=0.5, ki=1e-5, kd=0.0, polyak=0.0, budget_bound=25.0)
+    b = torch.full((2, 1), 10.0, dtype=torch.float64)
+    for jc in (0.0, 0.0, 20.0):
+        new = simmer.act(b, jc)
+        if float((new.double() - b.double()).abs().max()) > 1 + 1e-9:
+            fail("LAG-19", f"SimmerPID moved the budget from {b.flatten().tolist()} to {new.flatten().tolist()} "
+                           f"(ep_cost {jc}): more than 1 per step")
+        b = new
+
+
 PROPERTIES = (
     Property("LAG-1", check_nonnegative, any_lagrangian(),
              (dict(which="DualAscent", case=PINNED_DUAL), dict(which="OmniSafeLagrange", case=PINNED_OMNI)),
@@ -570,6 +673,24 @@ PROPERTIES = (
              INTERFACE[:3], max_examples=6),
     Property("LAG-15", check_scalar_hyperparameters, any_lagrangian(),
              (dict(which="OmniSafeLagrange", case=PINNED_OMNI),), INTERFACE[:3], max_examples=4),
+    Property("LAG-16", check_defaults,
+             st.builds(lambda w, o, s: dict(which=w, omitted=o, costs=cost_series(s, 6, "mixed", 25.0)),
+                       st.sampled_from(tuple(ALL_DEFAULTS)),
+                       st.one_of(st.just(frozenset(PID_DEFAULTS) | frozenset(SAUTE_DEFAULTS) | frozenset(SIMMER_DEFAULTS)
+                                         | frozenset(LAGRANGE_DEFAULTS) | frozenset(DUAL_DEFAULTS)),
+                                 st.frozensets(st.sampled_from(sorted({*PID_DEFAULTS, *SAUTE_DEFAULTS, *SIMMER_DEFAULTS,
+                                                                      *LAGRANGE_DEFAULTS, *DUAL_DEFAULTS})), min_size=1)),
+                       seeds),
+             tuple(dict(which=w, omitted=frozenset(d), costs=[30.0, 0.0, 26.0, 24.0, 50.0, 0.0])
+                   for w, d in ALL_DEFAULTS.items()), INTERFACE, max_examples=10),
+    Property("LAG-17", check_start_and_copies, any_lagrangian(), (dict(which="DualAscent", case=PINNED_DUAL),
+             dict(which="PIDLagrangian", case=dict(config=PID_DEFAULTS, costs=[30.0, 40.0]))), LAGRANGIANS,
+             max_examples=10),
+    Property("LAG-18", check_rejects_calls,
+             st.builds(lambda w, b: dict(which=w, bad=b), st.sampled_from(("DualAscent", "OmniSafeLagrange", "SauteBudget")),
+                       st.sampled_from([-1.0, 0.0, math.nan, math.inf])),
+             requires=("DualAscent", "OmniSafeLagrange", "SauteBudget"), max_examples=8),
+    Property("LAG-19", check_boundaries, requires=("SauteBudget", "SimmerPID")),
 )
 
 CONTRACT = Contract("lagrange", CLAUSES, INTERFACE, PROPERTIES)

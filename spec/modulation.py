@@ -57,6 +57,7 @@ from hypothesis import strategies as st
 
 from rlspec.contracts.modulation import CLIP, DEFAULTS, EPS, MIN_FINITE
 from rlspec.spec.core import Contract, Property, expect_rejection, fail
+from rlspec.spec.power import defaults_check, with_omitted
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -73,6 +74,9 @@ CLAUSES = {
     "MOD-9": "bad configuration (threshold_percentile outside (0, 100), alpha < 0, slope <= 0, negative "
              "episode counts, non-floating preds) is rejected naming the argument",
     "MOD-10": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
+    "MOD-11": "the scale carries no autograd graph: predictions that require grad give a scale that does not",
+    "MOD-12": "documented defaults: omitting enable, min_episodes, threshold_percentile, alpha or slope equals "
+              "passing True, 10, 60.0, 1.0, 1.0 (bit for bit)",
 }
 
 INTERFACE = ("modulation_scale",)
@@ -281,6 +285,17 @@ def check_scalar_hyperparameters(impl, preds, **config):
     check_scalar_types("MOD-10", run, dict(_config(config), episodes_completed=12, min_episodes=10), preds=preds)
 
 
+def check_detached(impl, preds, **config):
+    m = impl.modulation_scale(preds.clone().requires_grad_(), 12, enable=True, min_episodes=10, **_config(config))
+    if isinstance(m, torch.Tensor) and (m.requires_grad or m.grad_fn is not None):
+        fail("MOD-11", "the scale requires grad for predictions that do: a loss multiplied by it would "
+                       "backpropagate into the risk head", preds=preds, **config)
+
+
+def _scale_with(impl, case, kw):
+    return impl.modulation_scale(case["preds"], case["episodes"], **kw)
+
+
 PROPERTIES = (
     Property("MOD-1", check_formula, cases, EXAMPLES, INTERFACE),
     Property("MOD-2", check_range, cases, EXAMPLES, INTERFACE),
@@ -300,6 +315,13 @@ PROPERTIES = (
     Property("MOD-9", check_rejects_config, st.sampled_from(BAD_CONFIGS), requires=INTERFACE,
              max_examples=len(BAD_CONFIGS)),
     Property("MOD-10", check_scalar_hyperparameters, cases, EXAMPLES[:1], INTERFACE, max_examples=5),
+    Property("MOD-11", check_detached, cases, EXAMPLES, INTERFACE, max_examples=10),
+    Property("MOD-12", defaults_check("MOD-12", "modulation_scale", _scale_with, tuple(DEFAULTS), DEFAULTS),
+             with_omitted(st.builds(lambda c, e, en, m: dict(c, episodes=e, enable=en, min_episodes=m), cases,
+                                    st.sampled_from([0, 9, 10, 40]), st.booleans(), st.sampled_from([1, 10, 20])),
+                          tuple(DEFAULTS)),
+             (dict(EXAMPLES[0], episodes=10, enable=True, min_episodes=5, omitted=frozenset(DEFAULTS)),),
+             INTERFACE, max_examples=10),
 )
 
 CONTRACT = Contract("modulation", CLAUSES, INTERFACE, PROPERTIES)

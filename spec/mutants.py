@@ -44,10 +44,16 @@ from typing import Callable, Iterator
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "mutants"
 EQUIVALENT_FILE = OUT / "equivalent.txt"
+SURVIVOR_NOTES = OUT / "survivors.txt"  # why a survivor is not killed yet (not a claim of equivalence)
 SEED = 20261123  # of the per-contract sample when --max-per-contract caps the mutants
 
 # Clauses added for mutation testing (issue 8 §4): a mutant they kill is listed as "killed by a new clause".
-ADDED_CLAUSES: tuple[str, ...] = ()
+ADDED_CLAUSES: tuple[str, ...] = (
+    "TWOHOT-25", "TWOHOT-26", "REMA-10", "REMA-11", "REMA-12", "VTRACE-14", "MOD-11", "MOD-12", "LAG-16", "LAG-17",
+    "LAG-18", "LAG-19", "NUM-24", "NUM-25", "NUM-26", "NUM-27", "NUM-28", "REPLAY-19", "REPLAY-20", "REPLAY-21",
+    "REPLAY-22", "REPLAY-23", "SHAPE-19", "SHAPE-20", "SHAPE-21", "SHAPE-22", "PARITY-7", "PARITY-8", "PARITY-9",
+    "TR-15",
+)
 
 # --------------------------------------------------------------------------------------------------
 # The mutator
@@ -376,13 +382,34 @@ def to_markdown(report: dict) -> str:
               "the reference) are listed in `docs/mutants/equivalent.txt` with a reason each.", ""]
     rows = [r for s in c.values() for r in s["results"]]
     survivors = [r for r in rows if r["status"] == "survived"]
-    lines += ["## Survivors", ""] + ([f"- `{r['id']}`" for r in survivors] or ["none"]) + [""]
+    notes = load_equivalents(SURVIVOR_NOTES)
+    lines += ["## Survivors (not killed; not claimed equivalent)", ""] + \
+             ([f"- `{r['id']}`" + (f": {notes[r['id']]}" if r["id"] in notes else "") for r in survivors] or ["none"]) + [""]
     added = [r for r in rows if r["status"] == "killed" and r["clause"] in report["added_clauses"]]
     lines += ["## Killed by clauses added for mutation testing", ""] + \
              ([f"- `{r['id']}`: {r['clause']}" for r in added] or ["none"]) + [""]
     eq = [r for r in rows if r["status"] == "equivalent"]
     lines += ["## Equivalent", ""] + ([f"- `{r['id']}`: {r['reason']}" for r in eq] or ["none"]) + [""]
     return "\n".join(lines)
+
+
+def _write(out: Path, contracts: dict, equivalents: dict[str, str], meta: dict, by_contract: dict) -> None:
+    from rlspec import registry
+
+    order = [c for c in registry.CONTRACTS if c in contracts]
+    stale = sorted(set(equivalents) - {r["id"] for s in contracts.values() for r in s["results"]})
+    capped = {c: f"{s['mutants_run']} of {s['mutants_total']}" for c, s in contracts.items()
+              if s["mutants_run"] < s["mutants_total"]}
+    sampling = ("Every mutant was run (no sampling)." if not capped else
+                "Sampled (a deterministic sample, random.Random(f'{seed}:<contract>').sample, seed "
+                f"{SEED}; the rest were not run): " + ", ".join(f"{c} {n}" for c, n in capped.items()) + ".")
+    report = dict(command="nox -s mutants", profile="ci", timeout_s=meta["timeout_s"], seed=meta["seed"],
+                  sampling=sampling, added_clauses=list(ADDED_CLAUSES), stale_equivalents=stale,
+                  runs=dict(last=meta, by_contract=by_contract), contracts={c: contracts[c] for c in order})
+    write_report(report, out)
+    print(f"wrote {out / 'kill_rate.json'} and {out / 'kill_rate.md'}", flush=True)
+    if stale:
+        print("equivalent.txt entries that match no mutant run (stale, or not run this time):\n  " + "\n  ".join(stale))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -396,18 +423,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=int, default=120, help="seconds per mutant; a mutant past it is killed")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--list", action="store_true", help="print the mutants and exit")
+    ap.add_argument("--report-only", action="store_true",
+                    help="re-apply docs/mutants/equivalent.txt to the committed results and rewrite the report")
     args = ap.parse_args(argv)
     cids = args.contracts or [c for c in registry.CONTRACTS if reference_file(c) is not None]
     equivalents = load_equivalents()
-    planned = {cid: plan(cid, args.max_per_contract, args.seed) for cid in cids}
+    planned = {} if args.report_only else {cid: plan(cid, args.max_per_contract, args.seed) for cid in cids}
     if args.list:
         for cid, (rel, jobs, total) in planned.items():
             print(f"{cid}: {len(jobs)} of {total} mutants")
             for mid, _ in jobs:
                 print(f"  {mid}")
         return 0
-    old = json.loads((args.out / "kill_rate.json").read_text()) if (args.out / "kill_rate.json").exists() else {}
+    path = args.out / "kill_rate.json"
+    old = json.loads(path.read_text()) if path.exists() else {}
     contracts = dict(old.get("contracts", {}))
+    meta = dict(timeout_s=args.timeout, seed=args.seed, max_per_contract=args.max_per_contract)
+    meta.update(old.get("runs", {}).get("last", {}) if args.report_only else {})
+    if args.report_only:  # re-apply equivalent.txt to the results already there
+        for cid, s in list(contracts.items()):
+            rows = [dict(r, status="survived" if r["status"] == "equivalent" else r["status"]) for r in s["results"]]
+            contracts[cid] = summarize(cid, s["file"], s["mutants_total"], rows, equivalents)
+        _write(args.out, contracts, equivalents, meta, old.get("runs", {}).get("by_contract", {}))
+        return 0
+    by_contract = dict(old.get("runs", {}).get("by_contract", {}))
     ctx = multiprocessing.get_context("spawn")
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
     with ctx.Pool(args.jobs) as pool:
@@ -419,25 +458,14 @@ def main(argv: list[str] | None = None) -> int:
             work = [(cid, mid, f"mutant_{cid}_{i}", src, args.timeout) for i, (mid, src) in enumerate(jobs)]
             rows = list(pool.imap_unordered(run_mutant, work))
             contracts[cid] = summarize(cid, rel, total, rows, equivalents)
+            by_contract[cid] = dict(meta, seconds=round(time.monotonic() - t0))
             s = contracts[cid]
             print(f"{cid}: {s['killed']} killed, {s['equivalent']} equivalent, {s['survived']} survived of "
                   f"{len(rows)} ({time.monotonic() - t0:.0f} s)", flush=True)
             for r in s["results"]:
                 if r["status"] == "survived":
                     print(f"  SURVIVED {r['id']}", flush=True)
-    order = [c for c in registry.CONTRACTS if c in contracts]
-    stale = sorted(set(equivalents) - {r["id"] for s in contracts.values() for r in s["results"]})
-    report = dict(command="nox -s mutants", profile="ci", timeout_s=args.timeout, seed=args.seed,
-                  max_per_contract=args.max_per_contract,
-                  sampling=(f"At most {args.max_per_contract} mutants per contract, a deterministic sample "
-                            f"(random.Random(f'{args.seed}:<contract>')); the rest were not run."
-                            if args.max_per_contract else "Every mutant was run (no sampling)."),
-                  added_clauses=list(ADDED_CLAUSES), stale_equivalents=stale,
-                  contracts={c: contracts[c] for c in order})
-    write_report(report, args.out)
-    print(f"wrote {args.out / 'kill_rate.json'} and {args.out / 'kill_rate.md'}")
-    if stale:
-        print("equivalent.txt entries that match no mutant run (stale, or not run this time):\n  " + "\n  ".join(stale))
+            _write(args.out, contracts, equivalents, meta, by_contract)  # after each contract: a partial run counts
     return 0
 
 

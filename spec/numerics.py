@@ -109,6 +109,7 @@ from rlspec.contracts.numerics import (
 )
 from rlspec.reference import numerics as reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, describe, expect_rejection, fail
+from rlspec.spec.power import same_with_defaults
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -136,6 +137,17 @@ CLAUSES = {
               "dilute its mean; unknown heads, mismatched masks, negative coefficients rejected by name",
     "NUM-21": "bad arguments (eps, epsilon, clip, target_kl, value_clip, clip_ratio, shapes) are rejected by name",
     "NUM-23": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
+    "NUM-24": "documented defaults: omitting eps, std_eps, epsilon, clip, value_clip or clip_ratio equals passing "
+              "1e-8, 1e-8, 1e-4 (RunningMeanStd) / 1e-8 (ObsNormalizer), 10.0, 10.0, 0.2 (bit for bit)",
+    "NUM-25": "bad calls are rejected naming the argument: masked_mean of a non-floating x, masked_policy_loss with "
+              "mismatched advantages or a non-bool mask, kl_guarded_updates with target_kl <= 0 (even for 0 steps)",
+    "NUM-26": "guards decide exactly at their thresholds: sigma == eps standardizes, a component std == std_eps is "
+              "masked, |Δ| == 20 is not a log-ratio clamp, Δ == ln 100 or ln 0.01 is not a ratio clamp, "
+              "KL == 1.5·target_kl does not stop",
+    "NUM-27": "returned state is a copy and estimates carry no graph: writing into state_dict() tensors changes "
+              "nothing; kl_guarded_updates' KL estimates do not require grad",
+    "NUM-28": "ratio_guard's gradient is finite for any finite log-ratio, also where e^Δ overflows (|Δ| ~ 800): "
+              "0 wherever the ratio is clamped",
 }
 
 INTERFACE = ("safe_standardize", "safe_zero_center", "RunningMeanStd", "ObsNormalizer", "ratio_guard",
@@ -886,6 +898,110 @@ def check_scalar_hyperparameters(impl, x, eps):
                                            target_kl=0.01), x=x)
 
 
+def check_defaults(impl, x, eps):
+    flat = x.reshape(-1)
+    rows = flat.reshape(-1, 1)  # [N, 1]
+    old = flat - 12.5  # |v - old| beyond the value clip
+    ratio = (flat - flat.flip(0)).clamp(-3, 3).exp()
+    ones = torch.ones_like(flat, dtype=torch.bool)
+    adv = torch.stack([flat, flat.flip(0), torch.zeros_like(flat)], -1) if flat.numel() > 1 else None
+
+    def run(kw):
+        rms = impl.RunningMeanStd(shape=(1,), **{k: v for k, v in kw.items() if k == "epsilon"})
+        norm = impl.ObsNormalizer(shape=(1,), **{("epsilon" if k == "obs_epsilon" else k): v for k, v in kw.items()
+                                                 if k in ("obs_epsilon", "clip")})
+        rms.update(rows)
+        norm.commit(rows)
+        out = [impl.safe_standardize(x, **{k: v for k, v in kw.items() if k == "eps"}), rms.state_dict(),
+               norm.normalize(100 * rows), impl.value_loss(flat, old, 3 * flat.flip(0), **{k: v for k, v in kw.items()
+                                                                                         if k == "value_clip"}),
+               impl.masked_policy_loss(ratio, flat, ones, **{k: v for k, v in kw.items() if k == "clip_ratio"})]
+        if adv is not None:
+            out.append(impl.masked_component_weights(adv, torch.zeros(3, dtype=x.dtype),
+                                                     **{k: v for k, v in kw.items() if k == "std_eps"}))
+        return out
+
+    same_with_defaults("NUM-24", "safe_standardize, RunningMeanStd, ObsNormalizer, value_loss, masked_policy_loss, "
+                                 "masked_component_weights", run,
+                       dict(eps=STD_EPS, epsilon=RMS_EPSILON, obs_epsilon=OBS_EPSILON, clip=OBS_CLIP, value_clip=10.0,
+                            clip_ratio=0.2, std_eps=STD_EPS), x=x)
+
+
+def check_rejects_more(impl):
+    mask = torch.ones(3, dtype=torch.bool)
+    calls = (
+        (lambda: impl.masked_mean(torch.zeros(3, dtype=torch.int64), mask), ["x"], "masked_mean with int64 x"),
+        (lambda: impl.masked_policy_loss(torch.ones(3), torch.ones(2), mask), ["advantages"],
+         "masked_policy_loss with advantages (2,) for ratio (3,)"),
+        (lambda: impl.masked_policy_loss(torch.ones(3), torch.ones(3), torch.ones(3)), ["mask"],
+         "masked_policy_loss with a float mask"),
+        (lambda: impl.kl_guarded_updates(lambda i: torch.zeros(2), lambda i, lr: None, 0, -1.0), ["target_kl"],
+         "kl_guarded_updates(n_steps=0, target_kl=-1.0)"),
+    )
+    for call, names, what in calls:
+        expect_rejection("NUM-25", call, names=names, what=what)
+
+
+def check_thresholds(impl):
+    x = torch.tensor([-2.0, 0.0, 2.0], dtype=torch.float64)  # sigma = 2 exactly
+    got = impl.safe_standardize(x, eps=2.0)
+    if got.tolist() != [-1.0, 0.0, 1.0]:
+        fail("NUM-26", f"safe_standardize([-2, 0, 2], eps=2.0) = {got.tolist()}, expected [-1, 0, 1]: sigma = 2 == eps "
+                       "standardizes (zero-centring is for sigma < eps)")
+    adv = torch.tensor([[-2.0, -2.0], [0.0, 0.0], [2.0, 20.0]], dtype=torch.float64)  # component stds 2, 11.01...
+    _, valid = impl.masked_component_weights(adv, torch.zeros(2, dtype=torch.float64), std_eps=2.0)
+    if valid.tolist() != [False, True]:
+        fail("NUM-26", f"masked_component_weights with component stds [2, ~11] and std_eps = 2 gives valid = "
+                       f"{valid.tolist()}, expected [False, True]: a std equal to std_eps is masked")
+    d = torch.tensor([LOG_RATIO_CLAMP, -LOG_RATIO_CLAMP, math.log(RATIO_MAX), math.log(RATIO_MIN)], dtype=torch.float64)
+    _, events = impl.ratio_guard(d, torch.zeros(4, dtype=torch.float64))
+    counts = {k: int(v) for k, v in events.items()}
+    if counts.get("log_ratio_clamped") != 0 or counts.get("ratio_clamped") != 2:
+        fail("NUM-26", f"ratio_guard events {counts} for Δ = [20, -20, ln 100, ln 0.01]: expected log_ratio_clamped 0 "
+                       "(|Δ| == 20 is not beyond the clamp) and ratio_clamped 2 (only ±20 lie outside [ln 0.01, ln 100])")
+    for k in range(1, 200):  # a Δ whose k3 estimate k is exactly KL_MULTIPLIER times a float target
+        lr = torch.tensor([0.01 * k, -0.005 * k], dtype=torch.float64)
+        _, kl = impl.kl_early_stop(lr, None)
+        target = float(kl) / KL_MULTIPLIER
+        if target > 0 and KL_MULTIPLIER * target == float(kl):
+            stop, _ = impl.kl_early_stop(lr, target)
+            if bool(stop):
+                fail("NUM-26", f"kl_early_stop stops with KL = {float(kl)!r} == {KL_MULTIPLIER} * target_kl "
+                               f"({target!r}): only KL > {KL_MULTIPLIER}·target_kl stops")
+            return
+
+
+def check_copies_detached(impl, x, eps):
+    rows = x.reshape(-1, 1)
+    for name in ("RunningMeanStd", "ObsNormalizer"):
+        obj, twin = getattr(impl, name)(shape=(1,)), getattr(impl, name)(shape=(1,))
+        obj.update(rows) if name == "RunningMeanStd" else obj.commit(rows)
+        twin.update(rows) if name == "RunningMeanStd" else twin.commit(rows)
+        for v in obj.state_dict().values():
+            v.fill_(-3.0)
+        for (k, got), (_, want) in zip(obj.state_dict().items(), twin.state_dict().items()):
+            if not torch.equal(got, want):
+                fail("NUM-27", f"{name}.state_dict()['{k}'] = {got.tolist()} after the caller wrote into a state_dict(),"
+                               f" expected {want.tolist()}: return copies", x=x)
+    w = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    kls, _ = impl.kl_guarded_updates(lambda i: w * torch.tensor([0.1, -0.2], dtype=torch.float64),
+                                     lambda i, lr: None, 2, 0.01)
+    attached = [i for i, k in enumerate(kls) if isinstance(k, torch.Tensor) and (k.requires_grad or k.grad_fn)]
+    if attached:
+        fail("NUM-27", f"kl_guarded_updates' KL estimates {attached} require grad: the estimate is a statistic of the "
+                       "pre-step policy, computed on the detached log-ratio")
+
+
+def check_ratio_gradient(impl, dtype):
+    new = torch.tensor([800.0, -800.0, 30.0, -30.0, 0.5], dtype=dtype, requires_grad=True)
+    ratio, _ = impl.ratio_guard(new, torch.zeros(5, dtype=dtype))
+    (grad,) = torch.autograd.grad(ratio.sum(), new)
+    want = torch.tensor([0.0, 0.0, 0.0, 0.0, math.exp(0.5)], dtype=torch.float64)
+    if not bool(torch.isfinite(grad).all()) or not torch.allclose(grad.double(), want, rtol=1e-5, atol=0.0):
+        fail("NUM-28", f"d ratio / d new_log_prob = {grad.tolist()} for Δ = [800, -800, 30, -30, 0.5] ({dtype}), "
+                       f"expected {want.tolist()}: finite, 0 where clamped")
+
+
 PROPERTIES = (
     Property("NUM-1", check_empty, check_empty_case_strategy(), requires=_STD, max_examples=6),
     Property("NUM-2", check_constant, standardize_cases(), STANDARDIZE_EXAMPLES, _STD),
@@ -911,6 +1027,14 @@ PROPERTIES = (
     Property("NUM-21", check_rejects_args, requires=INTERFACE),
     Property("NUM-22", check_entropy, entropy_cases(), ENTROPY_EXAMPLES, ("entropy_loss",)),
     Property("NUM-23", check_scalar_hyperparameters, standardize_cases(), STANDARDIZE_EXAMPLES[:1], INTERFACE, max_examples=4),
+    Property("NUM-24", check_defaults, standardize_cases(), STANDARDIZE_EXAMPLES, INTERFACE, max_examples=10),
+    Property("NUM-25", check_rejects_more, requires=("masked_mean", "masked_policy_loss", "kl_guarded_updates")),
+    Property("NUM-26", check_thresholds,
+             requires=("safe_standardize", "masked_component_weights", "ratio_guard", "kl_early_stop")),
+    Property("NUM-27", check_copies_detached, standardize_cases(), STANDARDIZE_EXAMPLES[:1],
+             ("RunningMeanStd", "ObsNormalizer", "kl_guarded_updates"), max_examples=5),
+    Property("NUM-28", check_ratio_gradient, st.builds(lambda d: dict(dtype=d), dtypes),
+             (dict(dtype=torch.float64), dict(dtype=torch.float32)), ("ratio_guard",), max_examples=2),
 )
 
 CONTRACT = Contract("numerics", CLAUSES, INTERFACE, PROPERTIES)

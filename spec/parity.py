@@ -69,6 +69,8 @@ CLAUSES = {
     "PARITY-8": "the one-minibatch probe logs the entropy mean(H(pi(.|s))) and ClipFrac mean(|r - 1| > eps) of the "
                 "pre-update policy, and squared-error critic losses: shifting target_value_r by ±c changes only "
                 "Loss_reward_critic, with second difference 2c² (likewise target_value_c and Loss_cost_critic)",
+    "PARITY-9": "the Adam step descends L term by term: after one single-minibatch update, both critic losses on the "
+                "same batch are lower, and with zero advantages (only −c_H·H moves the actor) the entropy is higher",
 }
 
 INTERFACE = ("make_learner", "make_semantic_learner")
@@ -356,6 +358,22 @@ def check_probe_logs(impl, config, n, seed, batch_seed):
                                  f"may depend on it in the first minibatch)", seed=seed, batch_seed=batch_seed)
 
 
+def check_critics_descend(impl, config, n, seed, batch_seed):
+    cfg = dict(config, epochs=1, minibatch_size=n)
+    probe = make_batch(cfg, n, batch_seed)
+    probe.update(adv_r=torch.zeros_like(probe["adv_r"]), adv_c=torch.zeros_like(probe["adv_c"]))
+    learner = impl.make_learner(cfg, seed)
+    before = learner.update(probe)  # logged at the pre-update parameters
+    after = impl.make_learner(cfg, seed)
+    after.load_state_dict(learner.state_dict())
+    again = after.update(probe)  # the same batch at the updated parameters
+    for key, sign in (("Loss/Loss_reward_critic", 1), ("Loss/Loss_cost_critic", 1), ("Train/Entropy", -1)):
+        if not sign * float(again.get(key, math.nan)) < sign * float(before.get(key, math.nan)):
+            fail("PARITY-9", f"{key} = {before.get(key)!r} before and {again.get(key)!r} after one Adam step on "
+                             "L = −mean(min(r A, clip(r) A)) + c_v·mean((V_r − t_r)²) + c_vc·mean((V_c − t_c)²) − c_H·H "
+                             "with A = 0: the step moved it the wrong way", seed=seed, batch_seed=batch_seed)
+
+
 PROPERTIES = (
     Property("PARITY-1", check_bit_identical, cases(), EXAMPLES, INTERFACE, max_examples=6),
     Property("PARITY-2", check_no_semantic_allocation, requires=INTERFACE),
@@ -365,6 +383,7 @@ PROPERTIES = (
     Property("PARITY-6", check_update_formula, cases(), EXAMPLES, ("make_learner",), max_examples=10),
     Property("PARITY-7", check_global_rng, cases(), EXAMPLES, INTERFACE, max_examples=4),
     Property("PARITY-8", check_probe_logs, cases(), EXAMPLES, ("make_learner",), max_examples=6),
+    Property("PARITY-9", check_critics_descend, cases(), EXAMPLES, ("make_learner",), max_examples=6),
 )
 
 CONTRACT = Contract("parity", CLAUSES, INTERFACE, PROPERTIES)

@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from rlspec.contracts.return_ema import DEFAULTS
 from rlspec.reference.return_ema import ReturnEMA as Reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
+from rlspec.spec.power import same_with_defaults, with_omitted
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -46,6 +47,12 @@ CLAUSES = {
     "REMA-7": "state_dict round-trips: a fresh instance loading it continues bit-identically",
     "REMA-8": "bad configuration (decay, percentiles, max_range) is rejected naming the argument",
     "REMA-9": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
+    "REMA-10": "documented defaults: ReturnEMA() with decay, max_range, percentile_low or percentile_high omitted "
+               "equals passing 0.99, 1.0, 0.05, 0.95 (bit for bit over a run)",
+    "REMA-11": "state is detached: updates with x that requires grad leave low, high and state_dict() without an "
+               "autograd graph",
+    "REMA-12": "returned tensors are copies: writing into update()'s offset or state_dict()'s tensors changes "
+               "neither the state nor later updates",
 }
 
 INTERFACE = ("ReturnEMA",)
@@ -234,6 +241,42 @@ def check_scalar_hyperparameters(impl, config, batches):
     check_scalar_types("REMA-9", run, dict(config), **config)
 
 
+def _run_all(ema, batches):
+    return [(*ema.update(x), ema.state_dict()) for x in batches]
+
+
+def check_defaults(impl, omitted, config, batches):
+    kept = {k: v for k, v in config.items() if k not in omitted}
+    same_with_defaults("REMA-10", f"ReturnEMA ({', '.join(sorted(omitted))} omitted)",
+                       lambda extra: _run_all(impl.ReturnEMA(**kept, **extra), batches),
+                       {k: DEFAULTS[k] for k in sorted(omitted)}, **config)
+
+
+def check_detached(impl, config, batches):
+    ema = impl.ReturnEMA(**config)
+    for x in batches:
+        ema.update(x.clone().requires_grad_())
+    attached = [k for k, v in [("low", ema.low), ("high", ema.high), *ema.state_dict().items()]
+                if isinstance(v, torch.Tensor) and (v.requires_grad or v.grad_fn is not None)]
+    if attached:
+        fail("REMA-11", f"{attached} keep an autograd graph after updates with x that requires grad (memory grows "
+                        "every update)", **config)
+
+
+def check_copies(impl, config, batches):
+    ema, twin = impl.ReturnEMA(**config), impl.ReturnEMA(**config)
+    for t, x in enumerate(batches):
+        offset, _ = ema.update(x)
+        want, _ = twin.update(x)
+        offset.fill_(123.0)
+        for v in ema.state_dict().values():
+            v.fill_(-7.0)
+        for (k, got), (_, exp) in zip(ema.state_dict().items(), twin.state_dict().items()):
+            if not torch.equal(got, exp):
+                fail("REMA-12", f"state_dict()['{k}'] = {got.tolist()!r} after the caller wrote into the tensors "
+                                f"returned by update {t}, expected {exp.tolist()!r}: return copies", **config)
+
+
 PROPERTIES = (
     Property("REMA-1", check_first_update, cases, EXAMPLES, INTERFACE),
     Property("REMA-2", check_sequence, cases, EXAMPLES, INTERFACE),
@@ -254,6 +297,11 @@ PROPERTIES = (
                               dict(name="percentile_high", value=0.05)]),
              requires=INTERFACE, max_examples=6),
     Property("REMA-9", check_scalar_hyperparameters, cases, EXAMPLES[:1], INTERFACE, max_examples=5),
+    Property("REMA-10", check_defaults, with_omitted(cases, tuple(DEFAULTS)),
+             (dict(EXAMPLES[2], config=dict(decay=0.5, max_range=0.25, percentile_low=0.1, percentile_high=0.9),
+                   omitted=frozenset(DEFAULTS)),), INTERFACE, max_examples=10),
+    Property("REMA-11", check_detached, cases, EXAMPLES[:1], INTERFACE, max_examples=5),
+    Property("REMA-12", check_copies, cases, EXAMPLES, INTERFACE, max_examples=10),
 )
 
 CONTRACT = Contract("return_ema", CLAUSES, INTERFACE, PROPERTIES)

@@ -77,9 +77,10 @@ import math
 import torch
 from hypothesis import strategies as st
 
-from rlspec.contracts.shaping import CLAMP, NORM_EPS, UNIT_EPS
+from rlspec.contracts.shaping import CLAMP, NORM_EPS, NORMALIZER_DEFAULTS, UNIT_EPS
 from rlspec.reference import shaping as reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
+from rlspec.spec.power import same_with_defaults
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -110,6 +111,13 @@ CLAUSES = {
     "SHAPE-17": "bad input (dimension mismatch, wrong batch, non-bool masks, NaN margins, bad config) is "
                 "rejected naming the argument, and stored state is unchanged",
     "SHAPE-18": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
+    "SHAPE-19": "documented defaults: MarginNormalizer() with norm_window, margin_scale or margin_norm_enable omitted "
+                "equals passing 1000, 1.0, True (outputs and clamp counts, bit for bit)",
+    "SHAPE-20": "more bad calls are rejected naming the argument: additive_shaping with a margin of another batch, a "
+                "float capture mask or beta < 0; PotentialShaper/TemporalPool with num_envs < 1 or dim < 1; captured "
+                "and reset masks that are not bool [num_envs]",
+    "SHAPE-21": "the clamp counter counts |y| > 2 strictly: margins of exactly ±2 are not clamps",
+    "SHAPE-22": "TemporalPool keeps copies: writing into an embedding tensor after pooling it changes no later pool",
 }
 
 INTERFACE = ("prompt_centroid", "semantic_margin", "beta_schedule", "additive_shaping",
@@ -660,6 +668,64 @@ def check_scalar_hyperparameters(impl, phi, e, captured, resets, reward, gamma, 
                                              beta_start=0.05, beta_end_step_fraction=0.5), phi=phi)
 
 
+def check_normalizer_defaults(impl, omitted, seed):
+    g = torch.Generator().manual_seed(seed)
+    batches = [3 * torch.randn(n, generator=g, dtype=torch.float64) for n in (5, 1, 7, 1200)]
+    explicit = dict(norm_window=16, margin_scale=2.5, margin_norm_enable=False)
+    kept = {k: v for k, v in explicit.items() if k not in omitted}
+
+    def run(extra):
+        norm = impl.MarginNormalizer(**kept, **extra)
+        return [norm(b) for b in batches] + [_as_int(norm.clamp_count), _as_int(norm.count)]
+
+    same_with_defaults("SHAPE-19", f"MarginNormalizer ({', '.join(sorted(omitted))} omitted)", run,
+                       {k: NORMALIZER_DEFAULTS[k] for k in sorted(omitted)}, seed=seed)
+
+
+def check_more_bad_calls(impl):
+    r, m, cap = torch.zeros(3), torch.zeros(3), torch.ones(3, dtype=torch.bool)
+    pool, shaper = impl.TemporalPool(3, 2, 2), impl.PotentialShaper(3, 0.9)
+    e = torch.zeros(3, 2)
+    calls = (
+        (lambda: impl.additive_shaping(r, 0.5, torch.zeros(2), cap), ["margin"], "additive_shaping with margin (2,)"),
+        (lambda: impl.additive_shaping(r, 0.5, m, torch.ones(3)), ["captured"], "additive_shaping with a float mask"),
+        (lambda: impl.additive_shaping(r, -0.5, m, cap), ["beta"], "additive_shaping with beta = -0.5"),
+        (lambda: impl.PotentialShaper(0, 0.9), ["num_envs"], "PotentialShaper(num_envs=0)"),
+        (lambda: shaper.reset(torch.ones(2, dtype=torch.bool)), ["mask"], "PotentialShaper(3).reset(mask (2,))"),
+        (lambda: impl.TemporalPool(0, 2, 2), ["num_envs"], "TemporalPool(num_envs=0)"),
+        (lambda: impl.TemporalPool(3, 0, 2), ["dim"], "TemporalPool(dim=0)"),
+        (lambda: pool(e, torch.ones(3)), ["captured"], "TemporalPool with a float capture mask"),
+        (lambda: pool.reset(torch.ones(3)), ["mask"], "TemporalPool.reset with a float mask"),
+    )
+    for call, names, what in calls:
+        expect_rejection("SHAPE-20", call, names=names, what=what)
+
+
+def check_clamp_boundary(impl):
+    norm = impl.MarginNormalizer(norm_window=8, margin_scale=1.0, margin_norm_enable=False)
+    out = norm(torch.tensor([2.0, -2.0, 1.0, 2.5], dtype=torch.float64))
+    if _as_int(norm.clamp_count) != 1 or out.tolist() != [2.0, -2.0, 1.0, 2.0]:
+        fail("SHAPE-21", f"margins [2, -2, 1, 2.5] gave {out.tolist()} with clamp_count {_as_int(norm.clamp_count)}, "
+                         "expected [2, -2, 1, 2] and 1 clamp (only |y| > 2 is clamped)")
+
+
+def check_pool_copies(impl):
+    pool, twin = impl.TemporalPool(2, 3, 3), impl.TemporalPool(2, 3, 3)
+    cap = torch.ones(2, dtype=torch.bool)
+    for t in range(3):
+        e = torch.full((2, 3), float(t), dtype=torch.float64)
+        got, want = pool(e, cap), twin(e.clone(), cap)
+        e.fill_(100.0)  # the caller reuses its buffer
+        if not torch.equal(got, want):
+            fail("SHAPE-22", f"pool output {got.tolist()} at step {t}, expected {want.tolist()}: writing into "
+                             "embeddings pooled earlier changed it (the pool must keep copies)")
+    e = torch.zeros(2, 3, dtype=torch.float64)
+    got, want = pool(e, ~cap), twin(e, ~cap)
+    if not torch.equal(got, want):
+        fail("SHAPE-22", f"after the caller wrote into embeddings it had pooled, the pool gives {got.tolist()}, "
+                         f"expected {want.tolist()}: the pool must keep copies")
+
+
 PROPERTIES = (
     Property("SHAPE-1", check_margin_reference, margin_cases(), MARGIN_EXAMPLES,
              ("prompt_centroid", "semantic_margin")),
@@ -693,6 +759,15 @@ PROPERTIES = (
     Property("SHAPE-17", check_rejects_bad_input, st.builds(lambda k: dict(kind=k), st.sampled_from(BAD_KINDS)),
              tuple(dict(kind=k) for k in BAD_KINDS), INTERFACE, max_examples=1),
     Property("SHAPE-18", check_scalar_hyperparameters, rollouts(), ROLLOUT_EXAMPLES[:1], INTERFACE, max_examples=4),
+    Property("SHAPE-19", check_normalizer_defaults,
+             st.builds(lambda o, s: dict(omitted=o, seed=s),
+                       st.one_of(st.just(frozenset(NORMALIZER_DEFAULTS)),
+                                 st.frozensets(st.sampled_from(tuple(NORMALIZER_DEFAULTS)), min_size=1)),
+                       st.integers(0, 2**31 - 1)),
+             (dict(omitted=frozenset(NORMALIZER_DEFAULTS), seed=0),), ("MarginNormalizer",), max_examples=8),
+    Property("SHAPE-20", check_more_bad_calls, requires=("additive_shaping", "PotentialShaper", "TemporalPool")),
+    Property("SHAPE-21", check_clamp_boundary, requires=("MarginNormalizer",)),
+    Property("SHAPE-22", check_pool_copies, requires=("TemporalPool",)),
 )
 
 CONTRACT = Contract("shaping", CLAUSES, INTERFACE, PROPERTIES)

@@ -124,6 +124,9 @@ CLAUSES = {
              "outside (0, 1), mismatched shapes, a cost_before without cost_violation, a malformed evaluate)",
     "TR-14": "hyper-parameters (iters, residual_tol, eps, damping, max_kl, max_steps, decay, kappa, clip_ratio) "
              "given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
+    "TR-15": "cpo_step's multipliers are the ones its step uses: cases 3, 4 (TRPO step α·x) ν = 0, λ = 1/α with "
+             "α = sqrt(2δ/(q + 1e-8)); case 0 λ = 0, ν = sqrt(2δ/(s + 1e-8)); cases 1, 2 λ > 0, "
+             "ν = max(0, λc + r)/(s + 1e-8) and step = (x − ν·p)/λ",
 }
 
 INTERFACE = ("conjugate_gradient", "fisher_vector_product", "natural_step", "cpo_step", "line_search", "p3o_loss")
@@ -566,6 +569,27 @@ def check_cpo_case(impl, **case):
                      atol=64 * eps * (1 + abs(terms[name])), c=c, **case)
 
 
+def check_cpo_multipliers(impl, **case):
+    out, (g, b, x, p, q, c, F) = _cpo(impl, case)
+    case_id, delta = int(out.case), case["max_kl"]
+    lam, nu, r, s = (float(getattr(out, k)) for k in ("lam", "nu", "r", "s"))
+    rtol = 1e-4 if case["dtype"] == torch.float32 else 1e-9
+    if case_id in (ALL_FEASIBLE, ZERO_COST_GRAD):
+        want = dict(lam=1 / (math.sqrt(2 * delta / (float(q) + EPS)) + EPS), nu=0.0)
+    elif case_id == INFEASIBLE_RECOVERY:
+        want = dict(lam=0.0, nu=math.sqrt(2 * delta / (s + EPS)))
+    else:
+        if not lam > 0:
+            fail("TR-15", f"case {case_id}: λ = {lam!r}, expected > 0", **case)
+        want = dict(lam=lam, nu=max(0.0, lam * float(c) + r) / (s + EPS))
+        step = (x.double() - want["nu"] * p.double()) / (lam + EPS)
+        assert_close("TR-15", f"case {case_id}: step vs (x − ν·p)/λ", out.step.double(), step,
+                     atol=rtol * float(step.abs().max()), rtol=rtol, **case)
+    for k, v in want.items():
+        assert_close("TR-15", f"case {case_id}: {k}", float(getattr(out, k)), v, atol=rtol * (1 + abs(v)), rtol=0.0,
+                     q=float(q), c=float(c), r=r, s=s, **case)
+
+
 def check_cpo_step(impl, **case):
     out, (g, b, x, p, q, c, F) = _cpo(impl, case)
     case_id, terms = cpo_expected_case(g, b, p, c, case["max_kl"])
@@ -696,6 +720,7 @@ PROPERTIES = (
     Property("TR-9", check_line_search_fails, line_cases(forced_failure=True), FAIL_EXAMPLES, ("line_search",)),
     Property("TR-10", check_cpo_case, cpo_cases, CPO_EXAMPLES, ("cpo_step",)),
     Property("TR-11", check_cpo_step, cpo_cases, CPO_EXAMPLES, ("cpo_step",)),
+    Property("TR-15", check_cpo_multipliers, cpo_cases, CPO_EXAMPLES, ("cpo_step",)),
     Property("TR-12", check_p3o, p3o_cases,
              (dict(seed=0, n=32, c=-10.0, kappa=20.0, clip_ratio=0.2, cost_clip=False, spread=0.3, dtype=F64),
               dict(seed=1, n=32, c=0.2, kappa=20.0, clip_ratio=0.2, cost_clip=True, spread=0.3, dtype=F64)),

@@ -11,6 +11,9 @@ import torch
 
 from rlspec.contracts.validate import require_floating, require_int, require_range
 
+DUAL_DEFAULTS = dict(cost_limit=25.0, lr=0.035, lambda_init=0.0)
+
+
 LAGRANGE_DEFAULTS = dict(cost_limit=25.0, lagrangian_multiplier_init=0.001, lambda_lr=0.035,
                          lagrangian_upper_bound=None)
 

@@ -26,6 +26,9 @@ NORM_EPS = 1e-8  # §4.0.3: (m - mu_m) / (sigma_m + eps)
 UNIT_EPS = 1e-12  # torch.nn.functional.normalize's default
 
 
+NORMALIZER_DEFAULTS = dict(norm_window=1000, margin_scale=1.0, margin_norm_enable=True)  # MarginNormalizer (SHAPE-19)
+
+
 def validate_prompts(prompts: torch.Tensor) -> None:
     require_floating("prompt_centroid", "prompts", prompts)
     if prompts.dim() != 2:
