@@ -36,6 +36,7 @@ CONTRACTS: dict[str, str] = {
     "parity": "rlspec.spec.parity",
     "room_env": "rlspec.spec.room_env",
     "trust_region": "rlspec.spec.trust_region",
+    "rssm": "rlspec.spec.rssm",
 }
 
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -104,6 +105,10 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "trust_region": {
         "reference": "rlspec.reference.trust_region",
         "fast-torch": "rlspec.fast.trust_region",
+    },
+    "rssm": {
+        "reference": "rlspec.reference.rssm",
+        "fast-torch": "rlspec.fast.rssm",
     },
 }
 
