@@ -29,8 +29,11 @@ sampler to the caller's generator.
 
 Precision policy (seed §3 M3, mandatory): under torch.autocast (bf16 on CPU, bf16/fp16 on CUDA) the GRU
 gates and the state update run in float32 and h, z and the returned state are float32; logits come back
-float32. Tolerance vs the float32 run (stated for these tiny sizes, bf16 eps 2^-8): h within 0.05,
-logits within 0.25, compared per row up to the first sample that differs (a discrete sample may flip).
+float32. Tolerance vs the float32 run (stated for these tiny sizes, bf16 eps 2^-8): h within 0.05 and the
+latent probabilities softmax(logits) within 0.1, compared per row up to the first sample that differs (a
+discrete sample may flip). Measured worst cases over 40 seeds at H 32, hidden 16, S = K = 4, T 8, B 3: h
+0.009, probabilities 0.019 with the latent heads at scale 1–8, 0.087 at scale 50 (raw logits ~±50 rounded
+to bf16 in the heads, which autocast runs in bf16 by design).
 
 Tolerances of parity and closed form: 1e-5 absolute + 1e-5 relative (float32 rounding of split matmuls).
 """
@@ -70,7 +73,7 @@ CLAUSES = {
                "was seeded",
     "RSSM-12": "precision policy: under autocast(cpu, bfloat16) h, z and the state are float32, h carries "
                "float32 precision (the GRU update is not rounded to bf16), outputs are finite and within "
-               "0.05 (h) / 0.25 (logits) of the float32 run",
+               "0.05 (h) / 0.1 (probabilities softmax(logits)) of the float32 run",
     "RSSM-13": "carried state: observe over [0, T) equals observe over [0, t) then [t, T) from the returned "
                "state with the same generator (1e-5)",
     "RSSM-14": "bad inputs are rejected naming the argument, the expected and the actual value (shapes, "
@@ -88,7 +91,7 @@ RSSM(config: RSSMConfig)        an nn.Module whose state_dict has the layout of 
 """
 
 TOL = 1e-5
-AUTOCAST_TOL_H, AUTOCAST_TOL_LOGITS = 0.05, 0.25
+AUTOCAST_TOL_H, AUTOCAST_TOL_PROBS = 0.05, 0.1
 
 
 # --------------------------------------------------------------------------------------------------
@@ -421,7 +424,9 @@ def check_straight_through(impl, **case):
     w = torch.randn(out.z.shape, generator=torch.Generator().manual_seed(s.seed + 23))
     params = [p for p in s.model.parameters() if p.requires_grad]
     wrt = [embed, *params]
-    got = torch.autograd.grad((w * out.z).sum(), wrt, retain_graph=True, allow_unused=True)
+    loss_z = (w * out.z).sum()
+    got = torch.autograd.grad(loss_z, wrt, retain_graph=True, allow_unused=True) if loss_z.requires_grad \
+        else [None] * len(wrt)  # z carries no graph at all: its gradient is zero
     want = torch.autograd.grad((w * out.post_logits.softmax(-1)).sum(), wrt, allow_unused=True)
     flat = lambda gs: torch.cat([(torch.zeros_like(x) if g is None else g).reshape(-1)  # noqa: E731
                                  for g, x in zip(gs, wrt)])
@@ -507,9 +512,11 @@ def check_autocast(impl, **case):
                         "GRU update ran in bf16 (expected float32 gates and state update)", **s.inputs())
     first = _flips(got.z, want.z)
     t = torch.arange(s.T).unsqueeze(-1)
-    for name, tol in (("h", AUTOCAST_TOL_H), ("prior_logits", AUTOCAST_TOL_LOGITS),
-                      ("post_logits", AUTOCAST_TOL_LOGITS)):
-        g, w = getattr(got, name).double(), getattr(want, name).double()
+    for name, tol in (("h", AUTOCAST_TOL_H), ("prior_logits", AUTOCAST_TOL_PROBS),
+                      ("post_logits", AUTOCAST_TOL_PROBS)):
+        g, w = getattr(got, name).detach().double(), getattr(want, name).detach().double()
+        if name != "h":
+            g, w, name = g.softmax(-1), w.softmax(-1), f"softmax({name})"
         keep = _rows_kept(t <= first, g)
         assert_close("RSSM-12", f"autocast(bfloat16) {name} vs float32", torch.where(keep, g, w), w, atol=tol,
                      **s.inputs())
@@ -577,10 +584,10 @@ PROPERTIES = (
     Property("RSSM-6", check_action_zeroed, cases, EXAMPLES, INTERFACE),
     Property("RSSM-7", check_action_alignment, cases, EXAMPLES, INTERFACE),
     Property("RSSM-8", check_unimix_floor, cases, EXAMPLES, INTERFACE),
-    Property("RSSM-9", check_straight_through, cases, EXAMPLES, INTERFACE),
+    Property("RSSM-9", check_straight_through, cases, EXAMPLES, INTERFACE, max_examples=10),
     Property("RSSM-10", check_sampling, cases, EXAMPLES, INTERFACE),
     Property("RSSM-11", check_no_global_rng, cases, EXAMPLES, INTERFACE, max_examples=10),
-    Property("RSSM-12", check_autocast, cases, EXAMPLES, INTERFACE),
+    Property("RSSM-12", check_autocast, cases, EXAMPLES, INTERFACE, max_examples=10),
     Property("RSSM-13", check_carry, cases, EXAMPLES, INTERFACE),
     Property("RSSM-14", check_rejects,
              st.builds(lambda c, bad: dict(c, bad=bad), cases, st.sampled_from(BAD_INPUTS)),

@@ -102,16 +102,17 @@ class RSSMParameters(nn.Module):
                             f"got {type(config).__name__}")
         self.config = c = config
         sk = c.stoch * c.classes
-        self.img_in = nn.Linear(sk + c.num_actions, c.hidden, bias=False)
-        self.img_in_norm = nn.LayerNorm(c.hidden, eps=c.ln_eps)
-        self.gru = nn.Linear(c.deter + c.hidden, 3 * c.deter, bias=False)
-        self.gru_norm = nn.LayerNorm(3 * c.deter, eps=c.ln_eps)
-        self.prior_hidden = nn.Linear(c.deter, c.hidden, bias=False)
-        self.prior_norm = nn.LayerNorm(c.hidden, eps=c.ln_eps)
-        self.prior_out = nn.Linear(c.hidden, sk)
-        self.post_hidden = nn.Linear(c.deter + c.embed_dim, c.hidden, bias=False)
-        self.post_norm = nn.LayerNorm(c.hidden, eps=c.ln_eps)
-        self.post_out = nn.Linear(c.hidden, sk)
+        with torch.random.fork_rng(devices=[]):  # nn.Linear's own init draws from the global RNG: undone
+            self.img_in = nn.Linear(sk + c.num_actions, c.hidden, bias=False)
+            self.img_in_norm = nn.LayerNorm(c.hidden, eps=c.ln_eps)
+            self.gru = nn.Linear(c.deter + c.hidden, 3 * c.deter, bias=False)
+            self.gru_norm = nn.LayerNorm(3 * c.deter, eps=c.ln_eps)
+            self.prior_hidden = nn.Linear(c.deter, c.hidden, bias=False)
+            self.prior_norm = nn.LayerNorm(c.hidden, eps=c.ln_eps)
+            self.prior_out = nn.Linear(c.hidden, sk)
+            self.post_hidden = nn.Linear(c.deter + c.embed_dim, c.hidden, bias=False)
+            self.post_norm = nn.LayerNorm(c.hidden, eps=c.ln_eps)
+            self.post_out = nn.Linear(c.hidden, sk)
         if c.initial == "learned":
             self.initial_h = nn.Parameter(torch.zeros(c.deter))
         else:
