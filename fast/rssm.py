@@ -36,7 +36,7 @@ class RSSM(ref.RSSM):
         taken = F.one_hot(action.long(), c.num_actions).to(state.action.dtype)  # [T, B, A]
         prev_action = torch.cat((state.action.unsqueeze(0), taken[:-1]))  # [T, B, A]: a_{t−1}
         action_proj = F.linear(prev_action.masked_fill(is_first.unsqueeze(-1), 0), w_a)  # [T, B, hidden]
-        embed_proj = F.linear(embed, w_e)  # [T, B, hidden]
+        embed_proj = F.linear(embed.to(w_e.dtype), w_e)  # [T, B, hidden]
         first = is_first.unsqueeze(-1)  # [T, B, 1]
         h, z = state.h, state.z
         posts, hs, zs = [], [], []

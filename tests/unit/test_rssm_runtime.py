@@ -63,3 +63,17 @@ def test_one_state_dict_for_both_twins():
     fast = Fast(c)
     fast.load_state_dict(ref.state_dict())  # strict: same names and shapes
     assert all(torch.equal(v, fast.state_dict()[k]) for k, v in ref.state_dict().items())
+
+
+@pytest.mark.parametrize("cls", [Reference, Fast], ids=["reference", "fast"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_embed_dtype_does_not_change_the_state_dtype(cls, dtype):
+    c = RSSMConfig(embed_dim=3, num_actions=2, deter=8, stoch=2, classes=3, hidden=4)
+    model = cls(c, torch.Generator().manual_seed(1))
+    embed = torch.randn(4, 2, 3, generator=torch.Generator().manual_seed(2))
+    action, is_first = torch.zeros(4, 2, dtype=torch.long), torch.zeros(4, 2, dtype=torch.bool)
+    with torch.no_grad():
+        want = model.observe(embed, action, is_first, torch.Generator().manual_seed(3))
+        got = model.observe(embed.to(dtype), action, is_first, torch.Generator().manual_seed(3))
+    assert got.h.dtype == got.post_logits.dtype == torch.float32
+    torch.testing.assert_close(got.post_logits[0], want.post_logits[0], atol=0.05, rtol=0)  # e_0 enters here
