@@ -50,16 +50,24 @@ def _round(t: torch.Tensor, step: float = 1 / 64) -> torch.Tensor:
     return (torch.round(t / step) * step).float()
 
 
-def build_sheeprl_rssm() -> RSSM:
+def build_sheeprl_rssm(deter: int = H, hidden: int = HIDDEN, stoch: int = S, classes: int = K, embed_dim: int = E,
+                       num_actions: int = A) -> RSSM:
+    """sheeprl's RSSM as its build_agent makes it (stoch·classes latent, one hidden layer per MLP)."""
     ln = dict(eps=LN_EPS)
-    mlp_args = dict(hidden_sizes=[HIDDEN], activation=nn.SiLU, layer_args={"bias": False}, flatten_dim=None,
-                    norm_layer=[LayerNorm], norm_args=[dict(ln, normalized_shape=HIDDEN)])
-    recurrent = RecurrentModel(input_size=A + S * K, recurrent_state_size=H, dense_units=HIDDEN,
+    sk = stoch * classes
+    mlp_args = dict(hidden_sizes=[hidden], activation=nn.SiLU, layer_args={"bias": False}, flatten_dim=None,
+                    norm_layer=[LayerNorm], norm_args=[dict(ln, normalized_shape=hidden)])
+    recurrent = RecurrentModel(input_size=num_actions + sk, recurrent_state_size=deter, dense_units=hidden,
                                activation_fn=nn.SiLU, layer_norm_cls=LayerNorm, layer_norm_kw=dict(ln))
-    representation = RepresentationModel(H, input_dims=H + E, output_dim=S * K, **mlp_args)
-    transition = MLP(input_dims=H, output_dim=S * K, **mlp_args)
-    return RSSM(recurrent, representation, transition, distribution_cfg={"validate_args": False}, discrete=K,
+    representation = RepresentationModel(deter, input_dims=deter + embed_dim, output_dim=sk, **mlp_args)
+    transition = MLP(input_dims=deter, output_dim=sk, **mlp_args)
+    return RSSM(recurrent, representation, transition, distribution_cfg={"validate_args": False}, discrete=classes,
                 unimix=UNIMIX, learnable_initial_recurrent_state=True)
+
+
+def load_our_weights(rssm: RSSM, state_dict: dict[str, torch.Tensor]) -> None:
+    """Copy weights in the contract's layout into sheeprl's RSSM."""
+    rssm.load_state_dict({name: state_dict[key] for name, key in NAMES.items()})
 
 
 def _weights(rssm: RSSM, g: torch.Generator) -> dict[str, torch.Tensor]:
@@ -74,7 +82,7 @@ def _weights(rssm: RSSM, g: torch.Generator) -> dict[str, torch.Tensor]:
         else:
             v = (2 * torch.rand(p.shape, generator=g) - 1) * 2 / p.shape[-1] ** 0.5
         ours[key] = _round(v)
-    rssm.load_state_dict({name: ours[key] for name, key in NAMES.items()})
+    load_our_weights(rssm, ours)
     return ours
 
 
