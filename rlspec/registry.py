@@ -38,6 +38,7 @@ CONTRACTS: dict[str, str] = {
     "trust_region": "rlspec.spec.trust_region",
     "success_set": "rlspec.spec.success_set",
     "behavior": "rlspec.spec.behavior",
+    "rssm": "rlspec.spec.rssm",
 }
 
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -114,6 +115,10 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "behavior": {
         "reference": "rlspec.reference.behavior",
         "fast-torch": "rlspec.fast.behavior",
+    },
+    "rssm": {
+        "reference": "rlspec.reference.rssm",
+        "fast-torch": "rlspec.fast.rssm",
     },
 }
 

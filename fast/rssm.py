@@ -1,0 +1,55 @@
+"""Fast ``rssm`` twin: the reference's step pieces (float32 GRU, unimix, sampler) with the work that does not
+depend on the recurrence taken out of the time loop, as sheeprl 0.8.4 does (``project_observations``,
+``prior_logits`` of a whole sequence):
+
+* the posterior's first layer is split, W [h; e] = W_h h + W_e e: W_e e is one matmul over [T·B, E];
+* the input layer is split likewise, W [z; a] = W_z z + W_a a: the previous actions (shifted, zeroed at
+  is_first) are projected for the whole window at once;
+* the priors do not feed the recurrence: one pass over h [T, B, H] after the loop.
+
+Per step the loop keeps W_z z, the GRU, W_h h and the posterior head. Same parameters (state_dict) and
+interface as the reference; the sums of split matmuls round differently (float32 parity ~1e-6).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from rlspec.contracts.rssm import RSSMOutput, RSSMState, validate_observe
+from rlspec.reference import rssm as ref
+
+BACKEND_NOTE = "split projections hoisted out of the scan"
+
+
+class RSSM(ref.RSSM):
+    def observe(self, embed: torch.Tensor, action: torch.Tensor, is_first: torch.Tensor,
+                generator: torch.Generator, state: RSSMState | None = None) -> RSSMOutput:
+        validate_observe(self.config, embed, action, is_first, generator, state)
+        c = self.config
+        T, B = is_first.shape
+        sk = c.stoch * c.classes
+        state = self.initial_state(B) if state is None else state
+        h0, z0 = self._initial(B)
+        w_z, w_a = self.img_in.weight[:, :sk], self.img_in.weight[:, sk:]
+        w_h, w_e = self.post_hidden.weight[:, : c.deter], self.post_hidden.weight[:, c.deter:]
+        taken = F.one_hot(action.long(), c.num_actions).to(state.action.dtype)  # [T, B, A]
+        prev_action = torch.cat((state.action.unsqueeze(0), taken[:-1]))  # [T, B, A]: a_{t−1}
+        action_proj = F.linear(prev_action.masked_fill(is_first.unsqueeze(-1), 0), w_a)  # [T, B, hidden]
+        embed_proj = F.linear(embed.to(w_e.dtype), w_e)  # [T, B, hidden]
+        first = is_first.unsqueeze(-1)  # [T, B, 1]
+        h, z = state.h, state.z
+        posts, hs, zs = [], [], []
+        for t in range(T):
+            h = torch.where(first[t], h0, h)
+            z = torch.where(first[t].unsqueeze(-1), z0, z)
+            x = F.silu(self.img_in_norm(F.linear(z.flatten(-2), w_z) + action_proj[t]))
+            h = self._gru(h, x)
+            post = self._latent(self.post_out(F.silu(self.post_norm(F.linear(h, w_h) + embed_proj[t]))))
+            z = self._sample(post, generator)
+            posts.append(post)
+            hs.append(h)
+            zs.append(z)
+        hs = torch.stack(hs)  # [T, B, H]
+        last = RSSMState(h, z, taken[-1].float())
+        return RSSMOutput(self._prior(hs), torch.stack(posts), hs, torch.stack(zs), last)
