@@ -37,6 +37,7 @@ CONTRACTS: dict[str, str] = {
     "room_env": "rlspec.spec.room_env",
     "trust_region": "rlspec.spec.trust_region",
     "rssm": "rlspec.spec.rssm",
+    "world_model": "rlspec.spec.world_model",
 }
 
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -109,6 +110,10 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "rssm": {
         "reference": "rlspec.reference.rssm",
         "fast-torch": "rlspec.fast.rssm",
+    },
+    "world_model": {
+        "reference": "rlspec.reference.world_model",
+        "fast-torch": "rlspec.fast.world_model",
     },
 }
 
