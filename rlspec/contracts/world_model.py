@@ -34,7 +34,7 @@ import torch
 
 from rlspec.contracts.packed2 import FRAME_SHAPE, PIXELS_PER_BYTE
 from rlspec.contracts.rssm import RSSMConfig, require_action_ids, require_tensor
-from rlspec.contracts.twohot import DEFAULT_BINS, DEFAULT_HIGH, DEFAULT_LOW, validate_support
+from rlspec.contracts.twohot import DEFAULT_BINS, DEFAULT_HIGH, DEFAULT_LOW
 from rlspec.contracts.validate import require_int, require_range
 
 FREE_BITS = 1.0  # free nats per (t, b) before the mean (seed §3 M4: ">= 1.0 default"; sheeprl kl_free_nats)
@@ -85,7 +85,12 @@ class WorldModelConfig:
         if FRAME_HEIGHT % self.pool or FRAME_WIDTH % self.pool:
             raise ValueError(f"{fn}: argument 'pool' must divide the frame {FRAME_HEIGHT} × {FRAME_WIDTH} "
                              f"(1, 2, 4 or 8), got {self.pool}")
-        validate_support(fn, self.reward_bins, self.reward_low, self.reward_high)
+        require_int(fn, "reward_bins", self.reward_bins, 2)
+        for name in ("reward_low", "reward_high"):
+            require_range(fn, name, getattr(self, name), -math.inf, math.inf, lo_open=True, hi_open=True)
+        if not self.reward_low < self.reward_high:
+            raise ValueError(f"{fn}: arguments 'reward_low' < 'reward_high' expected, got {self.reward_low!r}, "
+                             f"{self.reward_high!r}")
         for name in ("free_bits", "dyn_scale", "rep_scale"):
             require_range(fn, name, getattr(self, name), 0.0, math.inf, hi_open=True)
         if self.unpack_impl not in UNPACK_IMPLS:
