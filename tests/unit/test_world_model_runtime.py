@@ -52,3 +52,26 @@ def test_build_leaves_the_global_rng_untouched_and_one_state_dict_loads_into_bot
 def test_config_type_is_checked():
     with pytest.raises(TypeError, match="'config' must be a WorldModelConfig"):
         Reference(dict(TINY))
+
+
+def test_kl_loss_with_the_paper_preset_is_sheeprls_formula():
+    """sheeprl 0.8.4 ``algos/dreamer_v3/loss.py`` reconstruction_loss, transcribed with torch.distributions
+    (its KL terms, kl_regularizer 1): kl_dynamic·max(KL(sg(post) ‖ prior), fb) + kl_representation·max(
+    KL(post ‖ sg(prior)), fb) per (t, b), then the mean. Not a golden fixture (sheeprl is not imported)."""
+    from torch.distributions import Independent, OneHotCategoricalStraightThrough, kl_divergence
+
+    from rlspec.reference.world_model import kl_loss
+
+    g = torch.Generator().manual_seed(0)
+    post, prior = (3 * torch.randn(2, 5, 3, 4, 4, generator=g)).log_softmax(-1).unbind(0)  # [T, B, S, K] each
+    post[0] = prior[0]  # some (t, b) below the free bits, the rest above
+
+    def dist(logits):
+        return Independent(OneHotCategoricalStraightThrough(logits=logits), 1)
+
+    scales = WorldModelConfig(num_actions=1).with_paper_kl_scales()
+    fb = torch.full((5, 3), 1.0)
+    dyn = scales.dyn_scale * torch.maximum(kl_divergence(dist(post.detach()), dist(prior)), fb)
+    rep = scales.rep_scale * torch.maximum(kl_divergence(dist(post), dist(prior.detach())), fb)
+    ours = kl_loss(post, prior, scales.free_bits, scales.dyn_scale, scales.rep_scale).loss
+    torch.testing.assert_close(ours, (dyn + rep).mean(), rtol=1e-6, atol=1e-6)
