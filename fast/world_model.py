@@ -16,15 +16,14 @@ import importlib
 
 import torch
 
+from rlspec.contracts.world_model import UNPACK_MODULES
 from rlspec.fast import rssm, twohot
 from rlspec.reference import world_model as ref
 from rlspec.reference.world_model import kl_loss
 
-__all__ = ["BACKEND_NOTE", "UNPACK_MODULES", "WorldModel", "kl_loss"]
+__all__ = ["BACKEND_NOTE", "WorldModel", "kl_loss"]
 
 BACKEND_NOTE = "fast RSSM and two-hot, packed2 per unpack_impl"
-UNPACK_MODULES = {"lut": "rlspec.fast.packed2", "triton": "rlspec.fast.packed2_triton",
-                  "warp": "rlspec.fast.packed2_warp"}
 
 
 class WorldModel(ref.WorldModel):

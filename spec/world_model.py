@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from rlspec.contracts.world_model import PAPER_KL_SCALES, WorldModelConfig
+from rlspec.contracts.world_model import PAPER_KL_SCALES, UNPACK_MODULES, WorldModelConfig
 from rlspec.reference import packed2, twohot
 from rlspec.reference.world_model import WorldModel as Reference
 from rlspec.spec.core import Contract, Property, assert_close, assert_identical, expect_rejection, fail
@@ -277,10 +277,9 @@ def embed64(sd: dict, cfg: WorldModelConfig, obs: torch.Tensor) -> torch.Tensor:
     return y @ sd["encoder.out.weight"].double().T + sd["encoder.out.bias"].double()
 
 
-def _unpack_impls_available(impl) -> list[str]:
+def _unpack_impls_available() -> list[str]:
     names = []
-    for name, module in (("lut", "rlspec.fast.packed2"), ("triton", "rlspec.fast.packed2_triton"),
-                         ("warp", "rlspec.fast.packed2_warp")):
+    for name, module in UNPACK_MODULES.items():
         try:
             importlib.import_module(module)
         except ImportError:  # Triton without CUDA nor interpreter, Warp not installed: not available here
@@ -295,7 +294,7 @@ def check_encoder(impl, config, T, B, seed):
     got = model.embed(obs)
     assert_close("WM-7", "embed(obs) vs float64 closed form (unpack v/3, avg-pool, MLP)", got,
                  embed64(model.state_dict(), model.config, obs), atol=TOL, rtol=TOL, T=T, B=B, seed=seed)
-    for name in _unpack_impls_available(impl):
+    for name in _unpack_impls_available():
         other = impl.WorldModel(dataclasses.replace(model.config, unpack_impl=name))
         other.load_state_dict(model.state_dict())
         assert_identical("WM-7", f"embed(obs) with unpack_impl={name!r} vs {model.config.unpack_impl!r}",

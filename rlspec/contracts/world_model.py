@@ -40,7 +40,10 @@ from rlspec.contracts.validate import require_int, require_range
 FREE_BITS = 1.0  # free nats per (t, b) before the mean (seed §3 M4: ">= 1.0 default"; sheeprl kl_free_nats)
 DYN_SCALE, REP_SCALE = 1.0, 1.0  # seed §3 M4: total KL = dynamics + representation, no balancing
 PAPER_KL_SCALES = dict(dyn_scale=0.5, rep_scale=0.1)  # DreamerV3 paper, sheeprl kl_dynamic / kl_representation
-UNPACK_IMPLS = ("lut", "triton", "warp")  # seed §3 M4 contingency hook; "lut" = fast/packed2.py
+# seed §3 M4 contingency hook: unpack_impl -> the packed2 backend the fast twin imports (on use)
+UNPACK_MODULES = {"lut": "rlspec.fast.packed2", "triton": "rlspec.fast.packed2_triton",
+                  "warp": "rlspec.fast.packed2_warp"}
+UNPACK_IMPLS = tuple(UNPACK_MODULES)
 FRAME_HEIGHT, FRAME_WIDTH = FRAME_SHAPE[1], FRAME_SHAPE[2] * PIXELS_PER_BYTE  # 72 × 80 unpacked pixels
 KEYS = ("obs", "action", "reward", "is_first", "continue")
 
