@@ -39,6 +39,7 @@ CONTRACTS: dict[str, str] = {
     "success_set": "rlspec.spec.success_set",
     "behavior": "rlspec.spec.behavior",
     "rssm": "rlspec.spec.rssm",
+    "world_model": "rlspec.spec.world_model",
 }
 
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -119,6 +120,10 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "rssm": {
         "reference": "rlspec.reference.rssm",
         "fast-torch": "rlspec.fast.rssm",
+    },
+    "world_model": {
+        "reference": "rlspec.reference.world_model",
+        "fast-torch": "rlspec.fast.world_model",
     },
 }
 

@@ -1,0 +1,39 @@
+"""Fast ``world_model`` twin: the reference's network and loss with the fast parts injected — the fast RSSM
+(fast/rssm.py: projections hoisted out of the scan), the fast two-hot (fast/twohot.py: no [T, B, bins] target
+built) and the packed2 backend chosen by ``config.unpack_impl`` (seed §3 M4 contingency hook):
+
+    "lut"    fast/packed2.py          256 × 4 lookup table, torch on any device (default)
+    "triton" fast/packed2_triton.py   Triton kernel (CUDA, or TRITON_INTERPRET=1 on CPU tensors)
+    "warp"   fast/packed2_warp.py     Warp kernel
+
+Same parameters (one state_dict loads into both) and interface as the reference. What remains for a fast
+train step (issue 9): torch.compile of the step, a fused LayerNorm-GRU kernel, CUDA graphs.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import torch
+
+from rlspec.contracts.world_model import UNPACK_MODULES
+from rlspec.fast import rssm, twohot
+from rlspec.reference import world_model as ref
+from rlspec.reference.world_model import kl_loss
+
+__all__ = ["BACKEND_NOTE", "WorldModel", "kl_loss"]
+
+BACKEND_NOTE = "fast RSSM and two-hot, packed2 per unpack_impl"
+
+
+class WorldModel(ref.WorldModel):
+    RSSM = rssm.RSSM
+    twohot = twohot
+
+    def __init__(self, config, generator: torch.Generator | None = None):
+        super().__init__(config, generator)
+        # imported on use: Triton and Warp load only when chosen (an unavailable one raises ImportError here)
+        self._packed2 = importlib.import_module(UNPACK_MODULES[config.unpack_impl])
+
+    def unpack(self, obs: torch.Tensor) -> torch.Tensor:
+        return self._packed2.unpack_normalized(obs, torch.float32)

@@ -1,0 +1,134 @@
+"""Reference ``world_model`` (spec/world_model.py): DreamerV3's world model and reconstruction loss, readable,
+deterministic on CPU. Parts from the other contracts: reference/rssm.py, reference/twohot.py (symlog two-hot
+reward), reference/packed2.py (the encoder unpacks the replay's uint8 frames itself, seed §3 M4).
+
+    x_t   = flatten(avgpool_pool(unpack_normalized(obs_t)))              [T, B, P]   P = 72·80 / pool²
+    e_t   = enc_out(silu(LN(enc_in x_t)))                                [T, B, E]
+    (prior, post, h, z) = rssm.observe(e, action, is_first, generator)
+    f_t   = [h_t; flatten(z_t)]                                          [T, B, F]
+    recon = Σ_pixels (dec(f_t) − x_t)²                                   (MSE summed over pixels)
+    rew   = −twohot.log_prob(reward_head(f_t), reward_t)                 (two-hot of symlog(reward))
+    cont  = BCE(cont_head(f_t), continue_t)                              (the replay's continue: 1 on truncation)
+    kl    = dyn_scale·mean(max(fb, KL(sg(post) ‖ prior))) + rep_scale·mean(max(fb, KL(post ‖ sg(prior))))
+    loss  = mean_{t,b}(recon + rew + cont) + kl
+
+each head g(f) = out(silu(LN(in f))), every LayerNorm eps 1e-3 (as the RSSM). KL of S independent
+categoricals: KL(p ‖ q) = Σ_{s,k} p (log p − log q) per (t, b).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rlspec.contracts.rssm import LN_EPS, RSSMOutput
+from rlspec.contracts.world_model import (DYN_SCALE, FREE_BITS, REP_SCALE, KLTerms, WorldModelConfig,
+                                          validate_batch, validate_kl_args, validate_obs)
+from rlspec.reference import packed2, rssm, twohot
+
+
+def categorical_kl(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
+    """KL(p ‖ q) of S independent categoricals: [T, B, S, K] logits -> [T, B]."""
+    log_p, log_q = p_logits.log_softmax(-1), q_logits.log_softmax(-1)
+    return (log_p.exp() * (log_p - log_q)).sum((-2, -1))
+
+
+def kl_loss(post_logits: torch.Tensor, prior_logits: torch.Tensor, free_bits: float = FREE_BITS,
+            dyn_scale: float = DYN_SCALE, rep_scale: float = REP_SCALE) -> KLTerms:
+    """Stop-gradient KL with free bits per (t, b) before the mean (seed §3 M4)."""
+    validate_kl_args(post_logits, prior_logits, free_bits, dyn_scale, rep_scale)
+    dyn = categorical_kl(post_logits.detach(), prior_logits)  # [T, B]: trains the prior only
+    rep = categorical_kl(post_logits, prior_logits.detach())  # [T, B]: trains the posterior only
+    loss = dyn_scale * dyn.clamp_min(free_bits).mean() + rep_scale * rep.clamp_min(free_bits).mean()
+    return KLTerms(loss, dyn, rep)
+
+
+class Head(nn.Module):
+    """out(silu(LN(in x))): [..., n_in] -> [..., n_out]."""
+
+    def __init__(self, n_in: int, hidden: int, n_out: int):
+        super().__init__()
+        self.inp = nn.Linear(n_in, hidden, bias=False)
+        self.norm = nn.LayerNorm(hidden, eps=LN_EPS)
+        self.out = nn.Linear(hidden, n_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(F.silu(self.norm(self.inp(x))))
+
+
+class WorldModel(nn.Module):
+    RSSM = rssm.RSSM  # the parts a twin swaps (same parameters)
+    twohot = twohot
+
+    def __init__(self, config: WorldModelConfig, generator: torch.Generator | None = None):
+        super().__init__()
+        if not isinstance(config, WorldModelConfig):
+            raise TypeError(f"{type(self).__name__}: argument 'config' must be a WorldModelConfig, "
+                            f"got {type(config).__name__}")
+        self.config = c = config
+        g = generator if generator is not None else torch.Generator().manual_seed(0)
+        pixels = math.prod(c.pooled_shape)
+        self.rssm = self.RSSM(c.rssm_config(), g)
+        with torch.random.fork_rng(devices=[]):  # nn.Linear's own init draws from the global RNG: undone
+            self.encoder = Head(pixels, c.hidden, c.embed_dim)
+            self.decoder = Head(c.feature_dim, c.hidden, pixels)
+            self.reward_head = Head(c.feature_dim, c.hidden, c.reward_bins)
+            self.continue_head = Head(c.feature_dim, c.hidden, 1)
+        with torch.no_grad():
+            for head in (self.encoder, self.decoder, self.reward_head, self.continue_head):
+                for lin in (head.inp, head.out):
+                    bound = 1 / math.sqrt(lin.in_features)
+                    for p in lin.parameters():
+                        p.copy_(torch.rand(p.shape, generator=g) * 2 * bound - bound)
+
+    # ---- pieces ---------------------------------------------------------------------------------
+    def unpack(self, obs: torch.Tensor) -> torch.Tensor:
+        """[..., 1, 72, 20] uint8 -> [..., 1, 72, 80] float32 in {0, 1/3, 2/3, 1}."""
+        return packed2.unpack_normalized(obs, torch.float32)
+
+    def frames(self, obs: torch.Tensor) -> torch.Tensor:
+        """obs [T, B, 1, 72, 20] uint8 -> pooled pixels [T, B, P] (encoder input, reconstruction target)."""
+        T, B = validate_obs("WorldModel.frames", obs)
+        x = self.unpack(obs).flatten(0, 1)  # [T·B, 1, 72, 80]
+        return F.avg_pool2d(x, self.config.pool).reshape(T, B, -1)
+
+    def embed(self, obs: torch.Tensor) -> torch.Tensor:
+        """obs [T, B, 1, 72, 20] uint8 -> e [T, B, E]."""
+        return self.encoder(self.frames(obs))
+
+    def heads(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """f [..., F] -> (reconstruction [..., P], reward logits [..., bins], continue logit [...])."""
+        return self.decoder(features), self.reward_head(features), self.continue_head(features).squeeze(-1)
+
+    def reward_nll(self, logits: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
+        """−log p(reward) under the symlog two-hot head: [T, B, bins], [T, B] -> [T, B]."""
+        c = self.config
+        return -self.twohot.log_prob(logits, reward.to(logits.dtype), c.reward_bins, c.reward_low, c.reward_high)
+
+    def continue_target(self, batch) -> torch.Tensor:
+        """[T, B]: the replay's continue (0 on termination, 1 on truncation and normal steps, seed §2.3)."""
+        return batch["continue"].float()
+
+    def kl(self, out: RSSMOutput) -> KLTerms:
+        c = self.config
+        return kl_loss(out.post_logits, out.prior_logits, c.free_bits, c.dyn_scale, c.rep_scale)
+
+    # ---- the loss -------------------------------------------------------------------------------
+    def world_model_loss(self, batch, generator: torch.Generator) -> tuple[torch.Tensor, dict, RSSMOutput]:
+        """(loss [], metrics {name: [] detached}, the RSSM output: posterior h [T, B, H], z [T, B, S, K])."""
+        validate_batch(self.config, batch)
+        x = self.frames(batch["obs"])  # [T, B, P]
+        out = self.rssm.observe(self.encoder(x), batch["action"], batch["is_first"], generator)
+        features = torch.cat((out.h, out.z.flatten(-2)), -1)  # [T, B, F]
+        recon, reward_logits, cont_logits = self.heads(features)
+        recon_loss = (recon - x).square().sum(-1).mean()
+        reward_loss = self.reward_nll(reward_logits, batch["reward"]).mean()
+        cont_loss = F.binary_cross_entropy_with_logits(cont_logits, self.continue_target(batch))
+        kl = self.kl(out)
+        loss = recon_loss + reward_loss + cont_loss + kl.loss
+        metrics = dict(loss=loss, recon_loss=recon_loss, reward_loss=reward_loss, continue_loss=cont_loss,
+                       kl_loss=kl.loss, dyn_kl=kl.dyn.mean(), rep_kl=kl.rep.mean())
+        return loss, {k: v.detach() for k, v in metrics.items()}, out

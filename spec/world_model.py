@@ -1,0 +1,412 @@
+"""Contract ``world_model``: DreamerV3's world model and reconstruction loss over the replay's packed2 batch.
+
+Source: seed 004 §3 M4 (packed2 encoder, decoder, symlog two-hot reward head, Bernoulli continue head;
+stop-gradient KL with free bits, no KL balancing; overfit-one-batch and finite non-zero gradient tests;
+``unpack_impl`` hook), §2.3 (``continue``: 0 on termination, 1 on truncation), §5. Network and batch layout
+in rlspec.contracts.world_model; formulas in reference/world_model.py.
+
+KL (per (t, b), S independent categoricals, p = softmax(post), q = softmax(prior))
+-------------------------------------------------------------------------------------
+    dyn = KL(sg(p) ‖ q) = Σ_{s,k} sg(p)(log sg(p) − log q)      gradient to the prior only
+    rep = KL(p ‖ sg(q)) = Σ_{s,k} p(log p − log sg(q))           gradient to the posterior only
+    L_kl = dyn_scale·mean_{t,b} max(fb, dyn) + rep_scale·mean_{t,b} max(fb, rep)      (clamp, then mean)
+Defaults: the seed's dyn_scale = rep_scale = 1 (total = dyn + rep, no balancing), fb = 1 nat;
+WorldModelConfig.with_paper_kl_scales() gives the DreamerV3 paper's / sheeprl's 0.5 / 0.1.
+
+Loss:  L = mean_{t,b}[Σ_pixels (dec(f) − x)² − log p_twohot(reward | symlog) + BCE(cont(f), continue)] + L_kl.
+
+Tolerances: 1e-5 absolute + 1e-5 relative for closed forms in float64; 1e-4 for the fast twin's parity
+(float32 split matmuls in its RSSM, float32 two-hot).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
+
+from rlspec.contracts.world_model import PAPER_KL_SCALES, UNPACK_MODULES, WorldModelConfig
+from rlspec.reference import packed2, twohot
+from rlspec.reference.world_model import WorldModel as Reference
+from rlspec.spec.core import Contract, Property, assert_close, assert_identical, expect_rejection, fail
+
+CLAUSES = {
+    "WM-1": "kl_loss's dyn and rep [T, B] equal the float64 closed form Σ_{s,k} p (log p − log q) of S "
+            "independent categoricals (p = softmax(post), q = softmax(prior))",
+    "WM-2": "gradient routing: the dynamics term (dyn_scale 1, rep_scale 0) gives exactly zero gradient to "
+            "post_logits and a non-zero one to prior_logits; the representation term the reverse",
+    "WM-3": "free bits per (t, b) before the mean, then the scales: loss = dyn_scale·mean(max(fb, dyn)) + "
+            "rep_scale·mean(max(fb, rep)) (a batch mixing KLs below and above fb)",
+    "WM-4": "defaults and totals: WorldModelConfig defaults dyn_scale = rep_scale = 1, free_bits = 1, the paper "
+            "preset 0.5 / 0.1; world_model_loss's loss = recon + reward + continue + kl, its kl term = kl_loss of "
+            "the returned logits with the config's free bits and scales",
+    "WM-5": "continue head target: the replay's continue, 1 on a truncation (reset without termination) and 0 "
+            "on a termination: continue_loss = mean BCE(cont_logits, continue)",
+    "WM-6": "reward loss = −mean twohot.log_prob(reward_logits, reward): the two-hot of symlog(reward) "
+            "(float64 reference twohot)",
+    "WM-7": "the encoder takes packed2 uint8 natively: embed(obs) equals the float64 closed form (unpack v/3, "
+            "avg-pool, MLP) and is bit-identical for every unpack_impl available",
+    "WM-8": "backward: every parameter's gradient is finite and non-zero (free_bits 0, so the prior trains)",
+    "WM-9": "overfit one fixed batch: 10 Adam steps (lr 1e-2) reduce the reconstruction loss at least 4×, "
+            "deterministically (same loss bits on a second run)",
+    "WM-10": "parity with the reference loaded with the same state_dict: loss and every metric within 1e-4",
+    "WM-11": "bad inputs are rejected naming the argument, the expected and the actual value (obs dtype and "
+             "shape, action dtype, shape and ids, continue values, missing keys, kl_loss shapes and free bits)",
+}
+
+INTERFACE = ("WorldModel", "kl_loss")
+"""
+WorldModel(config: WorldModelConfig, generator=None)   an nn.Module (state_dict layout of reference/world_model.py)
+  .config
+  .embed(obs [T, B, 1, 72, 20] uint8) -> [T, B, E]
+  .heads(features [..., H + S·K]) -> (reconstruction [..., P], reward logits [..., bins], continue logit [...])
+  .world_model_loss(batch: {obs, action, reward, is_first, continue}, generator)
+      -> (loss [], metrics {loss, recon_loss, reward_loss, continue_loss, kl_loss, dyn_kl, rep_kl}, RSSMOutput)
+kl_loss(post_logits [T, B, S, K], prior_logits, free_bits=1.0, dyn_scale=1.0, rep_scale=1.0)
+  -> KLTerms(loss [], dyn [T, B], rep [T, B])
+"""
+
+TOL, PARITY_TOL = 1e-5, 1e-4
+OVERFIT_STEPS, OVERFIT_FACTOR = 10, 4.0
+METRICS = ("loss", "recon_loss", "reward_loss", "continue_loss", "kl_loss", "dyn_kl", "rep_kl")
+
+# --------------------------------------------------------------------------------------------------
+# Strategies: tiny sizes (H <= 16, S, K <= 4, T <= 6, B <= 2)
+# --------------------------------------------------------------------------------------------------
+seeds = st.integers(0, 2**31 - 1)
+configs = st.builds(
+    lambda a, h, s, k, hid, e, pool, bins: dict(num_actions=a, deter=h, stoch=s, classes=k, hidden=hid,
+                                                embed_dim=e, pool=pool, reward_bins=bins),
+    st.integers(1, 3), st.sampled_from([8, 16]), st.integers(1, 4), st.integers(2, 4), st.sampled_from([8, 16]),
+    st.sampled_from([4, 8]), st.sampled_from([4, 8]), st.sampled_from([15, 41, 255]))
+cases = st.fixed_dictionaries(dict(config=configs, T=st.integers(1, 6), B=st.integers(1, 2), seed=seeds))
+_SMALL = dict(num_actions=3, deter=16, stoch=4, classes=4, hidden=16, embed_dim=8, pool=8, reward_bins=41)
+EXAMPLES = (
+    dict(config=_SMALL, T=6, B=2, seed=1),
+    dict(config=dict(_SMALL, num_actions=1, stoch=1, classes=2, pool=4, reward_bins=255), T=1, B=1, seed=2),
+)
+kl_cases = st.fixed_dictionaries(dict(
+    T=st.integers(1, 6), B=st.integers(1, 2), S=st.integers(1, 4), K=st.integers(2, 4), seed=seeds,
+    scale=st.sampled_from([0.5, 3.0]), free_bits=st.sampled_from([0.0, 0.5, 1.0, 3.0]),
+    scales=st.sampled_from([(1.0, 1.0), (0.5, 0.1), (0.0, 1.0), (2.0, 0.0)])))
+KL_EXAMPLES = (dict(T=6, B=2, S=4, K=4, seed=1, scale=3.0, free_bits=1.0, scales=(1.0, 1.0)),
+               dict(T=1, B=1, S=1, K=2, seed=2, scale=0.5, free_bits=0.0, scales=(0.5, 0.1)))
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def build(impl, config: dict, seed: int, **overrides):
+    """impl.WorldModel with the reference's parameters drawn from ``seed`` (LayerNorm affine ≠ (1, 0))."""
+    cfg = WorldModelConfig(**{**config, **overrides})
+    g = gen(seed)
+    sd = Reference(cfg, g).state_dict()
+    for name, p in sd.items():
+        if "norm.weight" in name:
+            p.copy_(1 + 0.2 * torch.randn(p.shape, generator=g))
+        elif "norm.bias" in name or name == "rssm.initial_h":
+            p.copy_(0.2 * torch.randn(p.shape, generator=g))
+    model = impl.WorldModel(cfg)
+    model.load_state_dict(sd)
+    return model
+
+
+def make_batch(cfg: WorldModelConfig, T: int, B: int, seed: int) -> dict[str, torch.Tensor]:
+    """Replay-like batch: random frames and actions, rewards of magnitude up to ~50 (symlog ≠ raw), random
+    episode ends; a termination (continue 0) or truncation (continue 1) is followed by is_first."""
+    g = gen(seed + 1)
+    end = torch.rand(T, B, generator=g) < 0.3  # the transition out of obs t ends the episode
+    terminated = end & (torch.rand(T, B, generator=g) < 0.5)
+    if T >= 3:  # at least one termination and one truncation inside the window (t = 0, 1: both followed by a row)
+        end[:2, 0], terminated[:2, 0] = True, torch.tensor([True, False])
+    is_first = torch.zeros(T, B, dtype=torch.bool)
+    is_first[0] = torch.rand(B, generator=g) < 0.5
+    is_first[1:] = end[:-1]
+    values = torch.randint(0, 4, (T, B, 1, 72, 80), generator=g, dtype=torch.uint8)
+    return dict(obs=packed2.pack(values),
+                action=torch.randint(0, cfg.num_actions, (T, B), generator=g, dtype=torch.int32),
+                reward=(torch.randn(T, B, generator=g) * 2).sinh().mul(5),
+                is_first=is_first, **{"continue": (~terminated).float()})
+
+
+def features(out) -> torch.Tensor:
+    return torch.cat((out.h, out.z.flatten(-2)), -1)  # [T, B, F]
+
+
+# --------------------------------------------------------------------------------------------------
+# KL
+# --------------------------------------------------------------------------------------------------
+def kl_inputs(T, B, S, K, seed, scale, **_):
+    g = gen(seed)
+    post = (torch.randn(T, B, S, K, generator=g) * scale).log_softmax(-1)
+    prior = (torch.randn(T, B, S, K, generator=g) * scale).log_softmax(-1)
+    return post, prior
+
+
+def kl64(post: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
+    log_p, log_q = post.double().log_softmax(-1), prior.double().log_softmax(-1)
+    return (log_p.exp() * (log_p - log_q)).sum((-2, -1))  # [T, B]
+
+
+def total64(kl: torch.Tensor, free_bits: float, dyn_scale: float, rep_scale: float) -> torch.Tensor:
+    return (dyn_scale + rep_scale) * kl.clamp_min(free_bits).mean()
+
+
+def check_kl_closed_form(impl, free_bits, scales, **case):
+    post, prior = kl_inputs(**case)
+    out = impl.kl_loss(post, prior, free_bits, *scales)
+    want = kl64(post, prior)
+    inputs = dict(case=case, free_bits=free_bits, scales=scales)
+    assert_close("WM-1", "dyn = KL(sg(post) ‖ prior) [T, B]", out.dyn, want, atol=TOL, rtol=TOL, **inputs)
+    assert_close("WM-1", "rep = KL(post ‖ sg(prior)) [T, B]", out.rep, want, atol=TOL, rtol=TOL, **inputs)
+
+
+def _grads(impl, post, prior, dyn_scale, rep_scale):
+    post, prior = post.clone().requires_grad_(True), prior.clone().requires_grad_(True)
+    impl.kl_loss(post, prior, 0.0, dyn_scale, rep_scale).loss.backward()
+    zero = torch.zeros_like(post)
+    return (zero if post.grad is None else post.grad), (zero if prior.grad is None else prior.grad)
+
+
+def check_gradient_routing(impl, free_bits, scales, **case):
+    post, prior = kl_inputs(**case)
+    inputs = dict(case=case)
+    for term, (ds, rs), trained, frozen in (("dynamics", (1.0, 0.0), "prior", "post"),
+                                            ("representation", (0.0, 1.0), "post", "prior")):
+        g_post, g_prior = _grads(impl, post, prior, ds, rs)
+        grads = dict(post=g_post, prior=g_prior)
+        if bool(grads[frozen].ne(0).any()):
+            fail("WM-2", f"the {term} term (dyn_scale={ds}, rep_scale={rs}, free_bits 0) sends gradient to "
+                         f"{frozen}_logits (max |∂| {grads[frozen].abs().max().item():.3g}); the seed stops it there",
+                 **inputs)
+        if (post - prior).abs().max() > 1e-3 and not bool(grads[trained].ne(0).any()):
+            fail("WM-2", f"the {term} term gives no gradient to {trained}_logits, which it must train", **inputs)
+
+
+def mixed_kl_inputs(T, B, S, K, seed, scale, free_bits, **_):
+    """post/prior whose KL per (t, b) alternates: 0 (equal logits) on even rows, > free_bits on odd ones."""
+    post, prior = kl_inputs(T, B, S, K, seed, scale)
+    far = (torch.arange(T * B).reshape(T, B) % 2 == 1)[..., None, None]  # [T, B, 1, 1]
+    peaked = torch.zeros(T, B, S, K)
+    peaked[..., 0] = 4 * (free_bits + 1)  # the posterior sure of class 0, the prior not
+    post = torch.where(far, peaked.log_softmax(-1), post)
+    prior = torch.where(far, (-peaked).log_softmax(-1), post)
+    return post, prior
+
+
+def check_free_bits(impl, free_bits, scales, **case):
+    post, prior = mixed_kl_inputs(free_bits=free_bits, **case)
+    kl = kl64(post, prior)
+    got = impl.kl_loss(post, prior, free_bits, *scales).loss
+    want = total64(kl, free_bits, *scales)
+    wrong_order = (scales[0] + scales[1]) * kl.mean().clamp_min(free_bits)
+    inputs = dict(case=case, free_bits=free_bits, scales=scales, kl=kl)
+    if not torch.isclose(want, wrong_order, rtol=1e-4) and torch.isclose(got.double(), wrong_order, rtol=1e-5):
+        fail("WM-3", f"loss {got.item():.6g} = scales·max(fb, mean(KL)) = {wrong_order.item():.6g}: free bits "
+                     f"clamped after the mean; expected scales·mean(max(fb, KL)) = {want.item():.6g}", **inputs)
+    assert_close("WM-3", "loss = dyn_scale·mean(max(fb, dyn)) + rep_scale·mean(max(fb, rep))", got, want,
+                 atol=TOL, rtol=TOL, **inputs)
+
+
+# --------------------------------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------------------------------
+def run_loss(impl, config, T, B, seed, **overrides):
+    model = build(impl, config, seed, **overrides)
+    batch = make_batch(model.config, T, B, seed)
+    loss, metrics, out = model.world_model_loss(batch, gen(seed + 2))
+    return model, batch, loss, metrics, out
+
+
+def check_totals(impl, **case):
+    d = WorldModelConfig(num_actions=1)
+    defaults = dict(dyn_scale=d.dyn_scale, rep_scale=d.rep_scale, free_bits=d.free_bits)
+    if defaults != dict(dyn_scale=1.0, rep_scale=1.0, free_bits=1.0) or PAPER_KL_SCALES != dict(dyn_scale=0.5,
+                                                                                                rep_scale=0.1):
+        fail("WM-4", f"defaults {defaults}, paper preset {PAPER_KL_SCALES}: expected the seed's 1, 1, free bits 1 "
+                     "and the preset 0.5 / 0.1")
+    model, batch, loss, metrics, out = run_loss(impl, **case, **PAPER_KL_SCALES, free_bits=0.5)
+    c = model.config
+    parts = sum(metrics[k].double() for k in ("recon_loss", "reward_loss", "continue_loss", "kl_loss"))
+    assert_close("WM-4", "loss vs recon + reward + continue + kl metrics", loss.detach(), parts, atol=TOL,
+                 rtol=TOL, case=case)
+    kl = kl64(out.post_logits.detach(), out.prior_logits.detach())
+    assert_close("WM-4", f"kl_loss metric vs 0.5·mean(max(0.5, dyn)) + 0.1·mean(max(0.5, rep)) (config "
+                         f"dyn_scale={c.dyn_scale}, rep_scale={c.rep_scale})", metrics["kl_loss"],
+                 total64(kl, 0.5, c.dyn_scale, c.rep_scale), atol=TOL, rtol=TOL, case=case)
+
+
+def check_continue_target(impl, **case):
+    model, batch, loss, metrics, out = run_loss(impl, **case)
+    with torch.no_grad():
+        _, _, cont_logits = model.heads(features(out))
+    # the seed's target: 1 unless the transition terminated; a truncation (reset, continue 1) keeps 1
+    target = batch["continue"].double()
+    want = F.binary_cross_entropy_with_logits(cont_logits.double(), target)
+    truncated = batch["is_first"][1:] & (batch["continue"][:-1] == 1)
+    assert_close("WM-5", "continue_loss vs mean BCE(cont_logits, continue) (continue 1 on truncation, 0 on "
+                         "termination)", metrics["continue_loss"], want, atol=TOL, rtol=TOL, case=case,
+                 continue_=batch["continue"], truncated_rows=truncated)
+
+
+def check_reward_loss(impl, **case):
+    model, batch, loss, metrics, out = run_loss(impl, **case)
+    with torch.no_grad():
+        _, reward_logits, _ = model.heads(features(out))
+    c = model.config
+    want = -twohot.log_prob(reward_logits.double(), batch["reward"].double(), c.reward_bins, c.reward_low,
+                            c.reward_high, torch.float32).mean()
+    assert_close("WM-6", "reward_loss vs −mean log_prob of the two-hot of symlog(reward)", metrics["reward_loss"],
+                 want, atol=TOL, rtol=TOL, case=case, reward=batch["reward"])
+
+
+def _ln64(x, sd, name, eps=1e-3):
+    return F.layer_norm(x, x.shape[-1:], sd[f"{name}.weight"].double(), sd[f"{name}.bias"].double(), eps)
+
+
+def embed64(sd: dict, cfg: WorldModelConfig, obs: torch.Tensor) -> torch.Tensor:
+    values = packed2.unpack(obs).double() / 3  # [T, B, 1, 72, 80]
+    T, B = obs.shape[:2]
+    h, w = cfg.pooled_shape
+    x = values.reshape(T, B, h, cfg.pool, w, cfg.pool).mean((3, 5)).reshape(T, B, h * w)
+    y = F.silu(_ln64(x @ sd["encoder.inp.weight"].double().T, sd, "encoder.norm"))
+    return y @ sd["encoder.out.weight"].double().T + sd["encoder.out.bias"].double()
+
+
+def _unpack_impls_available() -> list[str]:
+    names = []
+    for name, module in UNPACK_MODULES.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:  # Triton without CUDA nor interpreter, Warp not installed: not available here
+            continue
+        names.append(name)
+    return names
+
+
+def check_encoder(impl, config, T, B, seed):
+    model = build(impl, config, seed)
+    obs = make_batch(model.config, T, B, seed)["obs"]
+    got = model.embed(obs)
+    assert_close("WM-7", "embed(obs) vs float64 closed form (unpack v/3, avg-pool, MLP)", got,
+                 embed64(model.state_dict(), model.config, obs), atol=TOL, rtol=TOL, T=T, B=B, seed=seed)
+    for name in _unpack_impls_available():
+        other = impl.WorldModel(dataclasses.replace(model.config, unpack_impl=name))
+        other.load_state_dict(model.state_dict())
+        assert_identical("WM-7", f"embed(obs) with unpack_impl={name!r} vs {model.config.unpack_impl!r}",
+                         other.embed(obs), got, T=T, B=B, seed=seed)
+
+
+def check_gradients(impl, **case):
+    model, batch, loss, metrics, out = run_loss(impl, **case, free_bits=0.0)
+    loss.backward()
+    for name, p in model.named_parameters():
+        problem = ("None" if p.grad is None else "non-finite" if not bool(p.grad.isfinite().all())
+                   else "all zero" if not bool(p.grad.ne(0).any()) else "")
+        if problem:
+            fail("WM-8", f"parameter {name} {tuple(p.shape)} has gradient {problem}", case=case)
+
+
+OVERFIT_CASE = dict(config=_SMALL, T=4, B=2, seed=3)
+
+
+def _overfit(impl) -> list[torch.Tensor]:
+    model, batch, *_ = run_loss(impl, **OVERFIT_CASE)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(OVERFIT_STEPS + 1):
+        opt.zero_grad()
+        loss, metrics, _ = model.world_model_loss(batch, gen(7))
+        losses.append(metrics["recon_loss"])
+        loss.backward()
+        opt.step()
+    return losses
+
+
+def check_overfit(impl):
+    first, second = _overfit(impl), _overfit(impl)
+    start, end = first[0].item(), first[-1].item()
+    if not end * OVERFIT_FACTOR <= start:
+        fail("WM-9", f"reconstruction loss {start:.4g} -> {end:.4g} after {OVERFIT_STEPS} Adam steps: fell "
+                     f"{start / end:.3g}×, expected >= {OVERFIT_FACTOR}×", case=OVERFIT_CASE)
+    assert_identical("WM-9", "recon losses of a second identical run", torch.stack(second), torch.stack(first))
+
+
+def check_parity(impl, **case):
+    _, _, loss, metrics, _ = run_loss(impl, **case)
+    _, _, ref_loss, ref_metrics, _ = run_loss(_REFERENCE, **case)
+    for name in METRICS:
+        assert_close("WM-10", f"metric {name} vs the reference", metrics[name], ref_metrics[name], atol=PARITY_TOL,
+                     rtol=PARITY_TOL, case=case)
+
+
+class _ReferenceImpl:
+    WorldModel = Reference
+
+
+_REFERENCE = _ReferenceImpl()
+
+
+# --------------------------------------------------------------------------------------------------
+# Bad inputs
+# --------------------------------------------------------------------------------------------------
+def _bad(batch: dict, key: str, value) -> dict:
+    out = dict(batch)
+    if value is None:
+        del out[key]
+    else:
+        out[key] = value
+    return out
+
+
+BAD_INPUTS = ("obs float", "obs unpacked width", "action float", "action shape", "action id", "continue 0.5",
+              "missing continue", "kl shapes", "kl free_bits")
+
+
+def check_rejects(impl, bad, **case):
+    model = build(impl, case["config"], case["seed"])
+    T, B = case["T"], case["B"]
+    batch = make_batch(model.config, T, B, case["seed"])
+    g = gen(0)
+    post = torch.zeros(T, B, 2, 3)
+    loss = lambda b: lambda: model.world_model_loss(b, g)  # noqa: E731
+    table = {
+        "obs float": (loss(_bad(batch, "obs", batch["obs"].float())), ["obs"], ["torch.uint8", "float32"]),
+        "obs unpacked width": (loss(_bad(batch, "obs", torch.zeros(T, B, 1, 72, 80, dtype=torch.uint8))),
+                               ["obs"], ["72, 20", "80"]),
+        "action float": (loss(_bad(batch, "action", batch["action"].float())), ["action"], ["float32"]),
+        "action shape": (loss(_bad(batch, "action", batch["action"][:, :1].repeat(1, B + 1))), ["action"],
+                         [str((T, B)), str((T, B + 1))]),
+        "action id": (loss(_bad(batch, "action", batch["action"] + model.config.num_actions)), ["action"],
+                      [f"[0, {model.config.num_actions})"]),
+        "continue 0.5": (loss(_bad(batch, "continue", torch.full((T, B), 0.5))), ["continue"], ["0.5"]),
+        "missing continue": (loss(_bad(batch, "continue", None)), ["batch", "continue"], []),
+        "kl shapes": (lambda: impl.kl_loss(post, torch.zeros(T, B, 2, 4)), ["prior_logits"],
+                      [str((T, B, 2, 4)), str((T, B, 2, 3))]),
+        "kl free_bits": (lambda: impl.kl_loss(post, post, -1.0), ["free_bits"], ["-1.0"]),
+    }
+    call, names, mentions = table[bad]
+    expect_rejection("WM-11", call, names=names, mentions=mentions, what=f"bad input ({bad})")
+
+
+PROPERTIES = (
+    Property("WM-1", check_kl_closed_form, kl_cases, KL_EXAMPLES, ("kl_loss",)),
+    Property("WM-2", check_gradient_routing, kl_cases, KL_EXAMPLES, ("kl_loss",)),
+    Property("WM-3", check_free_bits, kl_cases, KL_EXAMPLES, ("kl_loss",)),
+    Property("WM-4", check_totals, cases, EXAMPLES, ("WorldModel",), max_examples=5),
+    Property("WM-5", check_continue_target, cases, EXAMPLES, ("WorldModel",), max_examples=5),
+    Property("WM-6", check_reward_loss, cases, EXAMPLES, ("WorldModel",), max_examples=5),
+    Property("WM-7", check_encoder, cases, EXAMPLES, ("WorldModel",), max_examples=3),
+    Property("WM-8", check_gradients, cases, EXAMPLES, ("WorldModel",), max_examples=5),
+    Property("WM-9", check_overfit, None, (), ("WorldModel",)),
+    Property("WM-10", check_parity, cases, EXAMPLES, ("WorldModel",), max_examples=5),
+    Property("WM-11", check_rejects,
+             st.builds(lambda c, bad: dict(c, bad=bad), cases, st.sampled_from(BAD_INPUTS)),
+             tuple(dict(EXAMPLES[0], bad=b) for b in BAD_INPUTS), INTERFACE, max_examples=len(BAD_INPUTS)),
+)
+
+CONTRACT = Contract("world_model", CLAUSES, INTERFACE, PROPERTIES)

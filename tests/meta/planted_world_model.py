@@ -1,0 +1,83 @@
+"""Planted bugs for contract ``world_model``: the reference kl_loss or WorldModel with one bug each."""
+
+from __future__ import annotations
+
+import types
+
+import torch
+from planted import Planted
+
+from rlspec.contracts.world_model import FREE_BITS
+from rlspec.reference import packed2, twohot
+from rlspec.reference import world_model as ref
+from rlspec.reference.world_model import categorical_kl
+
+
+def _kl_with(dyn_fn, rep_fn, after_mean: bool = False):
+    """kl_loss with dyn = dyn_fn(post, prior), rep = rep_fn(post, prior); free bits clamped before or after
+    the mean."""
+
+    def kl_loss(post_logits, prior_logits, free_bits=FREE_BITS, dyn_scale=1.0, rep_scale=1.0):
+        ref.validate_kl_args(post_logits, prior_logits, free_bits, dyn_scale, rep_scale)
+        dyn, rep = dyn_fn(post_logits, prior_logits), rep_fn(post_logits, prior_logits)
+        if after_mean:
+            loss = dyn_scale * dyn.mean().clamp_min(free_bits) + rep_scale * rep.mean().clamp_min(free_bits)
+        else:
+            loss = dyn_scale * dyn.clamp_min(free_bits).mean() + rep_scale * rep.clamp_min(free_bits).mean()
+        return ref.KLTerms(loss, dyn, rep)
+
+    return kl_loss
+
+
+def _dyn(post, prior):
+    return categorical_kl(post.detach(), prior)
+
+
+def _rep(post, prior):
+    return categorical_kl(post, prior.detach())
+
+
+class _ContinueFromResets(ref.WorldModel):
+    """continue target 0 wherever the next row is is_first: a truncation (time-limit reset) counted as a
+    termination."""
+
+    def continue_target(self, batch):
+        ends = torch.zeros_like(batch["is_first"])
+        ends[:-1] = batch["is_first"][1:]
+        return batch["continue"].float() * (~ends).float()
+
+
+class _RewardTwohotRaw(ref.WorldModel):
+    """the reward's two-hot built from the raw reward, not symlog(reward)."""
+
+    def reward_nll(self, logits, reward):
+        c = self.config
+        target = twohot.twohot_encode(reward.double(), c.reward_bins, c.reward_low, c.reward_high, torch.float32)
+        return -(target * logits.double().log_softmax(-1)).sum(-1).to(logits.dtype)
+
+
+class _UnpackNotNormalized(ref.WorldModel):
+    """the encoder sees the 2-bit codes 0..3, not v/3."""
+
+    def unpack(self, obs):
+        return packed2.unpack(obs).float()
+
+
+def _wm(kl_loss=ref.kl_loss, cls=ref.WorldModel) -> types.SimpleNamespace:
+    return types.SimpleNamespace(kl_loss=kl_loss, WorldModel=cls)
+
+
+PLANTED_WORLD_MODEL = (
+    Planted("free bits clamped after the mean", "world_model", _wm(_kl_with(_dyn, _rep, after_mean=True)), "WM-3",
+            "clamped after the mean", ("WM-1", "WM-2")),
+    Planted("KL without stop-gradient", "world_model", _wm(_kl_with(categorical_kl, categorical_kl)), "WM-2",
+            "sends gradient to post_logits", ("WM-1", "WM-3")),
+    Planted("dynamics and representation stop-gradients swapped", "world_model", _wm(_kl_with(_rep, _dyn)), "WM-2",
+            "sends gradient to post_logits", ("WM-1", "WM-3")),
+    Planted("continue 0 on truncation", "world_model", _wm(cls=_ContinueFromResets), "WM-5", "continue_loss",
+            ("WM-4", "WM-6")),
+    Planted("reward two-hot in raw space", "world_model", _wm(cls=_RewardTwohotRaw), "WM-6", "symlog(reward)",
+            ("WM-4", "WM-5")),
+    Planted("encoder input not normalized (codes 0..3)", "world_model", _wm(cls=_UnpackNotNormalized), "WM-7",
+            "closed form", ("WM-5", "WM-6")),
+)
