@@ -18,13 +18,15 @@ from rlspec.golden_bridge import (
                                   sheeprl_dreamer_v3,
                                   sheeprl_returns,
                                   sheeprl_rssm,
+                                  sheeprl_world_model,
 )
 from rlspec.golden_bridge.fixture_io import FIXTURES_DIR
 from rlspec.golden_bridge.manifest import write_all
 
 GENERATORS = [*sheeprl_dreamer_v3.GENERATORS, *sheeprl_returns.GENERATORS, *omnisafe_lagrange.GENERATORS,
               *sb3_running_mean_std.GENERATORS, *sb3_rollout_buffer.GENERATORS, *rlax_returns.GENERATORS,
-              *omnisafe_trust_region.GENERATORS, *sheeprl_behavior.GENERATORS, *sheeprl_rssm.GENERATORS]
+              *omnisafe_trust_region.GENERATORS, *sheeprl_behavior.GENERATORS, *sheeprl_rssm.GENERATORS,
+              *sheeprl_world_model.GENERATORS]
 
 root = Path(sys.argv[1]) if len(sys.argv) > 1 else FIXTURES_DIR
 write_all(GENERATORS, root, room_rom.ARTIFACTS)  # artifacts: built by the project (nox -s rom), described
