@@ -403,3 +403,21 @@ PLANTED_POWER_TRUST_REGION = (
                                      "cpo_step": _cpo_lambda_doubled}),
             "TR-15", "lam", ("TR-10", "TR-11")),
 )
+
+
+class _SampleTwice(ref_parity.PPOLagLearner):
+    """Each epoch sees the first sample twice (an overlapping minibatch): the logged means are skewed."""
+
+    def update(self, batch):
+        twice = {k: (torch.cat([v, v[:1]]) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+        return super().update(twice)
+
+
+class _SampleTwiceSemantic(_SampleTwice, ref_parity.SemanticPPOLag):
+    pass
+
+
+PLANTED_POWER_PARITY_PARTITION = (
+    Planted("a sample counted twice per epoch", "parity", _parity(_SampleTwice, _SampleTwiceSemantic), "PARITY-10",
+            "do not partition the batch", ("PARITY-1", "PARITY-7")),
+)
