@@ -388,6 +388,10 @@ CPO_EXAMPLES = tuple(dict(seed=11, n=2, t=t, max_kl=0.01, b_kind="random", dtype
                      for t in (-2.0, -0.5, 0.0, 0.5, 2.0)) + (
     dict(seed=12, n=2, t=-1.0, max_kl=0.01, b_kind="zero", dtype=F64),
     dict(seed=13, n=3, t=1.0, max_kl=0.01, b_kind="tiny", dtype=F64),
+    # found by mutation testing: the dual's region choice and λ < 1 on the ν > 0 side decide the step here
+    dict(seed=0, n=2, t=0.3, max_kl=0.05, b_kind="random", dtype=F64),
+    dict(seed=0, n=3, t=-0.7, max_kl=0.01, b_kind="random", dtype=F64),
+    dict(seed=1, n=2, t=-0.7, max_kl=0.05, b_kind="random", dtype=F64),
 )
 
 
