@@ -421,3 +421,17 @@ PLANTED_POWER_PARITY_PARTITION = (
     Planted("a sample counted twice per epoch", "parity", _parity(_SampleTwice, _SampleTwiceSemantic), "PARITY-10",
             "do not partition the batch", ("PARITY-1", "PARITY-7")),
 )
+
+
+def _p3o_cost_clip_default(ratio, adv_r, adv_c, cost_violation, kappa=ref_tr.P3O_KAPPA, clip_ratio=ref_tr.P3O_CLIP,
+                           cost_clip=True):
+    return ref_tr.p3o_loss(ratio, adv_r, adv_c, cost_violation, kappa, clip_ratio, cost_clip)
+
+
+PLANTED_POWER_TRUST_REGION_DEFAULTS = (
+    Planted("p3o_loss clips the cost surrogate by default", "trust_region",
+            types.SimpleNamespace(**{**{n: getattr(ref_tr, n) for n in ("conjugate_gradient", "fisher_vector_product",
+                                                                        "natural_step", "line_search", "cpo_step")},
+                                     "p3o_loss": _p3o_cost_clip_default}),
+            "TR-16", "omitted vs passed explicitly", ("TR-10", "TR-11")),
+)
