@@ -50,7 +50,7 @@ import torch
 from hypothesis import strategies as st
 
 from rlspec.contracts.parity import ADV_EPS, DEFAULT_CONFIG, DISABLED, FORBIDDEN_MODULES
-from rlspec.spec.core import Contract, Property, fail
+from rlspec.spec.core import Contract, Property, expect_rejection, fail
 from rlspec.spec.power import global_rng_untouched
 
 CLAUSES = {
@@ -73,6 +73,8 @@ CLAUSES = {
                 "same batch are lower, and with zero advantages (only −c_H·H moves the actor) the entropy is higher",
     "PARITY-10": "each epoch's minibatches partition the batch: with minibatch_size dividing N and a negligible lr "
                  "(1e-12), the logged Train/Entropy and Train/ClipFrac equal their whole-batch values",
+    "PARITY-11": "a bad batch (a missing key, obs of the wrong width, act out of range, a NaN advantage, a NaN "
+                 "ep_cost) is rejected naming the argument, before anything is updated",
 }
 
 INTERFACE = ("make_learner", "make_semantic_learner")
@@ -400,6 +402,23 @@ def check_partition(impl, config, n, seed, batch_seed):
                               f"expected the whole batch's {frac!r}", seed=seed, batch_seed=batch_seed)
 
 
+def check_rejects_batch(impl):
+    cfg = DEFAULT_CONFIG
+    good = make_batch(cfg, 8, 0)
+    bad = (("batch", {k: v for k, v in good.items() if k != "adv_c"}),
+           ("obs", dict(good, obs=good["obs"][:, :2])),
+           ("act", dict(good, act=torch.full((8,), cfg["n_actions"], dtype=torch.int64))),
+           ("adv_r", dict(good, adv_r=good["adv_r"].clone().index_fill_(0, torch.tensor([3]), math.nan))),
+           ("ep_cost", dict(good, ep_cost=math.nan)))
+    for name, batch in bad:
+        learner = impl.make_learner(cfg, 0)
+        before = _snapshot(learner)
+        expect_rejection("PARITY-11", lambda: learner.update(batch), names=[name], what=f"update with a bad {name}")
+        diff = _first_difference(before, _snapshot(learner))
+        if diff:
+            fail("PARITY-11", f"the rejected update (bad {name}) changed the learner: {diff}")
+
+
 PROPERTIES = (
     Property("PARITY-1", check_bit_identical, cases(), EXAMPLES, INTERFACE, max_examples=6),
     Property("PARITY-2", check_no_semantic_allocation, requires=INTERFACE),
@@ -411,6 +430,7 @@ PROPERTIES = (
     Property("PARITY-8", check_probe_logs, cases(), EXAMPLES, ("make_learner",), max_examples=6),
     Property("PARITY-9", check_critics_descend, cases(), EXAMPLES, ("make_learner",), max_examples=6),
     Property("PARITY-10", check_partition, cases(), EXAMPLES, ("make_learner",), max_examples=6),
+    Property("PARITY-11", check_rejects_batch, requires=("make_learner",)),
 )
 
 CONTRACT = Contract("parity", CLAUSES, INTERFACE, PROPERTIES)

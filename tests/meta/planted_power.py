@@ -435,3 +435,25 @@ PLANTED_POWER_TRUST_REGION_DEFAULTS = (
                                      "p3o_loss": _p3o_cost_clip_default}),
             "TR-16", "omitted vs passed explicitly", ("TR-10", "TR-11")),
 )
+
+
+class _NoBatchCheck(ref_parity.PPOLagLearner):
+    """Skips validate_batch: a missing key surfaces as a KeyError from deep inside the update."""
+
+    def update(self, batch):
+        saved = ref_parity.validate_batch
+        ref_parity.validate_batch = lambda *a: None
+        try:
+            return super().update(batch)
+        finally:
+            ref_parity.validate_batch = saved
+
+
+class _NoBatchCheckSemantic(_NoBatchCheck, ref_parity.SemanticPPOLag):
+    pass
+
+
+PLANTED_POWER_PARITY_BATCH = (
+    Planted("update does not validate its batch", "parity", _parity(_NoBatchCheck, _NoBatchCheckSemantic),
+            "PARITY-11", "bad batch", ("PARITY-1", "PARITY-6")),
+)
