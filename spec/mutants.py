@@ -52,7 +52,7 @@ ADDED_CLAUSES: tuple[str, ...] = (
     "TWOHOT-25", "TWOHOT-26", "REMA-10", "REMA-11", "REMA-12", "VTRACE-14", "MOD-11", "MOD-12", "LAG-16", "LAG-17",
     "LAG-18", "LAG-19", "NUM-24", "NUM-25", "NUM-26", "NUM-27", "NUM-28", "REPLAY-19", "REPLAY-20", "REPLAY-21",
     "REPLAY-22", "REPLAY-23", "SHAPE-19", "SHAPE-20", "SHAPE-21", "SHAPE-22", "PARITY-7", "PARITY-8", "PARITY-9",
-    "TR-15",
+    "PARITY-10", "PARITY-11", "TR-15", "TR-16",
 )
 
 # --------------------------------------------------------------------------------------------------

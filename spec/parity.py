@@ -50,7 +50,7 @@ import torch
 from hypothesis import strategies as st
 
 from rlspec.contracts.parity import ADV_EPS, DEFAULT_CONFIG, DISABLED, FORBIDDEN_MODULES
-from rlspec.spec.core import Contract, Property, fail
+from rlspec.spec.core import Contract, Property, expect_rejection, fail
 from rlspec.spec.power import global_rng_untouched
 
 CLAUSES = {
@@ -71,6 +71,10 @@ CLAUSES = {
                 "Loss_reward_critic, with second difference 2c² (likewise target_value_c and Loss_cost_critic)",
     "PARITY-9": "the Adam step descends L term by term: after one single-minibatch update, both critic losses on the "
                 "same batch are lower, and with zero advantages (only −c_H·H moves the actor) the entropy is higher",
+    "PARITY-10": "each epoch's minibatches partition the batch: with minibatch_size dividing N and a negligible lr "
+                 "(1e-12), the logged Train/Entropy and Train/ClipFrac equal their whole-batch values",
+    "PARITY-11": "a bad batch (a missing key, obs of the wrong width, act out of range, a NaN advantage, a NaN "
+                 "ep_cost) is rejected naming the argument, before anything is updated",
 }
 
 INTERFACE = ("make_learner", "make_semantic_learner")
@@ -374,6 +378,47 @@ def check_critics_descend(impl, config, n, seed, batch_seed):
                              "with A = 0: the step moved it the wrong way", seed=seed, batch_seed=batch_seed)
 
 
+def check_partition(impl, config, n, seed, batch_seed):
+    cfg = dict(config, lr=1e-12, epochs=1, minibatch_size=n // 2)
+    learner = impl.make_learner(cfg, seed)
+    probe = make_batch(cfg, n, batch_seed)
+    delta = 0.3 * torch.randn(n, generator=torch.Generator().manual_seed(batch_seed), dtype=torch.float64)
+    with torch.no_grad():
+        logp = torch.stack([learner.log_prob(probe["obs"], torch.full((n,), a, dtype=torch.int64)).double()
+                            for a in range(cfg["n_actions"])], -1)  # [N, n_actions]
+        probe["logp_old"] = (logp.gather(-1, probe["act"][:, None])[:, 0] - delta).to(cfg["dtype"])
+    logs = learner.update(probe)
+    entropy = float(-(logp.exp() * logp).sum(-1).mean())
+    eps = torch.finfo(cfg["dtype"]).eps
+    if not abs(float(logs.get("Train/Entropy", math.nan)) - entropy) <= 64 * eps * (1 + abs(entropy)) + 1e-9:
+        fail("PARITY-10", f"Train/Entropy = {logs.get('Train/Entropy')!r} with 2 minibatches of {n // 2} and lr 1e-12, "
+                          f"expected the whole batch's {entropy!r}: the minibatches do not partition the batch",
+             seed=seed, batch_seed=batch_seed)
+    off = (delta.exp() - 1).abs()
+    if bool(((off - cfg["clip"]).abs() > 1e-4).all()):
+        frac = float((off > cfg["clip"]).double().mean())
+        if not abs(float(logs.get("Train/ClipFrac", math.nan)) - frac) <= 1e-12:
+            fail("PARITY-10", f"Train/ClipFrac = {logs.get('Train/ClipFrac')!r} with 2 minibatches of {n // 2}, "
+                              f"expected the whole batch's {frac!r}", seed=seed, batch_seed=batch_seed)
+
+
+def check_rejects_batch(impl):
+    cfg = DEFAULT_CONFIG
+    good = make_batch(cfg, 8, 0)
+    bad = (("batch", {k: v for k, v in good.items() if k != "adv_c"}),
+           ("obs", dict(good, obs=good["obs"][:, :2])),
+           ("act", dict(good, act=torch.full((8,), cfg["n_actions"], dtype=torch.int64))),
+           ("adv_r", dict(good, adv_r=good["adv_r"].clone().index_fill_(0, torch.tensor([3]), math.nan))),
+           ("ep_cost", dict(good, ep_cost=math.nan)))
+    for name, batch in bad:
+        learner = impl.make_learner(cfg, 0)
+        before = _snapshot(learner)
+        expect_rejection("PARITY-11", lambda: learner.update(batch), names=[name], what=f"update with a bad {name}")
+        diff = _first_difference(before, _snapshot(learner))
+        if diff:
+            fail("PARITY-11", f"the rejected update (bad {name}) changed the learner: {diff}")
+
+
 PROPERTIES = (
     Property("PARITY-1", check_bit_identical, cases(), EXAMPLES, INTERFACE, max_examples=6),
     Property("PARITY-2", check_no_semantic_allocation, requires=INTERFACE),
@@ -384,6 +429,8 @@ PROPERTIES = (
     Property("PARITY-7", check_global_rng, cases(), EXAMPLES, INTERFACE, max_examples=4),
     Property("PARITY-8", check_probe_logs, cases(), EXAMPLES, ("make_learner",), max_examples=6),
     Property("PARITY-9", check_critics_descend, cases(), EXAMPLES, ("make_learner",), max_examples=6),
+    Property("PARITY-10", check_partition, cases(), EXAMPLES, ("make_learner",), max_examples=6),
+    Property("PARITY-11", check_rejects_batch, requires=("make_learner",)),
 )
 
 CONTRACT = Contract("parity", CLAUSES, INTERFACE, PROPERTIES)

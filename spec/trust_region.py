@@ -93,8 +93,10 @@ from hypothesis import strategies as st
 from rlspec.contracts.trust_region import (ACCEPTED, ALL_FEASIBLE, COST_VIOLATED, CPO_ZERO_COST_GRAD, EPS,
                                            FEASIBLE_RECOVERY, INFEASIBLE_RECOVERY, KL_VIOLATED, NO_IMPROVEMENT,
                                            NONFINITE, NOT_EVALUATED, PARTLY_FEASIBLE, ZERO_COST_GRAD,
-                                           describe_reasons, line_search_fractions)
+                                           LINE_SEARCH_DEFAULTS, P3O_DEFAULTS, describe_reasons,
+                                           line_search_fractions)
 from rlspec.spec.core import Contract, Property, assert_close, assert_identical, expect_rejection, fail
+from rlspec.spec.power import defaults_check, with_omitted
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -127,6 +129,8 @@ CLAUSES = {
     "TR-15": "cpo_step's multipliers are the ones its step uses: cases 3, 4 (TRPO step α·x) ν = 0, λ = 1/α with "
              "α = sqrt(2δ/(q + 1e-8)); case 0 λ = 0, ν = sqrt(2δ/(s + 1e-8)); cases 1, 2 λ > 0, "
              "ν = max(0, λc + r)/(s + 1e-8) and step = (x − ν·p)/λ",
+    "TR-16": "documented defaults: line_search without require_improvement, max_steps, decay and p3o_loss without "
+             "kappa, clip_ratio, cost_clip equal passing True, 15, 0.8 and 20.0, 0.2, False (bit for bit)",
 }
 
 INTERFACE = ("conjugate_gradient", "fisher_vector_product", "natural_step", "cpo_step", "line_search", "p3o_loss")
@@ -388,6 +392,10 @@ CPO_EXAMPLES = tuple(dict(seed=11, n=2, t=t, max_kl=0.01, b_kind="random", dtype
                      for t in (-2.0, -0.5, 0.0, 0.5, 2.0)) + (
     dict(seed=12, n=2, t=-1.0, max_kl=0.01, b_kind="zero", dtype=F64),
     dict(seed=13, n=3, t=1.0, max_kl=0.01, b_kind="tiny", dtype=F64),
+    # found by mutation testing: the dual's region choice and λ < 1 on the ν > 0 side decide the step here
+    dict(seed=0, n=2, t=0.3, max_kl=0.05, b_kind="random", dtype=F64),
+    dict(seed=0, n=3, t=-0.7, max_kl=0.01, b_kind="random", dtype=F64),
+    dict(seed=1, n=2, t=-0.7, max_kl=0.05, b_kind="random", dtype=F64),
 )
 
 
@@ -699,6 +707,20 @@ def check_hyperparameter_types(impl):
 
 
 CG = ("conjugate_gradient",)
+def _line_search_with(impl, case, kw):
+    problem = LineProblem(case["seed"], case["n"], case["shape"], case["kl_scale"], case["with_cost"], case["c"],
+                          case["nan_from"], case["dtype"])
+    required = {k: v for k, v in problem.kwargs(15, 0.8, True).items() if k not in LINE_SEARCH_DEFAULTS}
+    return tuple(impl.line_search(problem.theta0, problem.step, problem.evaluate, **required, **kw))
+
+
+def _p3o_with(impl, case, kw):
+    gen = _gen(case["seed"])
+    ratio = torch.exp(case["spread"] * torch.randn(case["n"], generator=gen, dtype=F64)).to(case["dtype"])
+    adv_r, adv_c = (torch.randn(case["n"], generator=gen, dtype=F64).to(case["dtype"]) for _ in range(2))
+    return tuple(impl.p3o_loss(ratio, adv_r, adv_c, case["c"], **kw))
+
+
 PROPERTIES = (
     Property("TR-1", check_cg_solves, cg_cases, CG_EXAMPLES, CG),
     Property("TR-2", check_cg_cap, cg_cap_cases,
@@ -721,6 +743,16 @@ PROPERTIES = (
     Property("TR-10", check_cpo_case, cpo_cases, CPO_EXAMPLES, ("cpo_step",)),
     Property("TR-11", check_cpo_step, cpo_cases, CPO_EXAMPLES, ("cpo_step",)),
     Property("TR-15", check_cpo_multipliers, cpo_cases, CPO_EXAMPLES, ("cpo_step",)),
+    Property("TR-16", defaults_check("TR-16", "line_search", _line_search_with,
+                                     ("require_improvement", "max_steps", "decay"), LINE_SEARCH_DEFAULTS),
+             with_omitted(line_cases(), ("require_improvement", "max_steps", "decay")),
+             tuple(dict(c, omitted=frozenset(LINE_SEARCH_DEFAULTS)) for c in LINE_EXAMPLES), ("line_search",),
+             max_examples=10),
+    Property("TR-16", defaults_check("TR-16", "p3o_loss", _p3o_with, ("kappa", "clip_ratio", "cost_clip"),
+                                     P3O_DEFAULTS),
+             with_omitted(p3o_cases, ("kappa", "clip_ratio", "cost_clip")),
+             (dict(seed=0, n=32, c=0.2, kappa=5.0, clip_ratio=0.1, cost_clip=True, spread=0.5, dtype=F64,
+                   omitted=frozenset(P3O_DEFAULTS)),), ("p3o_loss",), max_examples=10),
     Property("TR-12", check_p3o, p3o_cases,
              (dict(seed=0, n=32, c=-10.0, kappa=20.0, clip_ratio=0.2, cost_clip=False, spread=0.3, dtype=F64),
               dict(seed=1, n=32, c=0.2, kappa=20.0, clip_ratio=0.2, cost_clip=True, spread=0.3, dtype=F64)),

@@ -39,6 +39,9 @@ MAX_KL = 0.01  # target_kl (TRPO, CPO; P3O uses 0.02 for its KL early stop)
 TRPO_LINE_SEARCH_STEPS, CPO_LINE_SEARCH_STEPS = 15, 20  # total_steps of the two line searches
 LINE_SEARCH_DECAY = 0.8
 P3O_KAPPA, P3O_CLIP = 20.0, 0.2
+# documented defaults of the optional arguments (TR-16)
+LINE_SEARCH_DEFAULTS = dict(require_improvement=True, max_steps=TRPO_LINE_SEARCH_STEPS, decay=LINE_SEARCH_DECAY)
+P3O_DEFAULTS = dict(kappa=P3O_KAPPA, clip_ratio=P3O_CLIP, cost_clip=False)
 EPS = 1e-8  # OmniSafe's guard in sqrt(2δ/(xᵀFx + ε)) and in CPO's divisions by s, λ
 CPO_ZERO_COST_GRAD = 1e-6  # CPO case 4 (plain TRPO) when bᵀb <= this and the point is feasible
 

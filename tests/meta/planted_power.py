@@ -403,3 +403,57 @@ PLANTED_POWER_TRUST_REGION = (
                                      "cpo_step": _cpo_lambda_doubled}),
             "TR-15", "lam", ("TR-10", "TR-11")),
 )
+
+
+class _SampleTwice(ref_parity.PPOLagLearner):
+    """Each epoch sees the first sample twice (an overlapping minibatch): the logged means are skewed."""
+
+    def update(self, batch):
+        twice = {k: (torch.cat([v, v[:1]]) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+        return super().update(twice)
+
+
+class _SampleTwiceSemantic(_SampleTwice, ref_parity.SemanticPPOLag):
+    pass
+
+
+PLANTED_POWER_PARITY_PARTITION = (
+    Planted("a sample counted twice per epoch", "parity", _parity(_SampleTwice, _SampleTwiceSemantic), "PARITY-10",
+            "do not partition the batch", ("PARITY-1", "PARITY-7")),
+)
+
+
+def _p3o_cost_clip_default(ratio, adv_r, adv_c, cost_violation, kappa=ref_tr.P3O_KAPPA, clip_ratio=ref_tr.P3O_CLIP,
+                           cost_clip=True):
+    return ref_tr.p3o_loss(ratio, adv_r, adv_c, cost_violation, kappa, clip_ratio, cost_clip)
+
+
+PLANTED_POWER_TRUST_REGION_DEFAULTS = (
+    Planted("p3o_loss clips the cost surrogate by default", "trust_region",
+            types.SimpleNamespace(**{**{n: getattr(ref_tr, n) for n in ("conjugate_gradient", "fisher_vector_product",
+                                                                        "natural_step", "line_search", "cpo_step")},
+                                     "p3o_loss": _p3o_cost_clip_default}),
+            "TR-16", "omitted vs passed explicitly", ("TR-10", "TR-11")),
+)
+
+
+class _NoBatchCheck(ref_parity.PPOLagLearner):
+    """Skips validate_batch: a missing key surfaces as a KeyError from deep inside the update."""
+
+    def update(self, batch):
+        saved = ref_parity.validate_batch
+        ref_parity.validate_batch = lambda *a: None
+        try:
+            return super().update(batch)
+        finally:
+            ref_parity.validate_batch = saved
+
+
+class _NoBatchCheckSemantic(_NoBatchCheck, ref_parity.SemanticPPOLag):
+    pass
+
+
+PLANTED_POWER_PARITY_BATCH = (
+    Planted("update does not validate its batch", "parity", _parity(_NoBatchCheck, _NoBatchCheckSemantic),
+            "PARITY-11", "bad batch", ("PARITY-1", "PARITY-6")),
+)
