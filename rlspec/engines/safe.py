@@ -1,0 +1,296 @@
+"""Reference engine of the safe-RL PPO family (issue 11): one process, deterministic, top to bottom.
+
+    rlspec train safe --algo PPOLag --env SafetyPointGoal1-v0 [--preset smoke] [--out DIR] [--set k=v ...]
+    rlspec train safe --resume RUN            # continue RUN from its last checkpoint
+    rlspec eval RUN [--episodes K]            # mean return/cost of the deterministic policy
+    rlspec plot RUN                           # redraw RUN/plots/*.png
+
+Same config and seed ⇒ the same run, bit for bit, straight or resumed: every random draw comes from one
+``torch.Generator`` (weights, action noise, minibatch order), every episode is reset with its own seed
+(rlspec/envs/safe_vector.py) and a checkpoint holds models, optimizers, controllers, the generator state
+and the envs (as replayable actions). The algorithm is rlspec/algos/safe_ppo.py; this file only runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from rlspec.algos.safe_ppo import (
+    ALGOS,
+    Kit,
+    PPOConfig,
+    Rollout,
+    SafePPOState,
+    SafetyConfig,
+    act,
+    env_feedback,
+    make_state,
+    policy_input,
+    update,
+)
+from rlspec.envs import safety_gym
+from rlspec.envs.safe_vector import SafeVectorEnv
+from rlspec.runs import config as runconfig
+from rlspec.runs.plots import Panel, draw
+from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, save_checkpoint
+
+ENGINE = "safe"
+
+
+@dataclass(frozen=True)
+class SafeConfig:
+    algo: str = "PPOLag"
+    """PPO, PPOLag, CPPOPID, PPOSaute or PPOSimmerPID."""
+    env_id: str = "SafetyPointGoal1-v0"
+    """A Safety-Gymnasium id, or ToyGoal-v0 (numpy only, for tests)."""
+    seed: int = 0
+    """Seed of the generator (weights, action noise, minibatches) and of every episode's reset."""
+    num_envs: int = 1
+    """Environments stepped together (OmniSafe vector_env_nums)."""
+    total_steps: int = 10_000_000
+    """Env steps of the whole run (all envs together)."""
+    steps_per_epoch: int = 20_000
+    """Env steps per rollout/update (all envs together; a multiple of num_envs)."""
+    ep_window: int = 50
+    """Episodes averaged in Metrics/EpRet, EpCost, EpLen and in J_c for λ (OmniSafe window_length 50)."""
+    checkpoint_every: int = 1
+    """Write RUN/checkpoints/last.pt every this many epochs (and at the end)."""
+    forced_cost: float = 0.0
+    """Constant cost added to every step (test aid: λ must rise when the cost exceeds the limit)."""
+    torch_threads: int = 1
+    """torch.set_num_threads for the run (1: the same numbers on any machine)."""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """PPO hyper-parameters (OmniSafe 0.5.0 PPOLag.yaml defaults)."""
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
+    """Cost limit, Lagrange, PID, Sauté and Simmer settings."""
+
+
+PRESETS: dict[str, dict] = {
+    "default": {},
+    # a few thousand steps: finite losses, files written, every code path taken (CI)
+    "smoke": {"total_steps": 4000, "steps_per_epoch": 1000, "num_envs": 2, "ep_window": 10,
+              "ppo.update_iters": 4, "ppo.batch_size": 250},
+}
+
+PANELS = lambda cfg: [  # noqa: E731
+    Panel("Metrics/EpRet", "return.png", "episode return"),
+    Panel("Metrics/EpCost", "cost.png", "episode cost", {"cost limit": cfg.safety.cost_limit}),
+    Panel("Metrics/LagrangeMultiplier", "lambda.png", "Lagrange multiplier λ"),
+]
+
+
+def validate(cfg: SafeConfig) -> None:
+    if cfg.algo not in ALGOS:
+        raise runconfig.ConfigError(f"config key 'algo': expected one of {sorted(ALGOS)}, got {cfg.algo!r}")
+    for key in ("num_envs", "total_steps", "steps_per_epoch", "ep_window", "checkpoint_every", "torch_threads"):
+        if getattr(cfg, key) < 1:
+            raise runconfig.ConfigError(f"config key {key!r}: expected an int >= 1, got {getattr(cfg, key)}")
+    if cfg.steps_per_epoch % cfg.num_envs:
+        raise runconfig.ConfigError(f"config key 'steps_per_epoch': {cfg.steps_per_epoch} is not a multiple of "
+                                    f"num_envs = {cfg.num_envs}")
+    if cfg.total_steps < cfg.steps_per_epoch:
+        raise runconfig.ConfigError(f"config key 'total_steps': {cfg.total_steps} is less than one epoch "
+                                    f"(steps_per_epoch = {cfg.steps_per_epoch})")
+
+
+# ------------------------------------------------------------------------------------------ the loop
+def collect(state: SafePPOState, envs: SafeVectorEnv, steps: int, gen: torch.Generator) -> Rollout:
+    """``steps`` vectorized steps with the current policy and the frozen observation statistics."""
+    rows = []
+    raw = envs.obs  # [N, D_env]
+    for _ in range(steps):
+        obs = policy_input(state, raw)  # [N, D]
+        action, logp = act(state, obs, gen)  # [N, A], [N]
+        out = envs.step(action)
+        done = out.terminated | out.truncated  # [N]
+        reward, z_final = env_feedback(state, out.reward, out.cost, done)
+        next_obs = policy_input(state, out.final_obs, z_final)  # s'_t: the real final observation if done
+        rows.append((obs, action, logp, reward, out.cost, out.terminated, out.truncated, next_obs, raw))
+        raw = out.obs
+    return Rollout(*(torch.stack(col) for col in zip(*rows)))
+
+
+def _window_means(window: deque) -> dict[str, float]:
+    if not window:
+        return {"Metrics/EpRet": math.nan, "Metrics/EpCost": math.nan, "Metrics/EpLen": math.nan}
+    n = len(window)
+    return {"Metrics/EpRet": sum(e[0] for e in window) / n, "Metrics/EpCost": sum(e[1] for e in window) / n,
+            "Metrics/EpLen": sum(e[2] for e in window) / n}
+
+
+_NETS = ("actor", "reward_critic", "cost_critic")
+_OPTS = ("actor_opt", "reward_opt", "cost_opt")
+_CONTROLLERS = ("multiplier", "budget", "simmer", "simmer_budget", "obs_norm", "reward_scaler", "guard")
+
+
+def checkpoint(state: SafePPOState, envs: SafeVectorEnv, gen: torch.Generator, window: deque, epoch: int,
+               step: int) -> dict:
+    return {"epoch": epoch, "step": step, "gen": gen.get_state(), "envs": envs.state_dict(), "window": list(window),
+            **{k: getattr(state, k).state_dict() for k in _NETS + _OPTS if getattr(state, k) is not None},
+            "controllers": {k: getattr(state, k) for k in _CONTROLLERS}}
+
+
+def restore(ckpt: dict, state: SafePPOState, envs: SafeVectorEnv, gen: torch.Generator, window: deque) -> None:
+    for k in _NETS + _OPTS:
+        if getattr(state, k) is not None:
+            getattr(state, k).load_state_dict(ckpt[k])
+    for k, v in ckpt["controllers"].items():
+        setattr(state, k, v)
+    gen.set_state(ckpt["gen"])
+    envs.load_state_dict(ckpt["envs"])
+    window.extend(ckpt["window"])
+
+
+def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int | None = None,
+        show_progress: bool = True) -> Path:
+    """Train (or, with ``resume``, continue the run in ``out``); returns the run directory."""
+    validate(cfg)
+    torch.set_num_threads(cfg.torch_threads)
+    kit = Kit.reference()
+    gen = torch.Generator().manual_seed(cfg.seed)
+    envs = safety_gym.make_vector(cfg.env_id, cfg.num_envs, cfg.seed, cfg.forced_cost)
+    state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, cfg.num_envs, kit, gen)
+    window: deque = deque(maxlen=cfg.ep_window)
+    epochs, steps = cfg.total_steps // cfg.steps_per_epoch, cfg.steps_per_epoch // cfg.num_envs
+    start = 0
+    if resume:
+        ckpt = load_checkpoint(Path(out) / "checkpoints/last.pt")
+        restore(ckpt, state, envs, gen, window)
+        start = ckpt["epoch"]
+        rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), resume_step=ckpt["step"])
+    else:
+        envs.reset()
+        rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), extra_versions=safety_gym.versions())
+    progress = _Progress(cfg.total_steps, show_progress)
+    last = start + stop_after_epochs if stop_after_epochs is not None else epochs
+    for epoch in range(start, min(epochs, last)):
+        t0 = time.perf_counter()
+        rollout = collect(state, envs, steps, gen)
+        window.extend(envs.pop_finished())
+        jc = _window_means(window)["Metrics/EpCost"]
+        t1 = time.perf_counter()
+        metrics = update(state, rollout, jc, cfg.ppo, cfg.safety, kit, gen, progress=epoch / epochs)
+        step = (epoch + 1) * cfg.steps_per_epoch
+        t2 = time.perf_counter()
+        metrics.update(_window_means(window))
+        metrics.update({"Train/Epoch": float(epoch + 1), "TotalEnvSteps": float(step), "Time/Rollout": t1 - t0,
+                        "Time/Update": t2 - t1, "Time/FPS": cfg.steps_per_epoch / max(t2 - t0, 1e-9)})
+        rundir.log(step, metrics)
+        progress(step, metrics)
+        if (epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == epochs:
+            save_checkpoint(rundir.checkpoint_path, checkpoint(state, envs, gen, window, epoch + 1, step))
+    rundir.close()
+    progress.close()
+    envs.close()
+    draw(rundir.path, PANELS(cfg))
+    return rundir.path
+
+
+class _Progress:
+    def __init__(self, total: int, on: bool):
+        self.bar = Progress(total) if on else None
+
+    def __call__(self, step: int, m: dict) -> None:
+        if self.bar is not None:
+            self.bar.update(step, {k.split("/")[-1]: m[k] for k in ("Metrics/EpRet", "Metrics/EpCost",
+                                                                    "Metrics/LagrangeMultiplier")}, force=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# ------------------------------------------------------------------------------------ CLI entry points
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rlspec train safe", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="config keys (--set KEY=VALUE):\n" + runconfig.help_text(SafeConfig))
+    p.add_argument("--algo", choices=sorted(ALGOS), help="shorthand for --set algo=...")
+    p.add_argument("--env", help="shorthand for --set env_id=...")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
+    p.add_argument("--out", type=Path, help="run directory (default: runs/safe-ALGO-ENV-sSEED)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    p.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
+    p.add_argument("--stop-after-epochs", type=int, help="stop after this many epochs (a later --resume goes on)")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    return p
+
+
+def build_config(preset: str = "default", overrides: list[str] = (), algo: str | None = None,
+                 env: str | None = None) -> SafeConfig:
+    cfg = runconfig.replace(SafeConfig(), PRESETS[preset], f"preset {preset!r}")
+    shorthands = [f"algo={algo}"] * bool(algo) + [f"env_id={env}"] * bool(env)
+    return runconfig.apply_overrides(cfg, [*shorthands, *overrides])
+
+
+def train(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.resume:
+            if args.set or args.algo or args.env or args.preset != "default" or args.out:
+                raise runconfig.ConfigError("--resume continues a run with its own config.json: give no "
+                                            "--algo/--env/--preset/--set/--out")
+            cfg = runconfig.from_dict(SafeConfig, RunDir.read_config(args.resume)["config"])
+            out = args.resume
+        else:
+            cfg = build_config(args.preset, args.set, args.algo, args.env)
+            validate(cfg)
+            out = args.out or Path("runs") / f"safe-{cfg.algo}-{cfg.env_id}-s{cfg.seed}"
+        path = run(cfg, out, resume=bool(args.resume), stop_after_epochs=args.stop_after_epochs,
+                   show_progress=not args.quiet)
+    except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
+        print(f"rlspec train safe: error: {err}", file=sys.stderr)
+        return 2
+    print(f"run: {path}")
+    return 0
+
+
+def plot(run_dir: Path) -> int:
+    cfg = runconfig.from_dict(SafeConfig, RunDir.read_config(run_dir)["config"])
+    for f in draw(run_dir, PANELS(cfg)):
+        print(f)
+    return 0
+
+
+def evaluate(run_dir: Path, argv: list[str]) -> int:
+    """Mean return and cost of the policy's mean action over K episodes; writes RUN/eval/eval.json."""
+    p = argparse.ArgumentParser(prog="rlspec eval RUN")
+    p.add_argument("--episodes", type=int, default=5)
+    args = p.parse_args(argv)
+    cfg = runconfig.from_dict(SafeConfig, RunDir.read_config(run_dir)["config"])
+    ckpt = load_checkpoint(Path(run_dir) / "checkpoints/last.pt")
+    envs = safety_gym.make_vector(cfg.env_id, 1, cfg.seed + 1_000_003, cfg.forced_cost)
+    state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, 1, Kit.reference(),
+                       torch.Generator().manual_seed(0))
+    state.actor.load_state_dict(ckpt["actor"])
+    for k in ("obs_norm", "budget"):
+        setattr(state, k, ckpt["controllers"][k])
+    if state.budget is not None:
+        state.budget.num_envs, state.budget.z = 1, torch.ones(1, dtype=state.budget.z.dtype)
+    envs.reset()
+    while len(envs.finished) < args.episodes:
+        with torch.no_grad():
+            out = envs.step(state.actor(policy_input(state, envs.obs)).mean)
+        env_feedback(state, out.reward, out.cost, out.terminated | out.truncated)
+    eps = envs.finished[:args.episodes]
+    result = {"episodes": len(eps), "EpRet": sum(e[0] for e in eps) / len(eps),
+              "EpCost": sum(e[1] for e in eps) / len(eps), "EpLen": sum(e[2] for e in eps) / len(eps)}
+    (Path(run_dir) / "eval").mkdir(exist_ok=True)
+    (Path(run_dir) / "eval/eval.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result))
+    return 0
+
+
+def compare(argv: list[str]) -> int:
+    print("rlspec compare safe: the fast engine is not built yet (issue 11, later increment)", file=sys.stderr)
+    return 2
+
