@@ -350,12 +350,34 @@ def _critic_step(critic: Critic, opt: torch.optim.Optimizer, obs, old_value, tar
     loss = kit.value_loss(critic(obs), old_value, target, ppo.value_clip)
     loss = loss + ppo.critic_norm_coef * sum(p.square().sum() for p in critic.parameters())
     loss = guard(loss, kind)
+    _optimize(loss, critic, opt, ppo)
+    return float(loss.detach())
+
+
+def _optimize(loss: torch.Tensor, net: torch.nn.Module, opt: torch.optim.Optimizer, ppo: PPOConfig) -> None:
+    """One optimizer step on ``loss`` (grad-norm clipped); none for a loss the guard replaced by a detached 0."""
+    if not loss.requires_grad:
+        return
     opt.zero_grad()
     loss.backward()
     if ppo.max_grad_norm is not None:
-        torch.nn.utils.clip_grad_norm_(critic.parameters(), ppo.max_grad_norm)
+        torch.nn.utils.clip_grad_norm_(net.parameters(), ppo.max_grad_norm)
     opt.step()
-    return float(loss.detach())
+
+
+@torch.no_grad()
+def advantages(state: SafePPOState, batch: Rollout, ppo: PPOConfig, kit: Kit) -> tuple[tuple[torch.Tensor, ...], ...]:
+    """((A_r, R_r, V_r), (A_c, R_c, V_c)), each [T, N]: values of s_t and s'_t in one batch, then GAE
+    (contract ``gae``: a truncated step and the rollout cut bootstrap V(s'_t)). Zeros for the cost
+    without a cost critic."""
+    v_r, nv_r = state.reward_critic(batch.obs), state.reward_critic(batch.next_obs)  # [T, N] each
+    adv_r, ret_r = kit.gae(batch.reward, v_r, batch.terminated, batch.truncated, nv_r, ppo.gamma, ppo.lam)
+    if state.cost_critic is None:
+        zero = torch.zeros_like(v_r)
+        return (adv_r, ret_r, v_r), (zero, zero, zero)
+    v_c, nv_c = state.cost_critic(batch.obs), state.cost_critic(batch.next_obs)  # [T, N] each
+    adv_c, ret_c = kit.gae(batch.cost, v_c, batch.terminated, batch.truncated, nv_c, ppo.cost_gamma, ppo.lam_c)
+    return (adv_r, ret_r, v_r), (adv_c, ret_c, v_c)
 
 
 def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safety: SafetyConfig, kit: Kit,
@@ -365,13 +387,7 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
     of the run done, for the linear actor learning-rate decay."""
     T, N = batch.reward.shape
     use_cost = state.cost_critic is not None
-    with torch.no_grad():  # 1) values of s_t and s'_t, all steps in one batch
-        v_r, nv_r = state.reward_critic(batch.obs), state.reward_critic(batch.next_obs)  # [T, N] each
-        v_c, nv_c = ((state.cost_critic(batch.obs), state.cost_critic(batch.next_obs)) if use_cost
-                     else (torch.zeros_like(v_r), torch.zeros_like(v_r)))
-    # 2) GAE for reward and cost (contract gae: truncation and the rollout cut bootstrap V(s'_t))
-    adv_r, ret_r = kit.gae(batch.reward, v_r, batch.terminated, batch.truncated, nv_r, ppo.gamma, ppo.lam)
-    adv_c, ret_c = kit.gae(batch.cost, v_c, batch.terminated, batch.truncated, nv_c, ppo.cost_gamma, ppo.lam_c)
+    (adv_r, ret_r, v_r), (adv_c, ret_c, v_c) = advantages(state, batch, ppo, kit)  # 1), 2)
     # 3) advantage processing over the whole rollout; M = T·N samples
     flat = lambda x: x.reshape(T * N, *x.shape[2:])  # noqa: E731  [T, N, ...] -> [M, ...]
     adv_r, adv_c = process_advantages(flat(adv_r), flat(adv_c), ppo)
@@ -412,11 +428,7 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
                 events[k] += int(v)
             surrogate = torch.minimum(ratio * adv[idx], ratio.clamp(1 - ppo.clip, 1 + ppo.clip) * adv[idx])
             loss_pi = state.guard(-surrogate.mean() - ppo.entropy_coef * entropy.mean(), "pi")
-            state.actor_opt.zero_grad()
-            loss_pi.backward()
-            if ppo.max_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(state.actor.parameters(), ppo.max_grad_norm)
-            state.actor_opt.step()
+            _optimize(loss_pi, state.actor, state.actor_opt, ppo)
             losses["pi"].append(float(loss_pi.detach()))
             losses["entropy"].append(float(entropy.mean().detach()))
         if stopped:
