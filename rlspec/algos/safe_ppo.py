@@ -345,6 +345,15 @@ def update_safety(state: SafePPOState, jc: float, safety: SafetyConfig) -> None:
         state.budget.budget = float(state.simmer_budget[0])  # reference SauteBudget: the per-step budget d̃
 
 
+def policy_loss(logp: torch.Tensor, entropy: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor,
+                ppo: PPOConfig, kit: Kit) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """−mean(min(ρ·A, clip(ρ, 1 ± ε)·A)) − α·mean(H) (OmniSafe PPO._loss_pi), ρ through the seed 002 §3 ratio
+    guard; returns the loss and the guard's event counts. All [B] but the scalar loss."""
+    ratio, events = kit.ratio_guard(logp, logp_old)  # [B]
+    surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - ppo.clip, 1 + ppo.clip) * adv)
+    return -surrogate.mean() - ppo.entropy_coef * entropy.mean(), events
+
+
 def _critic_step(critic: Critic, opt: torch.optim.Optimizer, obs, old_value, target, ppo: PPOConfig, kit: Kit,
                  guard, kind: str) -> float:
     loss = kit.value_loss(critic(obs), old_value, target, ppo.value_clip)
@@ -423,11 +432,10 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
             if use_cost:
                 losses["cost_critic"].append(_critic_step(state.cost_critic, state.cost_opt, obs[idx], v_c[idx],
                                                           ret_c[idx], ppo, kit, state.guard, "cost_critic"))
-            ratio, ev = kit.ratio_guard(logp, logp_old[idx])  # [B], seed 002 §3
+            loss_pi, ev = policy_loss(logp, entropy, logp_old[idx], adv[idx], ppo, kit)
             for k, v in ev.items():
                 events[k] += int(v)
-            surrogate = torch.minimum(ratio * adv[idx], ratio.clamp(1 - ppo.clip, 1 + ppo.clip) * adv[idx])
-            loss_pi = state.guard(-surrogate.mean() - ppo.entropy_coef * entropy.mean(), "pi")
+            loss_pi = state.guard(loss_pi, "pi")
             _optimize(loss_pi, state.actor, state.actor_opt, ppo)
             losses["pi"].append(float(loss_pi.detach()))
             losses["entropy"].append(float(entropy.mean().detach()))
