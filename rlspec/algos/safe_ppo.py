@@ -40,6 +40,7 @@ from typing import Literal
 import torch
 
 from rlspec.contracts.lagrange import saute_budget
+from rlspec.contracts.numerics import KL_MULTIPLIER
 from rlspec.models.actor_critic import Critic, GaussianActor
 
 ADV_STD_EPS = 1e-8  # OmniSafe VectorOnPolicyBuffer.get: (adv - mean) / (std + 1e-8)
@@ -174,6 +175,23 @@ class Kit:
                    RunningMeanStd=numerics.RunningMeanStd, LossGuard=numerics.LossGuard,
                    OmniSafeLagrange=lagrange.OmniSafeLagrange, PIDLagrangian=lagrange.PIDLagrangian,
                    SauteBudget=lagrange.SauteBudget, SimmerPID=lagrange.SimmerPID)
+
+
+class Comm:
+    """Data-parallel reductions the core needs (OmniSafe ``parallel``): one process needs none of them. An
+    engine running several processes passes a subclass (rlspec/engines/safe_fast.py: torch.distributed)."""
+
+    world_size = 1
+
+    def sum(self, t: torch.Tensor) -> torch.Tensor:
+        """Σ over processes of ``t`` (a new tensor)."""
+        return t.clone()
+
+    def average_gradients(self, net: torch.nn.Module) -> None:
+        """Every parameter's .grad ← its mean over processes."""
+
+
+LOCAL = Comm()
 
 
 class RewardScaler:
@@ -315,13 +333,17 @@ def env_feedback(state: SafePPOState, reward: torch.Tensor, cost: torch.Tensor,
 
 
 # ------------------------------------------------------------------------------------------ update side
-def process_advantages(adv_r: torch.Tensor, adv_c: torch.Tensor, ppo: PPOConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """OmniSafe's buffer get(): A_r standardized with the population std + 1e-8, A_c centered. [M] each."""
+def process_advantages(adv_r: torch.Tensor, adv_c: torch.Tensor, ppo: PPOConfig,
+                       comm: Comm = LOCAL) -> tuple[torch.Tensor, torch.Tensor]:
+    """OmniSafe's buffer get(): A_r standardized with the population std + 1e-8, A_c centered, the statistics
+    over every process's samples (OmniSafe dist_statistics_scalar). [M] each."""
+    n = comm.sum(torch.tensor(float(adv_r.numel()), dtype=adv_r.dtype))
     if ppo.standardize_reward_adv:
-        mean, std = adv_r.mean(), adv_r.std(correction=0)
+        mean = comm.sum(adv_r.sum()) / n
+        std = (comm.sum((adv_r - mean).square().sum()) / n).sqrt()
         adv_r = (adv_r - mean) / (std + ADV_STD_EPS)
     if ppo.center_cost_adv:
-        adv_c = adv_c - adv_c.mean()
+        adv_c = adv_c - comm.sum(adv_c.sum()) / n
     return adv_r, adv_c
 
 
@@ -355,22 +377,30 @@ def policy_loss(logp: torch.Tensor, entropy: torch.Tensor, logp_old: torch.Tenso
 
 
 def _critic_step(critic: Critic, opt: torch.optim.Optimizer, obs, old_value, target, ppo: PPOConfig, kit: Kit,
-                 guard, kind: str) -> float:
+                 guard, kind: str, comm: Comm) -> float:
     loss = kit.value_loss(critic(obs), old_value, target, ppo.value_clip)
     loss = loss + ppo.critic_norm_coef * sum(p.square().sum() for p in critic.parameters())
     loss = guard(loss, kind)
-    _optimize(loss, critic, opt, ppo)
+    _optimize(loss, critic, opt, ppo, comm)
     return float(loss.detach())
 
 
-def _optimize(loss: torch.Tensor, net: torch.nn.Module, opt: torch.optim.Optimizer, ppo: PPOConfig) -> None:
-    """One optimizer step on ``loss`` (grad-norm clipped); none for a loss the guard replaced by a detached 0."""
-    if not loss.requires_grad:
+def _optimize(loss: torch.Tensor, net: torch.nn.Module, opt: torch.optim.Optimizer, ppo: PPOConfig,
+              comm: Comm) -> None:
+    """One optimizer step on ``loss``: grad-norm clip, then the gradients averaged over processes (OmniSafe's
+    order). A loss the guard replaced by a detached 0 skips the step (one process) or contributes zero
+    gradients to the average (several: every process must join it)."""
+    if not loss.requires_grad and comm.world_size == 1:
         return
     opt.zero_grad()
-    loss.backward()
+    if loss.requires_grad:
+        loss.backward()
+    else:  # every process must join the gradient average: a zero gradient from this one
+        for p in net.parameters():
+            p.grad = torch.zeros_like(p)
     if ppo.max_grad_norm is not None:
         torch.nn.utils.clip_grad_norm_(net.parameters(), ppo.max_grad_norm)
+    comm.average_gradients(net)
     opt.step()
 
 
@@ -390,16 +420,18 @@ def advantages(state: SafePPOState, batch: Rollout, ppo: PPOConfig, kit: Kit) ->
 
 
 def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safety: SafetyConfig, kit: Kit,
-           gen: torch.Generator, progress: float = 0.0) -> dict[str, float]:
+           gen: torch.Generator, progress: float = 0.0, comm: Comm = LOCAL) -> dict[str, float]:
     """One PPO-family update from a rollout (module docstring, steps 1–6); returns OmniSafe-named metrics.
-    ``jc``: mean episode cost of the recent window (NaN if none finished); ``progress`` ∈ [0, 1): fraction
-    of the run done, for the linear actor learning-rate decay."""
+    ``jc``: mean episode cost of the recent window (NaN if none finished; the same on every process);
+    ``progress`` ∈ [0, 1): fraction of the run done, for the linear actor learning-rate decay; ``comm``:
+    data-parallel reductions (advantage statistics, gradients, the KL decision) when several processes
+    each hold part of the rollout."""
     T, N = batch.reward.shape
     use_cost = state.cost_critic is not None
     (adv_r, ret_r, v_r), (adv_c, ret_c, v_c) = advantages(state, batch, ppo, kit)  # 1), 2)
     # 3) advantage processing over the whole rollout; M = T·N samples
     flat = lambda x: x.reshape(T * N, *x.shape[2:])  # noqa: E731  [T, N, ...] -> [M, ...]
-    adv_r, adv_c = process_advantages(flat(adv_r), flat(adv_c), ppo)
+    adv_r, adv_c = process_advantages(flat(adv_r), flat(adv_c), ppo, comm)
     # 4) λ before the policy update (OmniSafe) ...
     if ppo.lambda_update == "before":
         update_safety(state, jc, safety)
@@ -423,20 +455,23 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
             idx = perm[start:start + ppo.batch_size]  # [B]
             logp, entropy = state.actor.log_prob(obs[idx], actions[idx])  # [B] each
             stop, kl_t = kit.kl_early_stop((logp - logp_old[idx]).detach(), ppo.target_kl)
+            if comm.world_size > 1:  # one decision for all processes: the mean KL against the same threshold
+                kl_t = comm.sum(kl_t.detach()) / comm.world_size
+                stop = ppo.target_kl is not None and not float(kl_t) <= KL_MULTIPLIER * ppo.target_kl
             kl = float(kl_t)
             if bool(stop):
                 stop_iter, stopped = epoch + 1, True
                 break
             losses["reward_critic"].append(_critic_step(state.reward_critic, state.reward_opt, obs[idx], v_r[idx],
-                                                        ret_r[idx], ppo, kit, state.guard, "reward_critic"))
+                                                        ret_r[idx], ppo, kit, state.guard, "reward_critic", comm))
             if use_cost:
                 losses["cost_critic"].append(_critic_step(state.cost_critic, state.cost_opt, obs[idx], v_c[idx],
-                                                          ret_c[idx], ppo, kit, state.guard, "cost_critic"))
+                                                          ret_c[idx], ppo, kit, state.guard, "cost_critic", comm))
             loss_pi, ev = policy_loss(logp, entropy, logp_old[idx], adv[idx], ppo, kit)
             for k, v in ev.items():
                 events[k] += int(v)
             loss_pi = state.guard(loss_pi, "pi")
-            _optimize(loss_pi, state.actor, state.actor_opt, ppo)
+            _optimize(loss_pi, state.actor, state.actor_opt, ppo, comm)
             losses["pi"].append(float(loss_pi.detach()))
             losses["entropy"].append(float(entropy.mean().detach()))
         if stopped:

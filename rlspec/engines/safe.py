@@ -21,11 +21,15 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
+import numpy as np
 import torch
 
 from rlspec.algos.safe_ppo import (
     ALGOS,
+    LOCAL,
+    Comm,
     Kit,
     PPOConfig,
     Rollout,
@@ -119,12 +123,35 @@ def collect(state: SafePPOState, envs: SafeVectorEnv, steps: int, gen: torch.Gen
     return Rollout(*(torch.stack(col) for col in zip(*rows)))
 
 
-def _window_means(window: deque) -> dict[str, float]:
-    if not window:
+def _window_means(window: deque, comm: Comm) -> dict[str, float]:
+    """Mean return, cost and length of the recent episodes (of every process: one J_c for all)."""
+    sums = [sum(e[0] for e in window), sum(e[1] for e in window), sum(e[2] for e in window), len(window)]
+    ret, cost, length, n = comm.sum(torch.tensor(sums, dtype=torch.float64)).tolist()
+    if n == 0:
         return {"Metrics/EpRet": math.nan, "Metrics/EpCost": math.nan, "Metrics/EpLen": math.nan}
-    n = len(window)
-    return {"Metrics/EpRet": sum(e[0] for e in window) / n, "Metrics/EpCost": sum(e[1] for e in window) / n,
-            "Metrics/EpLen": sum(e[2] for e in window) / n}
+    return {"Metrics/EpRet": ret / n, "Metrics/EpCost": cost / n, "Metrics/EpLen": length / n}
+
+
+@dataclass
+class Execution:
+    """Where the loop's pieces run. The reference engine: one process, its envs in it. The fast engine
+    (rlspec/engines/safe_fast.py) passes envs in worker processes and a torch.distributed ``comm``."""
+
+    make_envs: Callable[[SafeConfig, int], object] = lambda cfg, first: safety_gym.make_vector(
+        cfg.env_id, cfg.num_envs, cfg.seed, cfg.forced_cost, first)
+    """(config, global index of this process's first env) -> a vector env (SafeVectorEnv's interface)."""
+    comm: Comm = LOCAL
+    """Data-parallel reductions across processes (rlspec.algos.safe_ppo.Comm)."""
+    rank: int = 0
+    """This process's rank; rank 0 alone writes the run directory."""
+    engine: str = ENGINE
+    """The engine named in config.json: the module `rlspec eval/plot RUN` use."""
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The generator seed of ``rank`` after the (shared) initial weights are drawn: rank 0 keeps ``seed``'s
+    stream, so a one-process run of any engine is the reference run."""
+    return seed if rank == 0 else int(np.random.SeedSequence([seed, rank]).generate_state(1)[0])
 
 
 _NETS = ("actor", "reward_critic", "cost_critic")
@@ -151,48 +178,60 @@ def restore(ckpt: dict, state: SafePPOState, envs: SafeVectorEnv, gen: torch.Gen
 
 
 def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int | None = None,
-        show_progress: bool = True) -> Path:
+        show_progress: bool = True, execution: Execution | None = None) -> Path:
     """Train (or, with ``resume``, continue the run in ``out``); returns the run directory."""
     validate(cfg)
+    ex = execution or Execution()
+    world, io = ex.comm.world_size, ex.rank == 0
+    if cfg.steps_per_epoch % (world * cfg.num_envs):
+        raise runconfig.ConfigError(f"config key 'steps_per_epoch': {cfg.steps_per_epoch} is not a multiple of "
+                                    f"processes × num_envs = {world} × {cfg.num_envs}")
+    if resume and world > 1:
+        raise runconfig.ConfigError("--resume continues one-process runs only")
     torch.set_num_threads(cfg.torch_threads)
     kit = Kit.reference()
-    gen = torch.Generator().manual_seed(cfg.seed)
-    envs = safety_gym.make_vector(cfg.env_id, cfg.num_envs, cfg.seed, cfg.forced_cost)
+    gen = torch.Generator().manual_seed(cfg.seed)  # the same initial weights on every process
+    envs = ex.make_envs(cfg, ex.rank * cfg.num_envs)  # this process's slice of world × num_envs envs
     state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, cfg.num_envs, kit, gen)
+    if ex.rank:
+        gen.manual_seed(rank_seed(cfg.seed, ex.rank))  # its own action noise and minibatch order
     window: deque = deque(maxlen=cfg.ep_window)
-    epochs, steps = cfg.total_steps // cfg.steps_per_epoch, cfg.steps_per_epoch // cfg.num_envs
-    start = 0
+    epochs, steps = cfg.total_steps // cfg.steps_per_epoch, cfg.steps_per_epoch // (world * cfg.num_envs)
+    start, rundir = 0, None
     if resume:
         ckpt = load_checkpoint(Path(out) / "checkpoints/last.pt")
         restore(ckpt, state, envs, gen, window)
         start = ckpt["epoch"]
-        rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), resume_step=ckpt["step"])
+        rundir = RunDir(out, ex.engine, runconfig.to_dict(cfg), resume_step=ckpt["step"])
     else:
         envs.reset()
-        rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), extra_versions=safety_gym.versions())
-    progress = _Progress(cfg.total_steps, show_progress)
+        if io:
+            rundir = RunDir(out, ex.engine, runconfig.to_dict(cfg), extra_versions=safety_gym.versions())
+    progress = _Progress(cfg.total_steps, show_progress and io)
     last = start + stop_after_epochs if stop_after_epochs is not None else epochs
     for epoch in range(start, min(epochs, last)):
         t0 = time.perf_counter()
         rollout = collect(state, envs, steps, gen)
         window.extend(envs.pop_finished())
-        jc = _window_means(window)["Metrics/EpCost"]
+        jc = _window_means(window, ex.comm)["Metrics/EpCost"]
         t1 = time.perf_counter()
-        metrics = update(state, rollout, jc, cfg.ppo, cfg.safety, kit, gen, progress=epoch / epochs)
+        metrics = update(state, rollout, jc, cfg.ppo, cfg.safety, kit, gen, progress=epoch / epochs, comm=ex.comm)
         step = (epoch + 1) * cfg.steps_per_epoch
         t2 = time.perf_counter()
-        metrics.update(_window_means(window))
+        metrics.update(_window_means(window, ex.comm))
         metrics.update({"Train/Epoch": float(epoch + 1), "TotalEnvSteps": float(step), "Time/Rollout": t1 - t0,
                         "Time/Update": t2 - t1, "Time/FPS": cfg.steps_per_epoch / max(t2 - t0, 1e-9)})
-        rundir.log(step, metrics)
         progress(step, metrics)
-        if (epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == epochs:
-            save_checkpoint(rundir.checkpoint_path, checkpoint(state, envs, gen, window, epoch + 1, step))
-    rundir.close()
+        if rundir is not None:
+            rundir.log(step, metrics)
+            if (epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == epochs:
+                save_checkpoint(rundir.checkpoint_path, checkpoint(state, envs, gen, window, epoch + 1, step))
     progress.close()
     envs.close()
-    draw(rundir.path, PANELS(cfg))
-    return rundir.path
+    if rundir is not None:
+        rundir.close()
+        draw(rundir.path, PANELS(cfg))
+    return Path(out)
 
 
 class _Progress:
@@ -210,14 +249,14 @@ class _Progress:
 
 
 # ------------------------------------------------------------------------------------ CLI entry points
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rlspec train safe", description=__doc__,
+def _parser(cls: type, engine: str, doc: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"rlspec train {engine}", description=doc,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="config keys (--set KEY=VALUE):\n" + runconfig.help_text(SafeConfig))
+                                epilog="config keys (--set KEY=VALUE):\n" + runconfig.help_text(cls))
     p.add_argument("--algo", choices=sorted(ALGOS), help="shorthand for --set algo=...")
     p.add_argument("--env", help="shorthand for --set env_id=...")
     p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
-    p.add_argument("--out", type=Path, help="run directory (default: runs/safe-ALGO-ENV-sSEED)")
+    p.add_argument("--out", type=Path, help=f"run directory (default: runs/{engine}-ALGO-ENV-sSEED)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     p.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
     p.add_argument("--stop-after-epochs", type=int, help="stop after this many epochs (a later --resume goes on)")
@@ -226,47 +265,49 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def build_config(preset: str = "default", overrides: list[str] = (), algo: str | None = None,
-                 env: str | None = None) -> SafeConfig:
-    cfg = runconfig.replace(SafeConfig(), PRESETS[preset], f"preset {preset!r}")
+                 env: str | None = None, cls: type = SafeConfig) -> SafeConfig:
+    cfg = runconfig.replace(cls(), PRESETS[preset], f"preset {preset!r}")
     shorthands = [f"algo={algo}"] * bool(algo) + [f"env_id={env}"] * bool(env)
     return runconfig.apply_overrides(cfg, [*shorthands, *overrides])
 
 
-def train(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+def train(argv: list[str], cls: type = SafeConfig, engine: str = ENGINE,
+          execution: Callable[[SafeConfig], Execution] = lambda cfg: Execution()) -> int:
+    """`rlspec train safe ...`, or with (``cls``, ``engine``, ``execution``) an engine built on this loop."""
+    args = _parser(cls, engine, sys.modules[cls.__module__].__doc__).parse_args(argv)
     try:
         if args.resume:
             if args.set or args.algo or args.env or args.preset != "default" or args.out:
                 raise runconfig.ConfigError("--resume continues a run with its own config.json: give no "
                                             "--algo/--env/--preset/--set/--out")
-            cfg = runconfig.from_dict(SafeConfig, RunDir.read_config(args.resume)["config"])
+            cfg = runconfig.from_dict(cls, RunDir.read_config(args.resume)["config"])
             out = args.resume
         else:
-            cfg = build_config(args.preset, args.set, args.algo, args.env)
+            cfg = build_config(args.preset, args.set, args.algo, args.env, cls)
             validate(cfg)
-            out = args.out or Path("runs") / f"safe-{cfg.algo}-{cfg.env_id}-s{cfg.seed}"
+            out = args.out or Path("runs") / f"{engine}-{cfg.algo}-{cfg.env_id}-s{cfg.seed}"
         path = run(cfg, out, resume=bool(args.resume), stop_after_epochs=args.stop_after_epochs,
-                   show_progress=not args.quiet)
+                   show_progress=not args.quiet, execution=execution(cfg))
     except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
-        print(f"rlspec train safe: error: {err}", file=sys.stderr)
+        print(f"rlspec train {engine}: error: {err}", file=sys.stderr)
         return 2
     print(f"run: {path}")
     return 0
 
 
-def plot(run_dir: Path) -> int:
-    cfg = runconfig.from_dict(SafeConfig, RunDir.read_config(run_dir)["config"])
+def plot(run_dir: Path, cls: type = SafeConfig) -> int:
+    cfg = runconfig.from_dict(cls, RunDir.read_config(run_dir)["config"])
     for f in draw(run_dir, PANELS(cfg)):
         print(f)
     return 0
 
 
-def evaluate(run_dir: Path, argv: list[str]) -> int:
+def evaluate(run_dir: Path, argv: list[str], cls: type = SafeConfig) -> int:
     """Mean return and cost of the policy's mean action over K episodes; writes RUN/eval/eval.json."""
     p = argparse.ArgumentParser(prog="rlspec eval RUN")
     p.add_argument("--episodes", type=int, default=5)
     args = p.parse_args(argv)
-    cfg = runconfig.from_dict(SafeConfig, RunDir.read_config(run_dir)["config"])
+    cfg = runconfig.from_dict(cls, RunDir.read_config(run_dir)["config"])
     ckpt = load_checkpoint(Path(run_dir) / "checkpoints/last.pt")
     envs = safety_gym.make_vector(cfg.env_id, 1, cfg.seed + 1_000_003, cfg.forced_cost)
     state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, 1, Kit.reference(),
@@ -291,6 +332,7 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
 
 
 def compare(argv: list[str]) -> int:
-    print("rlspec compare safe: the fast engine is not built yet (issue 11, later increment)", file=sys.stderr)
+    print("rlspec compare safe: not built yet; run `rlspec train safe` and `rlspec train safe-fast` with the same "
+          "config (tests/runs/test_safe_fast.py checks they agree)", file=sys.stderr)
     return 2
 

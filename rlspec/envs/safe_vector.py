@@ -9,7 +9,7 @@ Each wrapped env follows Safety-Gymnasium's API: ``reset(seed=) -> (obs, info)``
 * auto-resets an env whose episode ended and returns the real final observation beside the new one
   (``final_obs``), which the truncation bootstrap needs (seed 001 CRITICAL-2);
 * clips actions to the action space (the sampled, unclipped action is what the policy is trained on);
-* tracks episode return, cost and length;
+* tracks episode return, cost and length (finished episodes are reported in step, then env order);
 * checkpoints by *replay*: ``state_dict()`` records, per env, the episode index and the actions taken since
   its reset; ``load_state_dict()`` resets with the same seed and replays them. For a deterministic simulator
   (MuJoCo on one thread, the toy env) the restored env is bit-identical, which is what makes a resumed run
@@ -40,11 +40,13 @@ def episode_seed(seed: int, env_index: int, episode: int) -> int:
 
 
 class SafeVectorEnv:
-    def __init__(self, make_env: Callable[[], object], num_envs: int, seed: int):
+    def __init__(self, make_env: Callable[[], object], num_envs: int, seed: int, first_index: int = 0):
+        """``first_index``: the global index of this vector's first env (a slice of a larger vector, in a
+        worker process or on one rank of several, draws the same episodes as the whole vector would)."""
         if num_envs < 1:
             raise ValueError(f"SafeVectorEnv: argument 'num_envs' must be >= 1, got {num_envs}")
         self.envs = [make_env() for _ in range(num_envs)]
-        self.num_envs, self.seed = num_envs, seed
+        self.num_envs, self.seed, self.first_index = num_envs, seed, first_index
         space = self.envs[0].action_space
         self.act_low = np.asarray(space.low, dtype=np.float64)
         self.act_high = np.asarray(space.high, dtype=np.float64)
@@ -53,11 +55,12 @@ class SafeVectorEnv:
         self.episode = [0] * num_envs
         self.actions: list[list[np.ndarray]] = [[] for _ in range(num_envs)]
         self.ep_ret, self.ep_cost, self.ep_len = (np.zeros(num_envs) for _ in range(3))
-        self.finished: list[tuple[float, float, int]] = []  # (return, cost, length) since the last pop
+        self.finished: list[tuple[float, float, int, int, int]] = []  # since the last pop, in order
+        self.t = 0  # vectorized steps taken
         self._obs: torch.Tensor | None = None
 
     def _reset_env(self, i: int) -> np.ndarray:
-        obs, _ = self.envs[i].reset(seed=episode_seed(self.seed, i, self.episode[i]))
+        obs, _ = self.envs[i].reset(seed=episode_seed(self.seed, self.first_index + i, self.episode[i]))
         self.actions[i] = []
         self.ep_ret[i] = self.ep_cost[i] = self.ep_len[i] = 0.0
         return np.asarray(obs, dtype=np.float32).reshape(-1)
@@ -90,30 +93,34 @@ class SafeVectorEnv:
         nxt = final.copy()
         for i, (_, _, _, term, trunc) in enumerate(out):
             if term or trunc:
-                self.finished.append((float(self.ep_ret[i]), float(self.ep_cost[i]), int(self.ep_len[i])))
+                self.finished.append((float(self.ep_ret[i]), float(self.ep_cost[i]), int(self.ep_len[i]), self.t,
+                                      self.first_index + i))
                 self.episode[i] += 1
                 nxt[i] = self._reset_env(i)
+        self.t += 1
         self._obs = torch.as_tensor(nxt)
         col = lambda k, dtype: torch.tensor([o[k] for o in out], dtype=dtype)  # noqa: E731
         return VectorStep(obs=self._obs, reward=col(1, torch.float32), cost=col(2, torch.float32),
                           terminated=col(3, torch.bool), truncated=col(4, torch.bool),
                           final_obs=torch.as_tensor(final))
 
-    def pop_finished(self) -> list[tuple[float, float, int]]:
-        """Episodes (return, cost, length) finished since the last call."""
+    def pop_finished(self) -> list[tuple[float, float, int, int, int]]:
+        """Episodes finished since the last call: (return, cost, length, vectorized step, global env index)."""
         done, self.finished = self.finished, []
         return done
 
     def state_dict(self) -> dict:
-        return {"seed": self.seed, "episode": list(self.episode),
+        return {"seed": self.seed, "first_index": self.first_index, "episode": list(self.episode),
                 "actions": [np.array(a, dtype=np.float64).reshape(len(a), self.act_dim) for a in self.actions],
-                "finished": list(self.finished)}
+                "finished": list(self.finished), "t": self.t}
 
     def load_state_dict(self, state: dict) -> None:
         """Reset every env to its recorded episode and replay its actions (bit-identical for deterministic envs)."""
-        if state["seed"] != self.seed or len(state["episode"]) != self.num_envs:
-            raise ValueError(f"SafeVectorEnv.load_state_dict: state is for seed {state['seed']} with "
-                             f"{len(state['episode'])} envs, this vector has seed {self.seed} with {self.num_envs}")
+        if (state["seed"], state.get("first_index", 0), len(state["episode"])) != (self.seed, self.first_index,
+                                                                                 self.num_envs):
+            raise ValueError(f"SafeVectorEnv.load_state_dict: state is for seed {state['seed']}, envs from "
+                             f"{state.get('first_index', 0)}, {len(state['episode'])} envs; this vector has seed "
+                             f"{self.seed}, envs from {self.first_index}, {self.num_envs} envs")
         self.episode = list(state["episode"])
         obs = []
         for i, actions in enumerate(state["actions"]):
@@ -121,7 +128,7 @@ class SafeVectorEnv:
             for a in actions:
                 o = self._step_env(i, a)[0]
             obs.append(o)
-        self.finished = list(state["finished"])
+        self.finished, self.t = list(state["finished"]), state["t"]
         self._obs = torch.as_tensor(np.stack(obs))
 
     def close(self) -> None:

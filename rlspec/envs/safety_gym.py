@@ -105,6 +105,7 @@ class ForcedCost:
         self.env.close()
 
 
-def make_vector(env_id: str, num_envs: int, seed: int, forced_cost: float = 0.0) -> SafeVectorEnv:
-    """``num_envs`` copies of ``env_id`` in one process (rlspec/envs/safe_vector.py)."""
-    return SafeVectorEnv(functools.partial(make_env, env_id, forced_cost), num_envs, seed)
+def make_vector(env_id: str, num_envs: int, seed: int, forced_cost: float = 0.0, first_index: int = 0) -> SafeVectorEnv:
+    """``num_envs`` copies of ``env_id`` in one process (rlspec/envs/safe_vector.py), global indices from
+    ``first_index``."""
+    return SafeVectorEnv(functools.partial(make_env, env_id, forced_cost), num_envs, seed, first_index)

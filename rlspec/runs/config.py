@@ -24,10 +24,14 @@ class ConfigError(ValueError):
 
 @cache
 def field_docs(cls: type) -> dict[str, str]:
-    """name -> the docstring written under the field in the class body (the CLI help)."""
+    """name -> the docstring written under the field in the class body (the CLI help); a subclass inherits
+    its bases' and may redefine them."""
+    docs = {}
+    for base in reversed(cls.__mro__[1:]):
+        if dataclasses.is_dataclass(base):
+            docs.update(field_docs(base))
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body
-    docs = {}
     for stmt, nxt in zip(body, body[1:]):
         if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(nxt, ast.Expr)
                 and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):

@@ -69,3 +69,15 @@ def test_json_round_trip_and_unknown_keys():
         from_dict(Outer, {"inner": {"bogus": 1}})
     with pytest.raises(ConfigError, match="config key 'seed': expected int, got 1.5"):
         from_dict(Outer, {"seed": 1.5})
+
+
+@dataclass(frozen=True)
+class Derived(Outer):
+    workers: int = 2
+    """Worker processes."""
+
+
+def test_subclass_inherits_field_docs_and_keys():
+    assert field_docs(Derived)["seed"] == "Seed of every generator." and field_docs(Derived)["workers"] == "Worker processes."
+    assert flat_keys(Derived)[-1] == "workers"
+    assert apply_overrides(Derived(), ["workers=4", "inner.clip=0.3"]).workers == 4
