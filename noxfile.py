@@ -49,7 +49,7 @@ def safety(session: nox.Session) -> None:
     session.install(TORCH)
     session.install("-e", ".[safety,spec]", "pytest>=8", "pytest-benchmark>=4")
     session.install("--no-deps", SAFETY_GYMNASIUM)
-    session.env.update(HYPOTHESIS_PROFILE="ci", CUDA_VISIBLE_DEVICES="")
+    session.env.update(HYPOTHESIS_PROFILE="ci", CUDA_VISIBLE_DEVICES="", MUJOCO_GL="egl")  # headless frames (.ci/run)
     session.run("pytest", "tests/safe", "-p", "no:cacheprovider", *session.posargs)
 
 

@@ -303,13 +303,19 @@ def plot(run_dir: Path, cls: type = SafeConfig) -> int:
 
 
 def evaluate(run_dir: Path, argv: list[str], cls: type = SafeConfig) -> int:
-    """Mean return and cost of the policy's mean action over K episodes; writes RUN/eval/eval.json."""
+    """Mean return and cost of the policy's mean action over K episodes (RUN/eval/eval.json); with --video,
+    the first episode as RUN/eval/episode0.mp4 (imageio + imageio-ffmpeg; MuJoCo renders headless with
+    MUJOCO_GL=egl or osmesa)."""
     p = argparse.ArgumentParser(prog="rlspec eval RUN")
-    p.add_argument("--episodes", type=int, default=5)
+    p.add_argument("--episodes", type=int, default=5, help="episodes to average (default 5)")
+    p.add_argument("--video", action="store_true", help="write RUN/eval/episode0.mp4 of the first episode")
+    p.add_argument("--size", type=int, default=256, help="video frame width and height (default 256)")
+    p.add_argument("--max-frames", type=int, default=1000, help="frames at most in the video (default 1000)")
     args = p.parse_args(argv)
     cfg = runconfig.from_dict(cls, RunDir.read_config(run_dir)["config"])
     ckpt = load_checkpoint(Path(run_dir) / "checkpoints/last.pt")
-    envs = safety_gym.make_vector(cfg.env_id, 1, cfg.seed + 1_000_003, cfg.forced_cost)
+    render = dict(render_mode="rgb_array", width=args.size, height=args.size) if args.video else {}
+    envs = safety_gym.make_vector(cfg.env_id, 1, cfg.seed + 1_000_003, cfg.forced_cost, **render)
     state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, 1, Kit.reference(),
                        torch.Generator().manual_seed(0))
     state.actor.load_state_dict(ckpt["actor"])
@@ -318,15 +324,23 @@ def evaluate(run_dir: Path, argv: list[str], cls: type = SafeConfig) -> int:
     if state.budget is not None:
         state.budget.num_envs, state.budget.z = 1, torch.ones(1, dtype=state.budget.z.dtype)
     envs.reset()
+    frames = [envs.envs[0].render()] if args.video else []
     while len(envs.finished) < args.episodes:
         with torch.no_grad():
             out = envs.step(state.actor(policy_input(state, envs.obs)).mean)
         env_feedback(state, out.reward, out.cost, out.terminated | out.truncated)
+        if args.video and not envs.finished and len(frames) < args.max_frames:
+            frames.append(envs.envs[0].render())
     eps = envs.finished[:args.episodes]
     result = {"episodes": len(eps), "EpRet": sum(e[0] for e in eps) / len(eps),
               "EpCost": sum(e[1] for e in eps) / len(eps), "EpLen": sum(e[2] for e in eps) / len(eps)}
     (Path(run_dir) / "eval").mkdir(exist_ok=True)
     (Path(run_dir) / "eval/eval.json").write_text(json.dumps(result, indent=2))
+    if frames:
+        import imageio.v2 as imageio  # needs imageio-ffmpeg for MP4 (the semantic and safety extras)
+
+        imageio.mimwrite(Path(run_dir) / "eval/episode0.mp4", frames, fps=30, macro_block_size=1)
+        result["video"] = str(Path(run_dir) / "eval/episode0.mp4")
     print(json.dumps(result))
     return 0
 

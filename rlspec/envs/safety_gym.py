@@ -79,7 +79,7 @@ def versions() -> dict[str, str]:
 def make_env(env_id: str, forced_cost: float = 0.0, render_mode: str | None = None, **kwargs):
     """One env with Safety-Gymnasium's 6-tuple step API. ``forced_cost`` adds a constant cost per step."""
     if env_id in TOY_ENVS:
-        return TOY_ENVS[env_id](forced_cost=forced_cost)
+        return TOY_ENVS[env_id](forced_cost=forced_cost, **{k: v for k, v in kwargs.items() if k in ("width", "height")})
     env = import_safety_gymnasium().make(env_id, render_mode=render_mode, **kwargs)
     return ForcedCost(env, forced_cost) if forced_cost else env
 
@@ -105,7 +105,8 @@ class ForcedCost:
         self.env.close()
 
 
-def make_vector(env_id: str, num_envs: int, seed: int, forced_cost: float = 0.0, first_index: int = 0) -> SafeVectorEnv:
+def make_vector(env_id: str, num_envs: int, seed: int, forced_cost: float = 0.0, first_index: int = 0,
+                **render) -> SafeVectorEnv:
     """``num_envs`` copies of ``env_id`` in one process (rlspec/envs/safe_vector.py), global indices from
-    ``first_index``."""
-    return SafeVectorEnv(functools.partial(make_env, env_id, forced_cost), num_envs, seed, first_index)
+    ``first_index``; ``render``: render_mode="rgb_array", width, height (and Safety-Gymnasium's camera_name)."""
+    return SafeVectorEnv(functools.partial(make_env, env_id, forced_cost, **render), num_envs, seed, first_index)

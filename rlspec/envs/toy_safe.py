@@ -31,8 +31,8 @@ class ToyGoal:
     observation_space = Box(np.full(8, -np.inf), np.full(8, np.inf))
     action_space = Box(np.full(2, -1.0), np.full(2, 1.0))
 
-    def __init__(self, max_steps: int = 100, forced_cost: float = 0.0):
-        self.max_steps, self.forced_cost = max_steps, forced_cost
+    def __init__(self, max_steps: int = 100, forced_cost: float = 0.0, width: int = 64, height: int = 64):
+        self.max_steps, self.forced_cost, self.size = max_steps, forced_cost, (height, width)
         self.rng = np.random.default_rng(0)
         self.p = self.v = self.goal = self.hazard = np.zeros(2)
         self.t = 0
@@ -63,3 +63,14 @@ class ToyGoal:
         terminated = bool(np.abs(self.p).max() > 3.0)
         truncated = self.t >= self.max_steps and not terminated
         return self._obs(), float(reward), cost, terminated, truncated, {}
+
+    def render(self) -> np.ndarray:
+        """[H, W, 3] uint8 top view of [−3, 3]²: hazard red, goal green, the point blue."""
+        h, w = self.size
+        ys, xs = np.mgrid[0:h, 0:w]
+        world = np.stack([xs / (w - 1) * 6 - 3, 3 - ys / (h - 1) * 6], axis=-1)  # [H, W, 2]
+        frame = np.full((h, w, 3), 235, dtype=np.uint8)
+        for centre, radius, colour in ((self.hazard, 0.5, (220, 60, 60)), (self.goal, 0.2, (60, 180, 60)),
+                                       (self.p, 0.12, (50, 90, 220))):
+            frame[np.linalg.norm(world - centre, axis=-1) < radius] = colour
+        return frame

@@ -75,7 +75,11 @@ def test_cli_train_resume_eval_plot(tmp_path, capsys):
     assert cli.main(["train", "safe", "--resume", str(run), "--quiet"]) == 0
     assert len(read_metrics(run)) == 3
     assert cli.main(["train", "safe", "--resume", str(run), "--set", "seed=2"]) == 2
-    assert cli.main(["eval", str(run), "--episodes", "2"]) == 0
+    assert cli.main(["eval", str(run), "--episodes", "2", "--video", "--size", "32"]) == 0
     assert (run / "eval/eval.json").is_file()
+    import imageio.v2 as imageio
+
+    frames = imageio.mimread(run / "eval/episode0.mp4")
+    assert 2 <= len(frames) <= 100 and frames[0].shape == (32, 32, 3)  # ToyGoal episodes: ≤ 100 steps
     assert cli.main(["plot", str(run)]) == 0
     assert "lambda.png" in capsys.readouterr().out

@@ -6,6 +6,7 @@ environment); ``nox -s safety`` installs it (rlspec/envs/safety_gym.py) and runs
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -81,3 +82,16 @@ def test_resume_identity_on_safety_gymnasium(tmp_path):
         assert all(ra[k] == rb[k] or (math.isnan(ra[k]) and math.isnan(rb[k])) for k in ra if not k.startswith("Time/"))
     ca, cb = load_checkpoint(straight / "checkpoints/last.pt"), load_checkpoint(part / "checkpoints/last.pt")
     assert all(torch.equal(ca["actor"][k], cb["actor"][k]) for k in ca["actor"])
+
+
+@pytest.mark.skipif(os.environ.get("MUJOCO_GL") not in ("egl", "osmesa"),
+                    reason="headless MuJoCo rendering needs MUJOCO_GL=egl or osmesa (nox -s safety sets egl)")
+def test_eval_writes_a_video(tmp_path):
+    cfg = safe.build_config(overrides=["algo=PPO", f"env_id={ENV}", "num_envs=1", "total_steps=500",
+                                       "steps_per_epoch=500", "ppo.update_iters=1", "ppo.batch_size=500"])
+    run = safe.run(cfg, tmp_path, show_progress=False)
+    assert safe.evaluate(run, ["--episodes", "1", "--video", "--size", "48", "--max-frames", "12"]) == 0
+    import imageio.v2 as imageio
+
+    frames = imageio.mimread(run / "eval/episode0.mp4")
+    assert len(frames) == 12 and frames[0].shape == (48, 48, 3) and np.ptp(frames[0]) > 0  # a picture, not a blank
