@@ -78,7 +78,8 @@ def ppo_lag_update(seed: int = 0) -> Fixture:
         convention="adv_r/adv_c: OnPolicyBuffer.get(adv_r_raw, adv_c_raw) with standardized_adv_r/c True; for each "
                    "J_c in jc: λ[k] after update_lagrange_multiplier(J_c) (d 25, λ0 0.001, lr 0.035, Adam), "
                    "adv[k] = PPOLag._compute_adv_surrogate(adv_r, adv_c), loss_pi[k] = PPO._loss_pi(obs, act, logp, "
-                   "adv[k]) at θ (actor.*: GaussianActor state_dict names) with clip 0.2, entropy_coef 0; logp from θ_old",
+                   "adv[k]) at θ (actor.*: GaussianActor state_dict names) with clip 0.2, entropy_coef 0; "
+                   "logp from θ_old",
         inputs=dict(obs=obs, act=act, logp=logp, adv_r_raw=adv_r_raw, adv_c_raw=adv_c_raw,
                     jc=torch.tensor(JC, dtype=F64), **_named(actor)),
         expected=dict(adv_r=data["adv_r"].detach(), adv_c=data["adv_c"].detach(), lam=torch.tensor(lams, dtype=F64),

@@ -34,7 +34,7 @@ epoch, no 1.5 factor), the value loss has the ½ of seed 001 HIGH-4.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -229,7 +229,6 @@ class SafePPOState:
     obs_norm: object | None  # kit.ObsNormalizer
     reward_scaler: RewardScaler | None
     guard: object  # kit.LossGuard
-    guard_events: dict[str, int] = field(default_factory=dict)
 
     def lagrange_multiplier(self) -> float:
         return 0.0 if self.multiplier is None else float(self.multiplier.lagrangian_multiplier)
@@ -486,6 +485,7 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
     mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
     metrics = {
         "Loss/Loss_pi": mean(losses["pi"]), "Loss/Loss_reward_critic": mean(losses["reward_critic"]),
+        # StopIter: the epoch in which the KL check stopped the update (update_iters if it never did)
         "Train/Entropy": mean(losses["entropy"]), "Train/KL": kl, "Train/StopIter": float(stop_iter),
         "Train/LR": state.actor_opt.param_groups[0]["lr"], "Value/Adv": float(adv_r.mean()),
         "Metrics/LagrangeMultiplier": state.lagrange_multiplier(),

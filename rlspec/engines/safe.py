@@ -2,7 +2,7 @@
 
     rlspec train safe --algo PPOLag --env SafetyPointGoal1-v0 [--preset smoke] [--out DIR] [--set k=v ...]
     rlspec train safe --resume RUN            # continue RUN from its last checkpoint
-    rlspec eval RUN [--episodes K]            # mean return/cost of the deterministic policy
+    rlspec eval RUN [--episodes K] [--video]  # mean return/cost of the mean action; MP4 of an episode
     rlspec plot RUN                           # redraw RUN/plots/*.png
 
 Same config and seed ⇒ the same run, bit for bit, straight or resumed: every random draw comes from one

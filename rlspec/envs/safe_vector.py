@@ -83,7 +83,8 @@ class SafeVectorEnv:
         self.ep_ret[i] += reward
         self.ep_cost[i] += cost
         self.ep_len[i] += 1
-        return np.asarray(obs, dtype=np.float32).reshape(-1), float(reward), float(cost), bool(terminated), bool(truncated)
+        obs = np.asarray(obs, dtype=np.float32).reshape(-1)
+        return obs, float(reward), float(cost), bool(terminated), bool(truncated)
 
     def step(self, actions: torch.Tensor) -> VectorStep:
         """actions [N, A] (clipped to the action space here) -> one step of every env, with autoreset."""

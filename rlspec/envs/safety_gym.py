@@ -79,7 +79,8 @@ def versions() -> dict[str, str]:
 def make_env(env_id: str, forced_cost: float = 0.0, render_mode: str | None = None, **kwargs):
     """One env with Safety-Gymnasium's 6-tuple step API. ``forced_cost`` adds a constant cost per step."""
     if env_id in TOY_ENVS:
-        return TOY_ENVS[env_id](forced_cost=forced_cost, **{k: v for k, v in kwargs.items() if k in ("width", "height")})
+        size = {k: v for k, v in kwargs.items() if k in ("width", "height")}  # ToyGoal takes only the frame size
+        return TOY_ENVS[env_id](forced_cost=forced_cost, **size)
     env = import_safety_gymnasium().make(env_id, render_mode=render_mode, **kwargs)
     return ForcedCost(env, forced_cost) if forced_cost else env
 

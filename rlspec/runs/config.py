@@ -197,6 +197,9 @@ def help_text(cls: type, prefix: str = "") -> str:
             lines.append(help_text(tp, f"{prefix}{name}."))
             continue
         value = getattr(defaults, name)
-        tname = getattr(tp, "__name__", str(tp).replace("typing.", ""))
+        if typing.get_origin(tp) is typing.Literal:
+            tname = " | ".join(map(str, typing.get_args(tp)))
+        else:
+            tname = str(tp).replace("typing.", "") if typing.get_origin(tp) else tp.__name__
         lines.append(f"  {prefix}{name} ({tname}, default {value!r}): {field_docs(cls).get(name, '')}")
     return "\n".join(lines)

@@ -29,15 +29,17 @@ def main(rank: int, world: int, rendezvous: str, out: str) -> None:
     n = ENVS // world
     ppo = PPOConfig(update_iters=3, batch_size=T * n, linear_lr_decay=False)
     state = make_state("PPOLag", ppo, SafetyConfig(), D, A, n, kit, torch.Generator().manual_seed(0))
-    obs, next_obs, act = torch.randn(T, ENVS, D, generator=g), torch.randn(T, ENVS, D, generator=g), torch.randn(T, ENVS, A, generator=g)
+    obs, next_obs = torch.randn(T, ENVS, D, generator=g), torch.randn(T, ENVS, D, generator=g)
+    act = torch.randn(T, ENVS, A, generator=g)
     reward, cost = torch.randn(T, ENVS, generator=g), torch.rand(T, ENVS, generator=g)
     term, trunc = torch.rand(T, ENVS, generator=g) < 0.1, torch.rand(T, ENVS, generator=g) < 0.1
     with torch.no_grad():
         logp = state.actor.log_prob(obs, act)[0] + 0.05 * torch.randn(T, ENVS, generator=g)
     initial = {k: v.clone() for k, v in state.actor.state_dict().items()}
     cols = slice(rank * n, (rank + 1) * n)
-    batch = Rollout(obs=obs[:, cols], act=act[:, cols], logp=logp[:, cols], reward=reward[:, cols], cost=cost[:, cols],
-                    terminated=term[:, cols], truncated=trunc[:, cols], next_obs=next_obs[:, cols], raw_obs=obs[:, cols])
+    batch = Rollout(obs=obs[:, cols], act=act[:, cols], logp=logp[:, cols], reward=reward[:, cols],
+                    cost=cost[:, cols], terminated=term[:, cols], truncated=trunc[:, cols],
+                    next_obs=next_obs[:, cols], raw_obs=obs[:, cols])
     metrics = update(state, batch, 40.0, ppo, SafetyConfig(), kit, torch.Generator().manual_seed(rank), comm=comm)
     torch.save({"actor": state.actor.state_dict(), "reward_critic": state.reward_critic.state_dict(),
                 "cost_critic": state.cost_critic.state_dict(), "metrics": metrics, "initial_actor": initial}, out)

@@ -78,6 +78,7 @@ class Derived(Outer):
 
 
 def test_subclass_inherits_field_docs_and_keys():
-    assert field_docs(Derived)["seed"] == "Seed of every generator." and field_docs(Derived)["workers"] == "Worker processes."
+    docs = field_docs(Derived)
+    assert docs["seed"] == "Seed of every generator." and docs["workers"] == "Worker processes."
     assert flat_keys(Derived)[-1] == "workers"
     assert apply_overrides(Derived(), ["workers=4", "inner.clip=0.3"]).workers == 4

@@ -26,7 +26,8 @@ def _deterministic(rows):
 
 
 def _same(a, b) -> bool:
-    return a.keys() == b.keys() and all(x == y or (math.isnan(x) and math.isnan(y)) for x, y in zip(a.values(), b.values()))
+    return a.keys() == b.keys() and all(x == y or (math.isnan(x) and math.isnan(y))
+                                        for x, y in zip(a.values(), b.values()))
 
 
 @pytest.mark.parametrize("algo", ["PPOLag", "PPOSimmerPID"])

@@ -44,7 +44,8 @@ def test_two_processes_match_one_on_a_fixed_batch(tmp_path):
     script = Path(__file__).with_name("dist_update.py")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     run = lambda rank, world: subprocess.Popen(  # noqa: E731
-        [sys.executable, str(script), str(rank), str(world), str(tmp_path / "rdv"), str(tmp_path / f"{world}-{rank}.pt")],
+        [sys.executable, str(script), str(rank), str(world), str(tmp_path / "rdv"),
+         str(tmp_path / f"{world}-{rank}.pt")],
         env=env)
     procs = [run(0, 1), run(0, 2), run(1, 2)]
     assert [p.wait(timeout=300) for p in procs] == [0, 0, 0]

@@ -96,7 +96,8 @@ def test_truncation_bootstraps_the_final_observation():
 def test_lambda_update_before_or_after_the_policy_update(monkeypatch, when, expected):
     seen = []
     real = safe_ppo.combine_advantages
-    monkeypatch.setattr(safe_ppo, "combine_advantages", lambda r, c, lam, mode: seen.append(lam) or real(r, c, lam, mode))
+    monkeypatch.setattr(safe_ppo, "combine_advantages",
+                        lambda r, c, lam, mode: seen.append(lam) or real(r, c, lam, mode))
     state, ppo = state_for(lambda_update=when, update_iters=1, batch_size=8)
     metrics = update(state, rollout(), jc=100.0, ppo=ppo, safety=SafetyConfig(), kit=KIT,
                      gen=torch.Generator().manual_seed(0))
