@@ -85,11 +85,11 @@ PRESETS: dict[str, dict] = {
               "ppo.update_iters": 4, "ppo.batch_size": 250},
 }
 
-PANELS = lambda cfg: [  # noqa: E731
-    Panel("Metrics/EpRet", "return.png", "episode return"),
-    Panel("Metrics/EpCost", "cost.png", "episode cost", {"cost limit": cfg.safety.cost_limit}),
-    Panel("Metrics/LagrangeMultiplier", "lambda.png", "Lagrange multiplier λ"),
-]
+def panels(cfg: SafeConfig) -> list[Panel]:
+    """RUN/plots: return, cost with the limit line, λ."""
+    return [Panel("Metrics/EpRet", "return.png", "episode return"),
+            Panel("Metrics/EpCost", "cost.png", "episode cost", {"cost limit": cfg.safety.cost_limit}),
+            Panel("Metrics/LagrangeMultiplier", "lambda.png", "Lagrange multiplier λ")]
 
 
 def validate(cfg: SafeConfig) -> None:
@@ -230,7 +230,7 @@ def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int
     envs.close()
     if rundir is not None:
         rundir.close()
-        draw(rundir.path, PANELS(cfg))
+        draw(rundir.path, panels(cfg))
     return Path(out)
 
 
@@ -297,7 +297,7 @@ def train(argv: list[str], cls: type = SafeConfig, engine: str = ENGINE,
 
 def plot(run_dir: Path, cls: type = SafeConfig) -> int:
     cfg = runconfig.from_dict(cls, RunDir.read_config(run_dir)["config"])
-    for f in draw(run_dir, PANELS(cfg)):
+    for f in draw(run_dir, panels(cfg)):
         print(f)
     return 0
 
