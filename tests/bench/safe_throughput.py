@@ -1,5 +1,6 @@
 """Safe-RL rollout throughput (issue 11): env steps/s of the reference engine's in-process vector env against
-the fast engine's worker processes, the same policy and the same number of envs, in one run.
+the fast engine's worker processes and Stable-Baselines3 2.9.2 PPO, the same network and number of envs, in one
+run.
 
     python tests/bench/safe_throughput.py [--env SafetyPointGoal1-v0] [--envs 8] [--workers 2 4] [--steps 4000]
                                           [--out docs/bench]      (writes safe_throughput.json)
@@ -9,8 +10,11 @@ What is timed is ``rlspec.engines.safe.collect``: policy forward for all envs in
 Sauté/scaler feedback, rollout storage; no update. Wall time (the fast engine's point is parallel env
 steps in other processes) and this process's CPU time are both recorded; 3 rounds, the median kept. On a
 machine shared with other jobs the wall rates measure the neighbours too. The issue's goals (fast ≥ 1.5×
-SB3 2.9.2 PPO, reference within 1.5× of SB3) need SB3 in the same environment, which pins gymnasium ≥ 0.29
-against Safety-Gymnasium's 0.28.1: not measured here yet. Reported, never asserted.
+SB3 2.9.2 PPO, reference within 1.5× of SB3) are read off the ratios against SB3's own rollout collection
+(``PPO.collect_rollouts`` over a DummyVecEnv of SafetyGymnasium2Gymnasium envs, the same network), measured
+when stable-baselines3 imports: install it with ``pip install --no-deps stable-baselines3==2.9.2 cloudpickle``
+(it declares gymnasium ≥ 0.29 but runs with 0.28.1). The baseline is SB3 if measured, else the reference.
+Reported, never asserted.
 """
 
 from __future__ import annotations
@@ -48,6 +52,29 @@ def measure(envs, steps_per_env: int, rounds: int = 3) -> dict:
             "process_cpu_steps_per_s": n / statistics.median(cpus)}
 
 
+def measure_sb3(env_id: str, num_envs: int, steps_per_env: int, rounds: int = 3) -> dict:
+    """Stable-Baselines3 PPO's rollout collection (DummyVecEnv, the same [64, 64] tanh network)."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    sg = safety_gym.import_safety_gymnasium()
+    venv = DummyVecEnv([lambda: sg.wrappers.SafetyGymnasium2Gymnasium(sg.make(env_id)) for _ in range(num_envs)])
+    model = PPO("MlpPolicy", venv, n_steps=steps_per_env, seed=0, device="cpu",
+                policy_kwargs=dict(net_arch=[64, 64], activation_fn=torch.nn.Tanh))
+    _, callback = model._setup_learn(total_timesteps=10**9)
+    callback.on_training_start(locals(), globals())
+    walls, cpus = [], []
+    for _ in range(rounds):
+        w0, c0 = time.perf_counter(), time.process_time()
+        model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=steps_per_env)
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+    venv.close()
+    n = steps_per_env * num_envs
+    return {"steps": n, "wall_steps_per_s": n / statistics.median(walls),
+            "process_cpu_steps_per_s": n / statistics.median(cpus)}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="SafetyPointGoal1-v0")
@@ -61,10 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     results = {"reference (in-process)": measure(safety_gym.make_vector(args.env, args.envs, 0), per_env)}
     for w in args.workers:
         results[f"fast ({w} workers)"] = measure(SubprocSafeVectorEnv(args.env, args.envs, 0, w), per_env)
-    base = results["reference (in-process)"]["wall_steps_per_s"]
+    try:
+        results["SB3 2.9.2 PPO (DummyVecEnv)"] = measure_sb3(args.env, args.envs, per_env)
+    except ImportError as err:
+        print(f"SB3 not measured: {err}")
+    base = results.get("SB3 2.9.2 PPO (DummyVecEnv)", results["reference (in-process)"])["wall_steps_per_s"]
     for name, r in results.items():
-        r["wall_ratio_vs_reference"] = r["wall_steps_per_s"] / base
-        print(f"{name:24s} {r['wall_steps_per_s']:8.0f} steps/s wall  ({r['wall_ratio_vs_reference']:.2f}× reference)")
+        r["wall_ratio_vs_baseline"] = r["wall_steps_per_s"] / base
+        print(f"{name:28s} {r['wall_steps_per_s']:8.0f} steps/s wall  ({r['wall_ratio_vs_baseline']:.2f}× baseline)")
     args.out.mkdir(parents=True, exist_ok=True)
     report = {"env": args.env, "num_envs": args.envs, "machine": platform.machine(), "python": platform.python_version(),
               "torch": torch.__version__, "versions": safety_gym.versions(), "results": results}
