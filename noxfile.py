@@ -10,7 +10,7 @@ nox.options.reuse_existing_virtualenvs = True
 
 # Sessions with their own environment (a third party that pins numpy < 2, an old gymnasium, ...) that the
 # README's test command runs too: cpu_gate notifies each of them.
-CPU_GATE_ALSO: list[str] = []
+CPU_GATE_ALSO: list[str] = ["safety"]
 
 TORCH = "torch==2.13.0"  # pinned everywhere: an unpinned torch pulls GBs of CUDA wheels
 SHEEPRL = "sheeprl==0.8.4"
@@ -18,6 +18,7 @@ SB3 = "stable-baselines3==2.9.2"
 RLAX = ("rlax==0.1.9", "jax[cpu]==0.10.2")
 OMNISAFE = "omnisafe==0.5.0"  # its lagrange files are read out of the wheel; never installed or imported
 TORCHRL = ("torchrl==0.14.1", "tensordict==0.14.3")  # torchrl 0.14.1 requires tensordict >=0.14.3,<0.15
+SAFETY_GYMNASIUM = "safety-gymnasium==1.0.0"  # installed --no-deps after the `safety` extra (issue 11)
 CLEANRL = "cleanrl==1.2.0"  # Python < 3.11 only: its ppo.py is read out of the wheel, never installed
 
 
@@ -37,6 +38,19 @@ def cpu_gate(session: nox.Session) -> None:
     session.run("pytest", "-m", "not gpu and not bench", "-p", "no:cacheprovider", *session.posargs)
     for other in CPU_GATE_ALSO:
         session.notify(other)
+
+
+@nox.session
+def safety(session: nox.Session) -> None:
+    """Safety-Gymnasium checks (tests/safe: the import shim, replayable env checkpoints, a smoke run of every
+    PPO-family algorithm, resume identity) in their own environment: the `safety` extra (gymnasium 0.28.1,
+    gymnasium-robotics 1.2.2, mujoco 2.3.3, numpy < 2, ...) then safety-gymnasium 1.0.0 with --no-deps (it
+    pins pygame 2.1.0, which has no Python 3.11 wheel). cpu_gate runs this session too."""
+    session.install(TORCH)
+    session.install("-e", ".[safety,spec]", "pytest>=8", "pytest-benchmark>=4")
+    session.install("--no-deps", SAFETY_GYMNASIUM)
+    session.env.update(HYPOTHESIS_PROFILE="ci", CUDA_VISIBLE_DEVICES="", MUJOCO_GL="egl")  # headless frames (.ci/run)
+    session.run("pytest", "tests/safe", "-p", "no:cacheprovider", *session.posargs)
 
 
 @nox.session

@@ -78,6 +78,8 @@ print(json.dumps({"failed": failed, "loaded": sorted(m for m in sys.modules if m
 def test_runtime_imports_load_no_test_package():
     modules = runtime_modules()
     assert "rlspec.reference.gae" in modules and "rlspec.fast.gae_triton" in modules
+    assert {"rlspec.models.actor_critic", "rlspec.algos.safe_ppo", "rlspec.envs.safety_gym", "rlspec.engines.safe",
+            "rlspec.runs.config", "rlspec.runs.rundir", "rlspec.runs.plots"} <= set(modules)
     env = dict(os.environ, TRITON_INTERPRET="1")  # the Triton backends must import too
     out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(modules)], capture_output=True, text=True,
                          env=env, cwd=ROOT, timeout=300)

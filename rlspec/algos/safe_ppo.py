@@ -1,0 +1,499 @@
+"""Functional core of the PPO family on Safety-Gymnasium: PPO, PPOLag, CPPOPID, PPOSaute, PPOSimmerPID
+(seed 000 §2A, §5.5; seeds 001 and 002), built from the contracts ``gae``, ``numerics`` and ``lagrange``.
+
+No IO and no global RNG: state is explicit (``SafePPOState``), shuffling draws from the caller's
+``torch.Generator``, the contract implementations come in a ``Kit`` (the reference twins here).
+
+One update (``update``), in OmniSafe 0.5.0's order unless configured otherwise:
+
+1. Values V_r(s_t), V_c(s_t) and V(s'_t) of every rollout step in one batch. s'_t is the real next
+   observation: the final observation of an episode that ended at t (the vector env's final observation
+   on autoreset), so a truncated step bootstraps γ·V(s_final) (seed 001 CRITICAL-2; contract ``gae``).
+2. GAE for reward (γ, λ) and cost (γ_c, λ_c) (``gae``; the rollout cut bootstraps V(s'_{T-1})).
+3. Advantage processing as OmniSafe's ``VectorOnPolicyBuffer.get``: A_r ← (A_r − mean)/(std + 1e-8) with
+   the population std; A_c ← A_c − mean.
+4. λ update from J_c (the mean episode cost of the recent window) *before* the policy update, as
+   OmniSafe's ``PPOLag._update`` does (``lambda_update="before"``, default), or after it as seed 000
+   §5.5's pseudo-code (``"after"``).
+5. Combined advantage, OmniSafe's ``_compute_adv_surrogate``: A = (A_r − λ·A_c)/(1 + λ)
+   (``adv_combine="omnisafe"``), or the seed's A = A_r − λ·A_c (§4.0.2, ``"seed"``).
+6. ``update_iters`` epochs of shuffled minibatches; in each minibatch the KL estimate of the current
+   policy against the rollout policy is checked *before* any optimizer step (seed 001 HIGH-2, contract
+   ``numerics`` kl_early_stop: stop when k3-KL > 1.5·target_kl); then the reward and cost critics step
+   (½·max((V − R)², (V_clip − R)²) with its own ``value_clip`` range, seed 001 HIGH-4, plus OmniSafe's
+   critic_norm_coef·Σθ²), then the actor (clipped surrogate − entropy_coef·H, the ratio through the
+   seed 002 §3 guard). Every loss passes a LossGuard (seed 002 §5): a non-finite loss becomes 0 and is
+   counted; guard events are reported as metrics.
+
+Differences from OmniSafe, on purpose: the observation normalizer is frozen during a rollout and updated
+after the update from all the rollout's raw observations (seed 001 CRITICAL-1; OmniSafe updates it per
+step), the KL check is the seed's pre-step per-minibatch k3 estimate (OmniSafe: exact KL after each
+epoch, no 1.5 factor), the value loss has the ½ of seed 001 HIGH-4.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from rlspec.contracts.lagrange import saute_budget
+from rlspec.contracts.numerics import KL_MULTIPLIER
+from rlspec.models.actor_critic import Critic, GaussianActor
+
+ADV_STD_EPS = 1e-8  # OmniSafe VectorOnPolicyBuffer.get: (adv - mean) / (std + 1e-8)
+
+
+@dataclass(frozen=True)
+class AlgoSpec:
+    multiplier: Literal["none", "lagrange", "pid"]
+    """How λ is driven: not at all, OmniSafe's Adam Lagrange, or the PID Lagrangian."""
+    budget: Literal["none", "saute", "simmer"]
+    """Sauté state augmentation (fixed budget) or Simmer (budget set by a PID each epoch)."""
+    use_cost: bool
+    """Train a cost critic and compute cost advantages (OmniSafe's use_cost)."""
+
+
+ALGOS = {
+    "PPO": AlgoSpec("none", "none", False),
+    "PPOLag": AlgoSpec("lagrange", "none", True),
+    "CPPOPID": AlgoSpec("pid", "none", True),
+    "PPOSaute": AlgoSpec("none", "saute", False),
+    "PPOSimmerPID": AlgoSpec("none", "simmer", False),
+}
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    update_iters: int = 40
+    """Epochs over the rollout per update (OmniSafe update_iters)."""
+    batch_size: int = 64
+    """Minibatch size."""
+    clip: float = 0.2
+    """PPO ratio clip ε."""
+    target_kl: float | None = 0.02
+    """Stop the update when the pre-step k3-KL exceeds 1.5·target_kl (none: never)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus coefficient α."""
+    gamma: float = 0.99
+    """Reward discount γ."""
+    cost_gamma: float = 0.99
+    """Cost discount γ_c."""
+    lam: float = 0.95
+    """GAE λ of the reward."""
+    lam_c: float = 0.95
+    """GAE λ of the cost."""
+    value_clip: float | None = None
+    """Value clipping range around the rollout's values, its own range (seed 001 HIGH-4); none = no clipping
+    (OmniSafe)."""
+    max_grad_norm: float | None = 40.0
+    """Gradient norm clip of each network (none: off)."""
+    critic_norm_coef: float = 0.001
+    """L2 penalty coefficient on critic weights (OmniSafe use_critic_norm)."""
+    actor_lr: float = 3e-4
+    """Actor Adam learning rate."""
+    critic_lr: float = 3e-4
+    """Critics' Adam learning rate."""
+    linear_lr_decay: bool = True
+    """Actor learning rate decays linearly to 0 over the run (OmniSafe linear_lr_decay)."""
+    hidden: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of actor and critics."""
+    activation: str = "tanh"
+    """Hidden activation: tanh, relu or elu."""
+    standardize_reward_adv: bool = True
+    """A_r ← (A_r − mean)/(std + 1e-8) over the rollout."""
+    center_cost_adv: bool = True
+    """A_c ← A_c − mean over the rollout."""
+    adv_combine: Literal["omnisafe", "seed"] = "omnisafe"
+    """omnisafe: (A_r − λ·A_c)/(1 + λ); seed: A_r − λ·A_c (seed 000 §4.0.2)."""
+    lambda_update: Literal["before", "after"] = "before"
+    """Update λ before the policy update (OmniSafe) or after it (seed 000 §5.5)."""
+    obs_normalize: bool = True
+    """Normalize observations with running statistics, frozen during each rollout (seed 001 CRITICAL-1)."""
+    reward_normalize: bool = False
+    """Scale rewards by the running std of the discounted return, updated once per vectorized step."""
+
+
+@dataclass(frozen=True)
+class SafetyConfig:
+    cost_limit: float = 25.0
+    """d: the episode cost limit (PPOLag, CPPOPID) and the Sauté/Simmer safety budget."""
+    lagrangian_multiplier_init: float = 0.001
+    """λ_0 (PPOLag, CPPOPID)."""
+    lambda_lr: float = 0.035
+    """Adam learning rate of λ (PPOLag)."""
+    pid_kp: float = 0.1
+    """CPPOPID proportional gain."""
+    pid_ki: float = 0.01
+    """CPPOPID integral gain."""
+    pid_kd: float = 0.01
+    """CPPOPID derivative gain."""
+    pid_d_delay: int = 10
+    """CPPOPID derivative delay (epochs)."""
+    saute_gamma: float = 0.999
+    """Sauté budget discount γ_s."""
+    max_ep_len: int = 1000
+    """Episode length T in the Sauté per-step budget d·(1 − γ_s^T)/((1 − γ_s)·T)."""
+    unsafe_reward: float = -1.0
+    """Reward once the Sauté budget is spent."""
+    simmer_kp: float = 1.0
+    """Simmer PID proportional gain (OmniSafe PPOSimmerPID.yaml)."""
+    simmer_ki: float = 0.001
+    """Simmer PID integral gain."""
+    simmer_kd: float = 0.01
+    """Simmer PID derivative gain."""
+    simmer_polyak: float = 0.995
+    """Simmer error EMA factor."""
+    simmer_upper_budget: float = 25.0
+    """Largest budget the Simmer controller may set (episode-cost units)."""
+
+
+@dataclass
+class Kit:
+    """The contract implementations the core calls (design.md "Engines": a kit of reference or fast twins)."""
+
+    gae: object
+    ratio_guard: object
+    value_loss: object
+    kl_early_stop: object
+    ObsNormalizer: type
+    RunningMeanStd: type
+    LossGuard: type
+    OmniSafeLagrange: type
+    PIDLagrangian: type
+    SauteBudget: type
+    SimmerPID: type
+
+    @classmethod
+    def reference(cls) -> "Kit":
+        from rlspec.reference import gae, lagrange, numerics
+
+        return cls(gae=gae.gae, ratio_guard=numerics.ratio_guard, value_loss=numerics.value_loss,
+                   kl_early_stop=numerics.kl_early_stop, ObsNormalizer=numerics.ObsNormalizer,
+                   RunningMeanStd=numerics.RunningMeanStd, LossGuard=numerics.LossGuard,
+                   OmniSafeLagrange=lagrange.OmniSafeLagrange, PIDLagrangian=lagrange.PIDLagrangian,
+                   SauteBudget=lagrange.SauteBudget, SimmerPID=lagrange.SimmerPID)
+
+
+class Comm:
+    """Data-parallel reductions the core needs (OmniSafe ``parallel``): one process needs none of them. An
+    engine running several processes passes a subclass (rlspec/engines/safe_fast.py: torch.distributed)."""
+
+    world_size = 1
+
+    def sum(self, t: torch.Tensor) -> torch.Tensor:
+        """Σ over processes of ``t`` (a new tensor)."""
+        return t.clone()
+
+    def average_gradients(self, net: torch.nn.Module) -> None:
+        """Every parameter's .grad ← its mean over processes."""
+
+
+LOCAL = Comm()
+
+
+class RewardScaler:
+    """r / √(Var[G] + 1e-8), G_t = γ·G_{t−1}·(1 − done) + r_t: SB3's VecNormalize reward scaling, with the
+    running statistics updated once per vectorized step from all envs' returns (seed 001 HIGH-1)."""
+
+    def __init__(self, num_envs: int, gamma: float, kit: Kit):
+        self.gamma = gamma
+        self.rms = kit.RunningMeanStd(())
+        self.ret = torch.zeros(num_envs, dtype=torch.float64)  # [N]
+
+    def __call__(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        self.ret = self.ret * self.gamma + reward.double()  # [N]
+        self.rms.update(self.ret)  # one batch of N: every env's step sees the same statistics
+        scaled = reward.double() / torch.sqrt(self.rms.var + 1e-8)
+        self.ret = torch.where(done, torch.zeros_like(self.ret), self.ret)
+        return scaled.to(reward.dtype)
+
+
+@dataclass
+class SafePPOState:
+    """Everything an update changes (and a checkpoint saves)."""
+
+    algo: str
+    actor: GaussianActor
+    reward_critic: Critic
+    cost_critic: Critic | None
+    actor_opt: torch.optim.Optimizer
+    reward_opt: torch.optim.Optimizer
+    cost_opt: torch.optim.Optimizer | None
+    multiplier: object | None  # kit.OmniSafeLagrange | kit.PIDLagrangian
+    budget: object | None  # kit.SauteBudget
+    simmer: object | None  # kit.SimmerPID
+    simmer_budget: torch.Tensor | None  # [1] the Simmer budget in per-step Sauté units
+    obs_norm: object | None  # kit.ObsNormalizer
+    reward_scaler: RewardScaler | None
+    guard: object  # kit.LossGuard
+
+    def lagrange_multiplier(self) -> float:
+        return 0.0 if self.multiplier is None else float(self.multiplier.lagrangian_multiplier)
+
+
+@dataclass
+class Rollout:
+    """One rollout, time-major. ``obs``/``next_obs`` are policy inputs (normalized with the frozen
+    statistics, Sauté budget appended); ``next_obs[t]`` is s'_t, the final observation where an episode
+    ended at t. ``raw_obs`` feeds the observation normalizer after the update."""
+
+    obs: torch.Tensor  # [T, N, D]
+    act: torch.Tensor  # [T, N, A]
+    logp: torch.Tensor  # [T, N]
+    reward: torch.Tensor  # [T, N] as trained on (scaled, Sauté-shaped)
+    cost: torch.Tensor  # [T, N]
+    terminated: torch.Tensor  # [T, N] bool
+    truncated: torch.Tensor  # [T, N] bool
+    next_obs: torch.Tensor  # [T, N, D]
+    raw_obs: torch.Tensor  # [T, N, D_env]
+
+
+def make_state(algo: str, ppo: PPOConfig, safety: SafetyConfig, obs_dim: int, act_dim: int, num_envs: int,
+               kit: Kit, gen: torch.Generator) -> SafePPOState:
+    """Networks (drawn from ``gen``), optimizers and the algorithm's controllers."""
+    if algo not in ALGOS:
+        raise ValueError(f"make_state: argument 'algo' must be one of {sorted(ALGOS)}, got {algo!r}")
+    spec = ALGOS[algo]
+    policy_dim = obs_dim + (spec.budget != "none")  # Sauté/Simmer append the budget z
+    actor = GaussianActor(policy_dim, act_dim, ppo.hidden, ppo.activation, gen)
+    reward_critic = Critic(policy_dim, ppo.hidden, ppo.activation, gen)
+    cost_critic = Critic(policy_dim, ppo.hidden, ppo.activation, gen) if spec.use_cost else None
+    multiplier = budget = simmer = simmer_budget = None
+    if spec.multiplier == "lagrange":
+        multiplier = kit.OmniSafeLagrange(cost_limit=safety.cost_limit, lambda_lr=safety.lambda_lr,
+                                          lagrangian_multiplier_init=safety.lagrangian_multiplier_init)
+    elif spec.multiplier == "pid":
+        multiplier = kit.PIDLagrangian(pid_kp=safety.pid_kp, pid_ki=safety.pid_ki, pid_kd=safety.pid_kd,
+                                       pid_d_delay=safety.pid_d_delay, cost_limit=safety.cost_limit,
+                                       lagrangian_multiplier_init=safety.lagrangian_multiplier_init)
+    if spec.budget != "none":
+        budget = kit.SauteBudget(num_envs, safety_budget=safety.cost_limit, saute_gamma=safety.saute_gamma,
+                                 max_ep_len=safety.max_ep_len, unsafe_reward=safety.unsafe_reward)
+    if spec.budget == "simmer":
+        upper = _saute_units(safety.simmer_upper_budget, safety)
+        simmer = kit.SimmerPID(kp=safety.simmer_kp, ki=safety.simmer_ki, kd=safety.simmer_kd,
+                               polyak=safety.simmer_polyak, budget_bound=upper)
+        simmer_budget = torch.tensor([_saute_units(safety.cost_limit, safety)], dtype=torch.float64)
+    return SafePPOState(
+        algo=algo, actor=actor, reward_critic=reward_critic, cost_critic=cost_critic,
+        actor_opt=torch.optim.Adam(actor.parameters(), lr=ppo.actor_lr),
+        reward_opt=torch.optim.Adam(reward_critic.parameters(), lr=ppo.critic_lr),
+        cost_opt=torch.optim.Adam(cost_critic.parameters(), lr=ppo.critic_lr) if cost_critic else None,
+        multiplier=multiplier, budget=budget, simmer=simmer, simmer_budget=simmer_budget,
+        obs_norm=kit.ObsNormalizer((obs_dim,)) if ppo.obs_normalize else None,
+        reward_scaler=RewardScaler(num_envs, ppo.gamma, kit) if ppo.reward_normalize else None,
+        guard=kit.LossGuard())
+
+
+def _saute_units(episode_cost: float, safety: SafetyConfig) -> float:
+    """Episode cost → the per-step Sauté budget unit d·(1 − γ_s^T)/((1 − γ_s)·T) (OmniSafe SimmerAdapter)."""
+    return saute_budget(episode_cost, safety.saute_gamma, safety.max_ep_len)
+
+
+# ----------------------------------------------------------------------------------------- rollout side
+def policy_input(state: SafePPOState, raw_obs: torch.Tensor, z: torch.Tensor | None = None) -> torch.Tensor:
+    """raw obs [N, D_env] -> the policy's input [N, D]: normalized with the frozen statistics, then the
+    budget z [N] appended for Sauté/Simmer (``z`` defaults to the budget state's current z)."""
+    obs = state.obs_norm.normalize(raw_obs) if state.obs_norm is not None else raw_obs
+    if state.budget is None:
+        return obs
+    z = state.budget.z if z is None else z
+    return torch.cat([obs, z[:, None].to(obs.dtype)], dim=-1)
+
+
+@torch.no_grad()
+def act(state: SafePPOState, obs: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a ~ π(·|s) [N, A], log π(a|s) [N]), the noise drawn from ``gen``."""
+    dist = state.actor(obs)
+    action = dist.mean + dist.stddev * torch.randn(dist.mean.shape, generator=gen, dtype=dist.mean.dtype)
+    return action, dist.log_prob(action).sum(-1)
+
+
+def env_feedback(state: SafePPOState, reward: torch.Tensor, cost: torch.Tensor,
+                 done: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(reward as trained on [N], z of the final observations [N] or None) after one vectorized step.
+
+    Sauté/Simmer: the contract's budget step (z ← (z − c/d̃)/γ_s, reward → unsafe_reward once z ≤ 0),
+    taken with done = False so that z still describes s'_t (the final observation when the episode ended);
+    envs that are done then restart with z = 1. Then the reward scaler, if any (one batch of N).
+    """
+    z_final = None
+    if state.budget is not None:
+        no_done = torch.zeros_like(done)
+        _, reward = state.budget.step(reward.new_zeros(reward.shape[0], 0), reward, cost, no_done)
+        z_final = state.budget.z.clone()
+        state.budget.z = torch.where(done, torch.ones_like(z_final), z_final)
+    if state.reward_scaler is not None:
+        reward = state.reward_scaler(reward, done)
+    return reward, z_final
+
+
+# ------------------------------------------------------------------------------------------ update side
+def process_advantages(adv_r: torch.Tensor, adv_c: torch.Tensor, ppo: PPOConfig,
+                       comm: Comm = LOCAL) -> tuple[torch.Tensor, torch.Tensor]:
+    """OmniSafe's buffer get(): A_r standardized with the population std + 1e-8, A_c centered, the statistics
+    over every process's samples (OmniSafe dist_statistics_scalar). [M] each."""
+    n = comm.sum(torch.tensor(float(adv_r.numel()), dtype=adv_r.dtype))
+    if ppo.standardize_reward_adv:
+        mean = comm.sum(adv_r.sum()) / n
+        std = (comm.sum((adv_r - mean).square().sum()) / n).sqrt()
+        adv_r = (adv_r - mean) / (std + ADV_STD_EPS)
+    if ppo.center_cost_adv:
+        adv_c = adv_c - comm.sum(adv_c.sum()) / n
+    return adv_r, adv_c
+
+
+def combine_advantages(adv_r: torch.Tensor, adv_c: torch.Tensor, lam: float, mode: str) -> torch.Tensor:
+    """OmniSafe: (A_r − λ·A_c)/(1 + λ); seed 000 §4.0.2: A_r − λ·A_c. [M]"""
+    if mode == "omnisafe":
+        return (adv_r - lam * adv_c) / (1 + lam)
+    if mode == "seed":
+        return adv_r - lam * adv_c
+    raise ValueError(f"combine_advantages: argument 'mode' must be 'omnisafe' or 'seed', got {mode!r}")
+
+
+def update_safety(state: SafePPOState, jc: float, safety: SafetyConfig) -> None:
+    """λ ← multiplier(J_c) (PPOLag, CPPOPID; a non-finite J_c — no finished episode yet — is skipped by the
+    contract), or the Simmer PID's new Sauté budget from J_c (PPOSimmerPID, OmniSafe control_budget)."""
+    if state.multiplier is not None:
+        state.multiplier.update(jc)
+    if state.simmer is not None and math.isfinite(jc):
+        state.simmer_budget = state.simmer.act(state.simmer_budget, torch.tensor([_saute_units(jc, safety)],
+                                                                                 dtype=torch.float64))
+        state.budget.budget = float(state.simmer_budget[0])  # reference SauteBudget: the per-step budget d̃
+
+
+def policy_loss(logp: torch.Tensor, entropy: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor,
+                ppo: PPOConfig, kit: Kit) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """−mean(min(ρ·A, clip(ρ, 1 ± ε)·A)) − α·mean(H) (OmniSafe PPO._loss_pi), ρ through the seed 002 §3 ratio
+    guard; returns the loss and the guard's event counts. All [B] but the scalar loss."""
+    ratio, events = kit.ratio_guard(logp, logp_old)  # [B]
+    surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - ppo.clip, 1 + ppo.clip) * adv)
+    return -surrogate.mean() - ppo.entropy_coef * entropy.mean(), events
+
+
+def _critic_step(critic: Critic, opt: torch.optim.Optimizer, obs, old_value, target, ppo: PPOConfig, kit: Kit,
+                 guard, kind: str, comm: Comm) -> float:
+    loss = kit.value_loss(critic(obs), old_value, target, ppo.value_clip)
+    loss = loss + ppo.critic_norm_coef * sum(p.square().sum() for p in critic.parameters())
+    loss = guard(loss, kind)
+    _optimize(loss, critic, opt, ppo, comm)
+    return float(loss.detach())
+
+
+def _optimize(loss: torch.Tensor, net: torch.nn.Module, opt: torch.optim.Optimizer, ppo: PPOConfig,
+              comm: Comm) -> None:
+    """One optimizer step on ``loss``: grad-norm clip, then the gradients averaged over processes (OmniSafe's
+    order). A loss the guard replaced by a detached 0 skips the step (one process) or contributes zero
+    gradients to the average (several: every process must join it)."""
+    if not loss.requires_grad and comm.world_size == 1:
+        return
+    opt.zero_grad()
+    if loss.requires_grad:
+        loss.backward()
+    else:  # every process must join the gradient average: a zero gradient from this one
+        for p in net.parameters():
+            p.grad = torch.zeros_like(p)
+    if ppo.max_grad_norm is not None:
+        torch.nn.utils.clip_grad_norm_(net.parameters(), ppo.max_grad_norm)
+    comm.average_gradients(net)
+    opt.step()
+
+
+@torch.no_grad()
+def advantages(state: SafePPOState, batch: Rollout, ppo: PPOConfig, kit: Kit) -> tuple[tuple[torch.Tensor, ...], ...]:
+    """((A_r, R_r, V_r), (A_c, R_c, V_c)), each [T, N]: values of s_t and s'_t in one batch, then GAE
+    (contract ``gae``: a truncated step and the rollout cut bootstrap V(s'_t)). Zeros for the cost
+    without a cost critic."""
+    v_r, nv_r = state.reward_critic(batch.obs), state.reward_critic(batch.next_obs)  # [T, N] each
+    adv_r, ret_r = kit.gae(batch.reward, v_r, batch.terminated, batch.truncated, nv_r, ppo.gamma, ppo.lam)
+    if state.cost_critic is None:
+        zero = torch.zeros_like(v_r)
+        return (adv_r, ret_r, v_r), (zero, zero, zero)
+    v_c, nv_c = state.cost_critic(batch.obs), state.cost_critic(batch.next_obs)  # [T, N] each
+    adv_c, ret_c = kit.gae(batch.cost, v_c, batch.terminated, batch.truncated, nv_c, ppo.cost_gamma, ppo.lam_c)
+    return (adv_r, ret_r, v_r), (adv_c, ret_c, v_c)
+
+
+def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safety: SafetyConfig, kit: Kit,
+           gen: torch.Generator, progress: float = 0.0, comm: Comm = LOCAL) -> dict[str, float]:
+    """One PPO-family update from a rollout (module docstring, steps 1–6); returns OmniSafe-named metrics.
+    ``jc``: mean episode cost of the recent window (NaN if none finished; the same on every process);
+    ``progress`` ∈ [0, 1): fraction of the run done, for the linear actor learning-rate decay; ``comm``:
+    data-parallel reductions (advantage statistics, gradients, the KL decision) when several processes
+    each hold part of the rollout."""
+    T, N = batch.reward.shape
+    use_cost = state.cost_critic is not None
+    (adv_r, ret_r, v_r), (adv_c, ret_c, v_c) = advantages(state, batch, ppo, kit)  # 1), 2)
+    # 3) advantage processing over the whole rollout; M = T·N samples
+    flat = lambda x: x.reshape(T * N, *x.shape[2:])  # noqa: E731  [T, N, ...] -> [M, ...]
+    adv_r, adv_c = process_advantages(flat(adv_r), flat(adv_c), ppo, comm)
+    # 4) λ before the policy update (OmniSafe) ...
+    if ppo.lambda_update == "before":
+        update_safety(state, jc, safety)
+    lam = state.lagrange_multiplier()
+    # 5) combined advantage with this update's λ
+    adv = combine_advantages(adv_r, adv_c, lam, ppo.adv_combine) if use_cost else adv_r  # [M]
+    obs, actions, logp_old = flat(batch.obs), flat(batch.act), flat(batch.logp)
+    ret_r, ret_c, v_r, v_c = flat(ret_r), flat(ret_c), flat(v_r), flat(v_c)
+
+    if ppo.linear_lr_decay:
+        for g in state.actor_opt.param_groups:
+            g["lr"] = ppo.actor_lr * (1.0 - progress)
+    # 6) epochs of minibatches; the KL check precedes every optimizer step
+    losses = {"pi": [], "reward_critic": [], "cost_critic": [], "entropy": []}
+    events = dict.fromkeys(("log_ratio_clamped", "nonfinite", "ratio_clamped"), 0)
+    kl, stop_iter, stopped = 0.0, ppo.update_iters, False
+    M = T * N
+    for epoch in range(ppo.update_iters):
+        perm = torch.randperm(M, generator=gen)
+        for start in range(0, M, ppo.batch_size):
+            idx = perm[start:start + ppo.batch_size]  # [B]
+            logp, entropy = state.actor.log_prob(obs[idx], actions[idx])  # [B] each
+            stop, kl_t = kit.kl_early_stop((logp - logp_old[idx]).detach(), ppo.target_kl)
+            if comm.world_size > 1:  # one decision for all processes: the mean KL against the same threshold
+                kl_t = comm.sum(kl_t.detach()) / comm.world_size
+                stop = ppo.target_kl is not None and not float(kl_t) <= KL_MULTIPLIER * ppo.target_kl
+            kl = float(kl_t)
+            if bool(stop):
+                stop_iter, stopped = epoch + 1, True
+                break
+            losses["reward_critic"].append(_critic_step(state.reward_critic, state.reward_opt, obs[idx], v_r[idx],
+                                                        ret_r[idx], ppo, kit, state.guard, "reward_critic", comm))
+            if use_cost:
+                losses["cost_critic"].append(_critic_step(state.cost_critic, state.cost_opt, obs[idx], v_c[idx],
+                                                          ret_c[idx], ppo, kit, state.guard, "cost_critic", comm))
+            loss_pi, ev = policy_loss(logp, entropy, logp_old[idx], adv[idx], ppo, kit)
+            for k, v in ev.items():
+                events[k] += int(v)
+            loss_pi = state.guard(loss_pi, "pi")
+            _optimize(loss_pi, state.actor, state.actor_opt, ppo, comm)
+            losses["pi"].append(float(loss_pi.detach()))
+            losses["entropy"].append(float(entropy.mean().detach()))
+        if stopped:
+            break
+    # 4') ... or after it (seed 000 §5.5)
+    if ppo.lambda_update == "after":
+        update_safety(state, jc, safety)
+    # the observation normalizer learns from the whole rollout only now (seed 001 CRITICAL-1)
+    if state.obs_norm is not None:
+        state.obs_norm.commit(batch.raw_obs.reshape(T * N, -1))
+    counts = state.guard.counts()
+    mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
+    metrics = {
+        "Loss/Loss_pi": mean(losses["pi"]), "Loss/Loss_reward_critic": mean(losses["reward_critic"]),
+        # StopIter: the epoch in which the KL check stopped the update (update_iters if it never did)
+        "Train/Entropy": mean(losses["entropy"]), "Train/KL": kl, "Train/StopIter": float(stop_iter),
+        "Train/LR": state.actor_opt.param_groups[0]["lr"], "Value/Adv": float(adv_r.mean()),
+        "Metrics/LagrangeMultiplier": state.lagrange_multiplier(),
+        **{f"Guard/ratio_{k}": float(v) for k, v in events.items()},
+        **{f"Guard/nonfinite_{k}": float(counts.get(k, 0)) for k in ("pi", "reward_critic", "cost_critic")},
+    }
+    if use_cost:
+        metrics["Loss/Loss_cost_critic"] = mean(losses["cost_critic"])
+    if state.simmer_budget is not None:
+        metrics["Metrics/SafetyBudget"] = float(state.simmer_budget[0])
+    return metrics

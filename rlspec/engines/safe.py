@@ -1,0 +1,352 @@
+"""Reference engine of the safe-RL PPO family (issue 11): one process, deterministic, top to bottom.
+
+    rlspec train safe --algo PPOLag --env SafetyPointGoal1-v0 [--preset smoke] [--out DIR] [--set k=v ...]
+    rlspec train safe --resume RUN            # continue RUN from its last checkpoint
+    rlspec eval RUN [--episodes K] [--video]  # mean return/cost of the mean action; MP4 of an episode
+    rlspec plot RUN                           # redraw RUN/plots/*.png
+
+Same config and seed ⇒ the same run, bit for bit, straight or resumed: every random draw comes from one
+``torch.Generator`` (weights, action noise, minibatch order), every episode is reset with its own seed
+(rlspec/envs/safe_vector.py) and a checkpoint holds models, optimizers, controllers, the generator state
+and the envs (as replayable actions). The algorithm is rlspec/algos/safe_ppo.py; this file only runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from rlspec.algos.safe_ppo import (
+    ALGOS,
+    LOCAL,
+    Comm,
+    Kit,
+    PPOConfig,
+    Rollout,
+    SafePPOState,
+    SafetyConfig,
+    act,
+    env_feedback,
+    make_state,
+    policy_input,
+    update,
+)
+from rlspec.envs import safety_gym
+from rlspec.envs.safe_vector import SafeVectorEnv
+from rlspec.runs import config as runconfig
+from rlspec.runs.plots import Panel, draw
+from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, save_checkpoint
+
+ENGINE = "safe"
+
+
+@dataclass(frozen=True)
+class SafeConfig:
+    algo: str = "PPOLag"
+    """PPO, PPOLag, CPPOPID, PPOSaute or PPOSimmerPID."""
+    env_id: str = "SafetyPointGoal1-v0"
+    """A Safety-Gymnasium id, or ToyGoal-v0 (numpy only, for tests)."""
+    seed: int = 0
+    """Seed of the generator (weights, action noise, minibatches) and of every episode's reset."""
+    num_envs: int = 1
+    """Environments stepped together (OmniSafe vector_env_nums)."""
+    total_steps: int = 10_000_000
+    """Env steps of the whole run (all envs together)."""
+    steps_per_epoch: int = 20_000
+    """Env steps per rollout/update (all envs together; a multiple of num_envs)."""
+    ep_window: int = 50
+    """Episodes averaged in Metrics/EpRet, EpCost, EpLen and in J_c for λ (OmniSafe window_length 50)."""
+    checkpoint_every: int = 1
+    """Write RUN/checkpoints/last.pt every this many epochs (and at the end)."""
+    forced_cost: float = 0.0
+    """Constant cost added to every step (test aid: λ must rise when the cost exceeds the limit)."""
+    torch_threads: int = 1
+    """torch.set_num_threads for the run (1: the same numbers on any machine)."""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """PPO hyper-parameters (OmniSafe 0.5.0 PPOLag.yaml defaults)."""
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
+    """Cost limit, Lagrange, PID, Sauté and Simmer settings."""
+
+
+PRESETS: dict[str, dict] = {
+    "default": {},
+    # a few thousand steps: finite losses, files written, every code path taken (CI)
+    "smoke": {"total_steps": 4000, "steps_per_epoch": 1000, "num_envs": 2, "ep_window": 10,
+              "ppo.update_iters": 4, "ppo.batch_size": 250},
+}
+
+def panels(cfg: SafeConfig) -> list[Panel]:
+    """RUN/plots: return, cost with the limit line, λ."""
+    return [Panel("Metrics/EpRet", "return.png", "episode return"),
+            Panel("Metrics/EpCost", "cost.png", "episode cost", {"cost limit": cfg.safety.cost_limit}),
+            Panel("Metrics/LagrangeMultiplier", "lambda.png", "Lagrange multiplier λ")]
+
+
+def validate(cfg: SafeConfig) -> None:
+    if cfg.algo not in ALGOS:
+        raise runconfig.ConfigError(f"config key 'algo': expected one of {sorted(ALGOS)}, got {cfg.algo!r}")
+    for key in ("num_envs", "total_steps", "steps_per_epoch", "ep_window", "checkpoint_every", "torch_threads"):
+        if getattr(cfg, key) < 1:
+            raise runconfig.ConfigError(f"config key {key!r}: expected an int >= 1, got {getattr(cfg, key)}")
+    if cfg.steps_per_epoch % cfg.num_envs:
+        raise runconfig.ConfigError(f"config key 'steps_per_epoch': {cfg.steps_per_epoch} is not a multiple of "
+                                    f"num_envs = {cfg.num_envs}")
+    if cfg.total_steps < cfg.steps_per_epoch:
+        raise runconfig.ConfigError(f"config key 'total_steps': {cfg.total_steps} is less than one epoch "
+                                    f"(steps_per_epoch = {cfg.steps_per_epoch})")
+
+
+# ------------------------------------------------------------------------------------------ the loop
+def collect(state: SafePPOState, envs: SafeVectorEnv, steps: int, gen: torch.Generator) -> Rollout:
+    """``steps`` vectorized steps with the current policy and the frozen observation statistics."""
+    rows = []
+    raw = envs.obs  # [N, D_env]
+    for _ in range(steps):
+        obs = policy_input(state, raw)  # [N, D]
+        action, logp = act(state, obs, gen)  # [N, A], [N]
+        out = envs.step(action)
+        done = out.terminated | out.truncated  # [N]
+        reward, z_final = env_feedback(state, out.reward, out.cost, done)
+        next_obs = policy_input(state, out.final_obs, z_final)  # s'_t: the real final observation if done
+        rows.append((obs, action, logp, reward, out.cost, out.terminated, out.truncated, next_obs, raw))
+        raw = out.obs
+    return Rollout(*(torch.stack(col) for col in zip(*rows)))
+
+
+def _window_means(window: deque, comm: Comm) -> dict[str, float]:
+    """Mean return, cost and length of the recent episodes (of every process: one J_c for all)."""
+    sums = [sum(e[0] for e in window), sum(e[1] for e in window), sum(e[2] for e in window), len(window)]
+    ret, cost, length, n = comm.sum(torch.tensor(sums, dtype=torch.float64)).tolist()
+    if n == 0:
+        return {"Metrics/EpRet": math.nan, "Metrics/EpCost": math.nan, "Metrics/EpLen": math.nan}
+    return {"Metrics/EpRet": ret / n, "Metrics/EpCost": cost / n, "Metrics/EpLen": length / n}
+
+
+@dataclass
+class Execution:
+    """Where the loop's pieces run. The reference engine: one process, its envs in it. The fast engine
+    (rlspec/engines/safe_fast.py) passes envs in worker processes and a torch.distributed ``comm``."""
+
+    make_envs: Callable[[SafeConfig, int], object] = lambda cfg, first: safety_gym.make_vector(
+        cfg.env_id, cfg.num_envs, cfg.seed, cfg.forced_cost, first)
+    """(config, global index of this process's first env) -> a vector env (SafeVectorEnv's interface)."""
+    comm: Comm = LOCAL
+    """Data-parallel reductions across processes (rlspec.algos.safe_ppo.Comm)."""
+    rank: int = 0
+    """This process's rank; rank 0 alone writes the run directory."""
+    engine: str = ENGINE
+    """The engine named in config.json: the module `rlspec eval/plot RUN` use."""
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The generator seed of ``rank`` after the (shared) initial weights are drawn: rank 0 keeps ``seed``'s
+    stream, so a one-process run of any engine is the reference run."""
+    return seed if rank == 0 else int(np.random.SeedSequence([seed, rank]).generate_state(1)[0])
+
+
+_NETS = ("actor", "reward_critic", "cost_critic")
+_OPTS = ("actor_opt", "reward_opt", "cost_opt")
+_CONTROLLERS = ("multiplier", "budget", "simmer", "simmer_budget", "obs_norm", "reward_scaler", "guard")
+
+
+def checkpoint(state: SafePPOState, envs: SafeVectorEnv, gen: torch.Generator, window: deque, epoch: int,
+               step: int) -> dict:
+    return {"epoch": epoch, "step": step, "gen": gen.get_state(), "envs": envs.state_dict(), "window": list(window),
+            **{k: getattr(state, k).state_dict() for k in _NETS + _OPTS if getattr(state, k) is not None},
+            "controllers": {k: getattr(state, k) for k in _CONTROLLERS}}
+
+
+def restore(ckpt: dict, state: SafePPOState, envs: SafeVectorEnv, gen: torch.Generator, window: deque) -> None:
+    for k in _NETS + _OPTS:
+        if getattr(state, k) is not None:
+            getattr(state, k).load_state_dict(ckpt[k])
+    for k, v in ckpt["controllers"].items():
+        setattr(state, k, v)
+    gen.set_state(ckpt["gen"])
+    envs.load_state_dict(ckpt["envs"])
+    window.extend(ckpt["window"])
+
+
+def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int | None = None,
+        show_progress: bool = True, execution: Execution | None = None) -> Path:
+    """Train (or, with ``resume``, continue the run in ``out``); returns the run directory."""
+    validate(cfg)
+    ex = execution or Execution()
+    world, io = ex.comm.world_size, ex.rank == 0
+    if cfg.steps_per_epoch % (world * cfg.num_envs):
+        raise runconfig.ConfigError(f"config key 'steps_per_epoch': {cfg.steps_per_epoch} is not a multiple of "
+                                    f"processes × num_envs = {world} × {cfg.num_envs}")
+    if resume and world > 1:
+        raise runconfig.ConfigError("--resume continues one-process runs only")
+    torch.set_num_threads(cfg.torch_threads)
+    kit = Kit.reference()
+    gen = torch.Generator().manual_seed(cfg.seed)  # the same initial weights on every process
+    envs = ex.make_envs(cfg, ex.rank * cfg.num_envs)  # this process's slice of world × num_envs envs
+    state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, cfg.num_envs, kit, gen)
+    if ex.rank:
+        gen.manual_seed(rank_seed(cfg.seed, ex.rank))  # its own action noise and minibatch order
+    window: deque = deque(maxlen=cfg.ep_window)
+    epochs, steps = cfg.total_steps // cfg.steps_per_epoch, cfg.steps_per_epoch // (world * cfg.num_envs)
+    start, rundir = 0, None
+    if resume:
+        ckpt = load_checkpoint(Path(out) / "checkpoints/last.pt")
+        restore(ckpt, state, envs, gen, window)
+        start = ckpt["epoch"]
+        rundir = RunDir(out, ex.engine, runconfig.to_dict(cfg), resume_step=ckpt["step"])
+    else:
+        envs.reset()
+        if io:
+            rundir = RunDir(out, ex.engine, runconfig.to_dict(cfg), extra_versions=safety_gym.versions())
+    progress = _Progress(cfg.total_steps, show_progress and io)
+    last = start + stop_after_epochs if stop_after_epochs is not None else epochs
+    for epoch in range(start, min(epochs, last)):
+        t0 = time.perf_counter()
+        rollout = collect(state, envs, steps, gen)
+        window.extend(envs.pop_finished())
+        jc = _window_means(window, ex.comm)["Metrics/EpCost"]
+        t1 = time.perf_counter()
+        metrics = update(state, rollout, jc, cfg.ppo, cfg.safety, kit, gen, progress=epoch / epochs, comm=ex.comm)
+        step = (epoch + 1) * cfg.steps_per_epoch
+        t2 = time.perf_counter()
+        metrics.update(_window_means(window, ex.comm))
+        metrics.update({"Train/Epoch": float(epoch + 1), "TotalEnvSteps": float(step), "Time/Rollout": t1 - t0,
+                        "Time/Update": t2 - t1, "Time/FPS": cfg.steps_per_epoch / max(t2 - t0, 1e-9)})
+        progress(step, metrics)
+        if rundir is not None:
+            rundir.log(step, metrics)
+            if (epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == epochs:
+                save_checkpoint(rundir.checkpoint_path, checkpoint(state, envs, gen, window, epoch + 1, step))
+    progress.close()
+    envs.close()
+    if rundir is not None:
+        rundir.close()
+        draw(rundir.path, panels(cfg))
+    return Path(out)
+
+
+class _Progress:
+    def __init__(self, total: int, on: bool):
+        self.bar = Progress(total) if on else None
+
+    def __call__(self, step: int, m: dict) -> None:
+        if self.bar is not None:
+            self.bar.update(step, {k.split("/")[-1]: m[k] for k in ("Metrics/EpRet", "Metrics/EpCost",
+                                                                    "Metrics/LagrangeMultiplier")}, force=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# ------------------------------------------------------------------------------------ CLI entry points
+def _parser(cls: type, engine: str, doc: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"rlspec train {engine}", description=doc,
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="config keys (--set KEY=VALUE):\n" + runconfig.help_text(cls))
+    p.add_argument("--algo", choices=sorted(ALGOS), help="shorthand for --set algo=...")
+    p.add_argument("--env", help="shorthand for --set env_id=...")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
+    p.add_argument("--out", type=Path, help=f"run directory (default: runs/{engine}-ALGO-ENV-sSEED)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    p.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
+    p.add_argument("--stop-after-epochs", type=int, help="stop after this many epochs (a later --resume goes on)")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    return p
+
+
+def build_config(preset: str = "default", overrides: list[str] = (), algo: str | None = None,
+                 env: str | None = None, cls: type = SafeConfig) -> SafeConfig:
+    cfg = runconfig.replace(cls(), PRESETS[preset], f"preset {preset!r}")
+    shorthands = [f"algo={algo}"] * bool(algo) + [f"env_id={env}"] * bool(env)
+    return runconfig.apply_overrides(cfg, [*shorthands, *overrides])
+
+
+def train(argv: list[str], cls: type = SafeConfig, engine: str = ENGINE,
+          execution: Callable[[SafeConfig], Execution] = lambda cfg: Execution()) -> int:
+    """`rlspec train safe ...`, or with (``cls``, ``engine``, ``execution``) an engine built on this loop."""
+    args = _parser(cls, engine, sys.modules[cls.__module__].__doc__).parse_args(argv)
+    try:
+        if args.resume:
+            if args.set or args.algo or args.env or args.preset != "default" or args.out:
+                raise runconfig.ConfigError("--resume continues a run with its own config.json: give no "
+                                            "--algo/--env/--preset/--set/--out")
+            cfg = runconfig.from_dict(cls, RunDir.read_config(args.resume)["config"])
+            out = args.resume
+        else:
+            cfg = build_config(args.preset, args.set, args.algo, args.env, cls)
+            validate(cfg)
+            out = args.out or Path("runs") / f"{engine}-{cfg.algo}-{cfg.env_id}-s{cfg.seed}"
+        path = run(cfg, out, resume=bool(args.resume), stop_after_epochs=args.stop_after_epochs,
+                   show_progress=not args.quiet, execution=execution(cfg))
+    except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
+        print(f"rlspec train {engine}: error: {err}", file=sys.stderr)
+        return 2
+    print(f"run: {path}")
+    return 0
+
+
+def plot(run_dir: Path, cls: type = SafeConfig) -> int:
+    cfg = runconfig.from_dict(cls, RunDir.read_config(run_dir)["config"])
+    for f in draw(run_dir, panels(cfg)):
+        print(f)
+    return 0
+
+
+def evaluate(run_dir: Path, argv: list[str], cls: type = SafeConfig) -> int:
+    """Mean return and cost of the policy's mean action over K episodes (RUN/eval/eval.json); with --video,
+    the first episode as RUN/eval/episode0.mp4 (imageio + imageio-ffmpeg; MuJoCo renders headless with
+    MUJOCO_GL=egl or osmesa)."""
+    p = argparse.ArgumentParser(prog="rlspec eval RUN")
+    p.add_argument("--episodes", type=int, default=5, help="episodes to average (default 5)")
+    p.add_argument("--video", action="store_true", help="write RUN/eval/episode0.mp4 of the first episode")
+    p.add_argument("--size", type=int, default=256, help="video frame width and height (default 256)")
+    p.add_argument("--max-frames", type=int, default=1000, help="frames at most in the video (default 1000)")
+    args = p.parse_args(argv)
+    cfg = runconfig.from_dict(cls, RunDir.read_config(run_dir)["config"])
+    ckpt = load_checkpoint(Path(run_dir) / "checkpoints/last.pt")
+    render = dict(render_mode="rgb_array", width=args.size, height=args.size) if args.video else {}
+    envs = safety_gym.make_vector(cfg.env_id, 1, cfg.seed + 1_000_003, cfg.forced_cost, **render)
+    state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, 1, Kit.reference(),
+                       torch.Generator().manual_seed(0))
+    state.actor.load_state_dict(ckpt["actor"])
+    for k in ("obs_norm", "budget"):
+        setattr(state, k, ckpt["controllers"][k])
+    if state.budget is not None:
+        state.budget.num_envs, state.budget.z = 1, torch.ones(1, dtype=state.budget.z.dtype)
+    envs.reset()
+    frames = [envs.envs[0].render()] if args.video else []
+    while len(envs.finished) < args.episodes:
+        with torch.no_grad():
+            out = envs.step(state.actor(policy_input(state, envs.obs)).mean)
+        env_feedback(state, out.reward, out.cost, out.terminated | out.truncated)
+        if args.video and not envs.finished and len(frames) < args.max_frames:
+            frames.append(envs.envs[0].render())
+    eps = envs.finished[:args.episodes]
+    result = {"episodes": len(eps), "EpRet": sum(e[0] for e in eps) / len(eps),
+              "EpCost": sum(e[1] for e in eps) / len(eps), "EpLen": sum(e[2] for e in eps) / len(eps)}
+    (Path(run_dir) / "eval").mkdir(exist_ok=True)
+    (Path(run_dir) / "eval/eval.json").write_text(json.dumps(result, indent=2))
+    if frames:
+        import imageio.v2 as imageio  # needs imageio-ffmpeg for MP4 (the semantic and safety extras)
+
+        imageio.mimwrite(Path(run_dir) / "eval/episode0.mp4", frames, fps=30, macro_block_size=1)
+        result["video"] = str(Path(run_dir) / "eval/episode0.mp4")
+    print(json.dumps(result))
+    return 0
+
+
+def compare(argv: list[str]) -> int:
+    print("rlspec compare safe: not built yet; run `rlspec train safe` and `rlspec train safe-fast` with the same "
+          "config (tests/runs/test_safe_fast.py checks they agree)", file=sys.stderr)
+    return 2
+

@@ -1,0 +1,205 @@
+"""Config dataclasses as the command line (design.md "Runs"): one docstring per field, which is its help.
+
+A config is a dataclass whose fields may themselves be dataclasses (``ppo.clip``). Values come from the
+defaults, a preset (a dict of dotted keys), ``--set key=value`` overrides, or a run's config.json; an
+unknown key is an error naming it and the known ones. No hydra, no tyro: the standard library only.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import json
+import textwrap
+import types
+import typing
+from functools import cache
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A bad key or value in a preset, a --set override or a config.json."""
+
+
+@cache
+def field_docs(cls: type) -> dict[str, str]:
+    """name -> the docstring written under the field in the class body (the CLI help); a subclass inherits
+    its bases' and may redefine them."""
+    docs = {}
+    for base in reversed(cls.__mro__[1:]):
+        if dataclasses.is_dataclass(base):
+            docs.update(field_docs(base))
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body
+    for stmt, nxt in zip(body, body[1:]):
+        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+            docs[stmt.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def _fields(cls: type) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
+def _types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def flat_keys(cls: type, prefix: str = "") -> list[str]:
+    """Every settable dotted key of a config class."""
+    out = []
+    for name, tp in _types(cls).items():
+        if name not in _fields(cls):
+            continue
+        if dataclasses.is_dataclass(tp):
+            out += flat_keys(tp, f"{prefix}{name}.")
+        else:
+            out.append(prefix + name)
+    return out
+
+
+def _unknown(key: str, cls: type, where: str) -> ConfigError:
+    return ConfigError(f"{where}: unknown config key {key!r}; known keys: {', '.join(flat_keys(cls))}")
+
+
+def parse_value(key: str, text: str, tp: Any) -> Any:
+    """The text of a --set value as the field's type: bool (true/false/1/0), int, float, str, None
+    (for an optional field: 'none'), tuple/list (JSON list or comma-separated)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if type(None) in args and text.lower() in ("none", "null"):
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return parse_value(key, text, inner[0])
+    if origin is typing.Literal:
+        if text not in args:
+            raise ConfigError(f"config key {key!r}: expected one of {list(args)}, got {text!r}")
+        return text
+    try:
+        if tp is bool:
+            low = text.lower()
+            if low not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(text)
+            return low in ("true", "1", "yes")
+        if tp is int:
+            return int(text)
+        if tp is float:
+            return float(text)
+        if tp is str:
+            return text
+        if origin in (tuple, list):
+            items = json.loads(text) if text.startswith("[") else [s for s in text.split(",") if s]
+            return tuple(parse_value(key, str(i), args[0]) for i in items)
+    except ValueError as err:
+        raise ConfigError(f"config key {key!r}: expected {getattr(tp, '__name__', tp)}, got {text!r}") from err
+    raise ConfigError(f"config key {key!r}: unsupported field type {tp!r}")
+
+
+def _check_value(key: str, value: Any, tp: Any) -> Any:
+    """A JSON/preset value checked against the field's type (ints are accepted for floats)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        return _check_value(key, value, next(a for a in args if a is not type(None)))
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"config key {key!r}: expected one of {list(args)}, got {value!r}")
+        return value
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"config key {key!r}: expected a list, got {value!r}")
+        return tuple(_check_value(key, v, args[0]) for v in value)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+        raise ConfigError(f"config key {key!r}: expected {tp.__name__}, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def replace(cfg: Any, values: dict[str, Any], where: str = "config") -> Any:
+    """A copy of ``cfg`` with dotted ``key -> value`` set (values already typed, e.g. from JSON)."""
+    cls = type(cfg)
+    nested: dict[str, dict[str, Any]] = {}
+    direct: dict[str, Any] = {}
+    hints = _types(cls)
+    for key, value in values.items():
+        head, _, rest = key.partition(".")
+        if head not in _fields(cls):
+            raise _unknown(key, cls, where)
+        if dataclasses.is_dataclass(hints[head]):
+            if not rest:
+                if not isinstance(value, dict):
+                    raise ConfigError(f"{where}: config key {key!r} is a group; set its fields ({key}.NAME)")
+                nested.setdefault(head, {}).update(value)
+            else:
+                nested.setdefault(head, {})[rest] = value
+        elif rest:
+            raise _unknown(key, cls, where)
+        else:
+            direct[head] = _check_value(key, value, hints[head])
+    for head, sub in nested.items():
+        try:
+            direct[head] = replace(getattr(cfg, head), sub, where)
+        except ConfigError as err:
+            raise ConfigError(str(err).replace("key '", f"key '{head}.", 1)) from None
+    return dataclasses.replace(cfg, **direct)
+
+
+def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
+    """``--set key=value`` strings applied in order (the value parsed as the field's type)."""
+    values = {}
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        values[key.strip()] = parse_value(key.strip(), text.strip(), _field_type(type(cfg), key.strip()))
+    return replace(cfg, values, "--set")
+
+
+def _field_type(cls: type, key: str) -> Any:
+    head, _, rest = key.partition(".")
+    hints = _types(cls)
+    if head not in _fields(cls):
+        raise _unknown(key, cls, "--set")
+    if rest:
+        if not dataclasses.is_dataclass(hints[head]):
+            raise _unknown(key, cls, "--set")
+        try:
+            return _field_type(hints[head], rest)
+        except ConfigError:
+            raise _unknown(key, cls, "--set") from None
+    if dataclasses.is_dataclass(hints[head]):
+        raise ConfigError(f"--set: config key {key!r} is a group; set its fields ({key}.NAME)")
+    return hints[head]
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """JSON-ready nested dict (tuples become lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+
+
+def from_dict(cls: type, values: dict[str, Any], where: str = "config.json") -> Any:
+    """A config of class ``cls`` from a nested dict (unknown keys are errors)."""
+    return replace(cls(), values, where)
+
+
+def help_text(cls: type, prefix: str = "") -> str:
+    """One line per key: name, type, default and the field's docstring (the --set reference)."""
+    lines = []
+    defaults = cls()
+    for name, tp in _types(cls).items():
+        if name not in _fields(cls):
+            continue
+        if dataclasses.is_dataclass(tp):
+            lines.append(help_text(tp, f"{prefix}{name}."))
+            continue
+        value = getattr(defaults, name)
+        if typing.get_origin(tp) is typing.Literal:
+            tname = " | ".join(map(str, typing.get_args(tp)))
+        else:
+            tname = str(tp).replace("typing.", "") if typing.get_origin(tp) else tp.__name__
+        lines.append(f"  {prefix}{name} ({tname}, default {value!r}): {field_docs(cls).get(name, '')}")
+    return "\n".join(lines)

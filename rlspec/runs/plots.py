@@ -1,0 +1,54 @@
+"""Plots a person would rather look at than read (design.md "Runs"), drawn from RUN/metrics.csv into
+RUN/plots/. Each panel is one metric against env steps, with optional horizontal reference lines (the
+cost limit on the cost panel)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlspec.runs.rundir import read_metrics
+
+
+@dataclass(frozen=True)
+class Panel:
+    key: str
+    """The metrics.csv column drawn."""
+    file: str
+    """PNG name under RUN/plots/."""
+    title: str = ""
+    """Axes title (default: the key)."""
+    hlines: dict[str, float] = field(default_factory=dict)
+    """label -> y of horizontal reference lines (e.g. {"cost limit": 25.0})."""
+
+
+def draw(run_dir: Path, panels: list[Panel]) -> list[Path]:
+    """Write one PNG per panel whose key has at least one finite value; returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # headless: files only
+    import matplotlib.pyplot as plt
+
+    rows = read_metrics(run_dir)
+    out_dir = Path(run_dir) / "plots"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for panel in panels:
+        pts = [(r["step"], r[panel.key]) for r in rows if math.isfinite(r.get(panel.key, math.nan))]
+        if not pts:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="." if len(pts) < 30 else None, label=panel.key)
+        for label, y in panel.hlines.items():
+            ax.axhline(y, color="tab:red", linestyle="--", linewidth=1, label=f"{label} = {y:g}")
+        ax.set_xlabel("env steps")
+        ax.set_title(panel.title or panel.key)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+        fig.tight_layout()
+        path = out_dir / panel.file
+        fig.savefig(path)
+        plt.close(fig)
+        written.append(path)
+    return written

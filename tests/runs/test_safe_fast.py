@@ -1,0 +1,59 @@
+"""The fast safe-RL engine: with envs in worker processes it is the reference run, bit for bit; two
+data-parallel processes on half a batch each take the same update as one process on the whole batch."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlspec.engines import safe, safe_fast
+from rlspec.runs.rundir import read_metrics
+
+TINY = ["env_id=ToyGoal-v0", "total_steps=300", "steps_per_epoch=150", "num_envs=3", "ep_window=5",
+        "ppo.update_iters=2", "ppo.batch_size=50", "forced_cost=0.3"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _rows(run):
+    """Metrics rows without timings, NaN as None (so that equal rows compare equal)."""
+    return [{k: None if math.isnan(v) else v for k, v in r.items() if not k.startswith("Time/")}
+            for r in read_metrics(run)]
+
+
+def test_workers_give_the_reference_run(tmp_path):
+    ref = safe.run(safe.build_config(overrides=["algo=CPPOPID", *TINY]), tmp_path / "ref", show_progress=False)
+    cfg = safe.build_config(overrides=["algo=CPPOPID", *TINY, "env_workers=2"], cls=safe_fast.FastConfig)
+    fast = safe.run(cfg, tmp_path / "fast", show_progress=False, execution=safe_fast.execution(cfg))
+    a, b = _rows(ref), _rows(fast)
+    assert len(a) == 2 and a == b
+
+
+def test_env_workers_out_of_range_is_named(tmp_path, capsys):
+    code = safe_fast.train(["--env", "ToyGoal-v0", "--set", "num_envs=2", "--set", "env_workers=3",
+                            "--out", str(tmp_path / "x")])
+    assert code == 2 and "config key 'env_workers': expected 0..num_envs = 2, got 3" in capsys.readouterr().err
+
+
+def test_two_processes_match_one_on_a_fixed_batch(tmp_path):
+    script = Path(__file__).with_name("dist_update.py")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    run = lambda rank, world: subprocess.Popen(  # noqa: E731
+        [sys.executable, str(script), str(rank), str(world), str(tmp_path / "rdv"),
+         str(tmp_path / f"{world}-{rank}.pt")],
+        env=env)
+    procs = [run(0, 1), run(0, 2), run(1, 2)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0, 0]
+    one, r0, r1 = (torch.load(tmp_path / f, weights_only=False) for f in ("1-0.pt", "2-0.pt", "2-1.pt"))
+    for net in ("actor", "reward_critic", "cost_critic"):
+        for k in one[net]:
+            assert torch.equal(r0[net][k], r1[net][k]), f"ranks disagree on {net}.{k}"
+            torch.testing.assert_close(r0[net][k], one[net][k], atol=1e-5, rtol=1e-4, msg=f"{net}.{k}")
+    assert r0["metrics"]["Train/StopIter"] == one["metrics"]["Train/StopIter"]
+    assert r0["metrics"]["Metrics/LagrangeMultiplier"] == pytest.approx(one["metrics"]["Metrics/LagrangeMultiplier"])
+    assert any(not torch.equal(one["actor"][k], one["initial_actor"][k]) for k in one["actor"])  # it did learn
