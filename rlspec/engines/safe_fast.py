@@ -17,8 +17,12 @@ With one process the run is the reference engine's run exactly (the workers step
 
 from __future__ import annotations
 
+import argparse
+import json
+import math
 import os
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -29,6 +33,7 @@ from rlspec.engines import safe
 from rlspec.engines.safe import Execution, SafeConfig
 from rlspec.envs.subproc_vector import SubprocSafeVectorEnv
 from rlspec.runs.config import ConfigError
+from rlspec.runs.rundir import read_metrics
 
 ENGINE = "safe-fast"
 
@@ -90,4 +95,46 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
 
 
 def compare(argv: list[str]) -> int:
-    return safe.compare(argv)
+    """`rlspec compare safe [--algo A] [--env E] [--preset P] [--set k=v ...] [--out DIR]`: run the reference
+    engine and this one on the same config into DIR/reference and DIR/fast, then compare every logged
+    metric row by row (timings apart) and the env steps/s. Written to DIR/compare.json. With one process
+    the fast engine steps the same episodes, so the runs must be identical: exit 1 if any metric differs."""
+    p = argparse.ArgumentParser(prog="rlspec compare safe", description=compare.__doc__)
+    p.add_argument("--algo", choices=sorted(safe.ALGOS), help="shorthand for --set algo=...")
+    p.add_argument("--env", help="shorthand for --set env_id=...")
+    p.add_argument("--preset", choices=sorted(safe.PRESETS), default="default", help="a named set of overrides")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (both runs)")
+    p.add_argument("--out", type=Path, help="where the two runs and compare.json go (default: runs/compare-ALGO-ENV-sSEED)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = p.parse_args(argv)
+    try:
+        cfg = safe.build_config(args.preset, args.set, args.algo, args.env, FastConfig)
+        ref_cfg = SafeConfig(**{f.name: getattr(cfg, f.name) for f in fields(SafeConfig)})  # without env_workers
+        out = args.out or Path("runs") / f"compare-{cfg.algo}-{cfg.env_id}-s{cfg.seed}"
+        runs = {"reference": safe.run(ref_cfg, out / "reference", show_progress=not args.quiet),
+                "fast": safe.run(cfg, out / "fast", show_progress=not args.quiet, execution=execution(cfg))}
+    except (ConfigError, FileExistsError) as err:
+        print(f"rlspec compare safe: error: {err}", file=sys.stderr)
+        return 2
+    result = compare_runs(runs["reference"], runs["fast"])
+    (out / "compare.json").write_text(json.dumps(result, indent=2))
+    worst = max(result["max_abs_diff"].items(), key=lambda kv: kv[1], default=("-", 0.0))
+    print(f"rows: {result['rows']}; identical: {result['identical']} (largest difference {worst[1]:.3g} in {worst[0]}); "
+          f"env steps/s reference {result['fps']['reference']:.0f}, fast {result['fps']['fast']:.0f} "
+          f"(fast/reference {result['fps']['ratio']:.2f}x); written to {out / 'compare.json'}")
+    return 0 if result["identical"] else 1
+
+
+def compare_runs(ref: Path, fast: Path) -> dict:
+    """Row-by-row metric differences of two runs (NaN equals NaN; Time/* left out) and their mean env steps/s."""
+    a, b = read_metrics(ref), read_metrics(fast)
+    keys = sorted(k for k in set().union(*a[:1], *b[:1]) if not k.startswith("Time/"))
+    diff = {}
+    for k in keys:
+        pairs = [(ra.get(k, math.nan), rb.get(k, math.nan)) for ra, rb in zip(a, b)]
+        diff[k] = max((0.0 if (x == y or (math.isnan(x) and math.isnan(y))) else abs(x - y) if not (math.isnan(x)
+                       or math.isnan(y)) else math.inf for x, y in pairs), default=0.0)
+    fps = {name: sum(r["Time/FPS"] for r in rows) / max(len(rows), 1) for name, rows in (("reference", a), ("fast", b))}
+    fps["ratio"] = fps["fast"] / fps["reference"] if fps["reference"] else math.nan
+    return {"runs": {"reference": str(ref), "fast": str(fast)}, "rows": [len(a), len(b)],
+            "identical": len(a) == len(b) and all(v == 0.0 for v in diff.values()), "max_abs_diff": diff, "fps": fps}

@@ -3,6 +3,7 @@ data-parallel processes on half a batch each take the same update as one process
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlspec import cli
 from rlspec.engines import safe, safe_fast
 from rlspec.runs.rundir import read_metrics
 
@@ -57,3 +59,20 @@ def test_two_processes_match_one_on_a_fixed_batch(tmp_path):
     assert r0["metrics"]["Train/StopIter"] == one["metrics"]["Train/StopIter"]
     assert r0["metrics"]["Metrics/LagrangeMultiplier"] == pytest.approx(one["metrics"]["Metrics/LagrangeMultiplier"])
     assert any(not torch.equal(one["actor"][k], one["initial_actor"][k]) for k in one["actor"])  # it did learn
+
+
+def test_compare_runs_both_engines_and_finds_a_difference(tmp_path, capsys):
+    argv = ["--algo", "PPOLag", "--quiet", "--out", str(tmp_path / "cmp"), *(a for kv in TINY for a in ("--set", kv))]
+    assert cli.main(["compare", "safe", *argv]) == 0
+    result = json.loads((tmp_path / "cmp/compare.json").read_text())
+    assert result["identical"] and result["rows"] == [2, 2] and result["max_abs_diff"]["Metrics/EpCost"] == 0.0
+    assert result["fps"]["reference"] > 0 and result["fps"]["fast"] > 0
+    assert _rows(tmp_path / "cmp/reference") == _rows(tmp_path / "cmp/fast")
+    csv = tmp_path / "cmp/fast/metrics.csv"  # one logged value changed: compare_runs names it
+    head, *rows = csv.read_text().splitlines()
+    col = head.split(",").index("Metrics/LagrangeMultiplier")
+    cells = rows[1].split(",")
+    cells[col] = repr(float(cells[col]) + 0.5)
+    csv.write_text("\n".join([head, rows[0], ",".join(cells), *rows[2:]]) + "\n")
+    changed = safe_fast.compare_runs(tmp_path / "cmp/reference", tmp_path / "cmp/fast")
+    assert not changed["identical"] and changed["max_abs_diff"]["Metrics/LagrangeMultiplier"] == pytest.approx(0.5)
