@@ -82,6 +82,9 @@ CLAUSES = {
                  "norm_window margins; unset keys take the §8/§28.3 defaults (enable False, temporal_window 1, "
                  "norm_window 1000, margin_scale 1, margin_norm_enable True, potential off); no embeddings: rewards "
                  "unchanged; update logs Semantics/Beta, Semantics/ClampFrac and Semantics/CaptureCount",
+    "PARITY-13": "each Adam step uses its own minibatch's gradient (no accumulation across steps): with lr 1e-7 "
+                 "(an almost constant gradient), float64 and one minibatch per epoch, two epochs move the parameters "
+                 "by at most 2·lr each, the largest move 2·lr within 0.1% (Adam's first steps are lr·g/|g|)",
 }
 
 INTERFACE = ("make_learner", "make_semantic_learner")
@@ -533,6 +536,20 @@ def check_semantic_hook(impl, seed):
                  explicit=explicit)
 
 
+def check_fresh_gradients(impl, config, n, seed, batch_seed):
+    lr = 1e-7
+    cfg = dict(config, lr=lr, epochs=2, minibatch_size=n, dtype=torch.float64)
+    learner = impl.make_learner(cfg, seed)
+    before = [p.detach().clone() for p in learner.parameters()]
+    learner.update(make_batch(cfg, n, batch_seed))
+    moved = max(float((p.detach() - b).abs().max()) for p, b in zip(learner.parameters(), before)) / lr
+    if not abs(moved - 2.0) <= 2e-3:
+        fail("PARITY-13", f"two single-minibatch Adam steps with lr {lr} moved a parameter by at most {moved!r}·lr, "
+                          "expected 2·lr: a step's gradient is not its own minibatch's (missing zero_grad: the "
+                          "second step sees g1 + g2, which Adam turns into a ~0.965·lr step)",
+             seed=seed, batch_seed=batch_seed)
+
+
 PROPERTIES = (
     Property("PARITY-1", check_bit_identical, cases(), EXAMPLES, INTERFACE, max_examples=6),
     Property("PARITY-2", check_no_semantic_allocation, requires=INTERFACE),
@@ -545,6 +562,7 @@ PROPERTIES = (
     Property("PARITY-9", check_critics_descend, cases(), EXAMPLES, ("make_learner",), max_examples=6),
     Property("PARITY-10", check_partition, cases(), EXAMPLES, ("make_learner",), max_examples=6),
     Property("PARITY-11", check_rejects_batch, requires=("make_learner",)),
+    Property("PARITY-13", check_fresh_gradients, cases(), EXAMPLES, ("make_learner",), max_examples=4),
     Property("PARITY-12", check_semantic_hook, st.builds(dict, seed=st.integers(0, 2**20)), (dict(seed=0),),
              ("make_semantic_learner",), max_examples=2),
 )

@@ -489,3 +489,21 @@ PLANTED_POWER_TRUST_REGION_HYGIENE = (
                                      "fisher_vector_product": _fvp_marks_params}),
             "TR-17", "requires_grad", ("TR-5", "TR-6")),
 )
+
+
+class _NoZeroGrad(ref_parity.PPOLagLearner):
+    """Never clears the gradients: each Adam step sees the sum of every minibatch gradient so far."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.optimizer.zero_grad = lambda set_to_none=True: None
+
+
+class _NoZeroGradSemantic(_NoZeroGrad, ref_parity.SemanticPPOLag):
+    pass
+
+
+PLANTED_POWER_PARITY_FRESH_GRAD = (
+    Planted("gradients accumulate across minibatches", "parity", _parity(_NoZeroGrad, _NoZeroGradSemantic),
+            "PARITY-13", "zero_grad", ("PARITY-1", "PARITY-6")),
+)
