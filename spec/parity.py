@@ -50,6 +50,7 @@ import torch
 from hypothesis import strategies as st
 
 from rlspec.contracts.parity import ADV_EPS, DEFAULT_CONFIG, DISABLED, FORBIDDEN_MODULES
+from rlspec.contracts.shaping import CLAMP, NORM_EPS
 from rlspec.spec.core import Contract, Property, expect_rejection, fail
 from rlspec.spec.power import global_rng_untouched
 
@@ -75,6 +76,15 @@ CLAUSES = {
                  "(1e-12), the logged Train/Entropy and Train/ClipFrac equal their whole-batch values",
     "PARITY-11": "a bad batch (a missing key, obs of the wrong width, act out of range, a NaN advantage, a NaN "
                  "ep_cost) is rejected naming the argument, before anything is updated",
+    "PARITY-12": "with semantics enabled (§4.0.3, §5.1, §5.4, §8, §28.3) the rollout hook returns r + beta_t * clamp(scale * "
+                 "z(m), ±2) on captured envs (or the potential increment beta(gamma phi - phi_last)), m = cos(pooled, mu_safe) - "
+                 "cos(pooled, mu_unsafe) of the episode's last temporal_window captured embeddings, z over the last "
+                 "norm_window margins; unset keys take the §8/§28.3 defaults (enable False, temporal_window 1, "
+                 "norm_window 1000, margin_scale 1, margin_norm_enable True, potential off); no embeddings: rewards "
+                 "unchanged; update logs Semantics/Beta, Semantics/ClampFrac and Semantics/CaptureCount",
+    "PARITY-13": "each Adam step uses its own minibatch's gradient (no accumulation across steps): with lr 1e-7 "
+                 "(an almost constant gradient), float64 and one minibatch per epoch, two epochs move the parameters "
+                 "by at most 2·lr each, the largest move 2·lr within 0.1% (Adam's first steps are lr·g/|g|)",
 }
 
 INTERFACE = ("make_learner", "make_semantic_learner")
@@ -419,6 +429,127 @@ def check_rejects_batch(impl):
             fail("PARITY-11", f"the rejected update (bad {name}) changed the learner: {diff}")
 
 
+# --------------------------------------------------------------------------------------------------
+# PARITY-12: the semantics-enabled hook against a float64 recomputation
+# --------------------------------------------------------------------------------------------------
+class _ShapingModel:
+    """What the enabled hook must do (§4.0.3, §5.1, §5.4), in float64 from the semantic_cfgs and §8 defaults."""
+
+    def __init__(self, sc: dict, num_envs: int):
+        unit = lambda x: x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # noqa: E731
+        self.unit = unit
+        self.mu = [unit(unit(sc[k].double()).mean(0)) for k in ("safe_prompts", "unsafe_prompts")]  # 2 x [D]
+        self.sc, self.window = sc, sc.get("temporal_window", 1)
+        self.pools = [[] for _ in range(num_envs)]  # the episode's captured embeddings, [D] each
+        self.margins: list[float] = []  # every normalized margin input seen
+        self.last: list[float | None] = [None] * num_envs  # potential of the last capture
+        self.clamped = self.count = self.captures = 0
+        self.beta = 0.0
+
+    def __call__(self, reward, step, embeddings, captured, is_first):  # [B] -> [B] float64
+        sc, B = self.sc, reward.shape[0]
+        for b in range(B):
+            if is_first is not None and bool(is_first[b]):
+                self.pools[b], self.last[b] = [], None
+        captured = torch.ones(B, dtype=torch.bool) if captured is None else captured
+        idx = captured.nonzero().flatten().tolist()
+        for b in idx:
+            self.pools[b] = (self.pools[b] + [embeddings[b].double()])[-self.window:]
+        m = torch.tensor([float((self.unit(torch.stack(self.pools[b]).mean(0)) * (self.mu[0] - self.mu[1])).sum())
+                          for b in idx], dtype=torch.float64)  # [C]
+        if sc.get("margin_norm_enable", True) and idx:
+            self.margins = (self.margins + m.tolist())[-sc.get("norm_window", 1000):]
+            w = torch.tensor(self.margins, dtype=torch.float64)
+            m = (m - w.mean()) / (w.std(unbiased=False) + NORM_EPS)
+        y = m * sc.get("margin_scale", 1.0)
+        self.clamped += int((y.abs() > CLAMP).sum())
+        self.count += y.numel()
+        phi = dict(zip(idx, y.clamp(-CLAMP, CLAMP).tolist()))
+        progress = min(1.0, step / (sc["beta_end_step_fraction"] * sc["total_steps"]))
+        self.beta = sc["beta_start"] * 0.5 * (1.0 + math.cos(math.pi * progress))
+        self.captures += len(idx)
+        out = reward.double().clone()
+        for b, p in phi.items():
+            if not sc.get("potential_enable", False):
+                out[b] += self.beta * p
+            else:
+                out[b] += 0.0 if self.last[b] is None else self.beta * (sc["gamma"] * p - self.last[b])
+                self.last[b] = p
+        return out
+
+
+def _semantic_script(seed: int, num_envs: int, explicit: bool) -> tuple[dict, list[dict]]:
+    """semantic_cfgs (explicit non-default keys with the potential, or only the required ones) and hook calls."""
+    g = torch.Generator().manual_seed(seed)
+    D = 5
+    rnd = lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64)  # noqa: E731
+    sc = dict(enable=True, num_envs=num_envs, safe_prompts=rnd(3, D), unsafe_prompts=rnd(3, D), gamma=0.9,
+              total_steps=40, beta_start=0.5, beta_end_step_fraction=0.5)
+    if explicit:
+        sc.update(temporal_window=2, norm_window=5, margin_scale=3.0, margin_norm_enable=False, potential_enable=True)
+    calls = []
+    for step in range(4):
+        captured = (torch.arange(num_envs) + step) % 3 != 0 if step % 2 else None  # [B]; None: all captured
+        is_first = (torch.arange(num_envs) == step % num_envs) if step == 2 else None
+        calls.append(dict(reward=rnd(num_envs), step=5 * step, embeddings=rnd(num_envs, D), captured=captured,
+                          is_first=is_first))
+    return sc, calls
+
+
+def _semantic_logs(logs: dict, model: _ShapingModel) -> dict:
+    want = {"Semantics/Beta": model.beta, "Semantics/ClampFrac": model.clamped / model.count if model.count else 0.0,
+            "Semantics/CaptureCount": float(model.captures)}
+    return {k: (logs.get(k), v) for k, v in want.items() if not (isinstance(logs.get(k), float)
+                                                                 and abs(logs[k] - v) <= 1e-12 * (1 + abs(v)))}
+
+
+def check_semantic_hook(impl, seed):
+    batch = make_batch(DEFAULT_CONFIG, 8, seed)
+    default = impl.make_semantic_learner(DEFAULT_CONFIG, {}, seed)  # no "enable": off (§8)
+    reward = torch.randn(3, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    out = default.process_rewards(reward, 0, embeddings=torch.ones(3, 5))
+    if not torch.equal(out, reward):
+        fail("PARITY-12", f"semantic_cfgs without 'enable' shaped the rewards {reward.tolist()} into {out.tolist()}: "
+                          "every semantic flag defaults to off (§8)", seed=seed)
+    for explicit, num_envs in ((True, 4), (False, 1001)):  # 1001 margins: more than the default norm_window
+        sc, calls = _semantic_script(seed, num_envs, explicit)
+        learner = impl.make_semantic_learner(DEFAULT_CONFIG, sc, seed)
+        model = _ShapingModel(sc, num_envs)
+        bad = _semantic_logs(learner.update(batch), model)
+        if bad:
+            fail("PARITY-12", f"before any hook call, update logged (got, expected) {bad}", seed=seed, explicit=explicit)
+        no_embed = learner.process_rewards(calls[0]["reward"], 0)
+        if not torch.equal(no_embed, calls[0]["reward"]):
+            fail("PARITY-12", "process_rewards without embeddings changed the rewards", seed=seed)
+        for i, call in enumerate(calls):
+            want = model(**call)
+            got = learner.process_rewards(**call)
+            err = float((got.double() - want).abs().max()) if got.shape == want.shape else math.inf
+            if not err <= 1e-9 * (1 + float(want.abs().max())):
+                k = int((got.double() - want).abs().argmax()) if got.shape == want.shape else 0
+                fail("PARITY-12", f"hook call {i} (step {call['step']}): shaped reward[{k}] = "
+                                  f"{got.reshape(-1)[k].item()!r}, expected {want[k].item()!r} (max error {err:.3g})",
+                     seed=seed, explicit=explicit, semantic_cfgs=sorted(sc))
+        bad = _semantic_logs(learner.update(batch), model)
+        if bad:
+            fail("PARITY-12", f"after {len(calls)} hook calls, update logged (got, expected) {bad}", seed=seed,
+                 explicit=explicit)
+
+
+def check_fresh_gradients(impl, config, n, seed, batch_seed):
+    lr = 1e-7
+    cfg = dict(config, lr=lr, epochs=2, minibatch_size=n, dtype=torch.float64)
+    learner = impl.make_learner(cfg, seed)
+    before = [p.detach().clone() for p in learner.parameters()]
+    learner.update(make_batch(cfg, n, batch_seed))
+    moved = max(float((p.detach() - b).abs().max()) for p, b in zip(learner.parameters(), before)) / lr
+    if not abs(moved - 2.0) <= 2e-3:
+        fail("PARITY-13", f"two single-minibatch Adam steps with lr {lr} moved a parameter by at most {moved!r}·lr, "
+                          "expected 2·lr: a step's gradient is not its own minibatch's (missing zero_grad: the "
+                          "second step sees g1 + g2, which Adam turns into a ~0.965·lr step)",
+             seed=seed, batch_seed=batch_seed)
+
+
 PROPERTIES = (
     Property("PARITY-1", check_bit_identical, cases(), EXAMPLES, INTERFACE, max_examples=6),
     Property("PARITY-2", check_no_semantic_allocation, requires=INTERFACE),
@@ -431,6 +562,9 @@ PROPERTIES = (
     Property("PARITY-9", check_critics_descend, cases(), EXAMPLES, ("make_learner",), max_examples=6),
     Property("PARITY-10", check_partition, cases(), EXAMPLES, ("make_learner",), max_examples=6),
     Property("PARITY-11", check_rejects_batch, requires=("make_learner",)),
+    Property("PARITY-13", check_fresh_gradients, cases(), EXAMPLES, ("make_learner",), max_examples=4),
+    Property("PARITY-12", check_semantic_hook, st.builds(dict, seed=st.integers(0, 2**20)), (dict(seed=0),),
+             ("make_semantic_learner",), max_examples=2),
 )
 
 CONTRACT = Contract("parity", CLAUSES, INTERFACE, PROPERTIES)

@@ -131,6 +131,12 @@ CLAUSES = {
              "ν = max(0, λc + r)/(s + 1e-8) and step = (x − ν·p)/λ",
     "TR-16": "documented defaults: line_search without require_improvement, max_steps, decay and p3o_loss without "
              "kappa, clip_ratio, cost_clip equal passing True, 15, 0.8 and 20.0, 0.2, False (bit for bit)",
+    "TR-17": "boundaries and hygiene, pinned exactly: cpo_step's case split at bᵀb = 1e-6, c = 0 and B = 0 > c (with r, s, "
+             "A = q − r²/(s + 1e-8), B = 2δ − c²/(s + 1e-8)); line_search accepts a candidate with equal surrogate, "
+             "KL = max_kl and cost rise = max(−c, 0), and on failure returns a new tensor; conjugate_gradient iterates "
+             "at ‖r‖ = residual_tol, reports breakdown at pᵀFp = 0 and with eps > 0 follows α = rᵀr/(pᵀFp + eps), "
+             "β = r'ᵀr'/(rᵀr + eps); fisher_vector_product leaves params' requires_grad alone and rejects a "
+             "non-scalar kl_fn naming it",
 }
 
 INTERFACE = ("conjugate_gradient", "fisher_vector_product", "natural_step", "cpo_step", "line_search", "p3o_loss")
@@ -393,6 +399,8 @@ CPO_EXAMPLES = tuple(dict(seed=11, n=2, t=t, max_kl=0.01, b_kind="random", dtype
     dict(seed=12, n=2, t=-1.0, max_kl=0.01, b_kind="zero", dtype=F64),
     dict(seed=13, n=3, t=1.0, max_kl=0.01, b_kind="tiny", dtype=F64),
     # found by mutation testing: the dual's region choice and λ < 1 on the ν > 0 side decide the step here
+    dict(seed=0, n=3, t=0.0, max_kl=0.01, b_kind="random", dtype=F64),  # c = 0 < r: ν > 0 for every λ
+    dict(seed=2, n=3, t=0.0, max_kl=0.5, b_kind="random", dtype=F64),  # c = 0 > r: optimum λ < 1 with ν = 0
     dict(seed=0, n=2, t=0.3, max_kl=0.05, b_kind="random", dtype=F64),
     dict(seed=0, n=3, t=-0.7, max_kl=0.01, b_kind="random", dtype=F64),
     dict(seed=1, n=2, t=-0.7, max_kl=0.05, b_kind="random", dtype=F64),
@@ -622,6 +630,98 @@ def check_cpo_step(impl, **case):
                       f"c + bᵀd = {c + float(b.double() @ out.step.double()):.6g}", c=c, q=q, **terms, **case)
 
 
+# --------------------------------------------------------------------------------------------------
+# TR-17: exact boundaries (each pinned so that the comparison sits exactly on its edge in float64)
+# --------------------------------------------------------------------------------------------------
+_BETA = 0.4999999899999999  # β² + 1e-8 == 0.25 exactly: with c = −0.5, δ = 0.5, B = 1 − 0.25/0.25 = 0
+CPO_BOUNDARIES = (  # F = I (x = g, p = b): b, c, max_kl and the expected case
+    dict(b=(1e-3, 0.0), c=-0.1, max_kl=0.01, case=ZERO_COST_GRAD),  # bᵀb = 1e-6 exactly, c < 0
+    dict(b=(1e-4, 0.0), c=0.0, max_kl=0.01, case=FEASIBLE_RECOVERY),  # bᵀb <= 1e-6 but c = 0: not case 4
+    dict(b=(_BETA, 0.0), c=-0.5, max_kl=0.5, case=PARTLY_FEASIBLE),  # B = 0, c < 0
+)
+
+
+def check_cpo_boundaries(impl):
+    g = torch.tensor([0.3, 0.7], dtype=F64)
+    for pin in CPO_BOUNDARIES:
+        b = torch.tensor(pin["b"], dtype=F64)
+        q, c, delta = float(g @ g), pin["c"], pin["max_kl"]
+        out = impl.cpo_step(g, b, g, b, q, c, delta)
+        r, s = float(g @ b), float(b @ b)
+        terms = dict(r=r, s=s, A=q - r * r / (s + EPS), B=2 * delta - c * c / (s + EPS))
+        if int(out.case) != pin["case"] or not all(math.isfinite(float(v)) for v in out.step):
+            fail("TR-17", f"case {int(out.case)} (step {out.step.tolist()}), expected {pin['case']}", q=q, **pin,
+                 **terms)
+        for name, want in terms.items():
+            assert_close("TR-17", name, float(getattr(out, name)), want, atol=1e-14 * (1 + abs(want)), rtol=0.0,
+                         **pin)
+
+
+def check_line_search_edges(impl):
+    params, step = torch.zeros(2, dtype=F64), torch.ones(2, dtype=F64)
+
+    def on_the_edge(thetas):  # [K, n]: equal surrogate, KL = max_kl, cost rise = max(−c, 0), all exactly
+        k = thetas.shape[0]
+        return (torch.full((k,), 1.5, dtype=F64), torch.full((k,), 0.01, dtype=F64),
+                torch.full((k,), 0.75, dtype=F64))
+
+    out = impl.line_search(params, step, on_the_edge, max_kl=0.01, surrogate_before=1.5, cost_before=0.25,
+                           cost_violation=-0.5, require_improvement=True, max_steps=3, decay=0.5)
+    if int(out.accepted_step) != 1 or [int(v) for v in out.reasons] != [ACCEPTED, NOT_EVALUATED, NOT_EVALUATED]:
+        fail("TR-17", f"accepted_step {int(out.accepted_step)}, reasons {out.reasons.tolist()}: a candidate with the "
+                      "same surrogate, KL = max_kl and cost rise = max(−c, 0) must be accepted at once")
+
+    def too_far(thetas):
+        k = thetas.shape[0]
+        return torch.zeros(k, dtype=F64), torch.ones(k, dtype=F64), None
+
+    out = impl.line_search(params, step, too_far, max_kl=0.01, surrogate_before=0.0, max_steps=2)
+    if int(out.accepted_step) != 0 or out.params is params or out.params.data_ptr() == params.data_ptr():
+        fail("TR-17", "line_search with nothing accepted returned the caller's params tensor itself (or accepted "
+                      "a candidate): a later in-place update of the result would change the caller's parameters")
+
+
+def _cg_eps_recurrence(F: torch.Tensor, b: torch.Tensor, iters: int, eps: float) -> torch.Tensor:
+    x, r = torch.zeros_like(b), b.clone()
+    p, rr = r.clone(), float(r @ r)
+    for _ in range(iters):
+        z = F @ p
+        alpha = rr / (float(p @ z) + eps)
+        x, r = x + alpha * p, r - alpha * z
+        rr_new = float(r @ r)
+        p, rr = r + rr_new / (rr + eps) * p, rr_new
+    return x
+
+
+def check_cg_edges(impl):
+    tol = 1e-10
+    b = torch.tensor([tol, 0.0], dtype=F64)  # ‖b‖ == residual_tol exactly: not yet below it
+    res, _ = _cg(impl, torch.eye(2, dtype=F64), b, iters=3, residual_tol=tol)
+    if int(res.iterations) != 1 or not torch.equal(res.x, b):
+        fail("TR-17", f"‖b‖ = residual_tol = {tol}: {int(res.iterations)} updates, x = {res.x.tolist()}; expected one "
+                      "update to x = b (CG stops only once ‖r‖ < residual_tol)")
+    res, _ = _cg(impl, torch.zeros(2, 2, dtype=F64), torch.ones(2, dtype=F64), iters=3)
+    if not bool(res.breakdown) or int(res.iterations) != 0 or not bool(torch.isfinite(res.x).all()):
+        fail("TR-17", f"F = 0 (pᵀFp = 0): breakdown {bool(res.breakdown)}, {int(res.iterations)} updates, x = "
+                      f"{res.x.tolist()}; expected a breakdown after 0 updates and a finite x")
+    F, b = spd_matrix(3, 3, 10.0), torch.randn(3, generator=_gen(5), dtype=F64)
+    res, _ = _cg(impl, F, b, iters=3, residual_tol=0.0, eps=0.1)
+    assert_close("TR-17", "x with eps = 0.1 vs the float64 eps-CG recurrence", res.x, _cg_eps_recurrence(F, b, 3, 0.1),
+                 atol=1e-12 * float(b.norm()))
+
+
+def check_fvp_hygiene(impl):
+    params, kl_fn, (v, *_) = fvp_problem(0, "gaussian", 2, 2, 1, 3)
+    params = params.detach()
+    before = params.clone()
+    impl.fisher_vector_product(kl_fn, params, 0.1)(v)
+    if params.requires_grad or not torch.equal(params, before):
+        fail("TR-17", f"fvp(v) left the caller's params with requires_grad={params.requires_grad} (or changed "
+                      "them): the FVP must differentiate a detached copy")
+    expect_rejection("TR-17", lambda: impl.fisher_vector_product(lambda th: th ** 2, params, 0.1)(v), names=("kl_fn",),
+                     what="fisher_vector_product with a kl_fn returning a vector")
+
+
 def _p3o_closed_form(ratio, adv_r, adv_c, c, kappa, clip_ratio, cost_clip):
     clipped = ratio.clamp(1 - clip_ratio, 1 + clip_ratio)
     reward = -torch.minimum(ratio * adv_r, clipped * adv_r).mean()
@@ -758,6 +858,10 @@ PROPERTIES = (
               dict(seed=1, n=32, c=0.2, kappa=20.0, clip_ratio=0.2, cost_clip=True, spread=0.3, dtype=F64)),
              ("p3o_loss",)),
     Property("TR-13", check_rejections, requires=INTERFACE),
+    Property("TR-17", check_cpo_boundaries, requires=("cpo_step",)),
+    Property("TR-17", check_line_search_edges, requires=("line_search",)),
+    Property("TR-17", check_cg_edges, requires=("conjugate_gradient",)),
+    Property("TR-17", check_fvp_hygiene, requires=("fisher_vector_product",)),
     Property("TR-14", check_hyperparameter_types, requires=INTERFACE),
 )
 

@@ -457,3 +457,53 @@ PLANTED_POWER_PARITY_BATCH = (
     Planted("update does not validate its batch", "parity", _parity(_NoBatchCheck, _NoBatchCheckSemantic),
             "PARITY-11", "bad batch", ("PARITY-1", "PARITY-6")),
 )
+
+
+class _NoEpisodeReset(ref_parity.SemanticPPOLag):
+    """The enabled hook ignores is_first: pooled embeddings and potentials leak across episodes."""
+
+    def process_rewards(self, reward, step, embeddings=None, captured=None, is_first=None):
+        return super().process_rewards(reward, step, embeddings, captured, None)
+
+
+PLANTED_POWER_PARITY_SEMANTIC = (
+    Planted("enabled hook ignores episode starts", "parity", _parity(ref_parity.PPOLagLearner, _NoEpisodeReset),
+            "PARITY-12", "shaped reward", ("PARITY-1", "PARITY-4")),
+)
+
+
+def _fvp_marks_params(kl_fn, params, damping=ref_tr.CG_DAMPING):
+    """Differentiates the caller's params tensor itself (no detach): it is left requiring grad."""
+    def fvp(v):
+        theta = params.requires_grad_(True)
+        (grad,) = torch.autograd.grad(kl_fn(theta), theta, create_graph=True)
+        (hv,) = torch.autograd.grad(grad @ v.to(grad.dtype), theta)
+        return hv + damping * v
+    return fvp
+
+
+PLANTED_POWER_TRUST_REGION_HYGIENE = (
+    Planted("fvp marks the caller's params as requiring grad", "trust_region",
+            types.SimpleNamespace(**{**{n: getattr(ref_tr, n) for n in ("conjugate_gradient", "natural_step",
+                                                                        "line_search", "cpo_step", "p3o_loss")},
+                                     "fisher_vector_product": _fvp_marks_params}),
+            "TR-17", "requires_grad", ("TR-5", "TR-6")),
+)
+
+
+class _NoZeroGrad(ref_parity.PPOLagLearner):
+    """Never clears the gradients: each Adam step sees the sum of every minibatch gradient so far."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.optimizer.zero_grad = lambda set_to_none=True: None
+
+
+class _NoZeroGradSemantic(_NoZeroGrad, ref_parity.SemanticPPOLag):
+    pass
+
+
+PLANTED_POWER_PARITY_FRESH_GRAD = (
+    Planted("gradients accumulate across minibatches", "parity", _parity(_NoZeroGrad, _NoZeroGradSemantic),
+            "PARITY-13", "zero_grad", ("PARITY-1", "PARITY-6")),
+)
