@@ -114,6 +114,8 @@ DECLARED = {
                              "silently switched off; skip the update when not math.isfinite(Jc)"),
     "LAG-8": Declared("accepts", "no configuration is validated: negative cost_limit, λ_0 (clamped to 0 "
                                  "silently), gains, EMA alphas outside [0, 1], pid_d_delay 0 are taken as given"),
+    "LAG-18": Declared("accepts", "J_c is not checked: a non-scalar J_c fails inside autograd with RuntimeError ('grad "
+                                 "can be implicitly created only for scalar outputs'), not an error naming jc"),
     "LAG-15": Declared("bug", "hyper-parameters are used as given: a np.float64 lagrangian_multiplier_init makes λ "
                               "a float64 Parameter (torch.as_tensor(max(init, 0.0))), a float stays float32; take "
                               "float(init)"),

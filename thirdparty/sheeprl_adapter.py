@@ -76,6 +76,8 @@ NO_CHECKS = "no input checks"
 DECLARED = {
     "TWOHOT-4": Declared("bug", "symlog is sign(x)·log(1 + |x|): for |x| below eps the 1 + |x| rounds to 1 and "
                                 "symlog returns 0 (relative error 1); use torch.log1p"),
+    "TWOHOT-25": Declared("accepts", "symlog/symexp check no dtype: an integer tensor is silently promoted to a float "
+                                 "result"),
     "TWOHOT-12": Declared("bug", FLOAT32_BINS + " (log_prob off by ~1e-7 relative in float64)"),
     "TWOHOT-13": Declared("bug", FLOAT32_BINS + " (the two-hot of a float64 target is built on float32 bins)"),
     "TWOHOT-14": Declared("bug", FLOAT32_BINS + " (mean off by ~1e-10 relative in float64)"),
@@ -100,6 +102,8 @@ DECLARED = {
                                     "the argument; a dtype mismatch is promoted silently"),
     "LAMBDA-10": Declared("accepts", f"{NO_CHECKS}: γ and lmbda outside [0, 1] are used as given"),
     "LAMBDA-11": Declared("accepts", f"{NO_CHECKS}: NaN/Inf values and continues outside [0, 1] propagate"),
+    "REMA-12": Declared("bug", "Moments.forward returns its own low/high buffers (detach() shares storage): a caller "
+                                "writing into them rewrites the normalizer's state; return copies"),
     "REMA-6": Declared("accepts", "Moments.forward checks nothing: a NaN in the batch makes torch.quantile NaN and "
                                   "poisons low/high for good"),
     "REMA-9": Declared("bug", "a 0-d float64 tensor decay turns Moments' float32 low/high buffers into float64 "
