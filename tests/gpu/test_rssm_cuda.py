@@ -41,7 +41,9 @@ def _run(model, dtype=None):
 
 def test_fast_matches_reference_on_cuda():
     ref, fast = _models()
-    close_until_flip("RSSM-2", "cuda observe", _run(fast), _run(ref), atol=1e-4, rtol=1e-4)
+    got, want = _run(fast), _run(ref)
+    assert got.h.is_cuda and got.h.shape == want.h.shape
+    close_until_flip("RSSM-2", "cuda observe", got, want, atol=1e-4, rtol=1e-4)  # raises naming the clause
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
