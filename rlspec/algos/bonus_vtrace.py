@@ -1,0 +1,318 @@
+"""Functional core of seed 003's learner: PPO + V-trace over a fragment replay, with the success-as-a-set
+bonus phase as a side path (seed 003 §1.2 "minimal intrusion": the PPO + V-trace tensors are untouched).
+
+Policy: per action dimension d a categorical over N_BINS tokens, logits [N, ACTION_DIM, N_BINS] from an MLP
+(the discretized action of seed 003 §3.2: log π(a|s) = Σ_d log π_d(a_d|s)); value: an MLP critic.
+
+Main update (``ppo_vtrace_update``), on the newest fragment plus ``replay_fragments`` older ones drawn from
+the replay with the caller's generator, stacked along the env axis ([T, N_total]):
+1. π_old = the policy at the start of the update; V-trace (IMPALA §4.1, contract ``vtrace``) of π_old
+   against the behaviour policy that collected each fragment: log ρ_t = log π_old(a_t|s_t) − log μ(a_t|s_t),
+   discount γ_t = γ·(1 − done_t), reward r_t + γ·V(s_final) on a truncated step (a timeout bootstraps the
+   real final observation, seed 001 CRITICAL-2; then γ_t = 0), bootstrap V(s'_{T−1}).
+2. Advantages = V-trace's policy-gradient advantages ρ̄-clipped (r_t + γ_t·v_{s,t+1} − V(s_t))·min(ρ̄_pg, ρ_t),
+   standardized over the batch; value targets v_s.
+3. ``epochs`` × ``minibatches`` of PPO-clip on π/π_old with ½(V − v_s)² and an entropy bonus (Adam, grad clip).
+
+Bonus phase (``bonus_phase``, after the main update, seed 003 §3.3, Part3): the scheduler decides from the
+paired queue (identically on every rank: contract ``success_set`` BonusScheduler, all-reduce MIN); on a
+trigger, packs are sampled (consume / diverse per config), stacked into a step batch, and up to
+``bonus_updates`` Adam steps (its own optimizer and learning rate, so PPO's moments are not disturbed)
+descend Loss A, each followed by the KL/entropy guard against the pre-bonus policy. Any exception in the
+bonus side is counted (``bonus/errors``) and skipped: the bonus never stops the main training (§1.2).
+
+The replay side of the bonus (``PairMiner``, seed 003 Part2/Part4): every finished episode (episodes.py)
+goes to it; a success joins the success pool (with a prototype cluster id when prototypes are on), a
+failure is mined against the pool into a PairPack on the paired queue. Mining errors are counted and skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+import torch
+from torch import nn
+
+from rlspec.algos.episodes import Finished
+from rlspec.contracts.success_set import Episode, SuccessSetConfig, episode_embedding, stack_packs
+from rlspec.models.actor_critic import Critic, mlp
+
+log = logging.getLogger(__name__)
+
+Ablation = Literal["baseline", "queue", "top1", "topk", "prototypes"]
+ABLATIONS = ("baseline", "queue", "top1", "topk", "prototypes")  # seed 003 §7, in order of what they add
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    hidden: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of the policy and the critic."""
+    lr: float = 3e-4
+    """Adam learning rate of the main update (policy and critic)."""
+    gamma: float = 0.99
+    """Discount γ."""
+    clip: float = 0.2
+    """PPO ratio clip ε (ratio of π to the update-start policy π_old)."""
+    entropy_coef: float = 0.01
+    """Entropy bonus coefficient (entropy = Σ_d H(π_d))."""
+    value_coef: float = 0.5
+    """Weight of ½(V − v_s)² in the loss."""
+    epochs: int = 4
+    """PPO epochs over the update's batch."""
+    minibatches: int = 4
+    """Minibatches per epoch."""
+    rho_bar: float = 1.0
+    """V-trace ρ̄ (truncation of the importance weight in the value target)."""
+    c_bar: float = 1.0
+    """V-trace c̄ (trace cutting)."""
+    max_grad_norm: float = 0.5
+    """Gradient norm clip."""
+    bonus_lr: float = 1e-4
+    """Adam learning rate of the bonus phase's policy steps (its own optimizer)."""
+
+
+class TokenPolicy(nn.Module):
+    """obs [N, OBS] -> logits [N, ACTION_DIM, N_BINS]."""
+
+    def __init__(self, obs_dim: int, action_dim: int, n_bins: int, hidden: tuple[int, ...], gen: torch.Generator):
+        super().__init__()
+        self.action_dim, self.n_bins = action_dim, n_bins
+        self.net = mlp([obs_dim, *hidden, action_dim * n_bins], "tanh", gen)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs).reshape(*obs.shape[:-1], self.action_dim, self.n_bins)
+
+
+def token_logp(logits: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """log π(a|s) = Σ_d log π_d(a_d|s) [N] and the entropy Σ_d H(π_d) [N], from logits [N, A, B], tokens [N, A]."""
+    logp = torch.log_softmax(logits, dim=-1)  # [N, A, B]
+    chosen = logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # [N, A]
+    entropy = -(logp.exp() * logp).sum(-1)  # [N, A]
+    return chosen.sum(-1), entropy.sum(-1)
+
+
+def sample_tokens(logits: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """One token per action dimension [N, A] drawn from softmax(logits [N, A, B]) with ``gen``."""
+    N, A, B = logits.shape
+    probs = torch.softmax(logits.reshape(N * A, B), dim=-1)
+    return torch.multinomial(probs, 1, generator=gen).reshape(N, A)
+
+
+class Fragment(NamedTuple):
+    """T consecutive steps of N envs, time-major, as a rollout worker sends them."""
+
+    obs: torch.Tensor  # [T, N, OBS]
+    tokens: torch.Tensor  # [T, N, A] int64
+    logp: torch.Tensor  # [T, N] behaviour log μ(a_t|s_t)
+    reward: torch.Tensor  # [T, N]
+    terminated: torch.Tensor  # [T, N] bool
+    truncated: torch.Tensor  # [T, N] bool
+    next_obs: torch.Tensor  # [T, N, OBS] s'_t (the real final observation on a done step)
+
+
+def stack_fragments(frags: list[Fragment]) -> Fragment:
+    return Fragment(*(torch.cat(cols, dim=1) for cols in zip(*frags)))
+
+
+@dataclass
+class BonusKit:
+    """The contract implementations the core calls (reference or fast twins of ``vtrace`` and ``success_set``)."""
+
+    vtrace: object
+    loss_a: object
+    mine_pair: object
+    SuccessPrototypes: type
+    PairedQueue: type
+    BonusScheduler: type
+
+    @classmethod
+    def reference(cls) -> "BonusKit":
+        from rlspec.reference import success_set, vtrace
+
+        return cls(vtrace=vtrace.vtrace, loss_a=success_set.loss_a, mine_pair=success_set.mine_pair,
+                   SuccessPrototypes=success_set.SuccessPrototypes, PairedQueue=success_set.PairedQueue,
+                   BonusScheduler=success_set.BonusScheduler)
+
+    @classmethod
+    def fast(cls) -> "BonusKit":
+        from rlspec.fast import success_set, vtrace
+
+        return dataclasses.replace(cls.reference(), vtrace=vtrace.vtrace, loss_a=success_set.loss_a,
+                                   mine_pair=success_set.mine_pair)
+
+
+@dataclass
+class LearnerState:
+    policy: TokenPolicy
+    critic: Critic
+    opt: torch.optim.Optimizer
+    bonus_opt: torch.optim.Optimizer
+
+
+def make_learner(cfg: LearnerConfig, obs_dim: int, action_dim: int, n_bins: int, gen: torch.Generator) -> LearnerState:
+    policy = TokenPolicy(obs_dim, action_dim, n_bins, cfg.hidden, gen)
+    critic = Critic(obs_dim, cfg.hidden, "tanh", gen)
+    opt = torch.optim.Adam([*policy.parameters(), *critic.parameters()], lr=cfg.lr)
+    return LearnerState(policy, critic, opt, torch.optim.Adam(policy.parameters(), lr=cfg.bonus_lr))
+
+
+@torch.no_grad()
+def act(state: LearnerState, obs: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """tokens [N, A] and their behaviour log-probabilities [N]."""
+    logits = state.policy(obs)
+    tokens = sample_tokens(logits, gen)
+    return tokens, token_logp(logits, tokens)[0]
+
+
+@torch.no_grad()
+def vtrace_targets(state: LearnerState, batch: Fragment, cfg: LearnerConfig, vtrace) -> tuple[torch.Tensor, ...]:
+    """(logp_old [T, N], v_s [T, N], pg advantages [T, N], ρ [T, N]) of the update-start policy (step 1)."""
+    logp_old = token_logp(state.policy(batch.obs), batch.tokens)[0]  # [T, N]
+    v, nv = state.critic(batch.obs), state.critic(batch.next_obs)  # [T, N] each
+    done = batch.terminated | batch.truncated
+    reward = batch.reward + cfg.gamma * batch.truncated * nv  # a timeout bootstraps V(s_final)
+    discount = cfg.gamma * (~done).to(v.dtype)
+    log_rho = logp_old - batch.logp
+    vs, pg = vtrace(log_rho, discount, reward, v, nv[-1], rho_bar=cfg.rho_bar, c_bar=cfg.c_bar)
+    return logp_old, vs.to(v.dtype), pg.to(v.dtype), log_rho.exp()
+
+
+def ppo_vtrace_update(state: LearnerState, batch: Fragment, cfg: LearnerConfig, vtrace,
+                      gen: torch.Generator) -> dict[str, float]:
+    """The main update (module docstring, steps 1–3); returns the logged metrics."""
+    logp_old, vs, adv, rho = vtrace_targets(state, batch, cfg, vtrace)
+    T, N = logp_old.shape
+    flat = lambda x: x.reshape(T * N, *x.shape[2:])  # noqa: E731  [T, N, ...] -> [M, ...]
+    obs, tokens, logp_old, vs, adv = flat(batch.obs), flat(batch.tokens), flat(logp_old), flat(vs), flat(adv)
+    adv = (adv - adv.mean()) / (adv.std(unbiased=False) + 1e-8)
+    M = T * N
+    size = math.ceil(M / cfg.minibatches)
+    sums = {"Loss/Loss_pi": 0.0, "Loss/Loss_value": 0.0, "Train/Entropy": 0.0, "Train/KL": 0.0}
+    n = 0
+    params = [*state.policy.parameters(), *state.critic.parameters()]
+    for _ in range(cfg.epochs):
+        perm = torch.randperm(M, generator=gen)
+        for start in range(0, M, size):
+            idx = perm[start:start + size]
+            logp, entropy = token_logp(state.policy(obs[idx]), tokens[idx])  # [b] each
+            ratio = torch.exp(logp - logp_old[idx])
+            loss_pi = -torch.min(ratio * adv[idx], ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv[idx]).mean()
+            loss_v = 0.5 * (state.critic(obs[idx]) - vs[idx]).pow(2).mean()
+            loss = loss_pi + cfg.value_coef * loss_v - cfg.entropy_coef * entropy.mean()
+            state.opt.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            state.opt.step()
+            for key, val in zip(sums, (loss_pi, loss_v, entropy.mean(), (logp_old[idx] - logp).mean())):
+                sums[key] += float(val.detach())
+            n += 1
+    return {**{k: v / n for k, v in sums.items()}, "Train/RhoClipFrac": float((rho > cfg.rho_bar).double().mean())}
+
+
+# ------------------------------------------------------------------------------------- the bonus side
+@dataclass(frozen=True)
+class BonusSetup:
+    """What an ablation (seed 003 §7) turns on."""
+
+    mine: bool  # keep a success pool and a paired queue
+    loss_a: bool  # run bonus time
+    top_k: int | None  # None: the config's top_k
+    prototypes: bool  # success prototypes, Top-K across clusters, diverse sampling
+
+
+def bonus_setup(ablation: str) -> BonusSetup:
+    setups = {"baseline": BonusSetup(False, False, None, False), "queue": BonusSetup(True, False, None, False),
+              "top1": BonusSetup(True, True, 1, False), "topk": BonusSetup(True, True, None, False),
+              "prototypes": BonusSetup(True, True, None, True)}
+    if ablation not in setups:
+        raise ValueError(f"bonus_setup: argument 'ablation' must be one of {ABLATIONS}, got {ablation!r}")
+    return setups[ablation]
+
+
+def effective_config(cfg: SuccessSetConfig, setup: BonusSetup) -> SuccessSetConfig:
+    """The bonus config an ablation runs with: Top-1 forces top_k = 1; without prototypes there are no
+    clusters to cover or sample across."""
+    return dataclasses.replace(cfg, top_k=setup.top_k or cfg.top_k, use_clusters=setup.prototypes,
+                               diverse_clusters=setup.prototypes and cfg.diverse_clusters,
+                               min_clusters=cfg.min_clusters if setup.prototypes else 0)
+
+
+class PairMiner:
+    """Success pool, prototypes and the paired queue (seed 003 Part2, Part4), fed finished episodes."""
+
+    def __init__(self, cfg: SuccessSetConfig, setup: BonusSetup, kit, pool_size: int, queue_size: int):
+        self.cfg, self.setup, self.kit = cfg, setup, kit
+        self.successes: deque[Episode] = deque(maxlen=pool_size)
+        self.prototypes = kit.SuccessPrototypes(cfg.num_prototypes, cfg.prototype_ema) if setup.prototypes else None
+        self.queue = kit.PairedQueue(queue_size)
+        self.counts = {"mined": 0, "no_pool": 0, "errors": 0}
+
+    def add(self, done: Finished) -> None:
+        try:
+            self._add(done)
+        except Exception as err:  # the bonus is a side path: mining never stops training (§1.2)
+            if not self.counts["errors"]:
+                log.warning("pair mining failed (counted in pairs/errors, training goes on): %r", err)
+            self.counts["errors"] += 1
+
+    def _add(self, done: Finished) -> None:
+        ep = done.episode
+        if done.success:
+            cluster = (self.prototypes.assign(episode_embedding(ep.states)) if self.prototypes is not None
+                       else ep.cluster_id)
+            self.successes.append(ep._replace(cluster_id=cluster))
+            return
+        pack = self.kit.mine_pair(ep, list(self.successes), self.cfg)
+        if pack is None:
+            self.counts["no_pool"] += 1
+            return
+        self.queue.push(pack)
+        self.counts["mined"] += 1
+
+    def metrics(self) -> dict[str, float]:
+        return {"pairs/queue": float(len(self.queue)), "pairs/coverage": float(self.queue.cluster_coverage()),
+                "pairs/success_pool": float(len(self.successes)), **{f"pairs/{k}": float(v)
+                                                                    for k, v in self.counts.items()}}
+
+
+def _bonus_step(state: LearnerState, batch: tuple[torch.Tensor, ...], before: torch.Tensor, cfg: SuccessSetConfig,
+                max_grad_norm: float, loss_a) -> tuple[float, float]:
+    """One Loss A step; returns (mean KL(π_before ‖ π) summed over dimensions, mean entropy) after it."""
+    states, fail_actions, pos_mask, zone_w = batch
+    out = loss_a(state.policy(states), fail_actions, pos_mask, zone_w, tau=cfg.tau, margin=cfg.margin)
+    state.bonus_opt.zero_grad()
+    out.loss.backward()
+    nn.utils.clip_grad_norm_(state.policy.parameters(), max_grad_norm)
+    state.bonus_opt.step()
+    with torch.no_grad():
+        after = torch.log_softmax(state.policy(states), dim=-1)  # [N, A, B]
+        kl = (before.exp() * (before - after)).sum(-1).sum(-1).mean()
+        entropy = -(after.exp() * after).sum(-1).sum(-1).mean()
+    return float(kl), float(entropy)
+
+
+def bonus_phase(state: LearnerState, miner: PairMiner, scheduler, step: int, n_bins: int, max_grad_norm: float,
+                kit, gen: torch.Generator) -> dict[str, float]:
+    """Bonus time after a main update (seed 003 §3.3); its telemetry (bonus/* keys), errors counted."""
+    cfg = miner.cfg
+    try:
+        queue = miner.queue
+        decision = scheduler.decide(step, len(queue), queue.cluster_coverage(), len(queue))
+        if not decision.trigger:
+            return decision.telemetry
+        packs = queue.sample(cfg.batch_packs, generator=gen, consume=cfg.consume_packs,
+                             diverse=cfg.diverse_clusters)
+        states, fail_actions, pos_mask, zone_w = stack_packs(packs, n_bins)
+        batch = (states.float(), fail_actions, pos_mask, zone_w.float())
+        with torch.no_grad():
+            before = torch.log_softmax(state.policy(batch[0]), dim=-1)  # [N, A, B]
+        run = scheduler.run(lambda i: _bonus_step(state, batch, before, cfg, max_grad_norm, kit.loss_a))
+        return {**decision.telemetry, **run.telemetry, "bonus/steps": float(batch[0].shape[0])}
+    except Exception as err:  # the bonus never stops the main training (§1.2)
+        log.warning("bonus phase failed at step %d (counted in bonus/errors): %r", step, err)
+        return {"bonus/error": 1.0}

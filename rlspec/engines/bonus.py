@@ -1,0 +1,344 @@
+"""Bonus-phase engine (issue 14, seed 003), local in-process execution: rollout, Part1 episode metadata,
+pair mining, PPO + V-trace over a fragment replay, bonus time — top to bottom in one process.
+
+    rlspec train bonus --task token-reach [--ablation prototypes] [--preset smoke] [--out DIR] [--set k=v ...]
+    rlspec train bonus --resume RUN
+    rlspec plot RUN
+
+Same config and seed ⇒ the same run, straight or resumed: every random draw (weights, actions, replay
+picks, pack sampling) comes from one ``torch.Generator``; the envs draw each episode from its own seed.
+The algorithm is rlspec/algos/bonus_vtrace.py (learner, miner, bonus phase) and rlspec/algos/episodes.py
+(Part1 reassembly); this file only runs them. The ablations of seed 003 §7 are ``--ablation``: baseline
+(PPO + V-trace + replay), queue (+ paired queue, no Loss A), top1 (+ Loss A with the Top-1 success),
+topk (+ the Top-K set), prototypes (+ prototypes and cross-cluster sampling, the default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rlspec.algos.bonus_vtrace import (
+    ABLATIONS,
+    BonusKit,
+    Fragment,
+    LearnerConfig,
+    PairMiner,
+    act,
+    bonus_phase,
+    bonus_setup,
+    effective_config,
+    make_learner,
+    ppo_vtrace_update,
+    stack_fragments,
+)
+from rlspec.algos.episodes import EpisodeAssembler
+from rlspec.contracts.success_set import SuccessSetConfig
+from rlspec.envs.token_reach import TokenReachVector
+from rlspec.runs import config as runconfig
+from rlspec.runs.plots import Panel, draw
+from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, save_checkpoint
+
+ENGINE = "bonus"
+TASKS = ("token-reach",)
+
+
+@dataclass(frozen=True)
+class BonusConfig:
+    task: str = "token-reach"
+    """token-reach (rlspec/envs/token_reach.py: numpy, two gaps in a wall, for CI and quick runs)."""
+    ablation: str = "prototypes"
+    """Seed 003 §7: baseline, queue, top1, topk or prototypes (everything on)."""
+    seed: int = 0
+    """Seed of the generator (weights, actions, replay picks, pack sampling) and of every episode."""
+    num_envs: int = 8
+    """Environments stepped together."""
+    fragment_len: int = 32
+    """Steps per env in one rollout fragment (one main update per fragment)."""
+    total_steps: int = 200_000
+    """Env steps of the whole run (all envs together)."""
+    replay_fragments: int = 3
+    """Older fragments drawn from the replay into each update beside the newest (V-trace corrects them)."""
+    replay_capacity: int = 64
+    """Fragments kept in the replay (FIFO)."""
+    pool_size: int = 256
+    """Successes kept for pair mining (FIFO)."""
+    queue_size: int = 1024
+    """Capacity of the paired queue (FIFO)."""
+    ep_window: int = 50
+    """Episodes averaged in Metrics/EpRet, Metrics/SuccessRate, Metrics/EpLen."""
+    checkpoint_every: int = 50
+    """Write RUN/checkpoints/last.pt every this many updates (and at the end)."""
+    fast: bool = False
+    """Use the fast twins of vtrace and success_set (vectorized torch) instead of the reference."""
+    torch_threads: int = 1
+    """torch.set_num_threads for the run (1: the same numbers on any machine)."""
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    """PPO + V-trace settings."""
+    bonus: SuccessSetConfig = field(default_factory=SuccessSetConfig)
+    """Bonus-phase settings (contract success_set: tau, margin, top_k, window, cooldown_steps, ...)."""
+
+
+PRESETS: dict[str, dict] = {
+    "default": {},
+    # a couple of minutes on 2 CPU cores with every path taken: mining, trigger, bonus updates (CI)
+    "smoke": {"total_steps": 6144, "num_envs": 4, "fragment_len": 64, "checkpoint_every": 4,
+              "bonus.min_pairs": 2, "bonus.batch_packs": 2, "bonus.min_clusters": 1, "bonus.cooldown_steps": 256,
+              "bonus.num_prototypes": 2},
+}
+
+
+def validate(cfg: BonusConfig) -> None:
+    if cfg.task not in TASKS:
+        raise runconfig.ConfigError(f"config key 'task': expected one of {list(TASKS)}, got {cfg.task!r}")
+    if cfg.ablation not in ABLATIONS:
+        raise runconfig.ConfigError(f"config key 'ablation': expected one of {list(ABLATIONS)}, got {cfg.ablation!r}")
+    for key in ("num_envs", "fragment_len", "total_steps", "replay_capacity", "pool_size", "queue_size",
+                "ep_window", "checkpoint_every", "torch_threads"):
+        if getattr(cfg, key) < 1:
+            raise runconfig.ConfigError(f"config key {key!r}: expected an int >= 1, got {getattr(cfg, key)}")
+    if cfg.replay_fragments < 0:
+        raise runconfig.ConfigError(f"config key 'replay_fragments': expected an int >= 0, got {cfg.replay_fragments}")
+    if cfg.total_steps < cfg.num_envs * cfg.fragment_len:
+        raise runconfig.ConfigError(f"config key 'total_steps': {cfg.total_steps} is less than one fragment "
+                                    f"(num_envs × fragment_len = {cfg.num_envs * cfg.fragment_len})")
+
+
+def panels() -> list[Panel]:
+    return [Panel("Metrics/SuccessRate", "success.png", "success rate (recent episodes)"),
+            Panel("Metrics/EpRet", "return.png", "episode return"),
+            Panel("pairs/queue", "queue.png", "paired-queue size"),
+            Panel("bonus/updates", "bonus_updates.png", "bonus updates per main update")]
+
+
+# ------------------------------------------------------------------------------------------ the world
+class World:
+    """Everything a run carries from update to update (and a checkpoint holds)."""
+
+    def __init__(self, cfg: BonusConfig):
+        self.cfg = cfg
+        self.kit = BonusKit.fast() if cfg.fast else BonusKit.reference()
+        self.setup = bonus_setup(cfg.ablation)
+        self.bonus_cfg = effective_config(cfg.bonus, self.setup)
+        self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.envs = TokenReachVector(cfg.num_envs, cfg.seed)
+        self.learner = make_learner(cfg.learner, self.envs.obs_dim, self.envs.action_dim, self.envs.n_bins, self.gen)
+        self.replay: deque[Fragment] = deque(maxlen=cfg.replay_capacity)
+        self.assembler = EpisodeAssembler()
+        self.miner = PairMiner(self.bonus_cfg, self.setup, self.kit, cfg.pool_size, cfg.queue_size)
+        self.scheduler = self.kit.BonusScheduler(self.bonus_cfg)
+        self.window: deque = deque(maxlen=cfg.ep_window)  # (return, success, length)
+        self.bonus_errors = 0
+        self.obs = torch.from_numpy(self.envs.reset())  # [N, OBS]
+
+    _PICKLED = ("replay", "assembler", "window", "bonus_errors", "obs")
+
+    def state_dict(self) -> dict:
+        l = self.learner
+        return {"policy": l.policy.state_dict(), "critic": l.critic.state_dict(), "opt": l.opt.state_dict(),
+                "bonus_opt": l.bonus_opt.state_dict(), "gen": self.gen.get_state(), "envs": self.envs.state_dict(),
+                "successes": list(self.miner.successes), "queue": list(self.miner.queue.packs),
+                "prototypes": self.miner.prototypes, "miner_counts": dict(self.miner.counts),
+                "last_bonus_step": self.scheduler.last_bonus_step,
+                **{k: getattr(self, k) for k in self._PICKLED}}
+
+    def load_state_dict(self, s: dict) -> None:
+        l = self.learner
+        for name in ("policy", "critic", "opt", "bonus_opt"):
+            getattr(l, name).load_state_dict(s[name])
+        self.gen.set_state(s["gen"])
+        self.envs.load_state_dict(s["envs"])
+        self.miner.successes.extend(s["successes"])
+        self.miner.queue.packs.extend(s["queue"])
+        self.miner.prototypes, self.miner.counts = s["prototypes"], s["miner_counts"]
+        self.scheduler.last_bonus_step = s["last_bonus_step"]
+        for k in self._PICKLED:
+            setattr(self, k, s[k])
+
+
+def episode_ids(envs: TokenReachVector) -> torch.Tensor:
+    """[N] a unique id for each env's current episode: (episodes started − 1)·N + env index (Part1)."""
+    return torch.from_numpy((envs.episodes - 1) * envs.num_envs + np.arange(envs.num_envs))
+
+
+def collect(w: World) -> tuple[Fragment, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One fragment of fragment_len steps, with its Part1 metadata: episode ids [T, N], t [T, N], success [T, N]."""
+    rows, ids, ts, successes = [], [], [], []
+    for _ in range(w.cfg.fragment_len):
+        tokens, logp = act(w.learner, w.obs, w.gen)  # [N, A], [N]
+        ids.append(episode_ids(w.envs))
+        ts.append(torch.from_numpy(w.envs.t.copy()))
+        out = w.envs.step(tokens.numpy())
+        rows.append((w.obs, tokens, logp, torch.from_numpy(out.reward), torch.from_numpy(out.terminated),
+                     torch.from_numpy(out.truncated), torch.from_numpy(out.final_obs)))
+        successes.append(torch.from_numpy(out.success))
+        w.obs = torch.from_numpy(out.obs)
+    frag = Fragment(*(torch.stack(col) for col in zip(*rows)))
+    return frag, torch.stack(ids), torch.stack(ts), torch.stack(successes)
+
+
+def feed_episodes(w: World, frag: Fragment, ids: torch.Tensor, ts: torch.Tensor, success: torch.Tensor) -> None:
+    """Part1 → Part2: each env's steps to the assembler, finished episodes to the window and the miner."""
+    done = frag.terminated | frag.truncated  # [T, N]
+    for i in range(frag.obs.shape[1]):
+        for ep in w.assembler.add(ids[:, i], ts[:, i], frag.obs[:, i], frag.tokens[:, i], frag.reward[:, i],
+                                  done[:, i], success[:, i]):
+            w.window.append((ep.ret, float(ep.success), ep.episode.states.shape[0]))
+            if w.setup.mine:
+                w.miner.add(ep)
+
+
+def update_batch(w: World, newest: Fragment) -> Fragment:
+    """The newest fragment and replay_fragments older ones drawn uniformly (with replacement) from the replay."""
+    older = list(w.replay)
+    w.replay.append(newest)
+    k = min(w.cfg.replay_fragments, len(older))
+    picks = torch.randint(len(older), (k,), generator=w.gen).tolist() if k else []
+    return stack_fragments([newest, *(older[j] for j in picks)])
+
+
+def window_metrics(window: deque) -> dict[str, float]:
+    if not window:
+        return {"Metrics/EpRet": math.nan, "Metrics/SuccessRate": math.nan, "Metrics/EpLen": math.nan}
+    n = len(window)
+    return {"Metrics/EpRet": sum(e[0] for e in window) / n, "Metrics/SuccessRate": sum(e[1] for e in window) / n,
+            "Metrics/EpLen": sum(e[2] for e in window) / n}
+
+
+def train_update(w: World, step: int) -> dict[str, float]:
+    """One rollout fragment, its episodes to the miner, the main update, then bonus time."""
+    frag, ids, ts, success = collect(w)
+    feed_episodes(w, frag, ids, ts, success)
+    metrics = ppo_vtrace_update(w.learner, update_batch(w, frag), w.cfg.learner, w.kit.vtrace, w.gen)
+    if w.setup.loss_a:
+        telemetry = bonus_phase(w.learner, w.miner, w.scheduler, step, w.envs.n_bins, w.cfg.learner.max_grad_norm,
+                                w.kit, w.gen)
+        w.bonus_errors += int(telemetry.pop("bonus/error", 0))
+        metrics.update(telemetry)
+        metrics["bonus/errors"] = float(w.bonus_errors)
+    metrics.update(w.miner.metrics() if w.setup.mine else {})
+    metrics.update({f"episodes/{k}": float(v) for k, v in w.assembler.counts.items()})
+    metrics.update(window_metrics(w.window))
+    return metrics
+
+
+def run(cfg: BonusConfig, out: Path, resume: bool = False, stop_after_updates: int | None = None,
+        show_progress: bool = True) -> Path:
+    validate(cfg)
+    torch.set_num_threads(cfg.torch_threads)
+    w = World(cfg)
+    per_update = cfg.num_envs * cfg.fragment_len
+    updates, start = cfg.total_steps // per_update, 0
+    if resume:
+        ckpt = load_checkpoint(Path(out) / "checkpoints/last.pt")
+        w.load_state_dict(ckpt["world"])
+        start = ckpt["update"]
+        rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), resume_step=start * per_update)
+    else:
+        rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg))
+    bar = Progress(updates * per_update) if show_progress else None
+    last = min(updates, start + stop_after_updates) if stop_after_updates is not None else updates
+    for k in range(start, last):
+        t0 = time.perf_counter()
+        step = (k + 1) * per_update
+        metrics = train_update(w, step)
+        metrics["Time/FPS"] = per_update / max(time.perf_counter() - t0, 1e-9)
+        rundir.log(step, metrics)
+        if bar is not None:
+            bar.update(step, {"success": metrics["Metrics/SuccessRate"], "ret": metrics["Metrics/EpRet"],
+                              "queue": metrics.get("pairs/queue", 0.0)}, force=True)
+        if (k + 1) % cfg.checkpoint_every == 0 or k + 1 == updates:
+            save_checkpoint(rundir.checkpoint_path, {"update": k + 1, "world": w.state_dict()})
+    if bar is not None:
+        bar.close()
+    rundir.close()
+    draw(rundir.path, panels())
+    return Path(out)
+
+
+# ------------------------------------------------------------------------------------ CLI entry points
+def train(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="rlspec train bonus", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="config keys (--set KEY=VALUE):\n" + runconfig.help_text(BonusConfig))
+    p.add_argument("--task", help="shorthand for --set task=...")
+    p.add_argument("--ablation", choices=ABLATIONS, help="shorthand for --set ablation=...")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
+    p.add_argument("--out", type=Path, help="run directory (default: runs/bonus-TASK-ABLATION-sSEED)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    p.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
+    p.add_argument("--stop-after-updates", type=int, help="stop after this many updates (a later --resume goes on)")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    args = p.parse_args(argv)
+    try:
+        if args.resume:
+            if args.set or args.task or args.ablation or args.preset != "default" or args.out:
+                raise runconfig.ConfigError("--resume continues a run with its own config.json: give no "
+                                            "--task/--ablation/--preset/--set/--out")
+            cfg, out = runconfig.from_dict(BonusConfig, RunDir.read_config(args.resume)["config"]), args.resume
+        else:
+            cfg = build_config(args.preset, args.set, args.task, args.ablation)
+            validate(cfg)
+            out = args.out or Path("runs") / f"bonus-{cfg.task}-{cfg.ablation}-s{cfg.seed}"
+        path = run(cfg, out, resume=bool(args.resume), stop_after_updates=args.stop_after_updates,
+                   show_progress=not args.quiet)
+    except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
+        print(f"rlspec train bonus: error: {err}", file=sys.stderr)
+        return 2
+    print(f"run: {path}")
+    return 0
+
+
+def build_config(preset: str = "default", overrides: list[str] = (), task: str | None = None,
+                 ablation: str | None = None) -> BonusConfig:
+    cfg = runconfig.replace(BonusConfig(), PRESETS[preset], f"preset {preset!r}")
+    shorthands = [f"task={task}"] * bool(task) + [f"ablation={ablation}"] * bool(ablation)
+    return runconfig.apply_overrides(cfg, [*shorthands, *overrides])
+
+
+def plot(run_dir: Path) -> int:
+    for f in draw(run_dir, panels()):
+        print(f)
+    return 0
+
+
+def evaluate(run_dir: Path, argv: list[str]) -> int:
+    """Success rate and mean return of the greedy policy (argmax token per dimension) over K episodes drawn
+    from a seed the run never trained on; RUN/eval/eval.json."""
+    p = argparse.ArgumentParser(prog="rlspec eval RUN")
+    p.add_argument("--episodes", type=int, default=20, help="episodes to average (default 20)")
+    args = p.parse_args(argv)
+    cfg = runconfig.from_dict(BonusConfig, RunDir.read_config(run_dir)["config"])
+    w = World(cfg)
+    w.learner.policy.load_state_dict(load_checkpoint(Path(run_dir) / "checkpoints/last.pt")["world"]["policy"])
+    envs = TokenReachVector(1, cfg.seed + 1_000_003)
+    obs, ret, results = torch.from_numpy(envs.reset()), 0.0, []
+    while len(results) < args.episodes:
+        with torch.no_grad():
+            out = envs.step(w.learner.policy(obs).argmax(-1).numpy())
+        ret += float(out.reward[0])
+        if out.terminated[0] or out.truncated[0]:
+            results.append((ret, float(out.success[0])))
+            ret = 0.0
+        obs = torch.from_numpy(out.obs)
+    result = {"episodes": len(results), "EpRet": sum(r[0] for r in results) / len(results),
+              "SuccessRate": sum(r[1] for r in results) / len(results)}
+    (Path(run_dir) / "eval").mkdir(exist_ok=True)
+    (Path(run_dir) / "eval/eval.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result))
+    return 0
+
+
+def compare(argv: list[str]) -> int:
+    print("rlspec compare bonus: not built yet: the engine runs in one process; its Ray execution, the one "
+          "to compare against, is the next increment of issue 14", file=sys.stderr)
+    return 2

@@ -1,0 +1,221 @@
+"""The bonus-phase engine (issue 14, seed 003): Part1 episode reassembly, the token task, V-trace targets with
+truncation, the bonus phase's side-path guarantees, ablations, determinism and resume identity."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rlspec.algos import bonus_vtrace as bv
+from rlspec.algos.episodes import EpisodeAssembler
+from rlspec.cli import main as cli_main
+from rlspec.engines import bonus
+from rlspec.envs import token_reach as tr
+from rlspec.runs.config import ConfigError
+from rlspec.runs.rundir import load_checkpoint, read_metrics
+
+
+def _fragment(ep, ts, done, success=None, obs_dim=2):
+    T = len(ts)
+    obs = torch.arange(T * obs_dim, dtype=torch.float32).reshape(T, obs_dim) + 100 * ep
+    return (torch.full((T,), ep), torch.tensor(ts), obs, torch.zeros(T, 2, dtype=torch.long), torch.ones(T),
+            torch.tensor(done), torch.tensor(success or [False] * T))
+
+
+# ------------------------------------------------------------------------------------------- Part1
+def test_assembler_joins_interleaved_fragments_of_several_episodes():
+    asm = EpisodeAssembler()
+    assert asm.add(*_fragment(1, [0, 1], [False, False])) == []
+    assert asm.add(*_fragment(2, [0], [False])) == []
+    out = asm.add(*_fragment(1, [2, 3], [False, True], [False, True]))
+    assert len(out) == 1 and out[0].success and out[0].ret == 4.0
+    assert out[0].episode.ep_id == 1 and out[0].episode.states.shape == (4, 2)
+    out = asm.add(*_fragment(2, [1], [True], [False]))
+    assert len(out) == 1 and not out[0].success and out[0].episode.states.shape == (2, 2)
+    assert asm.counts == {"finished": 2, "gaps": 0, "evicted": 0} and not asm.open
+
+
+def test_assembler_drops_an_episode_with_a_lost_fragment_and_counts_it():
+    asm = EpisodeAssembler()
+    asm.add(*_fragment(1, [0, 1], [False, False]))
+    assert asm.add(*_fragment(1, [4, 5], [False, True])) == []  # steps 2..3 were lost
+    assert asm.add(*_fragment(2, [3, 4], [False, True])) == []  # its beginning was lost
+    assert asm.counts["gaps"] == 2 and asm.counts["finished"] == 0 and not asm.open
+    assert len(asm.add(*_fragment(3, [0, 1], [False, True]))) == 1  # the next whole episode is kept
+
+
+def test_assembler_evicts_the_oldest_open_episode():
+    asm = EpisodeAssembler(max_open=2)
+    for ep in (1, 2, 3):
+        asm.add(*_fragment(ep, [0], [False]))
+    assert list(asm.open) == [2, 3] and asm.counts["evicted"] == 1
+
+
+def test_assembler_names_a_misshapen_argument():
+    ep, t, obs, act, rew, done, succ = _fragment(1, [0, 1], [False, False])
+    with pytest.raises(ValueError, match="'reward' must have 2 rows"):
+        EpisodeAssembler().add(ep, t, obs, act, rew[:1], done, succ)
+
+
+# ---------------------------------------------------------------------------------------- the task
+def test_token_reach_episodes_do_not_depend_on_the_number_of_envs():
+    one, three = tr.TokenReachVector(1, seed=5), tr.TokenReachVector(3, seed=5)
+    o1, o3 = one.reset(), three.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(130):  # crosses episode ends (truncation at 60 steps)
+        tokens = rng.integers(0, tr.N_BINS, (3, tr.ACTION_DIM))
+        s1, s3 = one.step(tokens[:1]), three.step(tokens)
+        np.testing.assert_array_equal(s1.obs[0], s3.obs[0])
+        np.testing.assert_array_equal(s1.reward[0], s3.reward[0])
+        assert s1.truncated[0] == s3.truncated[0]
+
+
+def test_token_reach_wall_blocks_outside_the_gaps_and_success_terminates():
+    env = tr.TokenReachVector(2, seed=0)
+    env.reset()
+    env.pos[:] = [[-0.05, 0.0], [-0.05, 0.5]]  # at the wall: between the gaps / in the upper gap
+    env.goal[:] = [[0.1, 0.0], [0.1, 0.5]]
+    right = np.array([[4, 2], [4, 2]])  # +1·STEP in x, 0 in y
+    out = env.step(right)
+    assert out.final_obs[0, 0] == np.float32(-0.05)  # blocked
+    assert out.final_obs[1, 0] == np.float32(0.05) and out.success[1] and out.terminated[1]
+    assert out.reward[1] == pytest.approx(0.1 + tr.SUCCESS_REWARD, abs=1e-6)
+    assert env.t[1] == 0 and env.episodes[1] == 2  # autoreset
+
+
+def test_token_reach_rejects_out_of_range_tokens():
+    env = tr.TokenReachVector(1, seed=0)
+    env.reset()
+    with pytest.raises(ValueError, match="'tokens' must be ints in"):
+        env.step(np.array([[0, tr.N_BINS]]))
+
+
+# --------------------------------------------------------------------------------------- V-trace
+def test_vtrace_targets_on_policy_are_discounted_returns_with_the_timeout_bootstrapped():
+    """On-policy (ρ = 1): v_s is the Monte-Carlo return to the episode end; a truncated step adds γ·V(s_final)
+    and stops; a terminated one stops; the fragment's end bootstraps V(s'_{T-1}) (float64 closed form)."""
+    gen = torch.Generator().manual_seed(0)
+    cfg = bv.LearnerConfig()
+    st = bv.make_learner(cfg, 3, 2, 5, gen)
+    T = 5
+    obs, next_obs = torch.randn(T, 1, 3, generator=gen), torch.randn(T, 1, 3, generator=gen)
+    tokens = torch.randint(0, 5, (T, 1, 2), generator=gen)
+    with torch.no_grad():
+        logp = bv.token_logp(st.policy(obs), tokens)[0]
+        nv = st.critic(next_obs)[:, 0].double()
+    reward = torch.tensor([[1.0], [2.0], [3.0], [4.0], [5.0]])
+    term = torch.tensor([[False], [False], [True], [False], [False]])
+    trunc = torch.tensor([[False], [True], [False], [False], [False]])
+    batch = bv.Fragment(obs, tokens, logp, reward, term, trunc, next_obs)
+    from rlspec.reference.vtrace import vtrace
+
+    _, vs, _, rho = bv.vtrace_targets(st, batch, cfg, vtrace)
+    g = cfg.gamma
+    expected = [1 + g * (2 + g * nv[1]), 2 + g * nv[1], 3.0, 4 + g * (5 + g * nv[4]), 5 + g * nv[4]]
+    torch.testing.assert_close(vs[:, 0].double(), torch.stack([torch.as_tensor(e, dtype=torch.float64)
+                                                               for e in expected]), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(rho, torch.ones_like(rho))
+
+
+# ------------------------------------------------------------------------------------ the engine
+def smoke(tmp_path, name="run", **overrides):
+    cfg = bonus.build_config("smoke", [f"{k}={v}" for k, v in overrides.items()])
+    return bonus.run(cfg, tmp_path / name, show_progress=False), cfg
+
+
+def test_smoke_run_mines_pairs_triggers_bonus_time_and_learns_to_succeed_sometimes(tmp_path):
+    out, _ = smoke(tmp_path)
+    rows = read_metrics(out)
+    last = rows[-1]
+    assert all(math.isfinite(r["Loss/Loss_pi"]) and math.isfinite(r["Loss/Loss_value"]) for r in rows)
+    assert last["pairs/mined"] > 0 and last["pairs/errors"] == 0 and last["episodes/gaps"] == 0
+    ran = [r for r in rows if r["bonus/ran"] == 1]
+    assert ran and all(0 < r["bonus/updates"] <= 4 for r in ran) and last["bonus/errors"] == 0
+    assert all(r["bonus/not_triggered_reason_code"] in (1, 2, 3, 4) for r in rows if r["bonus/ran"] == 0)
+    assert last["Metrics/SuccessRate"] > 0  # the random policy already succeeds now and then; mining needs it
+    assert (out / "plots/success.png").is_file() and (out / "checkpoints/last.pt").is_file()
+
+
+def test_same_seed_same_run_and_resume_is_identical(tmp_path):
+    a, _ = smoke(tmp_path, "a")
+    b, _ = smoke(tmp_path, "b")
+    cfg = bonus.build_config("smoke")
+    bonus.run(cfg, tmp_path / "c", stop_after_updates=10, show_progress=False)
+    bonus.run(cfg, tmp_path / "c", resume=True, show_progress=False)
+    ref = read_metrics(a)
+    for other in (b, tmp_path / "c"):
+        rows = read_metrics(other)
+        assert len(rows) == len(ref)
+        for r0, r1 in zip(ref, rows):
+            assert {k: v for k, v in r0.items() if k != "Time/FPS"} == pytest.approx(
+                {k: v for k, v in r1.items() if k != "Time/FPS"}, nan_ok=True, rel=0, abs=0)
+    wa, wc = (load_checkpoint(p / "checkpoints/last.pt")["world"]["policy"] for p in (a, tmp_path / "c"))
+    assert all(torch.equal(wa[k], wc[k]) for k in wa)
+
+
+@pytest.mark.parametrize("ablation", ["baseline", "queue", "top1"])
+def test_ablations_turn_on_only_their_parts(tmp_path, ablation):
+    out, _ = smoke(tmp_path, ablation=ablation, total_steps=2048)
+    rows = read_metrics(out)
+    keys = set(rows[-1])
+    assert ("pairs/queue" in keys) == (ablation != "baseline")
+    assert ("bonus/ran" in keys) == (ablation == "top1")
+    if ablation == "top1":
+        packs = load_checkpoint(out / "checkpoints/last.pt")["world"]["queue"]
+        assert packs and all(len(p.succ_ep_ids) == 1 for p in packs)
+
+
+def test_a_failing_bonus_phase_is_counted_and_training_goes_on(tmp_path, monkeypatch):
+    def broken_loss_a(*args, **kwargs):
+        raise RuntimeError("planted")
+
+    real = bv.BonusKit.reference
+    monkeypatch.setattr(bv.BonusKit, "reference", classmethod(lambda cls: dataclasses.replace(
+        real.__func__(cls), loss_a=broken_loss_a)))
+    out, cfg = smoke(tmp_path)
+    rows = read_metrics(out)
+    per_update = cfg.num_envs * cfg.fragment_len
+    assert rows[-1]["bonus/errors"] > 0 and rows[-1]["step"] == cfg.total_steps // per_update * per_update
+
+
+def test_bonus_step_raises_the_success_set_over_the_failed_action():
+    """One Loss A step on a fixed batch: Loss A falls, log p⁺ − log p⁻ rises (contract success_set SUCC: the
+    gradient direction), and the guard sees a small KL."""
+    from rlspec.reference.success_set import loss_a
+
+    gen = torch.Generator().manual_seed(0)
+    cfg = dataclasses.replace(bv.LearnerConfig(), bonus_lr=1e-2)
+    st = bv.make_learner(cfg, 4, 2, 5, gen)
+    states = torch.randn(16, 4, generator=gen)
+    fail = torch.randint(0, 5, (16, 2), generator=gen)
+    pos = torch.zeros(16, 2, 5, dtype=torch.bool)
+    pos[..., 0] = True
+    pos.scatter_(-1, ((fail + 2) % 5).unsqueeze(-1), True)
+    pos.scatter_(-1, fail.unsqueeze(-1), False)
+    w = torch.ones(16)
+    before = loss_a(st.policy(states), fail, pos, w)
+    with torch.no_grad():
+        ref_logp = torch.log_softmax(st.policy(states), -1)
+    kl, _ = bv._bonus_step(st, (states, fail, pos, w), ref_logp, bv.SuccessSetConfig(), 0.5, loss_a)
+    after = loss_a(st.policy(states), fail, pos, w)
+    assert float(after.loss.detach()) < float(before.loss.detach())
+    assert float((after.logp_pos - after.logp_neg).mean().detach()) > float((before.logp_pos - before.logp_neg).mean().detach())
+    assert 0 < kl < 0.5
+
+
+def test_cli_trains_and_reports_bad_keys(tmp_path, capsys):
+    assert cli_main(["train", "bonus", "--set", "nope=1", "--out", str(tmp_path / "x")]) == 2
+    assert "nope" in capsys.readouterr().err
+    assert cli_main(["train", "bonus", "--set", "num_envs=0", "--out", str(tmp_path / "y")]) == 2
+    assert "'num_envs': expected an int >= 1, got 0" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="'task'"):
+        bonus.validate(bonus.build_config(overrides=["task=metaworld:push-v3"]))
+    run = tmp_path / "z"
+    assert cli_main(["train", "bonus", "--preset", "smoke", "--set", "total_steps=512", "--out", str(run),
+                     "--quiet"]) == 0
+    assert cli_main(["eval", str(run), "--episodes", "2"]) == 0
+    assert (run / "eval/eval.json").is_file()
