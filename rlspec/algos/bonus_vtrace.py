@@ -33,7 +33,7 @@ import logging
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Callable, Literal, NamedTuple
 
 import torch
 from torch import nn
@@ -169,6 +169,16 @@ def act(state: LearnerState, obs: torch.Tensor, gen: torch.Generator) -> tuple[t
     return tokens, token_logp(logits, tokens)[0]
 
 
+def _step(opt: torch.optim.Optimizer, loss: torch.Tensor, params: list[nn.Parameter], max_grad_norm: float,
+          average_gradients) -> None:
+    opt.zero_grad()
+    loss.backward()
+    if average_gradients is not None:
+        average_gradients(params)
+    nn.utils.clip_grad_norm_(params, max_grad_norm)
+    opt.step()
+
+
 @torch.no_grad()
 def vtrace_targets(state: LearnerState, batch: Fragment, cfg: LearnerConfig, vtrace) -> tuple[torch.Tensor, ...]:
     """(logp_old [T, N], v_s [T, N], pg advantages [T, N], ρ [T, N]) of the update-start policy (step 1)."""
@@ -182,9 +192,11 @@ def vtrace_targets(state: LearnerState, batch: Fragment, cfg: LearnerConfig, vtr
     return logp_old, vs.to(v.dtype), pg.to(v.dtype), log_rho.exp()
 
 
-def ppo_vtrace_update(state: LearnerState, batch: Fragment, cfg: LearnerConfig, vtrace,
-                      gen: torch.Generator) -> dict[str, float]:
-    """The main update (module docstring, steps 1–3); returns the logged metrics."""
+def ppo_vtrace_update(state: LearnerState, batch: Fragment, cfg: LearnerConfig, vtrace, gen: torch.Generator,
+                      average_gradients: Callable[[list[nn.Parameter]], None] | None = None) -> dict[str, float]:
+    """The main update (module docstring, steps 1–3); returns the logged metrics. ``average_gradients``:
+    data parallel trainers average every gradient over ranks before the clip (each rank the same number of
+    minibatches: equal batches per rank)."""
     logp_old, vs, adv, rho = vtrace_targets(state, batch, cfg, vtrace)
     T, N = logp_old.shape
     flat = lambda x: x.reshape(T * N, *x.shape[2:])  # noqa: E731  [T, N, ...] -> [M, ...]
@@ -204,10 +216,7 @@ def ppo_vtrace_update(state: LearnerState, batch: Fragment, cfg: LearnerConfig, 
             loss_pi = -torch.min(ratio * adv[idx], ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv[idx]).mean()
             loss_v = 0.5 * (state.critic(obs[idx]) - vs[idx]).pow(2).mean()
             loss = loss_pi + cfg.value_coef * loss_v - cfg.entropy_coef * entropy.mean()
-            state.opt.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-            state.opt.step()
+            _step(state.opt, loss, params, cfg.max_grad_norm, average_gradients)
             for key, val in zip(sums, (loss_pi, loss_v, entropy.mean(), (logp_old[idx] - logp).mean())):
                 sums[key] += float(val.detach())
             n += 1
@@ -281,14 +290,11 @@ class PairMiner:
 
 
 def _bonus_step(state: LearnerState, batch: tuple[torch.Tensor, ...], before: torch.Tensor, cfg: SuccessSetConfig,
-                max_grad_norm: float, loss_a) -> tuple[float, float]:
+                max_grad_norm: float, loss_a, average_gradients=None) -> tuple[float, float]:
     """One Loss A step; returns (mean KL(π_before ‖ π) summed over dimensions, mean entropy) after it."""
     states, fail_actions, pos_mask, zone_w = batch
     out = loss_a(state.policy(states), fail_actions, pos_mask, zone_w, tau=cfg.tau, margin=cfg.margin)
-    state.bonus_opt.zero_grad()
-    out.loss.backward()
-    nn.utils.clip_grad_norm_(state.policy.parameters(), max_grad_norm)
-    state.bonus_opt.step()
+    _step(state.bonus_opt, out.loss, list(state.policy.parameters()), max_grad_norm, average_gradients)
     with torch.no_grad():
         after = torch.log_softmax(state.policy(states), dim=-1)  # [N, A, B]
         kl = (before.exp() * (before - after)).sum(-1).sum(-1).mean()
@@ -297,7 +303,7 @@ def _bonus_step(state: LearnerState, batch: tuple[torch.Tensor, ...], before: to
 
 
 def bonus_phase(state: LearnerState, miner: PairMiner, scheduler, step: int, n_bins: int, max_grad_norm: float,
-                kit, gen: torch.Generator) -> dict[str, float]:
+                kit, gen: torch.Generator, average_gradients=None) -> dict[str, float]:
     """Bonus time after a main update (seed 003 §3.3); its telemetry (bonus/* keys), errors counted."""
     cfg = miner.cfg
     try:
@@ -311,7 +317,8 @@ def bonus_phase(state: LearnerState, miner: PairMiner, scheduler, step: int, n_b
         batch = (states.float(), fail_actions, pos_mask, zone_w.float())
         with torch.no_grad():
             before = torch.log_softmax(state.policy(batch[0]), dim=-1)  # [N, A, B]
-        run = scheduler.run(lambda i: _bonus_step(state, batch, before, cfg, max_grad_norm, kit.loss_a))
+        run = scheduler.run(lambda i: _bonus_step(state, batch, before, cfg, max_grad_norm, kit.loss_a,
+                                                  average_gradients))
         return {**decision.telemetry, **run.telemetry, "bonus/steps": float(batch[0].shape[0])}
     except Exception as err:  # the bonus never stops the main training (§1.2)
         log.warning("bonus phase failed at step %d (counted in bonus/errors): %r", step, err)

@@ -23,6 +23,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -32,6 +33,7 @@ from rlspec.algos.bonus_vtrace import (
     BonusKit,
     Fragment,
     LearnerConfig,
+    LearnerState,
     PairMiner,
     act,
     bonus_phase,
@@ -49,13 +51,23 @@ from rlspec.runs.plots import Panel, draw
 from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, save_checkpoint
 
 ENGINE = "bonus"
-TASKS = ("token-reach",)
+METAWORLD = "metaworld:"
 
 
 @dataclass(frozen=True)
 class BonusConfig:
     task: str = "token-reach"
-    """token-reach (rlspec/envs/token_reach.py: numpy, two gaps in a wall, for CI and quick runs)."""
+    """token-reach (rlspec/envs/token_reach.py: numpy, two gaps in a wall, for CI and quick runs) or
+    metaworld:NAME-v3 (e.g. metaworld:push-v3; the `bonus` extra)."""
+    execution: str = "local"
+    """local (one process) or ray (rollout worker actors, a replay actor, trainer actors all-reducing through
+    torch.distributed: rlspec/engines/bonus_ray.py; the `bonus` extra)."""
+    rollout_workers: int = 2
+    """Ray: rollout worker actors, each stepping num_envs envs."""
+    trainers: int = 1
+    """Ray: trainer actors (data parallel: gradients averaged with torch.distributed, gloo on CPU)."""
+    episode_steps: int = 200
+    """Meta-World: steps before truncation (at most 500); token-reach has its own 60."""
     ablation: str = "prototypes"
     """Seed 003 §7: baseline, queue, top1, topk or prototypes (everything on)."""
     seed: int = 0
@@ -98,12 +110,24 @@ PRESETS: dict[str, dict] = {
 
 
 def validate(cfg: BonusConfig) -> None:
-    if cfg.task not in TASKS:
-        raise runconfig.ConfigError(f"config key 'task': expected one of {list(TASKS)}, got {cfg.task!r}")
+    if cfg.task != "token-reach" and not cfg.task.startswith(METAWORLD):
+        raise runconfig.ConfigError(f"config key 'task': expected token-reach or {METAWORLD}NAME-v3, got {cfg.task!r}")
+    if cfg.execution not in ("local", "ray"):
+        raise runconfig.ConfigError(f"config key 'execution': expected local or ray, got {cfg.execution!r}")
+    if cfg.task.startswith(METAWORLD):
+        _require_extra("task", cfg.task, "metaworld")
+        from rlspec.envs.metaworld_tokens import parse_task
+
+        try:
+            parse_task(cfg.task)
+        except ValueError as err:
+            raise runconfig.ConfigError(f"config key 'task': {err}") from None
+    if cfg.execution == "ray":
+        _require_extra("execution", cfg.execution, "ray")
     if cfg.ablation not in ABLATIONS:
         raise runconfig.ConfigError(f"config key 'ablation': expected one of {list(ABLATIONS)}, got {cfg.ablation!r}")
     for key in ("num_envs", "fragment_len", "total_steps", "replay_capacity", "pool_size", "queue_size",
-                "ep_window", "checkpoint_every", "torch_threads"):
+                "ep_window", "checkpoint_every", "torch_threads", "rollout_workers", "trainers", "episode_steps"):
         if getattr(cfg, key) < 1:
             raise runconfig.ConfigError(f"config key {key!r}: expected an int >= 1, got {getattr(cfg, key)}")
     if cfg.replay_fragments < 0:
@@ -113,6 +137,14 @@ def validate(cfg: BonusConfig) -> None:
                                     f"(num_envs × fragment_len = {cfg.num_envs * cfg.fragment_len})")
 
 
+def _require_extra(key: str, value: str, module: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise runconfig.ConfigError(f"config key {key!r}: {value!r} needs the {module} package, not installed here: "
+                                    f"pip install -e '.[bonus]'")
+
+
 def panels() -> list[Panel]:
     return [Panel("Metrics/SuccessRate", "success.png", "success rate (recent episodes)"),
             Panel("Metrics/EpRet", "return.png", "episode return"),
@@ -120,115 +152,179 @@ def panels() -> list[Panel]:
             Panel("bonus/updates", "bonus_updates.png", "bonus updates per main update")]
 
 
-# ------------------------------------------------------------------------------------------ the world
-class World:
-    """Everything a run carries from update to update (and a checkpoint holds)."""
+# ------------------------------------------------------------------------------------------ the sides
+def make_envs(cfg: BonusConfig, num_envs: int, first_env: int):
+    """This process's slice of the task's envs (global indices first_env ...)."""
+    if cfg.task == "token-reach":
+        return TokenReachVector(num_envs, cfg.seed, first_env)
+    from rlspec.envs.metaworld_tokens import MetaWorldTokenVector  # the `bonus` extra
 
-    def __init__(self, cfg: BonusConfig):
-        self.cfg = cfg
-        self.kit = BonusKit.fast() if cfg.fast else BonusKit.reference()
-        self.setup = bonus_setup(cfg.ablation)
-        self.bonus_cfg = effective_config(cfg.bonus, self.setup)
-        self.gen = torch.Generator().manual_seed(cfg.seed)
-        self.envs = TokenReachVector(cfg.num_envs, cfg.seed)
-        self.learner = make_learner(cfg.learner, self.envs.obs_dim, self.envs.action_dim, self.envs.n_bins, self.gen)
-        self.replay: deque[Fragment] = deque(maxlen=cfg.replay_capacity)
-        self.assembler = EpisodeAssembler()
-        self.miner = PairMiner(self.bonus_cfg, self.setup, self.kit, cfg.pool_size, cfg.queue_size)
-        self.scheduler = self.kit.BonusScheduler(self.bonus_cfg)
-        self.window: deque = deque(maxlen=cfg.ep_window)  # (return, success, length)
-        self.bonus_errors = 0
+    return MetaWorldTokenVector(cfg.task, num_envs, cfg.seed, first_env, cfg.episode_steps)
+
+
+class Collected(NamedTuple):
+    """A rollout fragment with its Part1 metadata."""
+
+    frag: Fragment
+    episode_id: torch.Tensor  # [T, N] int64, unique over every env of the run
+    t: torch.Tensor  # [T, N] int64 step within the episode
+    success: torch.Tensor  # [T, N] bool
+
+
+class RolloutSide:
+    """Envs and their current observations; collects fragments with a given policy (seed 003 rollout worker)."""
+
+    def __init__(self, cfg: BonusConfig, num_envs: int, first_env: int, total_envs: int):
+        self.cfg, self.first_env, self.total_envs = cfg, first_env, total_envs
+        self.envs = make_envs(cfg, num_envs, first_env)
         self.obs = torch.from_numpy(self.envs.reset())  # [N, OBS]
 
-    _PICKLED = ("replay", "assembler", "window", "bonus_errors", "obs")
+    def episode_ids(self) -> torch.Tensor:
+        """[N] (episodes started − 1)·total_envs + global env index: unique across workers (Part1)."""
+        return torch.from_numpy((self.envs.episodes - 1) * self.total_envs + self.first_env
+                                + np.arange(self.envs.num_envs))
+
+    def collect(self, learner: LearnerState, gen: torch.Generator) -> Collected:
+        rows, ids, ts, successes = [], [], [], []
+        for _ in range(self.cfg.fragment_len):
+            tokens, logp = act(learner, self.obs, gen)  # [N, A], [N]
+            ids.append(self.episode_ids())
+            ts.append(torch.from_numpy(self.envs.t.copy()))
+            out = self.envs.step(tokens.numpy())
+            rows.append((self.obs, tokens, logp, torch.from_numpy(out.reward), torch.from_numpy(out.terminated),
+                         torch.from_numpy(out.truncated), torch.from_numpy(out.final_obs)))
+            successes.append(torch.from_numpy(out.success))
+            self.obs = torch.from_numpy(out.obs)
+        frag = Fragment(*(torch.stack(col) for col in zip(*rows)))
+        return Collected(frag, torch.stack(ids), torch.stack(ts), torch.stack(successes))
+
+    def state_dict(self) -> dict:
+        return {"envs": self.envs.state_dict(), "obs": self.obs}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.envs.load_state_dict(s["envs"])
+        self.obs = torch.from_numpy(self.envs.obs())  # Meta-World restarts its episodes (metaworld_tokens.py)
+
+
+class ReplaySide:
+    """The fragment replay, Part1 reassembly, the episode window and the pair miner (seed 003 replay actor)."""
+
+    def __init__(self, cfg: BonusConfig, kit: BonusKit, setup, bonus_cfg: SuccessSetConfig):
+        self.cfg, self.setup = cfg, setup
+        self.replay: deque[Fragment] = deque(maxlen=cfg.replay_capacity)
+        self.assembler = EpisodeAssembler()
+        self.miner = PairMiner(bonus_cfg, setup, kit, cfg.pool_size, cfg.queue_size)
+        self.window: deque = deque(maxlen=cfg.ep_window)  # (return, success, length)
+
+    def add(self, c: Collected) -> None:
+        """Part1 → Part2: each env's steps to the assembler, finished episodes to the window and the miner;
+        the fragment to the replay."""
+        frag = c.frag
+        done = frag.terminated | frag.truncated  # [T, N]
+        for i in range(frag.obs.shape[1]):
+            for ep in self.assembler.add(c.episode_id[:, i], c.t[:, i], frag.obs[:, i], frag.tokens[:, i],
+                                         frag.reward[:, i], done[:, i], c.success[:, i]):
+                self.window.append((ep.ret, float(ep.success), ep.episode.states.shape[0]))
+                if self.setup.mine:
+                    self.miner.add(ep)
+        self.replay.append(frag)
+
+    def batch(self, newest: list[Fragment], gen: torch.Generator) -> Fragment:
+        """The newest fragments and replay_fragments older ones per newest, drawn uniformly (with replacement)
+        from the replay's older part."""
+        older = list(self.replay)[:-len(newest)] if len(self.replay) > len(newest) else []
+        k = min(self.cfg.replay_fragments * len(newest), len(older))
+        picks = torch.randint(len(older), (k,), generator=gen).tolist() if k else []
+        return stack_fragments([*newest, *(older[j] for j in picks)])
+
+    def metrics(self) -> dict[str, float]:
+        out = {f"episodes/{k}": float(v) for k, v in self.assembler.counts.items()}
+        out.update(self.miner.metrics() if self.setup.mine else {})
+        if not self.window:
+            return {**out, "Metrics/EpRet": math.nan, "Metrics/SuccessRate": math.nan, "Metrics/EpLen": math.nan}
+        n = len(self.window)
+        return {**out, "Metrics/EpRet": sum(e[0] for e in self.window) / n,
+                "Metrics/SuccessRate": sum(e[1] for e in self.window) / n,
+                "Metrics/EpLen": sum(e[2] for e in self.window) / n}
+
+    def state_dict(self) -> dict:
+        return {"replay": list(self.replay), "assembler": self.assembler, "window": list(self.window),
+                "successes": list(self.miner.successes), "queue": list(self.miner.queue.packs),
+                "prototypes": self.miner.prototypes, "miner_counts": dict(self.miner.counts)}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.replay.extend(s["replay"])
+        self.window.extend(s["window"])
+        self.assembler = s["assembler"]
+        self.miner.successes.extend(s["successes"])
+        self.miner.queue.packs.extend(s["queue"])
+        self.miner.prototypes, self.miner.counts = s["prototypes"], s["miner_counts"]
+
+
+class LearnerSide:
+    """PPO + V-trace learner and the bonus scheduler (seed 003 trainer)."""
+
+    def __init__(self, cfg: BonusConfig, kit: BonusKit, setup, bonus_cfg: SuccessSetConfig, obs_dim: int,
+                 action_dim: int, n_bins: int, gen: torch.Generator, reduce_min=None, average_gradients=None):
+        self.cfg, self.kit, self.setup, self.n_bins = cfg, kit, setup, n_bins
+        self.learner = make_learner(cfg.learner, obs_dim, action_dim, n_bins, gen)
+        self.scheduler = kit.BonusScheduler(bonus_cfg, **({"reduce_min": reduce_min} if reduce_min else {}))
+        self.average_gradients = average_gradients
+        self.bonus_errors = 0
+
+    def update(self, batch: Fragment, miner: PairMiner, step: int, gen: torch.Generator) -> dict[str, float]:
+        """The main update, then bonus time (its errors counted)."""
+        metrics = ppo_vtrace_update(self.learner, batch, self.cfg.learner, self.kit.vtrace, gen,
+                                    self.average_gradients)
+        if self.setup.loss_a:
+            telemetry = bonus_phase(self.learner, miner, self.scheduler, step, self.n_bins,
+                                    self.cfg.learner.max_grad_norm, self.kit, gen, self.average_gradients)
+            self.bonus_errors += int(telemetry.pop("bonus/error", 0))
+            metrics.update(telemetry)
+            metrics["bonus/errors"] = float(self.bonus_errors)
+        return metrics
 
     def state_dict(self) -> dict:
         l = self.learner
         return {"policy": l.policy.state_dict(), "critic": l.critic.state_dict(), "opt": l.opt.state_dict(),
-                "bonus_opt": l.bonus_opt.state_dict(), "gen": self.gen.get_state(), "envs": self.envs.state_dict(),
-                "successes": list(self.miner.successes), "queue": list(self.miner.queue.packs),
-                "prototypes": self.miner.prototypes, "miner_counts": dict(self.miner.counts),
-                "last_bonus_step": self.scheduler.last_bonus_step,
-                **{k: getattr(self, k) for k in self._PICKLED}}
+                "bonus_opt": l.bonus_opt.state_dict(), "last_bonus_step": self.scheduler.last_bonus_step,
+                "bonus_errors": self.bonus_errors}
 
     def load_state_dict(self, s: dict) -> None:
-        l = self.learner
         for name in ("policy", "critic", "opt", "bonus_opt"):
-            getattr(l, name).load_state_dict(s[name])
+            getattr(self.learner, name).load_state_dict(s[name])
+        self.scheduler.last_bonus_step, self.bonus_errors = s["last_bonus_step"], s["bonus_errors"]
+
+
+class World:
+    """The local execution: the three sides in one process, one generator."""
+
+    def __init__(self, cfg: BonusConfig):
+        self.cfg = cfg
+        kit = BonusKit.fast() if cfg.fast else BonusKit.reference()
+        setup = bonus_setup(cfg.ablation)
+        bonus_cfg = effective_config(cfg.bonus, setup)
+        self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.rollout = RolloutSide(cfg, cfg.num_envs, 0, cfg.num_envs)
+        envs = self.rollout.envs
+        self.replay = ReplaySide(cfg, kit, setup, bonus_cfg)
+        self.learner = LearnerSide(cfg, kit, setup, bonus_cfg, envs.obs_dim, envs.action_dim, envs.n_bins, self.gen)
+
+    def train_update(self, step: int) -> dict[str, float]:
+        """One rollout fragment, its episodes to the miner, the main update, then bonus time."""
+        c = self.rollout.collect(self.learner.learner, self.gen)
+        self.replay.add(c)
+        metrics = self.learner.update(self.replay.batch([c.frag], self.gen), self.replay.miner, step, self.gen)
+        return {**metrics, **self.replay.metrics()}
+
+    def state_dict(self) -> dict:
+        return {"gen": self.gen.get_state(), "rollout": self.rollout.state_dict(), "replay": self.replay.state_dict(),
+                "learner": self.learner.state_dict()}
+
+    def load_state_dict(self, s: dict) -> None:
         self.gen.set_state(s["gen"])
-        self.envs.load_state_dict(s["envs"])
-        self.miner.successes.extend(s["successes"])
-        self.miner.queue.packs.extend(s["queue"])
-        self.miner.prototypes, self.miner.counts = s["prototypes"], s["miner_counts"]
-        self.scheduler.last_bonus_step = s["last_bonus_step"]
-        for k in self._PICKLED:
-            setattr(self, k, s[k])
-
-
-def episode_ids(envs: TokenReachVector) -> torch.Tensor:
-    """[N] a unique id for each env's current episode: (episodes started − 1)·N + env index (Part1)."""
-    return torch.from_numpy((envs.episodes - 1) * envs.num_envs + np.arange(envs.num_envs))
-
-
-def collect(w: World) -> tuple[Fragment, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One fragment of fragment_len steps, with its Part1 metadata: episode ids [T, N], t [T, N], success [T, N]."""
-    rows, ids, ts, successes = [], [], [], []
-    for _ in range(w.cfg.fragment_len):
-        tokens, logp = act(w.learner, w.obs, w.gen)  # [N, A], [N]
-        ids.append(episode_ids(w.envs))
-        ts.append(torch.from_numpy(w.envs.t.copy()))
-        out = w.envs.step(tokens.numpy())
-        rows.append((w.obs, tokens, logp, torch.from_numpy(out.reward), torch.from_numpy(out.terminated),
-                     torch.from_numpy(out.truncated), torch.from_numpy(out.final_obs)))
-        successes.append(torch.from_numpy(out.success))
-        w.obs = torch.from_numpy(out.obs)
-    frag = Fragment(*(torch.stack(col) for col in zip(*rows)))
-    return frag, torch.stack(ids), torch.stack(ts), torch.stack(successes)
-
-
-def feed_episodes(w: World, frag: Fragment, ids: torch.Tensor, ts: torch.Tensor, success: torch.Tensor) -> None:
-    """Part1 → Part2: each env's steps to the assembler, finished episodes to the window and the miner."""
-    done = frag.terminated | frag.truncated  # [T, N]
-    for i in range(frag.obs.shape[1]):
-        for ep in w.assembler.add(ids[:, i], ts[:, i], frag.obs[:, i], frag.tokens[:, i], frag.reward[:, i],
-                                  done[:, i], success[:, i]):
-            w.window.append((ep.ret, float(ep.success), ep.episode.states.shape[0]))
-            if w.setup.mine:
-                w.miner.add(ep)
-
-
-def update_batch(w: World, newest: Fragment) -> Fragment:
-    """The newest fragment and replay_fragments older ones drawn uniformly (with replacement) from the replay."""
-    older = list(w.replay)
-    w.replay.append(newest)
-    k = min(w.cfg.replay_fragments, len(older))
-    picks = torch.randint(len(older), (k,), generator=w.gen).tolist() if k else []
-    return stack_fragments([newest, *(older[j] for j in picks)])
-
-
-def window_metrics(window: deque) -> dict[str, float]:
-    if not window:
-        return {"Metrics/EpRet": math.nan, "Metrics/SuccessRate": math.nan, "Metrics/EpLen": math.nan}
-    n = len(window)
-    return {"Metrics/EpRet": sum(e[0] for e in window) / n, "Metrics/SuccessRate": sum(e[1] for e in window) / n,
-            "Metrics/EpLen": sum(e[2] for e in window) / n}
-
-
-def train_update(w: World, step: int) -> dict[str, float]:
-    """One rollout fragment, its episodes to the miner, the main update, then bonus time."""
-    frag, ids, ts, success = collect(w)
-    feed_episodes(w, frag, ids, ts, success)
-    metrics = ppo_vtrace_update(w.learner, update_batch(w, frag), w.cfg.learner, w.kit.vtrace, w.gen)
-    if w.setup.loss_a:
-        telemetry = bonus_phase(w.learner, w.miner, w.scheduler, step, w.envs.n_bins, w.cfg.learner.max_grad_norm,
-                                w.kit, w.gen)
-        w.bonus_errors += int(telemetry.pop("bonus/error", 0))
-        metrics.update(telemetry)
-        metrics["bonus/errors"] = float(w.bonus_errors)
-    metrics.update(w.miner.metrics() if w.setup.mine else {})
-    metrics.update({f"episodes/{k}": float(v) for k, v in w.assembler.counts.items()})
-    metrics.update(window_metrics(w.window))
-    return metrics
+        for side in ("rollout", "replay", "learner"):
+            getattr(self, side).load_state_dict(s[side])
 
 
 def run(cfg: BonusConfig, out: Path, resume: bool = False, stop_after_updates: int | None = None,
@@ -250,7 +346,7 @@ def run(cfg: BonusConfig, out: Path, resume: bool = False, stop_after_updates: i
     for k in range(start, last):
         t0 = time.perf_counter()
         step = (k + 1) * per_update
-        metrics = train_update(w, step)
+        metrics = w.train_update(step)
         metrics["Time/FPS"] = per_update / max(time.perf_counter() - t0, 1e-9)
         rundir.log(step, metrics)
         if bar is not None:
@@ -319,12 +415,13 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
     args = p.parse_args(argv)
     cfg = runconfig.from_dict(BonusConfig, RunDir.read_config(run_dir)["config"])
     w = World(cfg)
-    w.learner.policy.load_state_dict(load_checkpoint(Path(run_dir) / "checkpoints/last.pt")["world"]["policy"])
-    envs = TokenReachVector(1, cfg.seed + 1_000_003)
+    w.learner.learner.policy.load_state_dict(
+        load_checkpoint(Path(run_dir) / "checkpoints/last.pt")["world"]["learner"]["policy"])
+    envs = make_envs(cfg, 1, 1_000_003)  # an env index no training run uses
     obs, ret, results = torch.from_numpy(envs.reset()), 0.0, []
     while len(results) < args.episodes:
         with torch.no_grad():
-            out = envs.step(w.learner.policy(obs).argmax(-1).numpy())
+            out = envs.step(w.learner.learner.policy(obs).argmax(-1).numpy())
         ret += float(out.reward[0])
         if out.terminated[0] or out.truncated[0]:
             results.append((ret, float(out.success[0])))

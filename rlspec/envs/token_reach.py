@@ -12,7 +12,7 @@ prototypes are for) and a failure usually diverges from its nearest success wher
     terminated = success (distance < GOAL_RADIUS); truncated = MAX_STEPS steps without success;
     info["success"] [N] bool. A move that would cross the wall outside a gap is blocked (the point stays).
 
-Each env's k-th episode is drawn from SeedSequence([seed, env index, k]): the same seed gives the same
+Each env's k-th episode is drawn from SeedSequence([seed, global env index, k]): the same seed gives the same
 episodes whatever the number of envs stepped beside it. Autoreset: a finished env's next ``obs`` row is
 the new episode's first observation; the step's ``final_obs`` holds the observation it ended on.
 """
@@ -60,17 +60,17 @@ def _blocked(old: np.ndarray, new: np.ndarray) -> np.ndarray:
 class TokenReachVector:
     obs_dim, action_dim, n_bins = 4, ACTION_DIM, N_BINS
 
-    def __init__(self, num_envs: int, seed: int):
+    def __init__(self, num_envs: int, seed: int, first_env: int = 0):
         if num_envs < 1:
             raise ValueError(f"TokenReachVector: argument 'num_envs' must be >= 1, got {num_envs}")
-        self.num_envs, self.seed = num_envs, seed
+        self.num_envs, self.seed, self.first_env = num_envs, seed, first_env
         self.episodes = np.zeros(num_envs, dtype=np.int64)  # [N] episodes started per env
         self.t = np.zeros(num_envs, dtype=np.int64)  # [N] steps into the current episode
         self.pos = np.zeros((num_envs, 2))
         self.goal = np.zeros((num_envs, 2))
 
     def _start(self, i: int) -> None:
-        rng = np.random.default_rng(np.random.SeedSequence([self.seed, i, int(self.episodes[i])]))
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, self.first_env + i, int(self.episodes[i])]))
         self.pos[i] = (rng.uniform(-0.9, -0.5), rng.uniform(-0.9, 0.9))
         self.goal[i] = (rng.uniform(0.5, 0.9), rng.uniform(-0.9, 0.9))
         self.episodes[i] += 1

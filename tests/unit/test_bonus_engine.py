@@ -153,7 +153,7 @@ def test_same_seed_same_run_and_resume_is_identical(tmp_path):
         for r0, r1 in zip(ref, rows):
             assert {k: v for k, v in r0.items() if k != "Time/FPS"} == pytest.approx(
                 {k: v for k, v in r1.items() if k != "Time/FPS"}, nan_ok=True, rel=0, abs=0)
-    wa, wc = (load_checkpoint(p / "checkpoints/last.pt")["world"]["policy"] for p in (a, tmp_path / "c"))
+    wa, wc = (load_checkpoint(p / "checkpoints/last.pt")["world"]["learner"]["policy"] for p in (a, tmp_path / "c"))
     assert all(torch.equal(wa[k], wc[k]) for k in wa)
 
 
@@ -165,7 +165,7 @@ def test_ablations_turn_on_only_their_parts(tmp_path, ablation):
     assert ("pairs/queue" in keys) == (ablation != "baseline")
     assert ("bonus/ran" in keys) == (ablation == "top1")
     if ablation == "top1":
-        packs = load_checkpoint(out / "checkpoints/last.pt")["world"]["queue"]
+        packs = load_checkpoint(out / "checkpoints/last.pt")["world"]["replay"]["queue"]
         assert packs and all(len(p.succ_ep_ids) == 1 for p in packs)
 
 
@@ -212,8 +212,10 @@ def test_cli_trains_and_reports_bad_keys(tmp_path, capsys):
     assert "nope" in capsys.readouterr().err
     assert cli_main(["train", "bonus", "--set", "num_envs=0", "--out", str(tmp_path / "y")]) == 2
     assert "'num_envs': expected an int >= 1, got 0" in capsys.readouterr().err
-    with pytest.raises(ConfigError, match="'task'"):
-        bonus.validate(bonus.build_config(overrides=["task=metaworld:push-v3"]))
+    with pytest.raises(ConfigError, match="config key 'task': expected token-reach or metaworld:NAME-v3, got 'pong'"):
+        bonus.validate(bonus.build_config(overrides=["task=pong"]))
+    with pytest.raises(ConfigError, match="config key 'execution'"):
+        bonus.validate(bonus.build_config(overrides=["execution=threads"]))
     run = tmp_path / "z"
     assert cli_main(["train", "bonus", "--preset", "smoke", "--set", "total_steps=512", "--out", str(run),
                      "--quiet"]) == 0
