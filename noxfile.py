@@ -31,10 +31,11 @@ def _install_project(session: nox.Session, extras: str = "test") -> None:
 def cpu_gate(session: nox.Session) -> None:
     """Every check that runs without a GPU: conformance (reference, fast torch, Triton under
     TRITON_INTERPRET=1, Warp on device='cpu'), golden fixtures + manifest hashes, meta (planted bugs),
-    unit tests, semantic tests on tiny real Hugging Face models (the `semantic` extra, part of `test`).
+    unit tests, semantic tests on tiny real Hugging Face models (the `semantic` extra, part of `test`), the
+    bonus engine on Ray and Meta-World (the `bonus` extra).
     Hypothesis runs its bounded, derandomized `ci` profile."""
-    _install_project(session, "test,dreamer")
-    session.env.update(TRITON_INTERPRET="1", HYPOTHESIS_PROFILE="ci", CUDA_VISIBLE_DEVICES="")
+    _install_project(session, "test,dreamer,bonus")
+    session.env.update(TRITON_INTERPRET="1", HYPOTHESIS_PROFILE="ci", CUDA_VISIBLE_DEVICES="", RAY_AUTH_MODE="disabled")
     session.run("pytest", "-m", "not gpu and not bench", "-p", "no:cacheprovider", *session.posargs)
     for other in CPU_GATE_ALSO:
         session.notify(other)

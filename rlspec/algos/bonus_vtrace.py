@@ -283,6 +283,23 @@ class PairMiner:
         self.queue.push(pack)
         self.counts["mined"] += 1
 
+    def stats(self) -> tuple[int, int]:
+        """(pairs in the queue, their cluster coverage): what the bonus trigger reads."""
+        return len(self.queue), self.queue.cluster_coverage()
+
+    def reserve(self, n: int, gen: torch.Generator) -> list:
+        """Up to n packs sampled (diverse per config) and left in the queue until ``consume``."""
+        if not len(self.queue):
+            return []
+        return self.queue.sample(n, generator=gen, consume=False, diverse=self.cfg.diverse_clusters)
+
+    def consume(self, fail_ep_ids: list[int]) -> None:
+        """Remove the packs of these failures (one pack per failure; ids absent already are ignored)."""
+        gone = set(fail_ep_ids)
+        kept = [p for p in self.queue.packs if p.fail_ep_id not in gone]
+        self.queue.packs.clear()
+        self.queue.packs.extend(kept)
+
     def metrics(self) -> dict[str, float]:
         return {"pairs/queue": float(len(self.queue)), "pairs/coverage": float(self.queue.cluster_coverage()),
                 "pairs/success_pool": float(len(self.successes)), **{f"pairs/{k}": float(v)
@@ -302,24 +319,52 @@ def _bonus_step(state: LearnerState, batch: tuple[torch.Tensor, ...], before: to
     return float(kl), float(entropy)
 
 
-def bonus_phase(state: LearnerState, miner: PairMiner, scheduler, step: int, n_bins: int, max_grad_norm: float,
+def bonus_phase(state: LearnerState, miner, scheduler, step: int, n_bins: int, max_grad_norm: float,
                 kit, gen: torch.Generator, average_gradients=None) -> dict[str, float]:
-    """Bonus time after a main update (seed 003 §3.3); its telemetry (bonus/* keys), errors counted."""
-    cfg = miner.cfg
+    """Bonus time after a main update (seed 003 §3.3); returns its telemetry (bonus/* keys).
+
+    ``miner``: a PairMiner or a proxy of one in another process (stats, reserve, consume, cfg). The packs
+    are reserved and stacked *before* the decision, so a rank that has none (or fails to build its batch)
+    reports NO_PACK into the agreement instead of failing after it; an exception inside an update zeroes
+    that rank's gradient (it still takes part in the gradient average) and reports KL = inf, so the guard
+    stops every rank after the same update. Errors are counted in ``bonus/error``: the bonus never stops
+    the main training (§1.2) and never leaves a rank waiting in a collective."""
+    cfg, errors = miner.cfg, [0]
+
+    def failed(err: Exception) -> None:
+        if not errors[0]:
+            log.warning("bonus phase failed at step %d (counted in bonus/errors): %r", step, err)
+        errors[0] += 1
+
+    packs, batch = [], None
     try:
-        queue = miner.queue
-        decision = scheduler.decide(step, len(queue), queue.cluster_coverage(), len(queue))
-        if not decision.trigger:
-            return decision.telemetry
-        packs = queue.sample(cfg.batch_packs, generator=gen, consume=cfg.consume_packs,
-                             diverse=cfg.diverse_clusters)
-        states, fail_actions, pos_mask, zone_w = stack_packs(packs, n_bins)
-        batch = (states.float(), fail_actions, pos_mask, zone_w.float())
-        with torch.no_grad():
-            before = torch.log_softmax(state.policy(batch[0]), dim=-1)  # [N, A, B]
-        run = scheduler.run(lambda i: _bonus_step(state, batch, before, cfg, max_grad_norm, kit.loss_a,
-                                                  average_gradients))
-        return {**decision.telemetry, **run.telemetry, "bonus/steps": float(batch[0].shape[0])}
-    except Exception as err:  # the bonus never stops the main training (§1.2)
-        log.warning("bonus phase failed at step %d (counted in bonus/errors): %r", step, err)
-        return {"bonus/error": 1.0}
+        packs = miner.reserve(cfg.batch_packs, gen)
+        if packs:
+            states, fail_actions, pos_mask, zone_w = stack_packs(packs, n_bins)
+            batch = (states.float(), fail_actions, pos_mask, zone_w.float())  # [N, OBS], [N, A], [N, A, B], [N]
+    except Exception as err:
+        failed(err)
+    pairs, coverage = miner.stats()
+    decision = scheduler.decide(step, pairs, coverage, 0 if batch is None else len(packs))
+    if not decision.trigger:
+        return {**decision.telemetry, "bonus/error": float(errors[0])}
+    if cfg.consume_packs:
+        miner.consume([p.fail_ep_id for p in packs])
+    params = list(state.policy.parameters())
+    with torch.no_grad():
+        before = torch.log_softmax(state.policy(batch[0]), dim=-1)  # [N, A, B]
+
+    def update(i: int) -> tuple[float, float]:
+        try:
+            return _bonus_step(state, batch, before, cfg, max_grad_norm, kit.loss_a, average_gradients)
+        except Exception as err:
+            failed(err)
+            for p in params:
+                p.grad = torch.zeros_like(p)
+            if average_gradients is not None:
+                average_gradients(params)
+            return math.inf, math.nan
+
+    run = scheduler.run(update)
+    return {**decision.telemetry, **run.telemetry, "bonus/steps": float(batch[0].shape[0]),
+            "bonus/error": float(errors[0])}

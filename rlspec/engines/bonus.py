@@ -132,9 +132,12 @@ def validate(cfg: BonusConfig) -> None:
             raise runconfig.ConfigError(f"config key {key!r}: expected an int >= 1, got {getattr(cfg, key)}")
     if cfg.replay_fragments < 0:
         raise runconfig.ConfigError(f"config key 'replay_fragments': expected an int >= 0, got {cfg.replay_fragments}")
-    if cfg.total_steps < cfg.num_envs * cfg.fragment_len:
-        raise runconfig.ConfigError(f"config key 'total_steps': {cfg.total_steps} is less than one fragment "
-                                    f"(num_envs × fragment_len = {cfg.num_envs * cfg.fragment_len})")
+    if cfg.execution == "ray" and cfg.rollout_workers % cfg.trainers:
+        raise runconfig.ConfigError(f"config key 'rollout_workers': {cfg.rollout_workers} is not a multiple of "
+                                    f"trainers = {cfg.trainers} (each trainer takes the same number of fragments)")
+    if cfg.total_steps < steps_per_update(cfg):
+        raise runconfig.ConfigError(f"config key 'total_steps': {cfg.total_steps} is less than one update "
+                                    f"({steps_per_update(cfg)} env steps)")
 
 
 def _require_extra(key: str, value: str, module: str) -> None:
@@ -229,10 +232,11 @@ class ReplaySide:
                     self.miner.add(ep)
         self.replay.append(frag)
 
-    def batch(self, newest: list[Fragment], gen: torch.Generator) -> Fragment:
+    def batch(self, newest: list[Fragment], gen: torch.Generator, fresh: int | None = None) -> Fragment:
         """The newest fragments and replay_fragments older ones per newest, drawn uniformly (with replacement)
-        from the replay's older part."""
-        older = list(self.replay)[:-len(newest)] if len(self.replay) > len(newest) else []
+        from the replay without its ``fresh`` most recent fragments (default: len(newest))."""
+        fresh = len(newest) if fresh is None else fresh
+        older = list(self.replay)[:-fresh] if len(self.replay) > fresh else []
         k = min(self.cfg.replay_fragments * len(newest), len(older))
         picks = torch.randint(len(older), (k,), generator=gen).tolist() if k else []
         return stack_fragments([*newest, *(older[j] for j in picks)])
@@ -279,7 +283,7 @@ class LearnerSide:
         if self.setup.loss_a:
             telemetry = bonus_phase(self.learner, miner, self.scheduler, step, self.n_bins,
                                     self.cfg.learner.max_grad_norm, self.kit, gen, self.average_gradients)
-            self.bonus_errors += int(telemetry.pop("bonus/error", 0))
+            self.bonus_errors += int(telemetry.pop("bonus/error"))
             metrics.update(telemetry)
             metrics["bonus/errors"] = float(self.bonus_errors)
         return metrics
@@ -326,13 +330,29 @@ class World:
         for side in ("rollout", "replay", "learner"):
             getattr(self, side).load_state_dict(s[side])
 
+    def close(self) -> None:
+        pass
+
+
+def make_world(cfg: BonusConfig):
+    """The execution: World (one process) or RayWorld (actors; rlspec/engines/bonus_ray.py)."""
+    if cfg.execution == "ray":
+        from rlspec.engines.bonus_ray import RayWorld
+
+        return RayWorld(cfg)
+    return World(cfg)
+
+
+def steps_per_update(cfg: BonusConfig) -> int:
+    return cfg.num_envs * cfg.fragment_len * (cfg.rollout_workers if cfg.execution == "ray" else 1)
+
 
 def run(cfg: BonusConfig, out: Path, resume: bool = False, stop_after_updates: int | None = None,
         show_progress: bool = True) -> Path:
     validate(cfg)
     torch.set_num_threads(cfg.torch_threads)
-    w = World(cfg)
-    per_update = cfg.num_envs * cfg.fragment_len
+    per_update = steps_per_update(cfg)
+    w = make_world(cfg)
     updates, start = cfg.total_steps // per_update, 0
     if resume:
         ckpt = load_checkpoint(Path(out) / "checkpoints/last.pt")
@@ -356,6 +376,7 @@ def run(cfg: BonusConfig, out: Path, resume: bool = False, stop_after_updates: i
             save_checkpoint(rundir.checkpoint_path, {"update": k + 1, "world": w.state_dict()})
     if bar is not None:
         bar.close()
+    w.close()
     rundir.close()
     draw(rundir.path, panels())
     return Path(out)

@@ -180,6 +180,9 @@ def test_a_failing_bonus_phase_is_counted_and_training_goes_on(tmp_path, monkeyp
     rows = read_metrics(out)
     per_update = cfg.num_envs * cfg.fragment_len
     assert rows[-1]["bonus/errors"] > 0 and rows[-1]["step"] == cfg.total_steps // per_update * per_update
+    ran = [r for r in rows if r["bonus/ran"] == 1]
+    # a failing update reports KL = inf: the guard stops bonus time after it (every rank alike)
+    assert ran and all(r["bonus/updates"] == 1 and r["bonus/early_stop_reason"] == 1 for r in ran)
 
 
 def test_bonus_step_raises_the_success_set_over_the_failed_action():
