@@ -29,6 +29,8 @@ import statistics
 import time
 from pathlib import Path
 
+from curves import TAIL, plot_groups, tail_mean  # tests/bench/curves.py (this script's directory is on sys.path)
+
 # OmniSafe 0.5.0's benchmark table, SafetyPointGoal1-v0, 1e7 steps, cost limit 25: (EpRet, EpCost)
 OMNISAFE_ANCHOR = {
     "PPO": (25.44, 55.72), "PPOLag": (12.96, 25.80), "CPPOPID": (8.43, 25.74), "PPOSaute": (7.06, 20.04),
@@ -37,7 +39,6 @@ OMNISAFE_ANCHOR = {
 # the budget's overrides of OmniSafe's defaults (stated in the JSON): more, shorter epochs so that λ and the
 # PID see ten updates in 1e5 steps; the episode window spans the same two epochs OmniSafe's 50 do at 20000
 BUDGET_SET = ["steps_per_epoch=10000", "ep_window=20"]
-TAIL = 0.1  # the last 10% of epochs
 
 
 def run_one(algo: str, seed: int, env: str, steps: int, overrides: list[str], runs: Path) -> Path:
@@ -63,12 +64,6 @@ def run_one(algo: str, seed: int, env: str, steps: int, overrides: list[str], ru
     return out
 
 
-def tail_means(rows: list[dict]) -> dict[str, float]:
-    tail = rows[-max(1, math.ceil(TAIL * len(rows))):]
-    mean = lambda key: statistics.fmean(r[key] for r in tail if math.isfinite(r.get(key, math.nan)))  # noqa: E731
-    return {"EpRet": mean("Metrics/EpRet"), "EpCost": mean("Metrics/EpCost")}
-
-
 def summarize(runs: Path, out: Path) -> dict:
     from rlspec.runs.rundir import RunDir, read_metrics
 
@@ -79,10 +74,11 @@ def summarize(runs: Path, out: Path) -> dict:
         times = json.loads((run / "bench_time.json").read_text()) if (run / "bench_time.json").exists() else []
         entry = per_algo.setdefault(cfg["algo"], {"runs": {}, "env_id": cfg["env_id"]})
         entry["runs"][f"s{cfg['seed']}"] = {
-            **tail_means(rows), "steps": rows[-1]["step"], "total_steps": cfg["total_steps"],
-            "cpu_s": sum(t["cpu_s"] for t in times), "curve": [(r["step"], r["Metrics/EpRet"], r["Metrics/EpCost"],
-                                                             r.get("Metrics/LagrangeMultiplier", math.nan))
-                                                            for r in rows]}
+            "EpRet": tail_mean(rows, "Metrics/EpRet"), "EpCost": tail_mean(rows, "Metrics/EpCost"), "steps": rows[-1]["step"], "total_steps": cfg["total_steps"],
+            "cpu_s": sum(t["cpu_s"] for t in times),
+            "curve": [(r["step"], r["Metrics/EpRet"], r["Metrics/EpCost"], r.get("Metrics/LagrangeMultiplier", math.nan))
+                      for r in rows]}
+        entry.setdefault("rows", []).append(rows)
         entry["cost_limit"] = cfg["safety"]["cost_limit"]
     for algo, entry in per_algo.items():
         finals = [r for r in entry["runs"].values()]
@@ -96,48 +92,20 @@ def summarize(runs: Path, out: Path) -> dict:
         checks["PPOLag cost within limit ± 5"] = abs(per_algo["PPOLag"]["EpCost"]["mean"] - lim) <= 5.0
     if "PPO" in per_algo:
         checks["PPO cost exceeds the limit"] = per_algo["PPO"]["EpCost"]["mean"] > per_algo["PPO"]["cost_limit"]
+    groups = {algo: entry.pop("rows") for algo, entry in per_algo.items()}
     result = {"budget": {"overrides": BUDGET_SET, "tail_fraction": TAIL, "engine": "reference (rlspec train safe)",
                          "torch_threads": 1},
               "machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine()},
               "checks": checks, "algos": per_algo}
     out.mkdir(parents=True, exist_ok=True)
     (out / "safe_learning.json").write_text(json.dumps(result, indent=1))
-    plot(per_algo, out / "safe_learning.png")
+    first = next(iter(per_algo.values()))
+    plot_groups(groups, [("Metrics/EpRet", "episode return"), ("Metrics/EpCost", "episode cost"),
+                         ("Metrics/LagrangeMultiplier", "Lagrange multiplier λ")], out / "safe_learning.png",
+                f"{first['env_id']}: mean over seeds, band = min..max",
+                {"Metrics/EpCost": (first["cost_limit"], f"cost limit = {first['cost_limit']:g}")})
     print_table(per_algo, checks)
     return result
-
-
-def plot(per_algo: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4), dpi=100)
-    for i, (algo, entry) in enumerate(sorted(per_algo.items())):
-        color = f"C{i}"
-        for column, ax in zip((1, 2, 3), axes):
-            curves = [run["curve"] for run in entry["runs"].values()]
-            n = min(len(c) for c in curves)
-            xs = [c[0] for c in curves[0][:n]]
-            ys = [[c[j][column] for c in curves] for j in range(n)]  # [epoch][seed]
-            if all(math.isnan(v) for row in ys for v in row):
-                continue
-            ax.plot(xs, [statistics.fmean(row) for row in ys], color=color, label=f"{algo} ({len(curves)} seeds)")
-            if len(curves) > 1:
-                ax.fill_between(xs, [min(row) for row in ys], [max(row) for row in ys], color=color, alpha=0.15)
-    limit = next(iter(per_algo.values()))["cost_limit"]
-    axes[1].axhline(limit, color="tab:red", linestyle="--", linewidth=1, label=f"cost limit = {limit:g}")
-    for ax, title in zip(axes, ("episode return", "episode cost", "Lagrange multiplier λ")):
-        ax.set_title(title)
-        ax.set_xlabel("env steps")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    axes[1].legend(fontsize=7)
-    fig.suptitle(f"{next(iter(per_algo.values()))['env_id']}: mean over seeds, band = min..max")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
 
 
 def print_table(per_algo: dict, checks: dict) -> None:
