@@ -66,6 +66,15 @@ class BonusConfig:
     """Ray: rollout worker actors, each stepping num_envs envs."""
     trainers: int = 1
     """Ray: trainer actors (data parallel: gradients averaged with torch.distributed, gloo on CPU)."""
+    best_workers: int = 0
+    """Ray: rollout workers acting with trainer 0's EMA ("best") policy instead of the current one (seed 003
+    §2.3 EMA-best-policy broadcast); their fragments are off-policy and V-trace corrects them."""
+    best_every: int = 10
+    """Ray: rounds between broadcasts of the EMA policy to the best workers."""
+    best_ema: float = 0.99
+    """EMA factor of the best policy: ema ← best_ema·ema + (1 − best_ema)·θ after every update."""
+    best_perturb_std: float = 0.0
+    """Std of the Gaussian noise a best worker adds to the EMA weights it receives (perturbed_best; 0: none)."""
     episode_steps: int = 200
     """Meta-World: steps before truncation (at most 500); token-reach has its own 60."""
     ablation: str = "prototypes"
@@ -132,6 +141,12 @@ def validate(cfg: BonusConfig) -> None:
             raise runconfig.ConfigError(f"config key {key!r}: expected an int >= 1, got {getattr(cfg, key)}")
     if cfg.replay_fragments < 0:
         raise runconfig.ConfigError(f"config key 'replay_fragments': expected an int >= 0, got {cfg.replay_fragments}")
+    if not 0 <= cfg.best_workers < cfg.rollout_workers:
+        raise runconfig.ConfigError(f"config key 'best_workers': expected 0 <= best_workers < rollout_workers = "
+                                    f"{cfg.rollout_workers} (one worker at least stays on-policy), got {cfg.best_workers}")
+    if not 0.0 <= cfg.best_ema < 1.0 or cfg.best_perturb_std < 0:
+        raise runconfig.ConfigError(f"config keys 'best_ema' in [0, 1) and 'best_perturb_std' >= 0: got "
+                                    f"{cfg.best_ema}, {cfg.best_perturb_std}")
     if cfg.execution == "ray" and cfg.rollout_workers % cfg.trainers:
         raise runconfig.ConfigError(f"config key 'rollout_workers': {cfg.rollout_workers} is not a multiple of "
                                     f"trainers = {cfg.trainers} (each trainer takes the same number of fragments)")
@@ -275,6 +290,9 @@ class LearnerSide:
         self.scheduler = kit.BonusScheduler(bonus_cfg, **({"reduce_min": reduce_min} if reduce_min else {}))
         self.average_gradients = average_gradients
         self.bonus_errors = 0
+        # the EMA ("best") policy of seed 003 §2.3, kept only when some worker acts with it
+        self.ema = ({k: v.detach().clone() for k, v in self.learner.policy.state_dict().items()}
+                    if cfg.best_workers else None)
 
     def update(self, batch: Fragment, miner: PairMiner, step: int, gen: torch.Generator) -> dict[str, float]:
         """The main update, then bonus time (its errors counted)."""
@@ -286,18 +304,22 @@ class LearnerSide:
             self.bonus_errors += int(telemetry.pop("bonus/error"))
             metrics.update(telemetry)
             metrics["bonus/errors"] = float(self.bonus_errors)
+        if self.ema is not None:
+            with torch.no_grad():
+                for k, v in self.learner.policy.state_dict().items():
+                    self.ema[k].lerp_(v, 1.0 - self.cfg.best_ema)
         return metrics
 
     def state_dict(self) -> dict:
         l = self.learner
         return {"policy": l.policy.state_dict(), "critic": l.critic.state_dict(), "opt": l.opt.state_dict(),
                 "bonus_opt": l.bonus_opt.state_dict(), "last_bonus_step": self.scheduler.last_bonus_step,
-                "bonus_errors": self.bonus_errors}
+                "bonus_errors": self.bonus_errors, "ema": self.ema}
 
     def load_state_dict(self, s: dict) -> None:
         for name in ("policy", "critic", "opt", "bonus_opt"):
             getattr(self.learner, name).load_state_dict(s[name])
-        self.scheduler.last_bonus_step, self.bonus_errors = s["last_bonus_step"], s["bonus_errors"]
+        self.scheduler.last_bonus_step, self.bonus_errors, self.ema = s["last_bonus_step"], s["bonus_errors"], s["ema"]
 
 
 class World:

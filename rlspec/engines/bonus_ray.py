@@ -15,7 +15,10 @@ Actors (the `bonus` extra: ray, metaworld), the same sides as the local executio
 The driver runs synchronous rounds — collect on every worker, add to the replay in worker order, update on
 every trainer, send rank 0's weights to the workers — so a run is reproducible from its seed (the actors'
 generators are seeded from (seed, role, index)), and a checkpoint gathers every actor's state.
-(The inference actor and the periodic EMA-best-policy broadcast of seed 003 §2.3 are not built yet.)
+``best_workers`` of the rollout workers act with trainer 0's EMA policy, broadcast every ``best_every``
+rounds and optionally perturbed by each worker (seed 003 §2.3 EMA-best-policy broadcast, perturbed_best).
+Every worker runs its own policy copy (IMPALA-style); seed 003's separate inference actor, which serves
+those rollouts from one place, is not built.
 Ray starts locally without network: RAY_AUTH_MODE=disabled, no dashboard; actors ask for 0 CPUs so any
 number fits on a small machine.
 """
@@ -57,8 +60,13 @@ class RolloutActor:
         envs = self.side.envs
         return envs.obs_dim, envs.action_dim, envs.n_bins
 
-    def collect(self, weights: dict):
+    def collect(self, weights: dict, perturb_std: float = 0.0):
+        """A fragment acting with ``weights`` (plus N(0, perturb_std²) noise drawn from this worker's generator)."""
         self.learner.policy.load_state_dict(weights)
+        if perturb_std:
+            with torch.no_grad():
+                for p in self.learner.policy.parameters():
+                    p.add_(torch.randn(p.shape, generator=self.gen) * perturb_std)
         return self.side.collect(self.learner, self.gen)
 
     def state_dict(self) -> dict:
@@ -145,6 +153,9 @@ class TrainerActor:
     def weights(self) -> dict:
         return self.side.learner.policy.state_dict()
 
+    def ema_weights(self) -> dict:
+        return self.side.ema
+
     def state_dict(self) -> dict:
         return {"side": self.side.state_dict(), "gen": self.gen.get_state()}
 
@@ -176,11 +187,18 @@ class RayWorld:
         init = f"tcp://127.0.0.1:{_free_port()}"
         self.trainers = [TrainerActor.remote(cfg, r, cfg.trainers, init, dims) for r in range(cfg.trainers)]
         self.weights = ray.get(self.trainers[0].weights.remote())
+        self.best = self.weights  # the EMA policy the best workers act with (seed 003 §2.3)
         self.round = 0
 
     def train_update(self, step: int) -> dict[str, float]:
-        weights = ray.put(self.weights)
-        ray.get(self.replay.add.remote(*(w.collect.remote(weights) for w in self.workers)))
+        cfg = self.cfg
+        if cfg.best_workers and self.round % cfg.best_every == 0:
+            self.best = ray.get(self.trainers[0].ema_weights.remote())
+        current, best = ray.put(self.weights), ray.put(self.best)
+        on_policy = len(self.workers) - cfg.best_workers  # workers 0 .. on_policy − 1 act with the current policy
+        ray.get(self.replay.add.remote(*(w.collect.remote(current) if i < on_policy else
+                                         w.collect.remote(best, cfg.best_perturb_std)
+                                         for i, w in enumerate(self.workers))))
         seeds = [role_seed(self.cfg.seed, 3, self.round * self.cfg.trainers + r) for r in range(self.cfg.trainers)]
         metrics = ray.get([t.update.remote(self.replay, step, s) for t, s in zip(self.trainers, seeds)])
         self.weights = ray.get(self.trainers[0].weights.remote())
@@ -188,12 +206,12 @@ class RayWorld:
         return {**metrics[0], **ray.get(self.replay.metrics.remote())}
 
     def state_dict(self) -> dict:
-        return {"round": self.round, "workers": ray.get([w.state_dict.remote() for w in self.workers]),
+        return {"round": self.round, "best": self.best, "workers": ray.get([w.state_dict.remote() for w in self.workers]),
                 "replay": ray.get(self.replay.state_dict.remote()),
                 "trainers": ray.get([t.state_dict.remote() for t in self.trainers])}
 
     def load_state_dict(self, s: dict) -> None:
-        self.round = s["round"]
+        self.round, self.best = s["round"], s["best"]
         ray.get([w.load_state_dict.remote(x) for w, x in zip(self.workers, s["workers"])]
                 + [self.replay.load_state_dict.remote(s["replay"])]
                 + [t.load_state_dict.remote(x) for t, x in zip(self.trainers, s["trainers"])])

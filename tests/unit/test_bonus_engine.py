@@ -224,3 +224,17 @@ def test_cli_trains_and_reports_bad_keys(tmp_path, capsys):
                      "--quiet"]) == 0
     assert cli_main(["eval", str(run), "--episodes", "2"]) == 0
     assert (run / "eval/eval.json").is_file()
+
+
+def test_best_policy_is_the_ema_of_the_weights_after_each_update():
+    cfg = bonus.build_config("smoke", ["best_workers=1", "best_ema=0.9"])
+    w = bonus.World(cfg)
+    side = w.learner
+    before = {k: v.clone() for k, v in side.ema.items()}
+    w.train_update(256)
+    now = side.learner.policy.state_dict()
+    for k in before:
+        torch.testing.assert_close(side.ema[k], 0.9 * before[k] + 0.1 * now[k], rtol=1e-6, atol=1e-7)
+    assert bonus.World(bonus.build_config("smoke")).learner.ema is None  # nothing kept when no worker uses it
+    with pytest.raises(ConfigError, match="'best_workers'"):
+        bonus.validate(bonus.build_config("smoke", ["best_workers=2"]))

@@ -51,12 +51,13 @@ def test_local_engine_trains_on_metaworld(tmp_path):
 
 def test_ray_execution_two_trainers_stay_in_lockstep(tmp_path):
     """Two trainer actors average gradients through gloo: after several updates (bonus time included) their
-    weights are identical; the run logs finite losses and mines pairs."""
+    weights are identical; the run logs finite losses and mines pairs; one worker acts with the perturbed EMA
+    policy (off-policy fragments V-trace corrects)."""
     ray = pytest.importorskip("ray")
     from rlspec.engines.bonus_ray import RayWorld
 
     cfg = bonus.build_config("smoke", ["execution=ray", "rollout_workers=2", "trainers=2", "num_envs=2",
-                                       "fragment_len=64"])
+                                       "fragment_len=64", "best_workers=1", "best_every=3", "best_perturb_std=0.01"])
     bonus.validate(cfg)
     w = RayWorld(cfg)
     try:
@@ -66,5 +67,7 @@ def test_ray_execution_two_trainers_stay_in_lockstep(tmp_path):
         assert all(math.isfinite(r["Loss/Loss_pi"]) for r in rows)
         assert rows[-1]["pairs/mined"] > 0 and rows[-1]["episodes/gaps"] == 0 and rows[-1]["bonus/errors"] == 0
         assert any(r["bonus/ran"] == 1 for r in rows)
+        assert any(r["Train/RhoClipFrac"] > 0 for r in rows)  # the best worker's fragments are off-policy
+        assert not torch.equal(w.best["net.0.weight"], w0["net.0.weight"])  # the EMA lags the weights
     finally:
         w.close()
