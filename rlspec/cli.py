@@ -34,7 +34,8 @@ def choose_triton(mode: str) -> None:
 
 # Engines behind `train`, `eval`, `plot` and `compare`, imported only when their verb runs. Each module
 # provides train(argv) -> int, evaluate(run_dir, argv) -> int, plot(run_dir) -> int, compare(argv) -> int.
-ENGINES: dict[str, str] = {"safe": "rlspec.engines.safe", "safe-fast": "rlspec.engines.safe_fast"}
+ENGINES: dict[str, str] = {"safe": "rlspec.engines.safe", "safe-fast": "rlspec.engines.safe_fast",
+                           "dreamer": "rlspec.engines.dreamer"}
 
 
 def _engine(name: str):
