@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 from rlspec.algos.dreamer import DreamerConfig, DreamerState, Kit, make_state, policy_step, reconstruct, train_step
-from rlspec.contracts.room_env import NUM_ACTIONS, SCENARIOS
+from rlspec.contracts.room_env import MASK32, NUM_ACTIONS, SCENARIOS
 from rlspec.runs import config as runconfig
 from rlspec.runs.plots import Panel, draw
 from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, save_checkpoint
@@ -61,14 +61,15 @@ class DreamerRunConfig:
     train_ratio: float = 64.0
     """Replayed steps per env step after the prefill: one update (batch_size · seq_len replayed steps) every
     batch_size · seq_len / train_ratio env steps."""
-    replay_capacity: int = 100_000
-    """Rows of the replay ring per env (the oldest are overwritten)."""
+    replay_capacity: int = 20_000
+    """Rows of the replay ring per env, 1,440 bytes of packed2 frame each (the oldest are overwritten;
+    >= total_steps / num_envs keeps the whole run)."""
     step_limit: int = 64
     """Env steps before an episode is truncated."""
     frameskip: int = 4
     """Emulated frames per env step (>= 3: the room shows its update from the third frame)."""
     log_every: int = 256
-    """Write a metrics row every this many env steps (a multiple of num_envs)."""
+    """Write a metrics row every this many env steps (a multiple of num_envs) and at total_steps."""
     checkpoint_every: int = 4096
     """Write RUN/checkpoints/last.pt every this many env steps (and at the end)."""
     ep_window: int = 20
@@ -83,7 +84,7 @@ PRESETS: dict[str, dict] = {
     "default": {},
     # a few hundred env steps with a tiny model: every code path taken in well under a minute on 2 cores
     "smoke": {"num_envs": 2, "total_steps": 400, "min_ready_steps": 64, "train_ratio": 32.0,
-              "replay_capacity": 1024, "log_every": 32, "checkpoint_every": 200, "ep_window": 10,
+              "replay_capacity": 1024, "log_every": 40, "checkpoint_every": 200, "ep_window": 10,
               "dreamer.deter": 64, "dreamer.stoch": 8, "dreamer.classes": 8, "dreamer.hidden": 64,
               "dreamer.embed_dim": 64, "dreamer.pool": 4, "dreamer.mlp_hidden": 64, "dreamer.mlp_layers": 1,
               "dreamer.horizon": 8, "dreamer.batch_size": 4, "dreamer.seq_len": 16},
@@ -103,6 +104,8 @@ def validate(cfg: DreamerRunConfig) -> None:
         if getattr(cfg, key) < (0 if key in ("seed", "min_ready_steps") else 1):
             raise bad(key, "an int >= 1" if key not in ("seed", "min_ready_steps") else "an int >= 0",
                       getattr(cfg, key))
+    if cfg.seed > MASK32:
+        raise bad("seed", "an int <= 2**32 - 1 (the room's episode seeds are uint32 arithmetic)", cfg.seed)
     if cfg.frameskip < 3:
         raise bad("frameskip", "an int >= 3 (the room shows its update from the third frame)", cfg.frameskip)
     for key in ("total_steps", "log_every", "checkpoint_every"):
@@ -319,7 +322,7 @@ def run(cfg: DreamerRunConfig, out: Path, resume: bool = False, stop_after_steps
     while loop.env_steps < end:
         env_step(cfg, envs, ring, loop, act(cfg, state, loop, gen))
         learn(cfg, state, ring, loop, gen)
-        if loop.env_steps % cfg.log_every == 0:
+        if loop.env_steps % cfg.log_every == 0 or loop.env_steps == cfg.total_steps:
             m = row(cfg, state, loop)
             dt = max(time.perf_counter() - t0, 1e-9)
             m.update({"Time/env_steps_per_s": (loop.env_steps - steps0) / dt,
