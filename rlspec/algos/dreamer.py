@@ -260,13 +260,21 @@ def policy_step(state: DreamerState, obs: torch.Tensor, prev_action: torch.Tenso
     return action, (h, z)
 
 
-def reconstruct(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.Generator
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(real, reconstructed) pooled frames [T, B, 72/pool, 80/pool] of a replay batch (posterior decode)."""
+@torch.no_grad()
+def reconstruct(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.Generator, context: int
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(real, reconstructed, imagined) pooled frames [T, B, 72/pool, 80/pool] of a replay batch: the posterior
+    decoded at every step, and an open-loop prediction that sees the first ``context`` frames only, then
+    rolls the prior with the replay's actions (s_{t+1} = img_step(s_t, action_t); its first ``context``
+    frames are the posterior's; episode starts after the context are not reset)."""
     wm = state.wm
-    with torch.no_grad():
-        x = wm.frames(batch["obs"])  # [T, B, P]
-        post = wm.rssm.observe(wm.encoder(x), batch["action"], batch["is_first"], gen)
-        recon = wm.decoder(features(post.h, post.z))  # [T, B, P]
+    x = wm.frames(batch["obs"])  # [T, B, P]
+    post = wm.rssm.observe(wm.encoder(x), batch["action"], batch["is_first"], gen)
+    f = features(post.h, post.z)  # [T, B, F]
+    h, z, imagined = post.h[context - 1], post.z[context - 1], list(f[:context])
+    for t in range(context, x.shape[0]):
+        _, h, z = wm.rssm.img_step(h, z, batch["action"][t - 1], gen)
+        imagined.append(features(h, z))
     shape = (*x.shape[:2], *wm.config.pooled_shape)
-    return x.reshape(shape), recon.reshape(shape)
+    return (x.reshape(shape), wm.decoder(f).reshape(shape),
+            wm.decoder(torch.stack(imagined)).reshape(shape))

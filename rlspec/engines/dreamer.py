@@ -246,8 +246,10 @@ def panels(cfg: DreamerRunConfig) -> list[Panel]:
                          {"train_ratio": cfg.train_ratio})]
 
 
-def reconstruction_strip(state: DreamerState, ring, path: Path, seed: int, frames: int = 8) -> Path | None:
-    """PNG: one replayed sequence, real frames (top) over the posterior's reconstructions (bottom)."""
+def reconstruction_strip(state: DreamerState, ring, path: Path, seed: int, frames: int = 12,
+                         context: int = 4) -> Path | None:
+    """PNG: one replayed sequence, real frames over the posterior's reconstructions over the open-loop
+    prediction from the first ``context`` frames (rlspec/algos/dreamer.py ``reconstruct``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -256,10 +258,11 @@ def reconstruction_strip(state: DreamerState, ring, path: Path, seed: int, frame
     gen = torch.Generator().manual_seed(seed)  # its own: the run's generator is untouched
     if ring.committed_t < frames:
         return None
-    real, recon = reconstruct(state, ring.sample_sequences(1, frames, gen), gen)  # [T, 1, h, w]
-    top, bottom = torch.cat(list(real[:, 0]), 1), torch.cat(list(recon[:, 0].clamp(0, 1)), 1)  # [h, T·w]
-    fig, axes = plt.subplots(2, 1, figsize=(frames * 1.2, 2.8), dpi=100)
-    for ax, img, title in zip(axes, (top, bottom), ("real (replay)", "reconstructed (posterior)")):
+    rows = reconstruct(state, ring.sample_sequences(1, frames, gen), gen, context)  # 3 × [T, 1, h, w]
+    titles = ("real (replay)", "reconstructed (posterior)", f"imagined (open loop after {context} frames)")
+    fig, axes = plt.subplots(3, 1, figsize=(frames * 1.1, 4.2), dpi=100)
+    for ax, frames_tb, title in zip(axes, rows, titles):
+        img = torch.cat(list(frames_tb[:, 0].clamp(0, 1)), 1)  # [h, T·w]
         ax.imshow(1 - img.numpy(), cmap="gray", vmin=0, vmax=1, interpolation="nearest")  # shade 3 = black
         ax.set_title(title, fontsize=9)
         ax.axis("off")

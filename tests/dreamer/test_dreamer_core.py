@@ -92,3 +92,14 @@ def test_policy_step_resets_where_is_first():
     assert torch.equal(fresh[0], reset[0]) and torch.equal(fresh[1], reset[1])
     _, kept = core.policy_step(state, obs, prev, ~first, junk, torch.Generator().manual_seed(7), greedy=True)
     assert not torch.equal(fresh[0], kept[0])
+
+
+def test_reconstruct_open_loop_agrees_with_the_posterior_over_its_context():
+    state, gen = _state()
+    batch = _batch(gen)
+    real, recon, imagined = core.reconstruct(state, batch, torch.Generator().manual_seed(1), context=2)
+    assert real.shape == recon.shape == imagined.shape == (5, 2, 9, 10)
+    assert torch.equal(real, state.wm.frames(batch["obs"]).reshape(5, 2, 9, 10))
+    assert torch.equal(imagined[:2], recon[:2]) and not torch.equal(imagined[2:], recon[2:])
+    _, recon_all, imagined_all = core.reconstruct(state, batch, torch.Generator().manual_seed(1), context=5)
+    assert torch.equal(recon_all, recon) and torch.equal(imagined_all, recon)
