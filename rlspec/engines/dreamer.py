@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 from rlspec.algos.dreamer import DreamerConfig, DreamerState, Kit, make_state, policy_step, reconstruct, train_step
-from rlspec.contracts.room_env import MASK32, NUM_ACTIONS, SCENARIOS
+from rlspec.contracts.room_env import MASK32, MIN_FRAMESKIP, NUM_ACTIONS, SCENARIOS
 from rlspec.runs import config as runconfig
 from rlspec.runs.plots import Panel, draw
 from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, save_checkpoint
@@ -90,8 +90,10 @@ PRESETS: dict[str, dict] = {
               "dreamer.horizon": 8, "dreamer.batch_size": 4, "dreamer.seq_len": 16},
 }
 
-INT_KEYS = ("seed", "num_envs", "total_steps", "min_ready_steps", "replay_capacity", "step_limit", "frameskip",
-            "log_every", "checkpoint_every", "ep_window", "torch_threads")
+# int keys -> their least value
+INT_MIN = {"seed": 0, "num_envs": 1, "total_steps": 1, "min_ready_steps": 0, "replay_capacity": 1, "step_limit": 1,
+           "frameskip": MIN_FRAMESKIP, "log_every": 1, "checkpoint_every": 1, "ep_window": 1, "torch_threads": 1}
+POSITIVE = ("wm_lr", "actor_lr", "critic_lr", "wm_eps", "ac_eps", "wm_clip", "actor_clip", "critic_clip")
 
 
 def validate(cfg: DreamerRunConfig) -> None:
@@ -100,33 +102,34 @@ def validate(cfg: DreamerRunConfig) -> None:
 
     if cfg.task not in SCENARIOS:
         raise bad("task", f"one of {sorted(SCENARIOS)}", cfg.task)
-    for key in INT_KEYS:
-        if getattr(cfg, key) < (0 if key in ("seed", "min_ready_steps") else 1):
-            raise bad(key, "an int >= 1" if key not in ("seed", "min_ready_steps") else "an int >= 0",
-                      getattr(cfg, key))
+    for key, least in INT_MIN.items():
+        if getattr(cfg, key) < least:
+            raise bad(key, f"an int >= {least}", getattr(cfg, key))
     if cfg.seed > MASK32:
         raise bad("seed", "an int <= 2**32 - 1 (the room's episode seeds are uint32 arithmetic)", cfg.seed)
-    if cfg.frameskip < 3:
-        raise bad("frameskip", "an int >= 3 (the room shows its update from the third frame)", cfg.frameskip)
     for key in ("total_steps", "log_every", "checkpoint_every"):
         if getattr(cfg, key) % cfg.num_envs:
             raise bad(key, f"a multiple of num_envs = {cfg.num_envs}", getattr(cfg, key))
     if not (math.isfinite(cfg.train_ratio) and cfg.train_ratio > 0):
         raise bad("train_ratio", "a finite float > 0", cfg.train_ratio)
     d = cfg.dreamer
-    ready_rows = max(cfg.min_ready_steps, 1) / cfg.num_envs
-    if ready_rows < d.seq_len:
+    if cfg.min_ready_steps < cfg.num_envs * d.seq_len:
         raise bad("min_ready_steps", f">= num_envs · dreamer.seq_len = {cfg.num_envs * d.seq_len} (a full "
                   "sequence in every env column before the first update)", cfg.min_ready_steps)
     if cfg.replay_capacity < d.seq_len:
         raise bad("replay_capacity", f">= dreamer.seq_len = {d.seq_len}", cfg.replay_capacity)
+    for key in ("batch_size", "seq_len", "mlp_hidden"):
+        if getattr(d, key) < 1:
+            raise bad(f"dreamer.{key}", "an int >= 1", getattr(d, key))
+    if d.mlp_layers < 0:
+        raise bad("dreamer.mlp_layers", "an int >= 0", d.mlp_layers)
+    for key in POSITIVE:
+        if not (math.isfinite(getattr(d, key)) and getattr(d, key) > 0):
+            raise bad(f"dreamer.{key}", "a finite float > 0", getattr(d, key))
     try:
         d.world_model_config(NUM_ACTIONS), d.behavior_config()
     except (TypeError, ValueError) as err:
         raise runconfig.ConfigError(f"config group 'dreamer': {err}") from None
-    for key in ("batch_size", "seq_len", "mlp_hidden"):
-        if getattr(d, key) < 1:
-            raise bad(f"dreamer.{key}", "an int >= 1", getattr(d, key))
 
 
 def rom_path() -> Path:

@@ -135,6 +135,10 @@ def test_unknown_key_and_bad_value_name_the_key(tmp_path, capsys):
     code, err = _train(["--out", str(tmp_path / "r"), *[a for kv in TINY for a in ("--set", kv)],
                         "--set", "min_ready_steps=4"], capsys)
     assert code == 2 and "min_ready_steps" in err and ">= num_envs · dreamer.seq_len = 16" in err
+    code, err = _train(["--out", str(tmp_path / "r"), "--set", "dreamer.wm_lr=0"], capsys)
+    assert code == 2 and "'dreamer.wm_lr': expected a finite float > 0, got 0.0" in err
+    code, err = _train(["--out", str(tmp_path / "r"), "--set", "dreamer.pool=3"], capsys)
+    assert code == 2 and "config group 'dreamer'" in err and "'pool' must divide" in err
     assert not (tmp_path / "r").exists()
 
 
