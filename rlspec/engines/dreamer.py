@@ -43,7 +43,7 @@ from rlspec.runs.plots import Panel, draw
 from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, save_checkpoint
 
 ENGINE = "dreamer"
-ENGINES = ("reference", "fast")
+ENGINES = ("reference", "fast")  # --engine; fast (DreamerV3Engine, CUDA actor/learner) is not built yet
 
 
 @dataclass(frozen=True)
@@ -200,16 +200,21 @@ def act(cfg: DreamerRunConfig, state: DreamerState, loop: Loop, gen: torch.Gener
 
 
 def env_step(cfg: DreamerRunConfig, envs, ring, loop: Loop, action: torch.Tensor) -> None:
-    """Step the envs, push the transition rows, track episodes."""
+    """Step the envs, push the transition rows, track episodes (the last ep_window finished ones)."""
     out = envs.step(action)
     ring.push(loop.obs, action.to(torch.int32), out.reward, loop.is_first, (~out.terminated).float(),
               loop.episode_id)
+    advance(cfg, loop, out, action)
+    loop.finished = loop.finished[-cfg.ep_window:]
+
+
+def advance(cfg: DreamerRunConfig, loop: Loop, out, action: torch.Tensor) -> None:
+    """Move ``loop`` past one vector step: episode returns and lengths, the finished episodes, the new obs."""
     loop.ep_return += out.reward.double()
     loop.ep_length += 1
     for i in (out.terminated | out.truncated).nonzero().flatten().tolist():
         loop.finished.append((float(loop.ep_return[i]), int(loop.ep_length[i]), bool(out.success[i])))
         loop.ep_return[i], loop.ep_length[i] = 0.0, 0
-    loop.finished = loop.finished[-cfg.ep_window:]
     loop.obs, loop.is_first, loop.episode_id = out.obs.clone(), out.is_first.clone(), out.episode_id.clone()
     loop.prev_action = action
     loop.env_steps += cfg.num_envs
@@ -302,52 +307,60 @@ def build(cfg: DreamerRunConfig, gen: torch.Generator) -> DreamerState:
     return make_state(cfg.dreamer, NUM_ACTIONS, Kit.reference(), gen)
 
 
-def run(cfg: DreamerRunConfig, out: Path, resume: bool = False, stop_after_steps: int | None = None,
-        show_progress: bool = True) -> Path:
-    """Train (or, with ``resume``, continue the run in ``out``); returns the run directory.
-    ``stop_after_steps``: stop (with a checkpoint) after this many more env steps."""
-    validate(cfg)
-    torch.set_num_threads(cfg.torch_threads)
-    ckpt = read_checkpoint(Path(out) / "checkpoints/last.pt") if resume else None  # before anything is written
-    gen = torch.Generator().manual_seed(cfg.seed)
-    state = build(cfg, gen)
-    envs, ring = make_envs(cfg, cfg.seed), make_ring(cfg)
-    if ckpt is not None:
-        state.load_state_dict(ckpt["state"])
-        ring = ckpt["ring"]
-        envs.load_state_dict(ckpt["envs"])
-        loop = Loop(**ckpt["loop"])
-        gen.set_state(ckpt["gen"])
-        rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), resume_step=loop.env_steps)
-    else:
-        loop = Loop.start(cfg, envs.reset())
-        rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), extra_versions=_versions())
-    end = cfg.total_steps if stop_after_steps is None else min(cfg.total_steps, loop.env_steps + stop_after_steps)
-    bar = Progress(cfg.total_steps) if show_progress else None
-    t0, steps0, updates0 = time.perf_counter(), loop.env_steps, state.updates
-    while loop.env_steps < end:
-        env_step(cfg, envs, ring, loop, act(cfg, state, loop, gen))
-        learn(cfg, state, ring, loop, gen)
-        if loop.env_steps % cfg.log_every == 0 or loop.env_steps == cfg.total_steps:
-            m = row(cfg, state, loop)
-            dt = max(time.perf_counter() - t0, 1e-9)
-            m.update({"Time/env_steps_per_s": (loop.env_steps - steps0) / dt,
-                      "Time/updates_per_s": (state.updates - updates0) / dt})
-            t0, steps0, updates0 = time.perf_counter(), loop.env_steps, state.updates
-            rundir.log(loop.env_steps, m)
-            if bar is not None:
-                bar.update(loop.env_steps, {k.split("/")[-1]: m[k] for k in (
-                    "Time/updates_per_s", "Train/replay_ratio", "Loss/loss", "Loss/recon_loss", "Metrics/EpRet",
-                    "Metrics/SuccessRate") if k in m}, force=True)
-        if loop.env_steps % cfg.checkpoint_every == 0 or loop.env_steps == end:
-            save_checkpoint(rundir.checkpoint_path, checkpoint(state, ring, envs, loop, gen))
-    if bar is not None:
-        bar.close()
-    envs.close()
-    rundir.close()
-    draw(rundir.path, panels(cfg))
-    reconstruction_strip(state, ring, rundir.path / "plots/reconstruction.png", cfg.seed)
-    return Path(out)
+class DreamerV3EngineCPU:
+    """The reference engine (module docstring): one process, CPU, deterministic; ``run`` trains."""
+
+    def __init__(self, cfg: DreamerRunConfig):
+        validate(cfg)
+        self.cfg = cfg
+
+    def run(self, out: Path, resume: bool = False, stop_after_steps: int | None = None,
+            show_progress: bool = True) -> Path:
+        """Train (or, with ``resume``, continue the run in ``out``); returns the run directory.
+        ``stop_after_steps``: stop (with a checkpoint) after this many more env steps."""
+        cfg = self.cfg
+        torch.set_num_threads(cfg.torch_threads)
+        ckpt = read_checkpoint(Path(out) / "checkpoints/last.pt") if resume else None  # before anything is written
+        gen = torch.Generator().manual_seed(cfg.seed)
+        state = build(cfg, gen)
+        envs = make_envs(cfg, cfg.seed)
+        ring = ckpt["ring"] if ckpt is not None else make_ring(cfg)
+        if ckpt is not None:
+            state.load_state_dict(ckpt["state"])
+            envs.load_state_dict(ckpt["envs"])
+            loop = Loop(**ckpt["loop"])
+            gen.set_state(ckpt["gen"])
+            rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), resume_step=loop.env_steps)
+        else:
+            loop = Loop.start(cfg, envs.reset())
+            rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), extra_versions=_versions())
+        end = cfg.total_steps if stop_after_steps is None else min(cfg.total_steps,
+                                                                   loop.env_steps + stop_after_steps)
+        bar = Progress(cfg.total_steps) if show_progress else None
+        t0, steps0, updates0 = time.perf_counter(), loop.env_steps, state.updates
+        while loop.env_steps < end:
+            env_step(cfg, envs, ring, loop, act(cfg, state, loop, gen))
+            learn(cfg, state, ring, loop, gen)
+            if loop.env_steps % cfg.log_every == 0 or loop.env_steps == cfg.total_steps:
+                m = row(cfg, state, loop)
+                dt = max(time.perf_counter() - t0, 1e-9)
+                m.update({"Time/env_steps_per_s": (loop.env_steps - steps0) / dt,
+                          "Time/updates_per_s": (state.updates - updates0) / dt})
+                t0, steps0, updates0 = time.perf_counter(), loop.env_steps, state.updates
+                rundir.log(loop.env_steps, m)
+                if bar is not None:
+                    bar.update(loop.env_steps, {k.split("/")[-1]: m[k] for k in (
+                        "Time/updates_per_s", "Train/replay_ratio", "Loss/loss", "Loss/recon_loss", "Metrics/EpRet",
+                        "Metrics/SuccessRate") if k in m}, force=True)
+            if loop.env_steps % cfg.checkpoint_every == 0 or loop.env_steps == end:
+                save_checkpoint(rundir.checkpoint_path, checkpoint(state, ring, envs, loop, gen))
+        if bar is not None:
+            bar.close()
+        envs.close()
+        rundir.close()
+        draw(rundir.path, panels(cfg))
+        reconstruction_strip(state, ring, rundir.path / "plots/reconstruction.png", cfg.seed)
+        return Path(out)
 
 
 def _versions() -> dict:
@@ -398,8 +411,8 @@ def train(argv: list[str]) -> int:
             cfg = build_config(args.preset, args.set, args.task)
             validate(cfg)
             out = args.out or Path("runs") / f"{ENGINE}-{cfg.task}-s{cfg.seed}"
-        path = run(cfg, out, resume=bool(args.resume), stop_after_steps=args.stop_after_steps,
-                   show_progress=not args.quiet)
+        path = DreamerV3EngineCPU(cfg).run(out, resume=bool(args.resume), stop_after_steps=args.stop_after_steps,
+                                           show_progress=not args.quiet)
     except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
         print(f"rlspec train {ENGINE}: error: {err}", file=sys.stderr)
         return 2
@@ -458,19 +471,12 @@ def run_episodes(cfg: DreamerRunConfig, state: DreamerState, episodes: int, seed
     """The greedy policy on ``cfg.num_envs`` fresh envs until ``episodes`` episodes end (the first ones, in
     order of env step then env index)."""
     envs = make_envs(cfg, seed)
-    step = envs.reset()
-    obs, first, prev, carry = step.obs.clone(), step.is_first.clone(), torch.zeros(cfg.num_envs, dtype=torch.int64), None
-    ret, length, done = torch.zeros(cfg.num_envs, dtype=torch.float64), torch.zeros(cfg.num_envs), []
-    while len(done) < episodes:
-        action, carry = policy_step(state, obs, prev, first, carry, gen, greedy=True)
-        out = envs.step(action)
-        ret += out.reward.double()
-        length += 1
-        for i in (out.terminated | out.truncated).nonzero().flatten().tolist():
-            done.append((float(ret[i]), int(length[i]), bool(out.success[i])))
-            ret[i], length[i] = 0.0, 0
-        obs, first, prev = out.obs.clone(), out.is_first.clone(), action
+    loop = Loop.start(cfg, envs.reset())
+    while len(loop.finished) < episodes:
+        action, loop.carry = policy_step(state, loop.obs, loop.prev_action, loop.is_first, loop.carry, gen,
+                                         greedy=True)
+        advance(cfg, loop, envs.step(action), action)
     envs.close()
-    done = done[:episodes]
+    done = loop.finished[:episodes]
     return {"episodes": len(done), "seed": seed, "EpRet": sum(e[0] for e in done) / len(done),
             "EpLen": sum(e[1] for e in done) / len(done), "SuccessRate": sum(e[2] for e in done) / len(done)}

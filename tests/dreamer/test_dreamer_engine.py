@@ -51,7 +51,7 @@ def _same_state(a: dict, b: dict) -> bool:
 
 
 def test_smoke_run_finite_losses_ratio_held_files_written(tmp_path):
-    run = dreamer.run(_cfg(), tmp_path / "run", show_progress=False)
+    run = dreamer.DreamerV3EngineCPU(_cfg()).run(tmp_path / "run", show_progress=False)
     rows = read_metrics(run)
     assert [r["step"] for r in rows] == [8, 16, 24, 32, 40, 48]
     trained = [r for r in rows if r["step"] > 16]
@@ -74,7 +74,7 @@ def test_updates_due_is_the_train_ratio_schedule():
 
 
 def test_same_seed_same_run_other_seed_differs(tmp_path):
-    runs = [dreamer.run(_cfg(*extra), tmp_path / name, show_progress=False, stop_after_steps=24)
+    runs = [dreamer.DreamerV3EngineCPU(_cfg(*extra)).run(tmp_path / name, stop_after_steps=24, show_progress=False)
             for name, extra in (("a", ()), ("b", ()), ("c", ("seed=1",)))]
     a, b, c = (_deterministic(read_metrics(r)) for r in runs)
     assert _same_rows(a, b) and not _same_rows(a, c)
@@ -84,10 +84,10 @@ def test_same_seed_same_run_other_seed_differs(tmp_path):
 
 def test_resumed_run_equals_straight_run(tmp_path):
     cfg = _cfg("checkpoint_every=48")  # the split point (24) is no regular checkpoint: the stop writes one
-    straight = dreamer.run(cfg, tmp_path / "straight", show_progress=False)
-    part = dreamer.run(cfg, tmp_path / "resumed", stop_after_steps=24, show_progress=False)
+    straight = dreamer.DreamerV3EngineCPU(cfg).run(tmp_path / "straight", show_progress=False)
+    part = dreamer.DreamerV3EngineCPU(cfg).run(tmp_path / "resumed", stop_after_steps=24, show_progress=False)
     assert len(read_metrics(part)) == 3
-    dreamer.run(cfg, part, resume=True, show_progress=False)
+    dreamer.DreamerV3EngineCPU(cfg).run(part, resume=True, show_progress=False)
     assert _same_rows(_deterministic(read_metrics(straight)), _deterministic(read_metrics(part)))
     ca, cb = (load_checkpoint(r / "checkpoints/last.pt") for r in (straight, part))
     assert _same_state(ca["state"], cb["state"]) and torch.equal(ca["gen"], cb["gen"])
@@ -112,8 +112,8 @@ def test_env_restored_by_replay_continues_identically():
 
 
 def test_eval_and_plot_on_a_run(tmp_path, capsys):
-    run = dreamer.run(_cfg("task=standing-still", "total_steps=24", "checkpoint_every=24"), tmp_path / "run",
-                      show_progress=False)
+    cfg = _cfg("task=standing-still", "total_steps=24", "checkpoint_every=24")
+    run = dreamer.DreamerV3EngineCPU(cfg).run(tmp_path / "run", show_progress=False)
     assert cli.main(["eval", str(run), "--episodes", "2"]) == 0
     result = __import__("json").loads((run / "eval/eval.json").read_text())
     assert result["episodes"] == 2 and result["EpLen"] == 10 and result["SuccessRate"] == 0  # nothing ends
@@ -156,7 +156,7 @@ def test_missing_rom_is_a_clear_error(tmp_path, monkeypatch, capsys):
 
 
 def test_corrupted_checkpoint_is_a_clear_error_and_loses_nothing(tmp_path, capsys):
-    run = dreamer.run(_cfg(), tmp_path / "run", stop_after_steps=16, show_progress=False)
+    run = dreamer.DreamerV3EngineCPU(_cfg()).run(tmp_path / "run", stop_after_steps=16, show_progress=False)
     ckpt = run / "checkpoints/last.pt"
     ckpt.write_bytes(ckpt.read_bytes()[:1000])  # truncated
     before = (run / "metrics.csv").read_bytes()
