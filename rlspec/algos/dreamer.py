@@ -160,8 +160,13 @@ class DreamerState:
 
 
 def make_state(cfg: DreamerConfig, num_actions: int, kit: Kit, gen: torch.Generator) -> DreamerState:
-    """Networks initialised from ``gen`` in a fixed order (world model, actor, critic); slow critic = critic."""
+    """Networks initialised from ``gen`` in a fixed order (world model, actor, critic); slow critic = critic.
+    The reward head's output layer is zeroed, as sheeprl does (and the critic's, rlspec/models/dreamer.py):
+    the first imagined rewards and values are 0 (uniform two-hot) instead of a random two-hot mean."""
     wm = kit.WorldModel(cfg.world_model_config(num_actions), gen)
+    with torch.no_grad():
+        wm.reward_head.out.weight.zero_()
+        wm.reward_head.out.bias.zero_()
     feat, bins = wm.config.feature_dim, cfg.behavior_config().num_bins
     actor = nets.actor(feat, num_actions, cfg.mlp_hidden, cfg.mlp_layers, gen)
     critic = nets.critic(feat, bins, cfg.mlp_hidden, cfg.mlp_layers, gen)

@@ -103,3 +103,12 @@ def test_reconstruct_open_loop_agrees_with_the_posterior_over_its_context():
     assert torch.equal(imagined[:2], recon[:2]) and not torch.equal(imagined[2:], recon[2:])
     _, recon_all, imagined_all = core.reconstruct(state, batch, torch.Generator().manual_seed(1), context=5)
     assert torch.equal(recon_all, recon) and torch.equal(imagined_all, recon)
+
+
+def test_first_imagined_rewards_and_values_are_zero():
+    state, gen = _state()
+    f = torch.randn(3, 7, state.wm.config.feature_dim, generator=gen)
+    c = state.wm.config
+    reward = twohot.mean(state.wm.heads(f)[1], c.reward_bins, c.reward_low, c.reward_high)  # [3, 7]
+    assert reward.shape == (3, 7) and reward.abs().max() < 1e-6  # 0 up to the support's float rounding
+    assert twohot.mean(state.critic(f)).abs().max() < 1e-6
