@@ -431,7 +431,11 @@ def plot(run_dir: Path) -> int:
         print(f)
     ckpt_path = Path(run_dir) / "checkpoints/last.pt"
     if ckpt_path.is_file():
-        ckpt = read_checkpoint(ckpt_path)
+        try:
+            ckpt = read_checkpoint(ckpt_path)
+        except runconfig.ConfigError as err:
+            print(f"rlspec plot: error: no reconstruction strip: {err}", file=sys.stderr)
+            return 2
         state = build(cfg, torch.Generator().manual_seed(cfg.seed))
         state.load_state_dict(ckpt["state"])
         f = reconstruction_strip(state, ckpt["ring"], Path(run_dir) / "plots/reconstruction.png", cfg.seed)

@@ -163,3 +163,5 @@ def test_corrupted_checkpoint_is_a_clear_error_and_loses_nothing(tmp_path, capsy
     code, err = _train(["--resume", str(run)], capsys)
     assert code == 2 and "corrupted" in err and str(ckpt) in err
     assert (run / "metrics.csv").read_bytes() == before and ckpt.stat().st_size == 1000
+    assert cli.main(["plot", str(run)]) == 2 and "corrupted" in capsys.readouterr().err
+    assert cli.main(["eval", str(run)]) == 2 and "corrupted" in capsys.readouterr().err
