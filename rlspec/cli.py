@@ -35,7 +35,7 @@ def choose_triton(mode: str) -> None:
 # Engines behind `train`, `eval`, `plot` and `compare`, imported only when their verb runs. Each module
 # provides train(argv) -> int, evaluate(run_dir, argv) -> int, plot(run_dir) -> int, compare(argv) -> int.
 ENGINES: dict[str, str] = {"safe": "rlspec.engines.safe", "safe-fast": "rlspec.engines.safe_fast",
-                           "bonus": "rlspec.engines.bonus"}
+                           "bonus": "rlspec.engines.bonus", "dreamer": "rlspec.engines.dreamer"}
 
 
 def _engine(name: str):

@@ -1,0 +1,285 @@
+"""DreamerV3's functional core (seed 004 M3–M5; design.md "Engines"): one learner update and one acting step
+over explicit state, the contract implementations injected through a ``Kit``; no IO, no global RNG (every
+draw from the caller's ``torch.Generator``). Engines only decide where and when these run.
+
+    state = make_state(cfg, num_actions, kit, gen)
+    metrics = train_step(state, batch, gen)                           # batch: the replay's [T, B] sequences
+    action, carry = policy_step(state, obs, prev_action, is_first, carry, gen)
+
+One ``train_step``:
+  1. world model: loss = recon + reward + continue + KL on the batch (contract world_model), Adam step with
+     the gradient norm clipped to ``wm_clip``.
+  2. imagination (contract behavior ``imagine``) of ``horizon`` steps from every posterior state (h_t, z_t)
+     of the batch, detached: s_0 .. s_H, a_t ~ π(·|s_t).
+  3. behaviour losses (``behavior_losses``) on the imagined features; actor and critic Adam steps (clipped
+     to ``actor_clip``, ``critic_clip``); then the slow critic EMA (``update_slow_critic``, rate slow_rate).
+
+Row alignment (the two contracts state different conventions; this file joins them):
+  * world_model's heads read f_t and predict the reward and continue of the transition OUT of s_t (the
+    replay row t = (obs_t, action_t, reward of that step, continue of that step): seed 004 §2.3).
+  * behavior uses sheeprl's ARRIVAL alignment: reward[t], cont_logits[t] belong to arriving at s_t, row 0
+    unused (c_0 = 1 − start_terminal), R_t = r_{t+1} + γ c_{t+1}(...).
+  So the imagined rows passed to behavior are the heads' outputs shifted down by one:
+      reward_b[t] = reward_head(f_{t−1}),  cont_b[t] = cont_head(f_{t−1})   for t = 1..H   (row 0: zeros)
+  and start_terminal = 0: in the transition layout a terminal observation is never a replay row, so no start
+  state is terminal (its "terminal" is the continue of the transition out of it, cont_b[1]).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rlspec.contracts.behavior import BehaviorConfig, sample_categorical
+from rlspec.contracts.rssm import RSSMState
+from rlspec.contracts.world_model import WorldModelConfig
+from rlspec.models import dreamer as nets
+
+
+@dataclass(frozen=True)
+class DreamerConfig:
+    # --- world model (contract world_model; sizes far below DreamerV3-XS: the room is small) ---
+    deter: int = 256
+    """H: recurrent state of the RSSM."""
+    stoch: int = 16
+    """S: categorical latents."""
+    classes: int = 16
+    """K: classes per latent."""
+    hidden: int = 256
+    """Width of the RSSM MLPs, encoder, decoder and heads."""
+    embed_dim: int = 256
+    """E: encoder output."""
+    pool: int = 4
+    """Average pooling of the 72 × 80 frame in the encoder; the decoder reconstructs the pooled frame."""
+    free_bits: float = 1.0
+    """Free nats per (t, b) of each KL term (seed §3 M4)."""
+    dyn_scale: float = 0.5
+    """Scale of KL(sg(post) ‖ prior) (paper / sheeprl 0.5; the world_model contract's default is 1)."""
+    rep_scale: float = 0.1
+    """Scale of KL(post ‖ sg(prior)) (paper / sheeprl 0.1)."""
+    unimix: float = 0.01
+    """Uniform mixture of the latents."""
+    # --- actor and critic ---
+    mlp_hidden: int = 256
+    """Width of the actor and critic MLPs."""
+    mlp_layers: int = 2
+    """Hidden layers of the actor and critic (sheeprl mlp_layers)."""
+    # --- behaviour (contract behavior; DreamerV3 defaults) ---
+    horizon: int = 15
+    """Imagined steps H."""
+    gamma: float = 1 - 1 / 333
+    """Discount γ."""
+    lam: float = 0.95
+    """λ of the λ-returns."""
+    entropy_coef: float = 3e-4
+    """η of the actor's entropy bonus."""
+    slow_rate: float = 0.02
+    """Slow critic EMA rate after every update."""
+    slow_reg: float = 1.0
+    """Weight of the slow-critic regularizer."""
+    # --- optimisation (sheeprl dreamer_v3.yaml) ---
+    batch_size: int = 16
+    """B: sequences per update."""
+    seq_len: int = 64
+    """T: steps per sequence."""
+    wm_lr: float = 1e-4
+    """Adam learning rate of the world model."""
+    actor_lr: float = 8e-5
+    """Adam learning rate of the actor."""
+    critic_lr: float = 8e-5
+    """Adam learning rate of the critic."""
+    wm_eps: float = 1e-8
+    """Adam eps of the world model."""
+    ac_eps: float = 1e-5
+    """Adam eps of the actor and the critic."""
+    wm_clip: float = 1000.0
+    """Gradient-norm clip of the world model."""
+    actor_clip: float = 100.0
+    """Gradient-norm clip of the actor."""
+    critic_clip: float = 100.0
+    """Gradient-norm clip of the critic."""
+
+    def world_model_config(self, num_actions: int) -> WorldModelConfig:
+        return WorldModelConfig(num_actions=num_actions, deter=self.deter, stoch=self.stoch, classes=self.classes,
+                                hidden=self.hidden, embed_dim=self.embed_dim, pool=self.pool,
+                                free_bits=self.free_bits, dyn_scale=self.dyn_scale, rep_scale=self.rep_scale,
+                                unimix=self.unimix)
+
+    def behavior_config(self) -> BehaviorConfig:
+        return BehaviorConfig(horizon=self.horizon, gamma=self.gamma, lam=self.lam, entropy_coef=self.entropy_coef,
+                              slow_rate=self.slow_rate, slow_reg=self.slow_reg)
+
+
+@dataclass(frozen=True)
+class Kit:
+    """The contract implementations the core calls (design.md "Engines"): reference twins here."""
+
+    WorldModel: type  # contract world_model (its RSSM inside: contract rssm)
+    imagine: Any  # contract behavior
+    behavior_losses: Any
+    update_slow_critic: Any
+    twohot_mean: Any  # contract twohot
+    ReturnEMA: type  # contract return_ema
+
+    @classmethod
+    def reference(cls) -> "Kit":
+        from rlspec.reference import behavior, return_ema, twohot, world_model
+
+        return cls(WorldModel=world_model.WorldModel, imagine=behavior.imagine,
+                   behavior_losses=behavior.behavior_losses, update_slow_critic=behavior.update_slow_critic,
+                   twohot_mean=twohot.mean, ReturnEMA=return_ema.ReturnEMA)
+
+
+@dataclass
+class DreamerState:
+    cfg: DreamerConfig
+    kit: Kit
+    wm: nn.Module
+    actor: nn.Module
+    critic: nn.Module
+    slow_critic: nn.Module
+    wm_opt: torch.optim.Optimizer
+    actor_opt: torch.optim.Optimizer
+    critic_opt: torch.optim.Optimizer
+    return_ema: Any
+    updates: int = 0
+
+    MODULES = ("wm", "actor", "critic", "slow_critic", "wm_opt", "actor_opt", "critic_opt", "return_ema")
+
+    def state_dict(self) -> dict:
+        return {"updates": self.updates, **{k: getattr(self, k).state_dict() for k in self.MODULES}}
+
+    def load_state_dict(self, sd: dict) -> None:
+        for k in self.MODULES:
+            getattr(self, k).load_state_dict(sd[k])
+        self.updates = sd["updates"]
+
+
+def make_state(cfg: DreamerConfig, num_actions: int, kit: Kit, gen: torch.Generator) -> DreamerState:
+    """Networks initialised from ``gen`` in a fixed order (world model, actor, critic); slow critic = critic.
+    The reward head's output layer is zeroed, as sheeprl does (and the critic's, rlspec/models/dreamer.py):
+    the first imagined rewards and values are 0 (uniform two-hot) instead of a random two-hot mean."""
+    wm = kit.WorldModel(cfg.world_model_config(num_actions), gen)
+    with torch.no_grad():
+        wm.reward_head.out.weight.zero_()
+        wm.reward_head.out.bias.zero_()
+    feat, bins = wm.config.feature_dim, cfg.behavior_config().num_bins
+    actor = nets.actor(feat, num_actions, cfg.mlp_hidden, cfg.mlp_layers, gen)
+    critic = nets.critic(feat, bins, cfg.mlp_hidden, cfg.mlp_layers, gen)
+    slow = nets.critic(feat, bins, cfg.mlp_hidden, cfg.mlp_layers, gen)
+    slow.load_state_dict(critic.state_dict())
+    slow.requires_grad_(False)
+
+    def adam(module: nn.Module, lr: float, eps: float) -> torch.optim.Adam:
+        return torch.optim.Adam(module.parameters(), lr=lr, eps=eps, foreach=False)
+
+    return DreamerState(cfg, kit, wm, actor, critic, slow, adam(wm, cfg.wm_lr, cfg.wm_eps),
+                        adam(actor, cfg.actor_lr, cfg.ac_eps), adam(critic, cfg.critic_lr, cfg.ac_eps),
+                        kit.ReturnEMA())
+
+
+def features(h: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """[..., H], [..., S, K] -> f [..., H + S·K]."""
+    return torch.cat((h, z.flatten(-2)), -1)
+
+
+def _step(opt: torch.optim.Optimizer, loss: torch.Tensor, module: nn.Module, clip: float) -> torch.Tensor:
+    """One clipped Adam step on ``loss``; returns the gradient norm before clipping."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    norm = nn.utils.clip_grad_norm_(module.parameters(), clip, foreach=False)
+    opt.step()
+    return norm.detach()
+
+
+def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.Generator) -> dict[str, float]:
+    """One update of world model, actor and critic on ``batch`` (the replay's sample_sequences dict, [T, B]);
+    returns scalar metrics."""
+    s, cfg, kit = state, state.cfg, state.kit
+    bcfg = cfg.behavior_config()
+    # 1. world model
+    wm_loss, wm_metrics, post = s.wm.world_model_loss(batch, gen)
+    wm_norm = _step(s.wm_opt, wm_loss, s.wm, cfg.wm_clip)
+    # 2. imagination from every posterior state, detached: [T·B] starts
+    start = (post.h.detach().flatten(0, 1), post.z.detach().flatten(0, 1))  # [T·B, H], [T·B, S, K]
+
+    def img_step(st: tuple, onehot: torch.Tensor) -> tuple:
+        with torch.no_grad():  # the world model is not trained through imagination
+            _, h, z = s.wm.rssm.img_step(st[0], st[1], onehot.argmax(-1), gen)
+        return h, z
+
+    def policy(st: tuple) -> torch.Tensor:
+        return s.actor(features(*st))
+
+    imag = kit.imagine(img_step, policy, start, cfg.horizon, gen)
+    f = features(*imag.states)  # [H+1, T·B, F]
+    # 3. behaviour: heads predict out of s_t; behavior wants arrival at s_t (module docstring)
+    with torch.no_grad():
+        _, reward_logits, cont_logits = s.wm.heads(f)  # [H+1, T·B, bins], [H+1, T·B]
+        c = s.wm.config
+        reward_out = kit.twohot_mean(reward_logits, c.reward_bins, c.reward_low, c.reward_high)  # [H+1, T·B]
+        reward = F.pad(reward_out[:-1], (0, 0, 1, 0))  # [H+1, T·B]: row 0 unused
+        cont = F.pad(cont_logits[:-1], (0, 0, 1, 0))
+        slow_logits = s.slow_critic(f)
+    value_logits = s.critic(f.detach())  # [H+1, T·B, bins]
+    start_terminal = torch.zeros(f.shape[1], dtype=torch.bool)
+    out = kit.behavior_losses(reward, cont, value_logits, slow_logits, imag.logits, imag.actions, start_terminal,
+                              s.return_ema, bcfg)
+    actor_norm = _step(s.actor_opt, out["actor_loss"], s.actor, cfg.actor_clip)
+    critic_norm = _step(s.critic_opt, out["critic_loss"], s.critic, cfg.critic_clip)
+    kit.update_slow_critic(s.critic, s.slow_critic, cfg.slow_rate)
+    s.updates += 1
+    metrics = {f"Loss/{k}": v for k, v in wm_metrics.items()}
+    metrics.update({"Loss/actor_loss": out["actor_loss"].detach(), "Loss/critic_loss": out["critic_loss"].detach(),
+                    "Behavior/entropy": out["entropy"][:-1].mean(), "Behavior/returns": out["returns"].mean(),
+                    "Behavior/values": out["values"].mean(), "Behavior/imagined_reward": reward_out.mean(),
+                    "Grad/world_model": wm_norm, "Grad/actor": actor_norm, "Grad/critic": critic_norm})
+    return {k: float(v) for k, v in metrics.items()}
+
+
+@torch.no_grad()
+def policy_step(state: DreamerState, obs: torch.Tensor, prev_action: torch.Tensor, is_first: torch.Tensor,
+                carry: tuple | None, gen: torch.Generator, greedy: bool = False
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """obs [N, 1, 72, 20] uint8, prev_action [N] (the action taken at the previous obs; any value where
+    is_first), is_first [N] bool, carry (h [N, H], z [N, S, K]) or None at the start -> (action [N] int64,
+    carry). The RSSM resets where is_first; the action is sampled from π (argmax where ``greedy``)."""
+    wm = state.wm
+    n = obs.shape[0]
+    if carry is None:
+        init = wm.rssm.initial_state(n)
+        carry = (init.h, init.z)
+    prev = RSSMState(carry[0], carry[1], F.one_hot(prev_action.long(), wm.config.num_actions).float())
+    dummy = torch.zeros(1, n, dtype=torch.int64)  # action[t] only fills the returned state's action
+    out = wm.rssm.observe(wm.embed(obs.unsqueeze(0)), dummy, is_first.unsqueeze(0), gen, state=prev)
+    h, z = out.h[0], out.z[0]  # [N, H], [N, S, K]
+    logits = state.actor(features(h, z))  # [N, A]
+    if greedy:
+        action = logits.argmax(-1)
+    else:
+        action = sample_categorical(logits, gen)
+    return action, (h, z)
+
+
+@torch.no_grad()
+def reconstruct(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.Generator, context: int
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(real, reconstructed, imagined) pooled frames [T, B, 72/pool, 80/pool] of a replay batch: the posterior
+    decoded at every step, and an open-loop prediction that sees the first ``context`` frames only, then
+    rolls the prior with the replay's actions (s_{t+1} = img_step(s_t, action_t); its first ``context``
+    frames are the posterior's; episode starts after the context are not reset)."""
+    wm = state.wm
+    x = wm.frames(batch["obs"])  # [T, B, P]
+    post = wm.rssm.observe(wm.encoder(x), batch["action"], batch["is_first"], gen)
+    f = features(post.h, post.z)  # [T, B, F]
+    h, z, imagined = post.h[context - 1], post.z[context - 1], list(f[:context])
+    for t in range(context, x.shape[0]):
+        _, h, z = wm.rssm.img_step(h, z, batch["action"][t - 1], gen)
+        imagined.append(features(h, z))
+    shape = (*x.shape[:2], *wm.config.pooled_shape)
+    return (x.reshape(shape), wm.decoder(f).reshape(shape),
+            wm.decoder(torch.stack(imagined)).reshape(shape))

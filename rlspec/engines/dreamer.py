@@ -1,0 +1,486 @@
+"""Reference DreamerV3 engine ``DreamerV3EngineCPU`` (issue 10; seed 004 M6–M8): one process, CPU, top to
+bottom, on the project's Game Boy room (rlspec/envs/room/room.gb in PyBoy).
+
+    rlspec train dreamer --engine reference --task room-exit|standing-still [--preset smoke] [--out DIR]
+                         [--set KEY=VALUE ...]
+    rlspec train dreamer --resume RUN            # continue RUN from its last checkpoint, bit for bit
+    rlspec eval RUN [--episodes K]               # greedy policy: mean return, success rate (RUN/eval/eval.json)
+    rlspec plot RUN                              # redraw RUN/plots/*.png
+
+One loop iteration is one vector step of the ``num_envs`` emulators (``num_envs`` env steps):
+  act     random actions until ``min_ready_steps`` env steps are in the replay (prefill), then the policy
+          (rlspec/algos/dreamer.py ``policy_step``, sampling);
+  store   the replay row of every env: (obs_t, action_t, reward and continue of that transition, is_first,
+          episode id) — seed 004 §2.3's transition layout (contract replay);
+  learn   the train-ratio scheduler: after env step s the number of updates done is
+          floor((s − min_ready_steps) · train_ratio / (batch_size · seq_len)), so every update replays
+          batch_size · seq_len steps and replayed / collected steps stay at ``train_ratio`` (danijar's
+          ``train_ratio``; sheeprl's replay_ratio = train_ratio / (B·T) updates per env step).
+
+Same config and seed ⇒ the same run, bit for bit, straight or resumed (``torch_threads`` 1): every random
+draw (weights, prefill actions, policy samples, replay windows, latent samples) comes from one
+``torch.Generator``; each episode is reset from its own seed; a checkpoint holds the models, optimizers,
+ReturnEMA, replay ring, generator state, the loop's state and the envs (replayable actions,
+rlspec/envs/room/recorded.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from rlspec.algos.dreamer import DreamerConfig, DreamerState, Kit, make_state, policy_step, reconstruct, train_step
+from rlspec.contracts.room_env import MASK32, MIN_FRAMESKIP, NUM_ACTIONS, SCENARIOS
+from rlspec.runs import config as runconfig
+from rlspec.runs.plots import Panel, draw
+from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, save_checkpoint
+
+ENGINE = "dreamer"
+ENGINES = ("reference", "fast")  # --engine; fast (DreamerV3Engine, CUDA actor/learner) is not built yet
+
+
+@dataclass(frozen=True)
+class DreamerRunConfig:
+    task: str = "room-exit"
+    """The room scenario: room-exit (reach the door: success) or standing-still (reconstruction only)."""
+    seed: int = 0
+    """Seed of the generator (weights, actions, replay windows, latents) and of every episode's reset."""
+    num_envs: int = 4
+    """Room emulators (PyBoy) stepped together."""
+    total_steps: int = 50_000
+    """Env steps of the whole run (all envs together; a multiple of num_envs)."""
+    min_ready_steps: int = 1024
+    """Env steps of uniformly random actions before the first update (replay prefill)."""
+    train_ratio: float = 64.0
+    """Replayed steps per env step after the prefill: one update (batch_size · seq_len replayed steps) every
+    batch_size · seq_len / train_ratio env steps."""
+    replay_capacity: int = 20_000
+    """Rows of the replay ring per env, 1,440 bytes of packed2 frame each (the oldest are overwritten;
+    >= total_steps / num_envs keeps the whole run)."""
+    step_limit: int = 64
+    """Env steps before an episode is truncated."""
+    frameskip: int = 4
+    """Emulated frames per env step (>= 3: the room shows its update from the third frame)."""
+    log_every: int = 256
+    """Write a metrics row every this many env steps (a multiple of num_envs) and at total_steps."""
+    checkpoint_every: int = 4096
+    """Write RUN/checkpoints/last.pt every this many env steps (and at the end)."""
+    ep_window: int = 20
+    """Finished episodes averaged in Metrics/EpRet, EpLen and SuccessRate."""
+    torch_threads: int = 1
+    """torch.set_num_threads for the run (1: the same numbers on any machine)."""
+    dreamer: DreamerConfig = field(default_factory=DreamerConfig)
+    """World model, actor-critic and optimisation settings (rlspec/algos/dreamer.py)."""
+
+
+PRESETS: dict[str, dict] = {
+    "default": {},
+    # a few hundred env steps with a tiny model: every code path taken in well under a minute on 2 cores
+    "smoke": {"num_envs": 2, "total_steps": 400, "min_ready_steps": 64, "train_ratio": 32.0,
+              "replay_capacity": 1024, "log_every": 40, "checkpoint_every": 200, "ep_window": 10,
+              "dreamer.deter": 64, "dreamer.stoch": 8, "dreamer.classes": 8, "dreamer.hidden": 64,
+              "dreamer.embed_dim": 64, "dreamer.pool": 4, "dreamer.mlp_hidden": 64, "dreamer.mlp_layers": 1,
+              "dreamer.horizon": 8, "dreamer.batch_size": 4, "dreamer.seq_len": 16},
+}
+
+# int keys -> their least value
+INT_MIN = {"seed": 0, "num_envs": 1, "total_steps": 1, "min_ready_steps": 0, "replay_capacity": 1, "step_limit": 1,
+           "frameskip": MIN_FRAMESKIP, "log_every": 1, "checkpoint_every": 1, "ep_window": 1, "torch_threads": 1}
+POSITIVE = ("wm_lr", "actor_lr", "critic_lr", "wm_eps", "ac_eps", "wm_clip", "actor_clip", "critic_clip")
+
+
+def validate(cfg: DreamerRunConfig) -> None:
+    def bad(key: str, expected: str, got) -> runconfig.ConfigError:
+        return runconfig.ConfigError(f"config key {key!r}: expected {expected}, got {got!r}")
+
+    if cfg.task not in SCENARIOS:
+        raise bad("task", f"one of {sorted(SCENARIOS)}", cfg.task)
+    for key, least in INT_MIN.items():
+        if getattr(cfg, key) < least:
+            raise bad(key, f"an int >= {least}", getattr(cfg, key))
+    if cfg.seed > MASK32:
+        raise bad("seed", "an int <= 2**32 - 1 (the room's episode seeds are uint32 arithmetic)", cfg.seed)
+    for key in ("total_steps", "log_every", "checkpoint_every"):
+        if getattr(cfg, key) % cfg.num_envs:
+            raise bad(key, f"a multiple of num_envs = {cfg.num_envs}", getattr(cfg, key))
+    if not (math.isfinite(cfg.train_ratio) and cfg.train_ratio > 0):
+        raise bad("train_ratio", "a finite float > 0", cfg.train_ratio)
+    d = cfg.dreamer
+    if cfg.min_ready_steps < cfg.num_envs * d.seq_len:
+        raise bad("min_ready_steps", f">= num_envs · dreamer.seq_len = {cfg.num_envs * d.seq_len} (a full "
+                  "sequence in every env column before the first update)", cfg.min_ready_steps)
+    if cfg.replay_capacity < d.seq_len:
+        raise bad("replay_capacity", f">= dreamer.seq_len = {d.seq_len}", cfg.replay_capacity)
+    for key in ("batch_size", "seq_len", "mlp_hidden"):
+        if getattr(d, key) < 1:
+            raise bad(f"dreamer.{key}", "an int >= 1", getattr(d, key))
+    if d.mlp_layers < 0:
+        raise bad("dreamer.mlp_layers", "an int >= 0", d.mlp_layers)
+    for key in POSITIVE:
+        if not (math.isfinite(getattr(d, key)) and getattr(d, key) > 0):
+            raise bad(f"dreamer.{key}", "a finite float > 0", getattr(d, key))
+    try:
+        d.world_model_config(NUM_ACTIONS), d.behavior_config()
+    except (TypeError, ValueError) as err:
+        raise runconfig.ConfigError(f"config group 'dreamer': {err}") from None
+
+
+def rom_path() -> Path:
+    """The room ROM, with a clear error when the checkout lacks it."""
+    from rlspec.envs.room import pyboy_room
+
+    if not pyboy_room.ROM.is_file():
+        raise FileNotFoundError(f"the room ROM {pyboy_room.ROM} is missing: rebuild it with `nox -s rom` "
+                                "(sdcc) or restore it with git")
+    return pyboy_room.ROM
+
+
+def make_envs(cfg: DreamerRunConfig, seed: int):
+    from rlspec.envs.room.recorded import RecordedRoom  # PyBoy: imported only when a run starts
+
+    rom_path()
+    return RecordedRoom(cfg.num_envs, cfg.task, step_limit=cfg.step_limit, seed=seed, frameskip=cfg.frameskip)
+
+
+def make_ring(cfg: DreamerRunConfig):
+    from rlspec.reference.replay import ReplayRing
+
+    return ReplayRing(cfg.replay_capacity, cfg.num_envs)
+
+
+def updates_due(cfg: DreamerRunConfig, env_steps: int) -> int:
+    """Updates that should be done after ``env_steps`` (module docstring: the train-ratio scheduler)."""
+    d = cfg.dreamer
+    if env_steps < cfg.min_ready_steps:
+        return 0
+    return math.floor((env_steps - cfg.min_ready_steps) * cfg.train_ratio / (d.batch_size * d.seq_len))
+
+
+# ------------------------------------------------------------------------------------------ the loop
+@dataclass
+class Loop:
+    """Everything the loop carries between vector steps (besides models, replay, envs and generator)."""
+
+    env_steps: int
+    obs: torch.Tensor  # [N, 1, 72, 20] uint8: the current observations
+    is_first: torch.Tensor  # [N] bool
+    episode_id: torch.Tensor  # [N] int32
+    prev_action: torch.Tensor  # [N] int64: the action taken at the previous obs
+    carry: tuple | None  # the policy's (h [N, H], z [N, S, K]); None: not started
+    ep_return: torch.Tensor  # [N] float64 return of the running episodes
+    ep_length: torch.Tensor  # [N] int64
+    finished: list  # (return, length, success) of the last ep_window finished episodes
+    sums: dict  # train metrics summed since the last metrics row
+    count: int  # updates since the last metrics row
+
+    def state_dict(self) -> dict:
+        return dict(vars(self))
+
+    @classmethod
+    def start(cls, cfg: DreamerRunConfig, step) -> "Loop":
+        n = cfg.num_envs
+        return cls(0, step.obs.clone(), step.is_first.clone(), step.episode_id.clone(),
+                   torch.zeros(n, dtype=torch.int64), None, torch.zeros(n, dtype=torch.float64),
+                   torch.zeros(n, dtype=torch.int64), [], {}, 0)
+
+
+def act(cfg: DreamerRunConfig, state: DreamerState, loop: Loop, gen: torch.Generator) -> torch.Tensor:
+    """[N] action ids: uniform during the prefill, then sampled from the policy."""
+    if loop.env_steps < cfg.min_ready_steps:
+        return torch.randint(0, NUM_ACTIONS, (cfg.num_envs,), generator=gen)
+    action, loop.carry = policy_step(state, loop.obs, loop.prev_action, loop.is_first, loop.carry, gen)
+    return action
+
+
+def env_step(cfg: DreamerRunConfig, envs, ring, loop: Loop, action: torch.Tensor) -> None:
+    """Step the envs, push the transition rows, track episodes (the last ep_window finished ones)."""
+    out = envs.step(action)
+    ring.push(loop.obs, action.to(torch.int32), out.reward, loop.is_first, (~out.terminated).float(),
+              loop.episode_id)
+    advance(cfg, loop, out, action)
+    loop.finished = loop.finished[-cfg.ep_window:]
+
+
+def advance(cfg: DreamerRunConfig, loop: Loop, out, action: torch.Tensor) -> None:
+    """Move ``loop`` past one vector step: episode returns and lengths, the finished episodes, the new obs."""
+    loop.ep_return += out.reward.double()
+    loop.ep_length += 1
+    for i in (out.terminated | out.truncated).nonzero().flatten().tolist():
+        loop.finished.append((float(loop.ep_return[i]), int(loop.ep_length[i]), bool(out.success[i])))
+        loop.ep_return[i], loop.ep_length[i] = 0.0, 0
+    loop.obs, loop.is_first, loop.episode_id = out.obs.clone(), out.is_first.clone(), out.episode_id.clone()
+    loop.prev_action = action
+    loop.env_steps += cfg.num_envs
+
+
+def learn(cfg: DreamerRunConfig, state: DreamerState, ring, loop: Loop, gen: torch.Generator) -> None:
+    d = cfg.dreamer
+    for _ in range(updates_due(cfg, loop.env_steps) - state.updates):
+        metrics = train_step(state, ring.sample_sequences(d.batch_size, d.seq_len, gen), gen)
+        for k, v in metrics.items():
+            loop.sums[k] = loop.sums.get(k, 0.0) + v
+        loop.count += 1
+
+
+def row(cfg: DreamerRunConfig, state: DreamerState, loop: Loop) -> dict[str, float]:
+    """One metrics row (and resets the sums): mean train metrics since the last row, episode statistics over
+    the window, the measured replay ratio."""
+    m = {k: v / loop.count for k, v in loop.sums.items()}
+    loop.sums, loop.count = {}, 0
+    d, eps = cfg.dreamer, loop.finished
+    collected = loop.env_steps - cfg.min_ready_steps
+    m.update({"Train/updates": float(state.updates),
+              "Train/replay_ratio": state.updates * d.batch_size * d.seq_len / collected if collected > 0 else math.nan,
+              "Metrics/EpRet": sum(e[0] for e in eps) / len(eps) if eps else math.nan,
+              "Metrics/EpLen": sum(e[1] for e in eps) / len(eps) if eps else math.nan,
+              "Metrics/SuccessRate": sum(e[2] for e in eps) / len(eps) if eps else math.nan})
+    return m
+
+
+def panels(cfg: DreamerRunConfig) -> list[Panel]:
+    """RUN/plots: losses, return, success rate, replay ratio with its target."""
+    loss = [Panel(f"Loss/{k}", f"{k}.png", k.replace("_", " ")) for k in
+            ("loss", "recon_loss", "reward_loss", "continue_loss", "kl_loss", "actor_loss", "critic_loss")]
+    return loss + [Panel("Metrics/EpRet", "return.png", "episode return"),
+                   Panel("Metrics/SuccessRate", "success_rate.png", "success rate (window)"),
+                   Panel("Train/replay_ratio", "replay_ratio.png", "replay ratio (replayed / collected steps)",
+                         {"train_ratio": cfg.train_ratio})]
+
+
+def reconstruction_strip(state: DreamerState, ring, path: Path, seed: int, frames: int = 12,
+                         context: int = 4) -> Path | None:
+    """PNG: one replayed sequence, real frames over the posterior's reconstructions over the open-loop
+    prediction from the first ``context`` frames (rlspec/algos/dreamer.py ``reconstruct``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    gen = torch.Generator().manual_seed(seed)  # its own: the run's generator is untouched
+    if ring.committed_t < frames:
+        return None
+    rows = reconstruct(state, ring.sample_sequences(1, frames, gen), gen, context)  # 3 × [T, 1, h, w]
+    titles = ("real (replay)", "reconstructed (posterior)", f"imagined (open loop after {context} frames)")
+    fig, axes = plt.subplots(3, 1, figsize=(frames * 1.1, 4.2), dpi=100)
+    for ax, frames_tb, title in zip(axes, rows, titles):
+        img = torch.cat(list(frames_tb[:, 0].clamp(0, 1)), 1)  # [h, T·w]
+        ax.imshow(1 - img.numpy(), cmap="gray", vmin=0, vmax=1, interpolation="nearest")  # shade 3 = black
+        ax.set_title(title, fontsize=9)
+        ax.axis("off")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def checkpoint(state: DreamerState, ring, envs, loop: Loop, gen: torch.Generator) -> dict:
+    return {"env_steps": loop.env_steps, "state": state.state_dict(), "ring": ring, "envs": envs.state_dict(),
+            "loop": loop.state_dict(), "gen": gen.get_state()}
+
+
+def read_checkpoint(path: Path) -> dict:
+    """The run's last checkpoint, with a clear error when it is missing or unreadable."""
+    try:
+        ckpt = load_checkpoint(path)
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # torch.load's errors on a truncated or foreign file vary (pickle, zip, EOF)
+        raise runconfig.ConfigError(f"checkpoint {path} is corrupted or not an rlspec dreamer checkpoint "
+                                    f"({type(err).__name__}: {err}); nothing was changed") from None
+    missing = [k for k in ("env_steps", "state", "ring", "envs", "loop", "gen") if not isinstance(ckpt, dict)
+               or k not in ckpt]
+    if missing:
+        raise runconfig.ConfigError(f"checkpoint {path} is not an rlspec dreamer checkpoint (lacks {missing}); "
+                                    "nothing was changed")
+    return ckpt
+
+
+def build(cfg: DreamerRunConfig, gen: torch.Generator) -> DreamerState:
+    return make_state(cfg.dreamer, NUM_ACTIONS, Kit.reference(), gen)
+
+
+class DreamerV3EngineCPU:
+    """The reference engine (module docstring): one process, CPU, deterministic; ``run`` trains."""
+
+    def __init__(self, cfg: DreamerRunConfig):
+        validate(cfg)
+        self.cfg = cfg
+
+    def run(self, out: Path, resume: bool = False, stop_after_steps: int | None = None,
+            show_progress: bool = True) -> Path:
+        """Train (or, with ``resume``, continue the run in ``out``); returns the run directory.
+        ``stop_after_steps``: stop (with a checkpoint) after this many more env steps."""
+        cfg = self.cfg
+        torch.set_num_threads(cfg.torch_threads)
+        ckpt = read_checkpoint(Path(out) / "checkpoints/last.pt") if resume else None  # before anything is written
+        gen = torch.Generator().manual_seed(cfg.seed)
+        state = build(cfg, gen)
+        envs = make_envs(cfg, cfg.seed)
+        ring = ckpt["ring"] if ckpt is not None else make_ring(cfg)
+        if ckpt is not None:
+            state.load_state_dict(ckpt["state"])
+            envs.load_state_dict(ckpt["envs"])
+            loop = Loop(**ckpt["loop"])
+            gen.set_state(ckpt["gen"])
+            rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), resume_step=loop.env_steps)
+        else:
+            loop = Loop.start(cfg, envs.reset())
+            rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), extra_versions=_versions())
+        end = cfg.total_steps if stop_after_steps is None else min(cfg.total_steps,
+                                                                   loop.env_steps + stop_after_steps)
+        bar = Progress(cfg.total_steps) if show_progress else None
+        t0, steps0, updates0 = time.perf_counter(), loop.env_steps, state.updates
+        while loop.env_steps < end:
+            env_step(cfg, envs, ring, loop, act(cfg, state, loop, gen))
+            learn(cfg, state, ring, loop, gen)
+            if loop.env_steps % cfg.log_every == 0 or loop.env_steps == cfg.total_steps:
+                m = row(cfg, state, loop)
+                dt = max(time.perf_counter() - t0, 1e-9)
+                m.update({"Time/env_steps_per_s": (loop.env_steps - steps0) / dt,
+                          "Time/updates_per_s": (state.updates - updates0) / dt})
+                t0, steps0, updates0 = time.perf_counter(), loop.env_steps, state.updates
+                rundir.log(loop.env_steps, m)
+                if bar is not None:
+                    bar.update(loop.env_steps, {k.split("/")[-1]: m[k] for k in (
+                        "Time/updates_per_s", "Train/replay_ratio", "Loss/loss", "Loss/recon_loss", "Metrics/EpRet",
+                        "Metrics/SuccessRate") if k in m}, force=True)
+            if loop.env_steps % cfg.checkpoint_every == 0 or loop.env_steps == end:
+                save_checkpoint(rundir.checkpoint_path, checkpoint(state, ring, envs, loop, gen))
+        if bar is not None:
+            bar.close()
+        envs.close()
+        rundir.close()
+        draw(rundir.path, panels(cfg))
+        reconstruction_strip(state, ring, rundir.path / "plots/reconstruction.png", cfg.seed)
+        return Path(out)
+
+
+def _versions() -> dict:
+    import hashlib
+
+    import pyboy
+
+    return {"pyboy": getattr(pyboy, "__version__", "unknown"),
+            "room_rom_sha256": hashlib.sha256(rom_path().read_bytes()).hexdigest()}
+
+
+# ------------------------------------------------------------------------------------ CLI entry points
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"rlspec train {ENGINE}", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="config keys (--set KEY=VALUE):\n" + runconfig.help_text(DreamerRunConfig))
+    p.add_argument("--engine", choices=ENGINES, default="reference",
+                   help="reference: DreamerV3EngineCPU (one process, deterministic); fast: not built yet")
+    p.add_argument("--task", choices=sorted(SCENARIOS), help="shorthand for --set task=...")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
+    p.add_argument("--out", type=Path, help="run directory (default: runs/dreamer-TASK-sSEED)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    p.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
+    p.add_argument("--stop-after-steps", type=int, help="stop after this many env steps (a later --resume goes on)")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    return p
+
+
+def build_config(preset: str = "default", overrides: list[str] = (), task: str | None = None) -> DreamerRunConfig:
+    cfg = runconfig.replace(DreamerRunConfig(), PRESETS[preset], f"preset {preset!r}")
+    return runconfig.apply_overrides(cfg, [*([f"task={task}"] if task else []), *overrides])
+
+
+def train(argv: list[str]) -> int:
+    """`rlspec train dreamer ...`"""
+    args = _parser().parse_args(argv)
+    try:
+        if args.engine == "fast":
+            raise runconfig.ConfigError("--engine fast: the CUDA actor/learner engine (DreamerV3Engine) is not "
+                                        "built yet; use --engine reference")
+        if args.resume:
+            if args.set or args.task or args.preset != "default" or args.out:
+                raise runconfig.ConfigError("--resume continues a run with its own config.json: give no "
+                                            "--task/--preset/--set/--out")
+            cfg = load_config(args.resume)
+            out = args.resume
+        else:
+            cfg = build_config(args.preset, args.set, args.task)
+            validate(cfg)
+            out = args.out or Path("runs") / f"{ENGINE}-{cfg.task}-s{cfg.seed}"
+        path = DreamerV3EngineCPU(cfg).run(out, resume=bool(args.resume), stop_after_steps=args.stop_after_steps,
+                                           show_progress=not args.quiet)
+    except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
+        print(f"rlspec train {ENGINE}: error: {err}", file=sys.stderr)
+        return 2
+    print(f"run: {path}")
+    return 0
+
+
+def load_config(run_dir: Path) -> DreamerRunConfig:
+    return runconfig.from_dict(DreamerRunConfig, RunDir.read_config(run_dir)["config"])
+
+
+def plot(run_dir: Path) -> int:
+    """Redraw RUN/plots/*.png from metrics.csv (and the reconstruction strip from the last checkpoint)."""
+    cfg = load_config(run_dir)
+    for f in draw(run_dir, panels(cfg)):
+        print(f)
+    ckpt_path = Path(run_dir) / "checkpoints/last.pt"
+    if ckpt_path.is_file():
+        try:
+            ckpt = read_checkpoint(ckpt_path)
+        except runconfig.ConfigError as err:
+            print(f"rlspec plot: error: no reconstruction strip: {err}", file=sys.stderr)
+            return 2
+        state = build(cfg, torch.Generator().manual_seed(cfg.seed))
+        state.load_state_dict(ckpt["state"])
+        f = reconstruction_strip(state, ckpt["ring"], Path(run_dir) / "plots/reconstruction.png", cfg.seed)
+        if f is not None:
+            print(f)
+    return 0
+
+
+def evaluate(run_dir: Path, argv: list[str]) -> int:
+    """Greedy policy (argmax of the actor) of RUN's last checkpoint over K episodes on fresh envs (another seed):
+    mean return, length and success rate in RUN/eval/eval.json."""
+    p = argparse.ArgumentParser(prog="rlspec eval RUN")
+    p.add_argument("--episodes", type=int, default=10, help="episodes to average (default 10)")
+    p.add_argument("--seed", type=int, help="env and policy seed (default: the run's seed + 1000003)")
+    args = p.parse_args(argv)
+    if args.episodes < 1:
+        p.error(f"--episodes: expected an int >= 1, got {args.episodes}")
+    cfg = load_config(run_dir)
+    try:
+        ckpt = read_checkpoint(Path(run_dir) / "checkpoints/last.pt")
+    except (runconfig.ConfigError, FileNotFoundError) as err:
+        print(f"rlspec eval: error: {err}", file=sys.stderr)
+        return 2
+    seed = cfg.seed + 1_000_003 if args.seed is None else args.seed
+    gen = torch.Generator().manual_seed(seed)
+    state = build(cfg, gen)
+    state.load_state_dict(ckpt["state"])
+    result = run_episodes(cfg, state, args.episodes, seed, gen)
+    (Path(run_dir) / "eval").mkdir(exist_ok=True)
+    (Path(run_dir) / "eval/eval.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result))
+    return 0
+
+
+def run_episodes(cfg: DreamerRunConfig, state: DreamerState, episodes: int, seed: int,
+                 gen: torch.Generator) -> dict:
+    """The greedy policy on ``cfg.num_envs`` fresh envs until ``episodes`` episodes end (the first ones, in
+    order of env step then env index)."""
+    envs = make_envs(cfg, seed)
+    loop = Loop.start(cfg, envs.reset())
+    while len(loop.finished) < episodes:
+        action, loop.carry = policy_step(state, loop.obs, loop.prev_action, loop.is_first, loop.carry, gen,
+                                         greedy=True)
+        advance(cfg, loop, envs.step(action), action)
+    envs.close()
+    done = loop.finished[:episodes]
+    return {"episodes": len(done), "seed": seed, "EpRet": sum(e[0] for e in done) / len(done),
+            "EpLen": sum(e[1] for e in done) / len(done), "SuccessRate": sum(e[2] for e in done) / len(done)}
