@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     report = dict(env=args.env, steps=args.steps, repeats=args.repeats, seed=args.seed, frame_size=args.frame_size,
                   update_iters=args.update_iters, model="tiny random CLIP (rlspec.semantics.tiny, float32, cpu)",
                   machine="shared 2-core CPU machine (other jobs running): compare arms, not absolute numbers",
-                  components_ms=parts, runs=runs, drop_vs_PPOLag=drops, goal_P6="training steps/s drop < 10% at capture_interval 20",
+                  components_ms=parts, runs=runs, drop_vs_PPOLag=drops,
+                  goal_P6="training steps/s drop < 10% at capture_interval 20",
                   goal_P6_met=drops["PPOLagSem@20"]["training_steps_per_s"] < 0.10)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "semantic_overhead.json").write_text(json.dumps(report, indent=1))
