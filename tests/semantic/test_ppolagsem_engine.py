@@ -276,3 +276,19 @@ def test_cli_trains_and_resumes_ppolagsem(tmp_path, clip_dir):
     rows = read_metrics(run)
     assert len(rows) == 3 and rows[-1]["Semantics/CaptureIntervalEffective"] == 5
     assert rows[-1]["Semantics/CaptureCount"] == 3 * 75 // 5
+
+
+def test_a_model_that_does_not_load_leaves_training_as_ppolag(tmp_path):
+    """Fail-soft in the engine (§2 principle 4): enabled, shaping on, but the model folder is missing — the run
+    completes, logs every Semantics/* key with the load error's ClipStatus and the failure counted, renders
+    nothing, shapes nothing: its PPO side is PPOLag's run exactly."""
+    sem = safe.run(config("algo=PPOLagSem", "semantic.enable=true", "semantic.model_name=/no/such/model",
+                          "semantic.shaping_enable=true"), tmp_path / "sem", show_progress=False)
+    lag = safe.run(config("algo=PPOLag"), tmp_path / "lag", show_progress=False)
+    a, b = deterministic(read_metrics(lag)), deterministic(read_metrics(sem))
+    logged = set(telemetry.SEMANTIC_KEYS) - {"Semantics/EmbedLatencyMs"}  # deterministic() drops the latency
+    assert all(set(y) == set(x) | logged for x, y in zip(a, b))
+    assert same(a, [{k: v for k, v in y.items() if k in x} for x, y in zip(a, b)])
+    assert [r["Semantics/Debug/ClipStatus"] for r in b] == [telemetry.CLIP_STATUS["load_error:ModelNotFound"]] * 3
+    assert b[-1]["Semantics/FailSoftEvents"] >= 1 and b[-1]["Semantics/Debug/EmbedAttempts"] == 0
+    assert json.loads((sem / "semantics.json").read_text())["status"] == "load_error:ModelNotFound"
