@@ -276,6 +276,7 @@ def test_cli_trains_and_resumes_ppolagsem(tmp_path, clip_dir):
     rows = read_metrics(run)
     assert len(rows) == 3 and rows[-1]["Semantics/CaptureIntervalEffective"] == 5
     assert rows[-1]["Semantics/CaptureCount"] == 3 * 75 // 5
+    assert cli.main(["eval", str(run), "--episodes", "1"]) == 0 and (run / "eval/eval.json").is_file()
 
 
 def test_a_model_that_does_not_load_leaves_training_as_ppolag(tmp_path):
