@@ -1,8 +1,8 @@
 """Reference engine of the safe-RL PPO family (issue 11): one process, deterministic, top to bottom.
 
     rlspec train safe --algo PPOLag --env SafetyPointGoal1-v0 [--preset smoke] [--out DIR] [--set k=v ...]
-    rlspec train safe --algo PPOLagSem --set semantic.enable=true --set semantic.model_name=DIR \
-        --set semantic.shaping_enable=true ...  # PPOLag + the semantic side of seed 000 (rlspec/semantics)
+    rlspec train safe --algo PPOLagSem --set semantic.enable=true --set semantic.model_name=DIR ...
+                                              # PPOLag + the semantic side of seed 000 (rlspec/semantics)
     rlspec train safe --resume RUN            # continue RUN from its last checkpoint
     rlspec eval RUN [--episodes K] [--video]  # mean return/cost of the mean action; MP4 of an episode
     rlspec plot RUN                           # redraw RUN/plots/*.png
