@@ -238,6 +238,7 @@ def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int
         gen.manual_seed(rank_seed(cfg.seed, ex.rank))  # its own action noise and minibatch order
     hooks = _semantic_hooks(cfg, world)
     if hooks is not None and not isinstance(envs, SafeVectorEnv):
+        envs.close()
         raise runconfig.ConfigError(f"config key 'semantic.enable': PPOLagSem renders frames from in-process envs "
                                     f"(SafeVectorEnv), got {type(envs).__name__} (set env_workers=0)")
     window: deque = deque(maxlen=cfg.ep_window)

@@ -293,3 +293,13 @@ def test_a_model_that_does_not_load_leaves_training_as_ppolag(tmp_path):
     assert [r["Semantics/Debug/ClipStatus"] for r in b] == [telemetry.CLIP_STATUS["load_error:ModelNotFound"]] * 3
     assert b[-1]["Semantics/FailSoftEvents"] >= 1 and b[-1]["Semantics/Debug/EmbedAttempts"] == 0
     assert json.loads((sem / "semantics.json").read_text())["status"] == "load_error:ModelNotFound"
+
+
+def test_semantics_refuse_env_workers(tmp_path, clip_dir):
+    """safe-fast's worker envs render nothing: PPOLagSem there is a ConfigError naming the key, not a crash."""
+    from rlspec.engines import safe_fast
+
+    cfg = safe.build_config(overrides=["algo=PPOLagSem", *TINY, *semantic(clip_dir), "env_workers=2"],
+                            cls=safe_fast.FastConfig)
+    with pytest.raises(runconfig.ConfigError, match="'semantic.enable': PPOLagSem renders frames from in-process"):
+        safe.run(cfg, tmp_path / "run", show_progress=False, execution=safe_fast.execution(cfg))
