@@ -44,9 +44,10 @@ def cpu_gate(session: nox.Session) -> None:
 @nox.session
 def safety(session: nox.Session) -> None:
     """Safety-Gymnasium checks (tests/safe: the import shim, replayable env checkpoints, a smoke run of every
-    PPO-family algorithm, resume identity) in their own environment: the `safety` extra (gymnasium 0.28.1,
-    gymnasium-robotics 1.2.2, mujoco 2.3.3, numpy < 2, ...) then safety-gymnasium 1.0.0 with --no-deps (it
-    pins pygame 2.1.0, which has no Python 3.11 wheel). cpu_gate runs this session too."""
+    PPO-family algorithm, resume identity, PPOLagSem on rendered frames) in their own environment: the
+    `safety` extra (gymnasium 0.28.1, gymnasium-robotics 1.2.2, mujoco 2.3.3, numpy < 2, transformers, ...)
+    then safety-gymnasium 1.0.0 with --no-deps (it pins pygame 2.1.0, which has no Python 3.11 wheel).
+    cpu_gate runs this session too."""
     session.install(TORCH)
     session.install("-e", ".[safety,spec]", "pytest>=8", "pytest-benchmark>=4")
     session.install("--no-deps", SAFETY_GYMNASIUM)

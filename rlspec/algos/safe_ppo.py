@@ -59,6 +59,8 @@ class AlgoSpec:
 ALGOS = {
     "PPO": AlgoSpec("none", "none", False),
     "PPOLag": AlgoSpec("lagrange", "none", True),
+    # PPOLag plus the semantic side (seed 000, rlspec/semantics), which the engine adds around this core
+    "PPOLagSem": AlgoSpec("lagrange", "none", True),
     "CPPOPID": AlgoSpec("pid", "none", True),
     "PPOSaute": AlgoSpec("none", "saute", False),
     "PPOSimmerPID": AlgoSpec("none", "simmer", False),
@@ -355,11 +357,15 @@ def combine_advantages(adv_r: torch.Tensor, adv_c: torch.Tensor, lam: float, mod
     raise ValueError(f"combine_advantages: argument 'mode' must be 'omnisafe' or 'seed', got {mode!r}")
 
 
-def update_safety(state: SafePPOState, jc: float, safety: SafetyConfig) -> None:
+def update_safety(state: SafePPOState, jc: float, safety: SafetyConfig, lambda_scale: float = 1.0) -> None:
     """λ ← multiplier(J_c) (PPOLag, CPPOPID; a non-finite J_c — no finished episode yet — is skipped by the
-    contract), or the Simmer PID's new Sauté budget from J_c (PPOSimmerPID, OmniSafe control_budget)."""
-    if state.multiplier is not None:
+    contract), or the Simmer PID's new Sauté budget from J_c (PPOSimmerPID, OmniSafe control_budget).
+    ``lambda_scale``: M multiplying the Lagrange learning rate (PPOLagSem's modulation, seed 000 §4.0.5;
+    contract ``lagrange`` update(J_c, scale=M)); 1.0 calls update(J_c) as PPOLag does."""
+    if state.multiplier is not None and lambda_scale == 1.0:
         state.multiplier.update(jc)
+    elif state.multiplier is not None:
+        state.multiplier.update(jc, scale=lambda_scale)
     if state.simmer is not None and math.isfinite(jc):
         state.simmer_budget = state.simmer.act(state.simmer_budget, torch.tensor([_saute_units(jc, safety)],
                                                                                  dtype=torch.float64))
@@ -419,12 +425,13 @@ def advantages(state: SafePPOState, batch: Rollout, ppo: PPOConfig, kit: Kit) ->
 
 
 def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safety: SafetyConfig, kit: Kit,
-           gen: torch.Generator, progress: float = 0.0, comm: Comm = LOCAL) -> dict[str, float]:
+           gen: torch.Generator, progress: float = 0.0, comm: Comm = LOCAL,
+           lambda_scale: float = 1.0) -> dict[str, float]:
     """One PPO-family update from a rollout (module docstring, steps 1–6); returns OmniSafe-named metrics.
     ``jc``: mean episode cost of the recent window (NaN if none finished; the same on every process);
     ``progress`` ∈ [0, 1): fraction of the run done, for the linear actor learning-rate decay; ``comm``:
     data-parallel reductions (advantage statistics, gradients, the KL decision) when several processes
-    each hold part of the rollout."""
+    each hold part of the rollout; ``lambda_scale``: M for this update's λ step (``update_safety``)."""
     T, N = batch.reward.shape
     use_cost = state.cost_critic is not None
     (adv_r, ret_r, v_r), (adv_c, ret_c, v_c) = advantages(state, batch, ppo, kit)  # 1), 2)
@@ -433,7 +440,7 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
     adv_r, adv_c = process_advantages(flat(adv_r), flat(adv_c), ppo, comm)
     # 4) λ before the policy update (OmniSafe) ...
     if ppo.lambda_update == "before":
-        update_safety(state, jc, safety)
+        update_safety(state, jc, safety, lambda_scale)
     lam = state.lagrange_multiplier()
     # 5) combined advantage with this update's λ
     adv = combine_advantages(adv_r, adv_c, lam, ppo.adv_combine) if use_cost else adv_r  # [M]
@@ -477,7 +484,7 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
             break
     # 4') ... or after it (seed 000 §5.5)
     if ppo.lambda_update == "after":
-        update_safety(state, jc, safety)
+        update_safety(state, jc, safety, lambda_scale)
     # the observation normalizer learns from the whole rollout only now (seed 001 CRITICAL-1)
     if state.obs_norm is not None:
         state.obs_norm.commit(batch.raw_obs.reshape(T * N, -1))

@@ -1,6 +1,8 @@
 """Reference engine of the safe-RL PPO family (issue 11): one process, deterministic, top to bottom.
 
     rlspec train safe --algo PPOLag --env SafetyPointGoal1-v0 [--preset smoke] [--out DIR] [--set k=v ...]
+    rlspec train safe --algo PPOLagSem --set semantic.enable=true --set semantic.model_name=DIR ...
+                                              # PPOLag + the semantic side of seed 000 (rlspec/semantics)
     rlspec train safe --resume RUN            # continue RUN from its last checkpoint
     rlspec eval RUN [--episodes K] [--video]  # mean return/cost of the mean action; MP4 of an episode
     rlspec plot RUN                           # redraw RUN/plots/*.png
@@ -9,6 +11,13 @@ Same config and seed ⇒ the same run, bit for bit, straight or resumed: every r
 ``torch.Generator`` (weights, action noise, minibatch order), every episode is reset with its own seed
 (rlspec/envs/safe_vector.py) and a checkpoint holds models, optimizers, controllers, the generator state
 and the envs (as replayable actions). The algorithm is rlspec/algos/safe_ppo.py; this file only runs it.
+
+PPOLagSem (seed 000) is PPOLag with ``semantic.enable``: the engine then builds
+``rlspec.semantics.build_hooks(cfg.semantic, ...)`` and, following its call protocol
+(rlspec/semantics/hooks.py), renders frames on capture steps, shapes the rewards before they are stored,
+scales λ's learning rate by the modulation M, trains the risk head after the update, logs the Semantics/*
+and Risk/* keys, writes RUN/semantics.json (prompts, their hash, model identity; §13) and checkpoints the
+hooks' state. With ``semantic.enable`` False nothing semantic is imported or built: PPOLagSem is PPOLag.
 """
 
 from __future__ import annotations
@@ -45,7 +54,9 @@ from rlspec.envs import safety_gym
 from rlspec.envs.safe_vector import SafeVectorEnv
 from rlspec.runs import config as runconfig
 from rlspec.runs.plots import Panel, draw
-from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, save_checkpoint
+from rlspec.runs.rundir import Progress, RunDir, atomic_write_bytes, load_checkpoint, save_checkpoint
+from rlspec.semantics import build_hooks
+from rlspec.semantics.config import SemanticConfig
 
 ENGINE = "safe"
 
@@ -53,7 +64,7 @@ ENGINE = "safe"
 @dataclass(frozen=True)
 class SafeConfig:
     algo: str = "PPOLag"
-    """PPO, PPOLag, CPPOPID, PPOSaute or PPOSimmerPID."""
+    """PPO, PPOLag, PPOLagSem, CPPOPID, PPOSaute or PPOSimmerPID."""
     env_id: str = "SafetyPointGoal1-v0"
     """A Safety-Gymnasium id, or ToyGoal-v0 (numpy only, for tests)."""
     seed: int = 0
@@ -76,6 +87,10 @@ class SafeConfig:
     """PPO hyper-parameters (OmniSafe 0.5.0 PPOLag.yaml defaults)."""
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     """Cost limit, Lagrange, PID, Sauté and Simmer settings."""
+    frame_size: int = 64
+    """Width and height of the frames rendered for PPOLagSem's semantic captures (semantic.enable only)."""
+    semantic: SemanticConfig = field(default_factory=SemanticConfig)
+    """PPOLagSem's semantic side (seed 000 §8 semantic_cfgs); enable=False: plain PPOLag."""
 
 
 PRESETS: dict[str, dict] = {
@@ -86,10 +101,14 @@ PRESETS: dict[str, dict] = {
 }
 
 def panels(cfg: SafeConfig) -> list[Panel]:
-    """RUN/plots: return, cost with the limit line, λ."""
-    return [Panel("Metrics/EpRet", "return.png", "episode return"),
-            Panel("Metrics/EpCost", "cost.png", "episode cost", {"cost limit": cfg.safety.cost_limit}),
-            Panel("Metrics/LagrangeMultiplier", "lambda.png", "Lagrange multiplier λ")]
+    """RUN/plots: return, cost with the limit line, λ; with semantics, β and the shaping ratio decaying."""
+    out = [Panel("Metrics/EpRet", "return.png", "episode return"),
+           Panel("Metrics/EpCost", "cost.png", "episode cost", {"cost limit": cfg.safety.cost_limit}),
+           Panel("Metrics/LagrangeMultiplier", "lambda.png", "Lagrange multiplier λ")]
+    if cfg.semantic.enable:
+        out += [Panel("Semantics/Beta", "beta.png", "shaping coefficient β"),
+                Panel("Semantics/ShapingRewardRatio", "shaping_ratio.png", "E[shaping] / E[reward]")]
+    return out
 
 
 def validate(cfg: SafeConfig) -> None:
@@ -104,19 +123,30 @@ def validate(cfg: SafeConfig) -> None:
     if cfg.total_steps < cfg.steps_per_epoch:
         raise runconfig.ConfigError(f"config key 'total_steps': {cfg.total_steps} is less than one epoch "
                                     f"(steps_per_epoch = {cfg.steps_per_epoch})")
+    if cfg.semantic.enable and cfg.algo != "PPOLagSem":
+        raise runconfig.ConfigError(f"config key 'semantic.enable': True needs algo 'PPOLagSem', got {cfg.algo!r}")
+    if cfg.frame_size < 8:
+        raise runconfig.ConfigError(f"config key 'frame_size': expected an int >= 8, got {cfg.frame_size}")
 
 
 # ------------------------------------------------------------------------------------------ the loop
-def collect(state: SafePPOState, envs: SafeVectorEnv, steps: int, gen: torch.Generator) -> Rollout:
-    """``steps`` vectorized steps with the current policy and the frozen observation statistics."""
+def collect(state: SafePPOState, envs: SafeVectorEnv, steps: int, gen: torch.Generator, hooks=None,
+            first_step: int = 0) -> Rollout:
+    """``steps`` vectorized steps with the current policy and the frozen observation statistics. With
+    PPOLagSem ``hooks`` (``first_step``: env steps taken before this rollout), frames of s'_t are rendered
+    on capture steps only and the env rewards are shaped before anything else sees them (seed 000 §4.4)."""
     rows = []
     raw = envs.obs  # [N, D_env]
-    for _ in range(steps):
+    for i in range(steps):
         obs = policy_input(state, raw)  # [N, D]
         action, logp = act(state, obs, gen)  # [N, A], [N]
-        out = envs.step(action)
+        global_step = first_step + i * envs.num_envs
+        capture = hooks is not None and hooks.capture_due(global_step)
+        out = envs.step(action, render=True) if capture else envs.step(action)
         done = out.terminated | out.truncated  # [N]
-        reward, z_final = env_feedback(state, out.reward, out.cost, done)
+        env_reward = out.reward if hooks is None else hooks.shape_rewards(global_step, out.reward, out.cost, done,
+                                                                          out.frames)
+        reward, z_final = env_feedback(state, env_reward, out.cost, done)
         next_obs = policy_input(state, out.final_obs, z_final)  # s'_t: the real final observation if done
         rows.append((obs, action, logp, reward, out.cost, out.terminated, out.truncated, next_obs, raw))
         raw = out.obs
@@ -138,7 +168,7 @@ class Execution:
     (rlspec/engines/safe_fast.py) passes envs in worker processes and a torch.distributed ``comm``."""
 
     make_envs: Callable[[SafeConfig, int], object] = lambda cfg, first: safety_gym.make_vector(
-        cfg.env_id, cfg.num_envs, cfg.seed, cfg.forced_cost, first)
+        cfg.env_id, cfg.num_envs, cfg.seed, cfg.forced_cost, first, **render_settings(cfg))
     """(config, global index of this process's first env) -> a vector env (SafeVectorEnv's interface)."""
     comm: Comm = LOCAL
     """Data-parallel reductions across processes (rlspec.algos.safe_ppo.Comm)."""
@@ -146,6 +176,13 @@ class Execution:
     """This process's rank; rank 0 alone writes the run directory."""
     engine: str = ENGINE
     """The engine named in config.json: the module `rlspec eval/plot RUN` use."""
+
+
+def render_settings(cfg: SafeConfig) -> dict:
+    """Env keyword arguments for rgb_array frames when PPOLagSem captures them (none otherwise: no renderer)."""
+    if not cfg.semantic.enable:
+        return {}
+    return dict(render_mode="rgb_array", width=cfg.frame_size, height=cfg.frame_size)
 
 
 def rank_seed(seed: int, rank: int) -> int:
@@ -160,13 +197,15 @@ _CONTROLLERS = ("multiplier", "budget", "simmer", "simmer_budget", "obs_norm", "
 
 
 def checkpoint(state: SafePPOState, envs: SafeVectorEnv, gen: torch.Generator, window: deque, epoch: int,
-               step: int) -> dict:
+               step: int, hooks=None) -> dict:
     return {"epoch": epoch, "step": step, "gen": gen.get_state(), "envs": envs.state_dict(), "window": list(window),
             **{k: getattr(state, k).state_dict() for k in _NETS + _OPTS if getattr(state, k) is not None},
-            "controllers": {k: getattr(state, k) for k in _CONTROLLERS}}
+            "controllers": {k: getattr(state, k) for k in _CONTROLLERS},
+            **({"semantics": hooks.state_dict()} if hooks is not None else {})}
 
 
-def restore(ckpt: dict, state: SafePPOState, envs: SafeVectorEnv, gen: torch.Generator, window: deque) -> None:
+def restore(ckpt: dict, state: SafePPOState, envs: SafeVectorEnv, gen: torch.Generator, window: deque,
+            hooks=None) -> None:
     for k in _NETS + _OPTS:
         if getattr(state, k) is not None:
             getattr(state, k).load_state_dict(ckpt[k])
@@ -175,6 +214,8 @@ def restore(ckpt: dict, state: SafePPOState, envs: SafeVectorEnv, gen: torch.Gen
     gen.set_state(ckpt["gen"])
     envs.load_state_dict(ckpt["envs"])
     window.extend(ckpt["window"])
+    if hooks is not None:
+        hooks.load_state_dict(ckpt["semantics"])
 
 
 def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int | None = None,
@@ -195,43 +236,65 @@ def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int
     state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, cfg.num_envs, kit, gen)
     if ex.rank:
         gen.manual_seed(rank_seed(cfg.seed, ex.rank))  # its own action noise and minibatch order
+    hooks = _semantic_hooks(cfg, world)
+    if hooks is not None and not isinstance(envs, SafeVectorEnv):
+        envs.close()
+        raise runconfig.ConfigError(f"config key 'semantic.enable': PPOLagSem renders frames from in-process envs "
+                                    f"(SafeVectorEnv), got {type(envs).__name__} (set env_workers=0)")
     window: deque = deque(maxlen=cfg.ep_window)
     epochs, steps = cfg.total_steps // cfg.steps_per_epoch, cfg.steps_per_epoch // (world * cfg.num_envs)
     start, rundir = 0, None
     if resume:
         ckpt = load_checkpoint(Path(out) / "checkpoints/last.pt")
-        restore(ckpt, state, envs, gen, window)
+        restore(ckpt, state, envs, gen, window, hooks)
         start = ckpt["epoch"]
         rundir = RunDir(out, ex.engine, runconfig.to_dict(cfg), resume_step=ckpt["step"])
     else:
         envs.reset()
         if io:
             rundir = RunDir(out, ex.engine, runconfig.to_dict(cfg), extra_versions=safety_gym.versions())
+            if hooks is not None:  # §13: prompts, their hash, load status, model identity
+                atomic_write_bytes(rundir.path / "semantics.json", json.dumps(hooks.metadata(), indent=2).encode())
     progress = _Progress(cfg.total_steps, show_progress and io)
     last = start + stop_after_epochs if stop_after_epochs is not None else epochs
     for epoch in range(start, min(epochs, last)):
         t0 = time.perf_counter()
-        rollout = collect(state, envs, steps, gen)
+        rollout = collect(state, envs, steps, gen, hooks, epoch * cfg.steps_per_epoch)
         window.extend(envs.pop_finished())
         jc = _window_means(window, ex.comm)["Metrics/EpCost"]
         t1 = time.perf_counter()
-        metrics = update(state, rollout, jc, cfg.ppo, cfg.safety, kit, gen, progress=epoch / epochs, comm=ex.comm)
+        scale = hooks.lambda_scale() if hooks is not None else 1.0  # M of seed 000 §4.0.5 (1: PPOLag)
+        metrics = update(state, rollout, jc, cfg.ppo, cfg.safety, kit, gen, progress=epoch / epochs, comm=ex.comm,
+                         lambda_scale=scale)
+        if hooks is not None:  # the risk head learns after the PPO update (§25.15)
+            metrics.update(hooks.after_update())
         step = (epoch + 1) * cfg.steps_per_epoch
         t2 = time.perf_counter()
         metrics.update(_window_means(window, ex.comm))
         metrics.update({"Train/Epoch": float(epoch + 1), "TotalEnvSteps": float(step), "Time/Rollout": t1 - t0,
                         "Time/Update": t2 - t1, "Time/FPS": cfg.steps_per_epoch / max(t2 - t0, 1e-9)})
+        if hooks is not None:
+            metrics.update(hooks.telemetry())
         progress(step, metrics)
         if rundir is not None:
             rundir.log(step, metrics)
             if (epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == epochs:
-                save_checkpoint(rundir.checkpoint_path, checkpoint(state, envs, gen, window, epoch + 1, step))
+                save_checkpoint(rundir.checkpoint_path, checkpoint(state, envs, gen, window, epoch + 1, step, hooks))
     progress.close()
     envs.close()
     if rundir is not None:
         rundir.close()
         draw(rundir.path, panels(cfg))
     return Path(out)
+
+
+def _semantic_hooks(cfg: SafeConfig, world: int):
+    """PPOLagSem's hooks (rlspec/semantics/hooks.py) for an enabled config, else None (nothing imported)."""
+    if cfg.semantic.enable and world > 1:
+        raise runconfig.ConfigError("config key 'semantic.enable': PPOLagSem runs in one process (its semantic "
+                                    f"state is not shared across processes), got {world} processes")
+    return build_hooks(cfg.semantic, num_envs=cfg.num_envs, gamma=cfg.ppo.gamma, total_steps=cfg.total_steps,
+                       seed=cfg.seed)
 
 
 class _Progress:

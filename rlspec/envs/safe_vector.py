@@ -10,6 +10,9 @@ Each wrapped env follows Safety-Gymnasium's API: ``reset(seed=) -> (obs, info)``
   (``final_obs``), which the truncation bootstrap needs (seed 001 CRITICAL-2);
 * clips actions to the action space (the sampled, unclipped action is what the policy is trained on);
 * tracks episode return, cost and length (finished episodes are reported in step, then env order);
+* renders on request (``step(actions, render=True)``): each env's rgb_array frame of s'_t, taken right
+  after its step and before an autoreset, as PPOLagSem's semantic captures need them (envs made with
+  render_mode="rgb_array"; ToyGoal-v0 draws a small top view);
 * checkpoints by *replay*: ``state_dict()`` records, per env, the episode index and the actions taken since
   its reset; ``load_state_dict()`` resets with the same seed and replays them. For a deterministic simulator
   (MuJoCo on one thread, the toy env) the restored env is bit-identical, which is what makes a resumed run
@@ -33,6 +36,7 @@ class VectorStep:
     terminated: torch.Tensor  # [N] bool
     truncated: torch.Tensor  # [N] bool
     final_obs: torch.Tensor  # [N, D] float32: s'_t, the real last observation where the episode ended
+    frames: np.ndarray | None = None  # [N, H, W, 3] uint8 of s'_t (before any autoreset), if asked for
 
 
 def episode_seed(seed: int, env_index: int, episode: int) -> int:
@@ -86,10 +90,12 @@ class SafeVectorEnv:
         obs = np.asarray(obs, dtype=np.float32).reshape(-1)
         return obs, float(reward), float(cost), bool(terminated), bool(truncated)
 
-    def step(self, actions: torch.Tensor) -> VectorStep:
-        """actions [N, A] (clipped to the action space here) -> one step of every env, with autoreset."""
+    def step(self, actions: torch.Tensor, render: bool = False) -> VectorStep:
+        """actions [N, A] (clipped to the action space here) -> one step of every env, with autoreset;
+        ``render``: also each env's frame of s'_t (``VectorStep.frames``)."""
         acts = np.clip(actions.detach().double().numpy(), self.act_low, self.act_high)  # [N, A]
         out = [self._step_env(i, acts[i]) for i in range(self.num_envs)]
+        frames = np.stack([np.asarray(env.render(), dtype=np.uint8) for env in self.envs]) if render else None
         final = np.stack([o[0] for o in out])  # [N, D]
         nxt = final.copy()
         for i, (_, _, _, term, trunc) in enumerate(out):
@@ -103,7 +109,7 @@ class SafeVectorEnv:
         col = lambda k, dtype: torch.tensor([o[k] for o in out], dtype=dtype)  # noqa: E731
         return VectorStep(obs=self._obs, reward=col(1, torch.float32), cost=col(2, torch.float32),
                           terminated=col(3, torch.bool), truncated=col(4, torch.bool),
-                          final_obs=torch.as_tensor(final))
+                          final_obs=torch.as_tensor(final), frames=frames)
 
     def pop_finished(self) -> list[tuple[float, float, int, int, int]]:
         """Episodes finished since the last call: (return, cost, length, vectorized step, global env index)."""

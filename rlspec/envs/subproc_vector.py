@@ -74,7 +74,8 @@ class SubprocSafeVectorEnv:
 
     def step(self, actions: torch.Tensor) -> VectorStep:
         parts = self._all("step", list(actions.detach().split(self.sizes)))
-        out = VectorStep(*(torch.cat([getattr(p, f) for p in parts]) for f in VectorStep.__dataclass_fields__))
+        tensors = [f for f in VectorStep.__dataclass_fields__ if f != "frames"]  # no rendering in workers
+        out = VectorStep(**{f: torch.cat([getattr(p, f) for p in parts]) for f in tensors})
         self._obs = out.obs
         return out
 

@@ -21,7 +21,7 @@ def mlp(sizes: list[int], activation: str, gen: torch.Generator) -> nn.Sequentia
         raise ValueError(f"mlp: argument 'activation' must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
     layers: list[nn.Module] = []
     for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
-        linear = nn.Linear(n_in, n_out)
+        linear = nn.utils.skip_init(nn.Linear, n_in, n_out)  # nn.Linear's own init would draw from the global RNG
         with torch.no_grad():
             nn.init.kaiming_uniform_(linear.weight, a=math.sqrt(5), generator=gen)
             linear.bias.uniform_(-1 / math.sqrt(n_in), 1 / math.sqrt(n_in), generator=gen)

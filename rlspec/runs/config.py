@@ -145,7 +145,12 @@ def replace(cfg: Any, values: dict[str, Any], where: str = "config") -> Any:
             direct[head] = replace(getattr(cfg, head), sub, where)
         except ConfigError as err:
             raise ConfigError(str(err).replace("key '", f"key '{head}.", 1)) from None
-    return dataclasses.replace(cfg, **direct)
+    try:
+        return dataclasses.replace(cfg, **direct)
+    except ConfigError:
+        raise
+    except ValueError as err:  # a config class's own validation (__post_init__), e.g. SemanticConfig's
+        raise ConfigError(f"{where}: {err}") from None
 
 
 def apply_overrides(cfg: Any, overrides: list[str]) -> Any:

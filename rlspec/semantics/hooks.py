@@ -12,11 +12,19 @@ engine's first semantic import) and otherwise runs plain PPOLag:
         logs |= hooks.after_update()                   (risk head training, Risk/* keys)
         logs |= hooks.telemetry()                      (Semantics/* and modulation keys)
     once, into the run's metadata: hooks.metadata()     (§13: prompts, their hash, model identity)
+    into each checkpoint: hooks.state_dict(); on resume: hooks.load_state_dict(...)
+
+Everything the hooks carry from step to step is in ``state_dict()``: the adapter's counters, telemetry
+window and risk buffer, the manager's margin normalizer, potentials, temporal pools, β and batch cap, the
+risk head with its optimizer and generator, the modulator's last values. The frozen model and the prompt
+centroids are not (they are rebuilt from the config, deterministically). A hooks object that loads the
+state of another continues exactly as that one would have.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 
 import torch
@@ -75,6 +83,43 @@ class PPOLagSemHooks:
         if self.modulator is not None:
             out.update(self.modulator.last)
         return out
+
+    # attributes carried from step to step (module docstring); everything else comes from the config
+    _ADAPTER_STATE = ("buffer", "episodes_completed", "attempts", "successes", "captures", "fail_events",
+                      "last_capture", "step_index", "window", "warned", "last_error")
+    _MANAGER_STATE = ("batch_cap", "oom_backoffs", "normalizer", "potential", "fill", "beta", "pool")
+
+    def state_dict(self) -> dict:
+        """{"blob": bytes}: the torch.save of the step-to-step state, so that a checkpoint loaded onto the CPU
+        (the engine's load_checkpoint) still puts each tensor back on its own device (a CUDA host's pools)."""
+        adapter, manager = self.adapter, self.adapter.manager
+        state = {"adapter": {k: getattr(adapter, k) for k in self._ADAPTER_STATE},
+                 "manager": {k: getattr(manager, k) for k in self._MANAGER_STATE if hasattr(manager, k)},
+                 "risk": None if self.risk is None else {
+                     "head": self.risk.head.state_dict(), "optimizer": self.risk.optimizer.state_dict(),
+                     "generator": self.risk.generator.get_state(), "nan_events": self.risk.nan_events},
+                 "modulator": None if self.modulator is None else dict(self.modulator.last)}
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        return {"blob": buf.getvalue()}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state = torch.load(io.BytesIO(state_dict["blob"]), weights_only=False)
+        if (state["risk"] is None) != (self.risk is None) or (state["modulator"] is None) != (self.modulator is None):
+            raise ValueError("PPOLagSemHooks.load_state_dict: the state has risk head "
+                             f"{state['risk'] is not None}, modulator {state['modulator'] is not None}; these hooks "
+                             f"have {self.risk is not None}, {self.modulator is not None} (a different config)")
+        for k, v in state["adapter"].items():
+            setattr(self.adapter, k, v)
+        for k, v in state["manager"].items():
+            setattr(self.adapter.manager, k, v)
+        if self.risk is not None:
+            self.risk.head.load_state_dict(state["risk"]["head"])
+            self.risk.optimizer.load_state_dict(state["risk"]["optimizer"])
+            self.risk.generator.set_state(state["risk"]["generator"])
+            self.risk.nan_events = state["risk"]["nan_events"]
+        if self.modulator is not None:
+            self.modulator.last = state["modulator"]
 
     def metadata(self) -> dict:
         """Run metadata (§13, §15.8): the configuration, prompt lists and their hash, load status, model
