@@ -8,7 +8,8 @@
 Same config and seed ⇒ the same run, bit for bit, straight or resumed: every random draw comes from one
 ``torch.Generator`` (weights, action noise, minibatch order), every episode is reset with its own seed
 (rlspec/envs/safe_vector.py) and a checkpoint holds models, optimizers, controllers, the generator state
-and the envs (as replayable actions). The algorithm is rlspec/algos/safe_ppo.py; this file only runs it.
+and the envs (as replayable actions). The algorithms are rlspec/algos/safe_ppo.py
+and rlspec/algos/trust_region.py (TRPO, TRPOLag, CPO, P3O); this file only runs them.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ from rlspec.algos.safe_ppo import (
     env_feedback,
     make_state,
     policy_input,
-    update,
 )
+from rlspec.algos.trust_region import TrustRegionConfig, update, validate_config
 from rlspec.envs import safety_gym
 from rlspec.envs.safe_vector import SafeVectorEnv
 from rlspec.runs import config as runconfig
@@ -53,7 +54,8 @@ ENGINE = "safe"
 @dataclass(frozen=True)
 class SafeConfig:
     algo: str = "PPOLag"
-    """PPO, PPOLag, CPPOPID, PPOSaute or PPOSimmerPID."""
+    """PPO, PPOLag, CPPOPID, PPOSaute, PPOSimmerPID (rlspec/algos/safe_ppo.py), TRPO, TRPOLag, CPO or P3O
+    (rlspec/algos/trust_region.py)."""
     env_id: str = "SafetyPointGoal1-v0"
     """A Safety-Gymnasium id, or ToyGoal-v0 (numpy only, for tests)."""
     seed: int = 0
@@ -76,6 +78,8 @@ class SafeConfig:
     """PPO hyper-parameters (OmniSafe 0.5.0 PPOLag.yaml defaults)."""
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     """Cost limit, Lagrange, PID, Sauté and Simmer settings."""
+    trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)
+    """TRPO, TRPOLag, CPO and P3O settings (OmniSafe 0.5.0 TRPO.yaml, CPO.yaml, P3O.yaml defaults)."""
 
 
 PRESETS: dict[str, dict] = {
@@ -95,6 +99,8 @@ def panels(cfg: SafeConfig) -> list[Panel]:
 def validate(cfg: SafeConfig) -> None:
     if cfg.algo not in ALGOS:
         raise runconfig.ConfigError(f"config key 'algo': expected one of {sorted(ALGOS)}, got {cfg.algo!r}")
+    for key, expected, got in validate_config(cfg.trust_region):
+        raise runconfig.ConfigError(f"config key 'trust_region.{key}': expected {expected}, got {got!r}")
     for key in ("num_envs", "total_steps", "steps_per_epoch", "ep_window", "checkpoint_every", "torch_threads"):
         if getattr(cfg, key) < 1:
             raise runconfig.ConfigError(f"config key {key!r}: expected an int >= 1, got {getattr(cfg, key)}")
@@ -215,7 +221,8 @@ def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int
         window.extend(envs.pop_finished())
         jc = _window_means(window, ex.comm)["Metrics/EpCost"]
         t1 = time.perf_counter()
-        metrics = update(state, rollout, jc, cfg.ppo, cfg.safety, kit, gen, progress=epoch / epochs, comm=ex.comm)
+        metrics = update(state, rollout, jc, cfg.ppo, cfg.safety, kit, gen, progress=epoch / epochs, comm=ex.comm,
+                         tr=cfg.trust_region)
         step = (epoch + 1) * cfg.steps_per_epoch
         t2 = time.perf_counter()
         metrics.update(_window_means(window, ex.comm))
