@@ -25,6 +25,9 @@ P3O (OmniSafe penalty_function/p3o.py): the PPO family's minibatch loop with the
 ``p3o_loss(ρ, A_r, A_c, c)`` = −mean(min(ρA_r, clip(ρ)A_r)) + κ·ReLU(mean(ρA_c) + c), c = J_c − d, minus
 entropy_coef·H, the KL early stop and learning rates as PPO's.
 
+Seed 000 §2A describes P3O as a primal–dual method with dual-variable dynamics; OmniSafe's P3O (followed
+here, as the issue asks) is the exact-penalty form with a fixed κ and no dual variable: λ stays 0.
+
 Where this differs from OmniSafe 0.5.0, on purpose or by default:
 * c is J_c − d in episode-cost units for CPO and P3O as OmniSafe 0.5.0 (cpo.py ``ep_costs``, p3o.py ``Jc``),
   while b and S_c are per-step surrogates: the scales differ, as in OmniSafe. With no finished episode yet
