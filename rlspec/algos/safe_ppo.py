@@ -68,6 +68,7 @@ ALGOS = {
     # rlspec/algos/trust_region.py
     "TRPO": AlgoSpec("none", "none", False, "trust_region"),
     "TRPOLag": AlgoSpec("lagrange", "none", True, "trust_region"),
+    "TRPOPID": AlgoSpec("pid", "none", True, "trust_region"),
     "CPO": AlgoSpec("none", "none", True, "trust_region"),
     "P3O": AlgoSpec("none", "none", True, "p3o"),
 }

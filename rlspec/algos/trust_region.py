@@ -1,14 +1,15 @@
 """Functional core of the trust-region algorithms on Safety-Gymnasium: TRPO, TRPOLag, CPO and P3O (seed 000
-§2A, issue 13), built on the PPO family's pieces (rlspec/algos/safe_ppo.py: state, rollout, critics, GAE and
+§2A, issue 13), and TRPOPID (TRPO with CPPOPID's PID λ, OmniSafe's TRPOPID: the issue's second anchor), built on the PPO family's pieces (rlspec/algos/safe_ppo.py: state, rollout, critics, GAE and
 advantage processing, λ via ``update_safety``, loss guards) and the contract ``trust_region`` through the Kit.
 
 ``update`` dispatches: the PPO family goes to ``safe_ppo.update`` unchanged; P3O too, with its own minibatch
-actor loss; TRPO, TRPOLag and CPO take one natural-gradient step of the actor on the whole rollout, then
+actor loss; TRPO, TRPOLag, TRPOPID and CPO take one natural-gradient step of the actor on the whole rollout, then
 train the critics as the PPO family does. Steps of a TRPO/TRPOLag/CPO update (OmniSafe 0.5.0's
 NaturalPG._update, base/trpo.py, naive_lagrange/trpo_lag.py, second_order/cpo.py):
 
 1. Values, GAE and advantage processing as the PPO family (safe_ppo ``advantages``, ``process_advantages``).
-2. TRPOLag: λ from J_c before the actor step (OmniSafe TRPOLag._update), A = (A_r − λ·A_c)/(1 + λ).
+2. TRPOLag, TRPOPID: λ from J_c before the actor step (OmniSafe TRPOLag._update; TRPOPID's PID as CPPOPID's),
+   A = (A_r − λ·A_c)/(1 + λ).
 3. Actor: S(θ) = mean(ρ_θ·A), ρ_θ = π_θ(a|s)/π_old(a|s) (OmniSafe's loss is −S); g = ∇S(θ_old);
    F = ∇² mean KL(π_old ‖ π_θ) + damping·I on every ``fvp_sample_freq``-th observation;
    x = CG(F, g) (cg_iters, OmniSafe's eps 1e-6); TRPO: step = sqrt(2δ/(xᵀFx + 1e-8))·x, then the backtracking
@@ -236,7 +237,7 @@ def _natural_update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConf
     if ppo.lambda_update == "before":
         update_safety(state, jc, safety)
     lam = state.lagrange_multiplier()
-    # TRPOLag: the combined advantage; CPO keeps A_r and A_c apart
+    # TRPOLag, TRPOPID: the combined advantage; CPO keeps A_r and A_c apart
     adv = combine_advantages(adv_r, adv_c, lam, ppo.adv_combine) if state.multiplier is not None else adv_r
     obs, ret_r, ret_c, v_r, v_c = flat(batch.obs), flat(ret_r), flat(ret_c), flat(v_r), flat(v_c)
     problem = _ActorProblem(state, obs, flat(batch.act), flat(batch.logp), adv, adv_c, tr, kit, comm)

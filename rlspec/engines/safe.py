@@ -54,8 +54,8 @@ ENGINE = "safe"
 @dataclass(frozen=True)
 class SafeConfig:
     algo: str = "PPOLag"
-    """PPO, PPOLag, CPPOPID, PPOSaute, PPOSimmerPID (rlspec/algos/safe_ppo.py), TRPO, TRPOLag, CPO or P3O
-    (rlspec/algos/trust_region.py)."""
+    """PPO, PPOLag, CPPOPID, PPOSaute, PPOSimmerPID (rlspec/algos/safe_ppo.py), TRPO, TRPOLag, TRPOPID,
+    CPO or P3O (rlspec/algos/trust_region.py)."""
     env_id: str = "SafetyPointGoal1-v0"
     """A Safety-Gymnasium id, or ToyGoal-v0 (numpy only, for tests)."""
     seed: int = 0

@@ -1,7 +1,7 @@
 """rlspec.algos.trust_region (issue 13) on tiny fixed batches and ToyGoal-v0: TRPO's accepted step is the
 natural-gradient step (explicit Fisher), improves the surrogate and keeps KL <= δ, a step with no acceptable
 candidate leaves the actor unchanged and is reported; CPO's case follows c = J_c − d and its accepted step
-keeps the cost-surrogate constraint; TRPOLag's λ rises under a cost above the limit; P3O's penalty is inactive
+keeps the cost-surrogate constraint; TRPOLag's and TRPOPID's λ rise under a cost above the limit; P3O's penalty is inactive
 (and the update unchanged) when the cost surrogate plus c is negative; runs resume bit for bit."""
 
 from __future__ import annotations
@@ -236,7 +236,7 @@ def _same(a, b) -> bool:
                                                                                                     b.values()))
 
 
-@pytest.mark.parametrize("algo", ["TRPO", "TRPOLag", "CPO", "P3O"])
+@pytest.mark.parametrize("algo", ["TRPO", "TRPOLag", "TRPOPID", "CPO", "P3O"])
 def test_resumed_run_equals_straight_run(tmp_path, algo):
     cfg = safe.build_config(overrides=[f"algo={algo}", *TINY, "forced_cost=0.3"])
     straight = safe.run(cfg, tmp_path / "straight", show_progress=False)
@@ -247,12 +247,13 @@ def test_resumed_run_equals_straight_run(tmp_path, algo):
     ca, cb = load_checkpoint(straight / "checkpoints/last.pt"), load_checkpoint(part / "checkpoints/last.pt")
     for key in ("actor", "reward_critic"):
         assert all(torch.equal(ca[key][k], cb[key][k]) for k in ca[key])
-    keys = {"TRPO": "Misc/AcceptanceStep", "TRPOLag": "Misc/AcceptanceStep", "CPO": "Misc/OptimCase",
-            "P3O": "Loss/Loss_pi_cost"}
+    keys = {"TRPO": "Misc/AcceptanceStep", "TRPOLag": "Misc/AcceptanceStep", "TRPOPID": "Misc/AcceptanceStep",
+            "CPO": "Misc/OptimCase", "P3O": "Loss/Loss_pi_cost"}
     assert all(math.isfinite(r[keys[algo]]) for r in a)
 
 
-def test_trpolag_lambda_rises_when_cost_exceeds_the_limit(tmp_path):
-    cfg = safe.build_config(overrides=["algo=TRPOLag", *TINY, "forced_cost=1.0"])  # ≥ 100 per episode > 25
+@pytest.mark.parametrize("algo", ["TRPOLag", "TRPOPID"])
+def test_lambda_rises_when_cost_exceeds_the_limit(tmp_path, algo):
+    cfg = safe.build_config(overrides=[f"algo={algo}", *TINY, "forced_cost=1.0"])  # ≥ 100 per episode > 25
     lam = [r["Metrics/LagrangeMultiplier"] for r in read_metrics(safe.run(cfg, tmp_path, show_progress=False))]
     assert 0.001 < lam[0] < lam[1] < lam[2]  # λ_0 = 0.001, then one Adam step up per epoch
