@@ -127,7 +127,8 @@ CLAUSES = {
     "TR-14": "hyper-parameters (iters, residual_tol, eps, damping, max_kl, max_steps, decay, kappa, clip_ratio) "
              "given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
     "TR-15": "cpo_step's multipliers are the ones its step uses: cases 3, 4 (TRPO step α·x) ν = 0, λ = 1/α with "
-             "α = sqrt(2δ/(q + 1e-8)); case 0 λ = 0, ν = sqrt(2δ/(s + 1e-8)) (also case 1 at B = 0, where the dual's λ* = ∞); "
+             "α = sqrt(2δ/(q + 1e-8)); case 0 λ = 0, ν = sqrt(2δ/(s + 1e-8)) (also case 1 at B = 0, where the "
+             "dual's λ* = ∞); "
              "cases 1, 2 λ > 0, ν = max(0, λc + r)/(s + 1e-8) and step = (x − ν·p)/λ",
     "TR-16": "documented defaults: line_search without require_improvement, max_steps, decay and p3o_loss without "
              "kappa, clip_ratio, cost_clip equal passing True, 15, 0.8 and 20.0, 0.2, False (bit for bit)",

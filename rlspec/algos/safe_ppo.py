@@ -457,7 +457,8 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
         raise ValueError(f"update: algo {state.algo!r} is trained by rlspec.algos.trust_region.update, not the "
                          f"PPO family's update")
     if actor_loss is None:
-        actor_loss = lambda logp, ent, logp_old, adv, adv_c: policy_loss(logp, ent, logp_old, adv, ppo, kit)  # noqa: E731
+        def actor_loss(logp, ent, logp_old, adv, adv_c):
+            return policy_loss(logp, ent, logp_old, adv, ppo, kit)
     T, N = batch.reward.shape
     use_cost = state.cost_critic is not None
     (adv_r, ret_r, v_r), (adv_c, ret_c, v_c) = advantages(state, batch, ppo, kit)  # 1), 2)

@@ -1,10 +1,11 @@
 """Functional core of the trust-region algorithms on Safety-Gymnasium: TRPO, TRPOLag, CPO and P3O (seed 000
-§2A, issue 13), and TRPOPID (TRPO with CPPOPID's PID λ, OmniSafe's TRPOPID: the issue's second anchor), built on the PPO family's pieces (rlspec/algos/safe_ppo.py: state, rollout, critics, GAE and
-advantage processing, λ via ``update_safety``, loss guards) and the contract ``trust_region`` through the Kit.
+§2A, issue 13), and TRPOPID (TRPO with CPPOPID's PID λ, OmniSafe's TRPOPID: the issue's second anchor),
+built on the PPO family's pieces (rlspec/algos/safe_ppo.py: state, rollout, critics, GAE and advantage
+processing, λ via ``update_safety``, loss guards) and the contract ``trust_region`` through the Kit.
 
 ``update`` dispatches: the PPO family goes to ``safe_ppo.update`` unchanged; P3O too, with its own minibatch
-actor loss; TRPO, TRPOLag, TRPOPID and CPO take one natural-gradient step of the actor on the whole rollout, then
-train the critics as the PPO family does. Steps of a TRPO/TRPOLag/CPO update (OmniSafe 0.5.0's
+actor loss; TRPO, TRPOLag, TRPOPID and CPO take one natural-gradient step of the actor on the whole rollout,
+then train the critics as the PPO family does. Steps of a TRPO/TRPOLag/CPO update (OmniSafe 0.5.0's
 NaturalPG._update, base/trpo.py, naive_lagrange/trpo_lag.py, second_order/cpo.py):
 
 1. Values, GAE and advantage processing as the PPO family (safe_ppo ``advantages``, ``process_advantages``).
