@@ -9,7 +9,7 @@ Same config and seed ⇒ the same run, bit for bit, straight or resumed: every r
 ``torch.Generator`` (weights, action noise, minibatch order), every episode is reset with its own seed
 (rlspec/envs/safe_vector.py) and a checkpoint holds models, optimizers, controllers, the generator state
 and the envs (as replayable actions). The algorithms are rlspec/algos/safe_ppo.py
-and rlspec/algos/trust_region.py (TRPO, TRPOLag, CPO, P3O); this file only runs them.
+and rlspec/algos/trust_region.py (TRPO, TRPOLag, TRPOPID, CPO, P3O); this file only runs them.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class SafeConfig:
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     """Cost limit, Lagrange, PID, Sauté and Simmer settings."""
     trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)
-    """TRPO, TRPOLag, CPO and P3O settings (OmniSafe 0.5.0 TRPO.yaml, CPO.yaml, P3O.yaml defaults)."""
+    """TRPO, TRPOLag, TRPOPID, CPO and P3O settings (OmniSafe 0.5.0 TRPO.yaml, CPO.yaml, P3O.yaml defaults)."""
 
 
 PRESETS: dict[str, dict] = {
@@ -99,7 +99,9 @@ def panels(cfg: SafeConfig) -> list[Panel]:
 def validate(cfg: SafeConfig) -> None:
     if cfg.algo not in ALGOS:
         raise runconfig.ConfigError(f"config key 'algo': expected one of {sorted(ALGOS)}, got {cfg.algo!r}")
-    for key, expected, got in validate_config(cfg.trust_region):
+    bad = validate_config(cfg.trust_region)  # [(key, expected, got)]
+    if bad:
+        key, expected, got = bad[0]
         raise runconfig.ConfigError(f"config key 'trust_region.{key}': expected {expected}, got {got!r}")
     for key in ("num_envs", "total_steps", "steps_per_epoch", "ep_window", "checkpoint_every", "torch_threads"):
         if getattr(cfg, key) < 1:
