@@ -181,14 +181,18 @@ def test_cpo_case_follows_the_constraint_and_the_accepted_step_keeps_it(jc, case
 def test_p3o_penalty_inactive_when_the_constraint_holds():
     """c = J_c − d = −25 makes S_c + c < 0: the penalty and its gradient vanish, so the update equals the
     one with κ = 0; with c = +1e3 it is active and the actor moves elsewhere."""
-    outs = {}
+    outs, cost_surrogate = {}, {}
     for jc, kappa in ((0.0, 20.0), (0.0, 0.0), (1025.0, 20.0)):
         state = state_for("P3O")
-        _, m = run_update(state, batch_for(state), jc=jc, tr=TrustRegionConfig(kappa=kappa))
+        batch = batch_for(state)
+        _, adv_c = processed(state, batch)
+        _, m = run_update(state, batch, jc=jc, tr=TrustRegionConfig(kappa=kappa))
         outs[(jc, kappa)] = (FlatParams(state.actor).get(), m)
+        cost_surrogate[(jc, kappa)] = surrogate(state.actor, batch, adv_c)
     (inactive, m0), (no_penalty, _), (active, m1) = outs.values()
     assert m0["Loss/Loss_pi_cost"] == 0.0 and torch.equal(inactive, no_penalty)
     assert m1["Loss/Loss_pi_cost"] > 0 and not torch.equal(active, inactive)
+    assert cost_surrogate[(1025.0, 20.0)] < cost_surrogate[(0.0, 0.0)]  # the active penalty lowers S_c
 
 
 def test_p3o_penalty_is_kappa_relu_of_the_cost_surrogate_plus_c():
