@@ -120,7 +120,8 @@ def cpo_step(g: torch.Tensor, b: torch.Tensor, x: torch.Tensor, p: torch.Tensor,
     # case 0: recovery
     nu_rec = torch.sqrt(2 * max_kl / (s + EPS))
 
-    trpo, dual = case >= ALL_FEASIBLE, (case == PARTLY_FEASIBLE) | (case == FEASIBLE_RECOVERY)
+    # case 1 at B = 0 (λ* = ∞) takes its limit, the recovery step (reference/cpo_step)
+    trpo, dual = case >= ALL_FEASIBLE, (case == PARTLY_FEASIBLE) | ((case == FEASIBLE_RECOVERY) & (B > 0))
     step = torch.where(trpo, alpha * x, torch.where(dual, (x - nu_dual * p) / (lam_dual + EPS), -nu_rec * p))
     lam = torch.where(trpo, 1 / (alpha + EPS), torch.where(dual, lam_dual, 0.0))
     nu = torch.where(trpo, 0.0, torch.where(dual, nu_dual, nu_rec))

@@ -140,10 +140,11 @@ def cpo_step(g: torch.Tensor, b: torch.Tensor, x: torch.Tensor, p: torch.Tensor,
     if case in (ALL_FEASIBLE, ZERO_COST_GRAD):  # the TRPO step is feasible
         alpha = math.sqrt(2 * max_kl / (q + EPS))
         lam, nu, step = 1 / (alpha + EPS), 0.0, alpha * xd
-    elif case in (PARTLY_FEASIBLE, FEASIBLE_RECOVERY):
+    elif case == PARTLY_FEASIBLE or (case == FEASIBLE_RECOVERY and B > 0):
         lam, nu = _cpo_dual(q, r, s, c, A, B, max_kl)
         step = (xd - nu * pd) / (lam + EPS)
-    else:  # infeasible recovery: the KL-sized step that decreases the cost fastest
+    else:  # infeasible recovery, and case 1 at B = 0 (the trust region touches the constraint in one
+        # point, the dual's λ* = ∞; the limit of its step): the KL-sized step that decreases the cost fastest
         lam, nu = 0.0, math.sqrt(2 * max_kl / (s + EPS))
         step = -nu * pd
     as_t = lambda v: torch.tensor(v, dtype=g.dtype)  # noqa: E731

@@ -119,7 +119,7 @@ CLAUSES = {
     "TR-10": "cpo_step's case: 4 if bᵀb <= 1e-6 and c < 0, else 3 (c < 0, B < 0), 2 (c < 0 <= B), 1 (c >= 0, "
              "B >= 0), 0 (c >= 0 > B), with r, s, A, B as defined",
     "TR-11": "cpo_step's direction solves max gᵀd s.t. ½dᵀFd <= δ, c + bᵀd <= 0 (closed form on small problems) "
-             "in cases 1–4, and is −sqrt(2δ/s)·F⁻¹b in case 0",
+             "in cases 1–4, and is −sqrt(2δ/s)·F⁻¹b in case 0 and in case 1 at B = 0 (the one feasible point)",
     "TR-12": "p3o_loss = −mean(min(ρA, clip(ρ)A)) + κ·ReLU(S_c + c) in value and gradient (float64 closed form); "
              "no penalty and no penalty gradient where S_c + c <= 0",
     "TR-13": "bad input is rejected naming the argument (iters < 1, negative damping or κ, max_kl <= 0, decay "
@@ -127,11 +127,13 @@ CLAUSES = {
     "TR-14": "hyper-parameters (iters, residual_tol, eps, damping, max_kl, max_steps, decay, kappa, clip_ratio) "
              "given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
     "TR-15": "cpo_step's multipliers are the ones its step uses: cases 3, 4 (TRPO step α·x) ν = 0, λ = 1/α with "
-             "α = sqrt(2δ/(q + 1e-8)); case 0 λ = 0, ν = sqrt(2δ/(s + 1e-8)); cases 1, 2 λ > 0, "
-             "ν = max(0, λc + r)/(s + 1e-8) and step = (x − ν·p)/λ",
+             "α = sqrt(2δ/(q + 1e-8)); case 0 λ = 0, ν = sqrt(2δ/(s + 1e-8)) (also case 1 at B = 0, where the "
+             "dual's λ* = ∞); "
+             "cases 1, 2 λ > 0, ν = max(0, λc + r)/(s + 1e-8) and step = (x − ν·p)/λ",
     "TR-16": "documented defaults: line_search without require_improvement, max_steps, decay and p3o_loss without "
              "kappa, clip_ratio, cost_clip equal passing True, 15, 0.8 and 20.0, 0.2, False (bit for bit)",
-    "TR-17": "boundaries and hygiene, pinned exactly: cpo_step's case split at bᵀb = 1e-6, c = 0 and B = 0 > c (with r, s, "
+    "TR-17": "boundaries and hygiene, pinned exactly: cpo_step's case split at bᵀb = 1e-6, c = 0, B = 0 > c and "
+             "B = 0 < c (case 1 with the recovery step −sqrt(2δ/s)·F⁻¹b, finite) (with r, s, "
              "A = q − r²/(s + 1e-8), B = 2δ − c²/(s + 1e-8)); line_search accepts a candidate with equal surrogate, "
              "KL = max_kl and cost rise = max(−c, 0), and on failure returns a new tensor; conjugate_gradient iterates "
              "at ‖r‖ = residual_tol, reports breakdown at pᵀFp = 0 and with eps > 0 follows α = rᵀr/(pᵀFp + eps), "
@@ -592,7 +594,7 @@ def check_cpo_multipliers(impl, **case):
     rtol = 1e-4 if case["dtype"] == torch.float32 else 1e-9
     if case_id in (ALL_FEASIBLE, ZERO_COST_GRAD):
         want = dict(lam=1 / (math.sqrt(2 * delta / (float(q) + EPS)) + EPS), nu=0.0)
-    elif case_id == INFEASIBLE_RECOVERY:
+    elif case_id == INFEASIBLE_RECOVERY or (case_id == FEASIBLE_RECOVERY and float(out.B) == 0):
         want = dict(lam=0.0, nu=math.sqrt(2 * delta / (s + EPS)))
     else:
         if not lam > 0:
@@ -638,6 +640,9 @@ CPO_BOUNDARIES = (  # F = I (x = g, p = b): b, c, max_kl and the expected case
     dict(b=(1e-3, 0.0), c=-0.1, max_kl=0.01, case=ZERO_COST_GRAD),  # bᵀb = 1e-6 exactly, c < 0
     dict(b=(1e-4, 0.0), c=0.0, max_kl=0.01, case=FEASIBLE_RECOVERY),  # bᵀb <= 1e-6 but c = 0: not case 4
     dict(b=(_BETA, 0.0), c=-0.5, max_kl=0.5, case=PARTLY_FEASIBLE),  # B = 0, c < 0
+    # B = 0, c > 0: the trust region touches the constraint in one point, the recovery step −sqrt(2δ/s)·p
+    # (the dual's λ* is infinite there: a TypeError / a 7e7 step before the fix)
+    dict(b=(_BETA, 0.0), c=0.5, max_kl=0.5, case=FEASIBLE_RECOVERY, recovery_step=True),
 )
 
 
@@ -655,6 +660,9 @@ def check_cpo_boundaries(impl):
         for name, want in terms.items():
             assert_close("TR-17", name, float(getattr(out, name)), want, atol=1e-14 * (1 + abs(want)), rtol=0.0,
                          **pin)
+        if pin.get("recovery_step"):
+            assert_close("TR-17", "step vs the recovery step −sqrt(2δ/(s + 1e-8))·p", out.step,
+                         -math.sqrt(2 * delta / (s + EPS)) * b, atol=1e-12, rtol=0.0, **pin)
 
 
 def check_line_search_edges(impl):

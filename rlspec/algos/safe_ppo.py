@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Callable, Literal
 
 import torch
 
@@ -54,6 +54,9 @@ class AlgoSpec:
     """Sauté state augmentation (fixed budget) or Simmer (budget set by a PID each epoch)."""
     use_cost: bool
     """Train a cost critic and compute cost advantages (OmniSafe's use_cost)."""
+    family: Literal["ppo", "trust_region", "p3o"] = "ppo"
+    """Which update trains the actor: this module's clipped surrogate, or rlspec/algos/trust_region.py's
+    natural-gradient step (TRPO, TRPOLag, CPO) or P3O loss."""
 
 
 ALGOS = {
@@ -64,6 +67,12 @@ ALGOS = {
     "CPPOPID": AlgoSpec("pid", "none", True),
     "PPOSaute": AlgoSpec("none", "saute", False),
     "PPOSimmerPID": AlgoSpec("none", "simmer", False),
+    # rlspec/algos/trust_region.py
+    "TRPO": AlgoSpec("none", "none", False, "trust_region"),
+    "TRPOLag": AlgoSpec("lagrange", "none", True, "trust_region"),
+    "TRPOPID": AlgoSpec("pid", "none", True, "trust_region"),
+    "CPO": AlgoSpec("none", "none", True, "trust_region"),
+    "P3O": AlgoSpec("none", "none", True, "p3o"),
 }
 
 
@@ -167,16 +176,27 @@ class Kit:
     PIDLagrangian: type
     SauteBudget: type
     SimmerPID: type
+    # contract ``trust_region`` (rlspec/algos/trust_region.py)
+    conjugate_gradient: object
+    fisher_vector_product: object
+    natural_step: object
+    cpo_step: object
+    line_search: object
+    p3o_loss: object
 
     @classmethod
     def reference(cls) -> "Kit":
-        from rlspec.reference import gae, lagrange, numerics
+        from rlspec.reference import gae, lagrange, numerics, trust_region
 
         return cls(gae=gae.gae, ratio_guard=numerics.ratio_guard, value_loss=numerics.value_loss,
                    kl_early_stop=numerics.kl_early_stop, ObsNormalizer=numerics.ObsNormalizer,
                    RunningMeanStd=numerics.RunningMeanStd, LossGuard=numerics.LossGuard,
                    OmniSafeLagrange=lagrange.OmniSafeLagrange, PIDLagrangian=lagrange.PIDLagrangian,
-                   SauteBudget=lagrange.SauteBudget, SimmerPID=lagrange.SimmerPID)
+                   SauteBudget=lagrange.SauteBudget, SimmerPID=lagrange.SimmerPID,
+                   conjugate_gradient=trust_region.conjugate_gradient,
+                   fisher_vector_product=trust_region.fisher_vector_product,
+                   natural_step=trust_region.natural_step, cpo_step=trust_region.cpo_step,
+                   line_search=trust_region.line_search, p3o_loss=trust_region.p3o_loss)
 
 
 class Comm:
@@ -424,14 +444,27 @@ def advantages(state: SafePPOState, batch: Rollout, ppo: PPOConfig, kit: Kit) ->
     return (adv_r, ret_r, v_r), (adv_c, ret_c, v_c)
 
 
+# (logp [B], entropy [B], logp_old [B], A [B] combined, A_c [B]) -> (actor loss [], ratio-guard event counts)
+ActorLoss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+                     tuple[torch.Tensor, dict[str, torch.Tensor]]]
+
+
 def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safety: SafetyConfig, kit: Kit,
            gen: torch.Generator, progress: float = 0.0, comm: Comm = LOCAL,
-           lambda_scale: float = 1.0) -> dict[str, float]:
+           lambda_scale: float = 1.0, actor_loss: ActorLoss | None = None) -> dict[str, float]:
     """One PPO-family update from a rollout (module docstring, steps 1–6); returns OmniSafe-named metrics.
     ``jc``: mean episode cost of the recent window (NaN if none finished; the same on every process);
     ``progress`` ∈ [0, 1): fraction of the run done, for the linear actor learning-rate decay; ``comm``:
     data-parallel reductions (advantage statistics, gradients, the KL decision) when several processes
-    each hold part of the rollout; ``lambda_scale``: M for this update's λ step (``update_safety``)."""
+    each hold part of the rollout; ``lambda_scale``: M for this update's λ step (``update_safety``);
+    ``actor_loss``: the minibatch actor loss in place of ``policy_loss`` (P3O, rlspec/algos/trust_region.py)."""
+    family = ALGOS[state.algo].family
+    if family != "ppo" and actor_loss is None:
+        raise ValueError(f"update: algo {state.algo!r} is trained by rlspec.algos.trust_region.update, not the "
+                         f"PPO family's update")
+    if actor_loss is None:
+        def actor_loss(logp, ent, logp_old, adv, adv_c):
+            return policy_loss(logp, ent, logp_old, adv, ppo, kit)
     T, N = batch.reward.shape
     use_cost = state.cost_critic is not None
     (adv_r, ret_r, v_r), (adv_c, ret_c, v_c) = advantages(state, batch, ppo, kit)  # 1), 2)
@@ -473,7 +506,7 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
             if use_cost:
                 losses["cost_critic"].append(_critic_step(state.cost_critic, state.cost_opt, obs[idx], v_c[idx],
                                                           ret_c[idx], ppo, kit, state.guard, "cost_critic", comm))
-            loss_pi, ev = policy_loss(logp, entropy, logp_old[idx], adv[idx], ppo, kit)
+            loss_pi, ev = actor_loss(logp, entropy, logp_old[idx], adv[idx], adv_c[idx])
             for k, v in ev.items():
                 events[k] += int(v)
             loss_pi = state.guard(loss_pi, "pi")

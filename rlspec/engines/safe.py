@@ -10,7 +10,8 @@
 Same config and seed ⇒ the same run, bit for bit, straight or resumed: every random draw comes from one
 ``torch.Generator`` (weights, action noise, minibatch order), every episode is reset with its own seed
 (rlspec/envs/safe_vector.py) and a checkpoint holds models, optimizers, controllers, the generator state
-and the envs (as replayable actions). The algorithm is rlspec/algos/safe_ppo.py; this file only runs it.
+and the envs (as replayable actions). The algorithms are rlspec/algos/safe_ppo.py
+and rlspec/algos/trust_region.py (TRPO, TRPOLag, TRPOPID, CPO, P3O); this file only runs them.
 
 PPOLagSem (seed 000) is PPOLag with ``semantic.enable``: the engine then builds
 ``rlspec.semantics.build_hooks(cfg.semantic, ...)`` and, following its call protocol
@@ -48,8 +49,8 @@ from rlspec.algos.safe_ppo import (
     env_feedback,
     make_state,
     policy_input,
-    update,
 )
+from rlspec.algos.trust_region import TrustRegionConfig, update, validate_config
 from rlspec.envs import safety_gym
 from rlspec.envs.safe_vector import SafeVectorEnv
 from rlspec.runs import config as runconfig
@@ -64,7 +65,8 @@ ENGINE = "safe"
 @dataclass(frozen=True)
 class SafeConfig:
     algo: str = "PPOLag"
-    """PPO, PPOLag, PPOLagSem, CPPOPID, PPOSaute or PPOSimmerPID."""
+    """PPO, PPOLag, PPOLagSem, CPPOPID, PPOSaute, PPOSimmerPID (rlspec/algos/safe_ppo.py), TRPO, TRPOLag,
+    TRPOPID, CPO or P3O (rlspec/algos/trust_region.py)."""
     env_id: str = "SafetyPointGoal1-v0"
     """A Safety-Gymnasium id, or ToyGoal-v0 (numpy only, for tests)."""
     seed: int = 0
@@ -91,6 +93,8 @@ class SafeConfig:
     """Width and height of the frames rendered for PPOLagSem's semantic captures (semantic.enable only)."""
     semantic: SemanticConfig = field(default_factory=SemanticConfig)
     """PPOLagSem's semantic side (seed 000 §8 semantic_cfgs); enable=False: plain PPOLag."""
+    trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)
+    """TRPO, TRPOLag, TRPOPID, CPO and P3O settings (OmniSafe 0.5.0 TRPO.yaml, CPO.yaml, P3O.yaml defaults)."""
 
 
 PRESETS: dict[str, dict] = {
@@ -114,6 +118,10 @@ def panels(cfg: SafeConfig) -> list[Panel]:
 def validate(cfg: SafeConfig) -> None:
     if cfg.algo not in ALGOS:
         raise runconfig.ConfigError(f"config key 'algo': expected one of {sorted(ALGOS)}, got {cfg.algo!r}")
+    bad = validate_config(cfg.trust_region)  # [(key, expected, got)]
+    if bad:
+        key, expected, got = bad[0]
+        raise runconfig.ConfigError(f"config key 'trust_region.{key}': expected {expected}, got {got!r}")
     for key in ("num_envs", "total_steps", "steps_per_epoch", "ep_window", "checkpoint_every", "torch_threads"):
         if getattr(cfg, key) < 1:
             raise runconfig.ConfigError(f"config key {key!r}: expected an int >= 1, got {getattr(cfg, key)}")
@@ -265,7 +273,7 @@ def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int
         t1 = time.perf_counter()
         scale = hooks.lambda_scale() if hooks is not None else 1.0  # M of seed 000 §4.0.5 (1: PPOLag)
         metrics = update(state, rollout, jc, cfg.ppo, cfg.safety, kit, gen, progress=epoch / epochs, comm=ex.comm,
-                         lambda_scale=scale)
+                         tr=cfg.trust_region, lambda_scale=scale)
         if hooks is not None:  # the risk head learns after the PPO update (§25.15)
             metrics.update(hooks.after_update())
         step = (epoch + 1) * cfg.steps_per_epoch

@@ -6,7 +6,9 @@ the same functional core and kit), executed elsewhere:
 * under torchrun, data parallel across processes as OmniSafe's ``parallel``: torch.distributed (gloo on
   CPU), each process its own slice of envs (global indices rank·num_envs ...), its own action noise, the
   same initial weights; gradients averaged after clipping, advantage statistics, the KL early-stop decision
-  and J_c over all processes; rank 0 writes the run directory.
+  and J_c over all processes; TRPO, TRPOLag and CPO also average their actor gradients, every Fisher-vector
+  product and the line search's surrogates and KL (rlspec/algos/trust_region.py), P3O runs the PPO loop;
+  rank 0 writes the run directory.
 
     rlspec train safe-fast --algo PPOLag --env SafetyPointGoal1-v0 --set num_envs=8 --set env_workers=4
     torchrun --nproc_per_node 2 "$(which rlspec)" train safe-fast --algo PPOLag --set num_envs=4 ...

@@ -88,6 +88,17 @@ def _cpo_descent_sign(g, b, x, p, q, c, max_kl):
     return CPOStep(step.to(x.dtype), out.case, torch.tensor(lam), torch.tensor(nu), out.r, out.s, out.A, out.B)
 
 
+def _cpo_dual_at_infinite_lambda(g, b, x, p, q, c, max_kl):
+    """Case 1 at B = 0 < c through the dual anyway: λ* = sqrt(A/B) = ∞ is lost (λ = 0), the step blows up to
+    (x − ν·p)/1e-8 (the fast twin before issue 13's fix; the reference raised TypeError)."""
+    out = ref.cpo_step(g, b, x, p, q, c, max_kl)
+    if int(out.case) != 1 or float(out.B) != 0:
+        return out
+    nu = max(0.0, float(out.r)) / (float(out.s) + EPS)
+    step = (x.double() - nu * p.double()) / EPS
+    return out._replace(step=step.to(x.dtype), lam=torch.zeros_like(out.lam), nu=torch.tensor(nu, dtype=out.nu.dtype))
+
+
 def _p3o_without_relu(ratio, adv_r, adv_c, cost_violation, kappa=20.0, clip_ratio=0.2, cost_clip=False):
     """κ·(S_c + c) instead of κ·ReLU(S_c + c): a satisfied constraint now pushes the cost further down."""
     out = ref.p3o_loss(ratio, adv_r, adv_c, cost_violation, kappa, clip_ratio, cost_clip)
@@ -115,6 +126,8 @@ PLANTED_TRUST_REGION = (
             "TR-10", "case 0, expected 3", ("TR-8", "TR-12")),
     Planted("CPO dual with the descent-convention sign of r (OmniSafe 0.5.0)", "trust_region",
             _tr(cpo_step=_cpo_descent_sign), "TR-11", "closed-form optimum", ("TR-10",)),
+    Planted("CPO dual at B = 0 < c (λ* = ∞)", "trust_region", _tr(cpo_step=_cpo_dual_at_infinite_lambda),
+            "TR-17", "step", ("TR-10", "TR-11", "TR-15")),
     Planted("P3O penalty without the ReLU", "trust_region", _tr(p3o_loss=_p3o_without_relu),
             "TR-12", "cost_penalty", ("TR-11",)),
     Planted("line search refuses numpy hyper-parameters", "trust_region",

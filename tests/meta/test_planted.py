@@ -23,8 +23,11 @@ BUGS = [
 def test_planted_bug_is_caught(bug):
     contract = importlib.import_module(f"rlspec.spec.{bug.contract}").CONTRACT
     # only the clauses the bug names: some properties are slow (PARITY-3 spawns an interpreter)
-    outcomes = {p.clause: run_property(p, bug.impl) for p in contract.properties
-                if p.clause in {bug.catches, *bug.spared}}
+    # a clause with several properties: its first failure (or a pass if all pass)
+    outcomes = {}
+    for p in contract.properties:
+        if p.clause in {bug.catches, *bug.spared} and getattr(outcomes.get(p.clause), "status", "pass") == "pass":
+            outcomes[p.clause] = run_property(p, bug.impl)
     caught = outcomes[bug.catches]
     assert caught.status == "fail", f"{bug.name}: {bug.catches} did not fail"
     assert caught.message.startswith(f"[{bug.catches}]"), caught.message

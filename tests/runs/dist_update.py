@@ -1,6 +1,6 @@
-"""One process of a data-parallel PPOLag update on a fixed batch (tests/runs/test_safe_fast.py runs it).
+"""One process of a data-parallel update (PPOLag, or ALGO) on a fixed batch (tests/runs/test_safe_fast.py runs it).
 
-    python dist_update.py RANK WORLD_SIZE RENDEZVOUS_FILE OUT.pt
+    python dist_update.py RANK WORLD_SIZE RENDEZVOUS_FILE OUT.pt [ALGO]
 
 The batch has ENVS env columns; with WORLD_SIZE processes, rank r updates on columns [r·ENVS/W, (r+1)·ENVS/W)
 with full-batch minibatches, so one process on all columns and W processes on their slices take the same steps.
@@ -13,13 +13,14 @@ import sys
 import torch
 import torch.distributed as dist
 
-from rlspec.algos.safe_ppo import LOCAL, Kit, PPOConfig, Rollout, SafetyConfig, make_state, update
+from rlspec.algos.safe_ppo import LOCAL, Kit, PPOConfig, Rollout, SafetyConfig, make_state
+from rlspec.algos.trust_region import update
 from rlspec.engines.safe_fast import TorchDistComm
 
 T, ENVS, D, A = 8, 4, 3, 2
 
 
-def main(rank: int, world: int, rendezvous: str, out: str) -> None:
+def main(rank: int, world: int, rendezvous: str, out: str, algo: str = "PPOLag") -> None:
     comm = LOCAL
     if world > 1:
         dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
@@ -28,7 +29,7 @@ def main(rank: int, world: int, rendezvous: str, out: str) -> None:
     g = torch.Generator().manual_seed(7)
     n = ENVS // world
     ppo = PPOConfig(update_iters=3, batch_size=T * n, linear_lr_decay=False)
-    state = make_state("PPOLag", ppo, SafetyConfig(), D, A, n, kit, torch.Generator().manual_seed(0))
+    state = make_state(algo, ppo, SafetyConfig(), D, A, n, kit, torch.Generator().manual_seed(0))
     obs, next_obs = torch.randn(T, ENVS, D, generator=g), torch.randn(T, ENVS, D, generator=g)
     act = torch.randn(T, ENVS, A, generator=g)
     reward, cost = torch.randn(T, ENVS, generator=g), torch.rand(T, ENVS, generator=g)
@@ -48,4 +49,4 @@ def main(rank: int, world: int, rendezvous: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], *sys.argv[5:])

@@ -42,12 +42,13 @@ def test_env_workers_out_of_range_is_named(tmp_path, capsys):
     assert code == 2 and "config key 'env_workers': expected 0..num_envs = 2, got 3" in capsys.readouterr().err
 
 
-def test_two_processes_match_one_on_a_fixed_batch(tmp_path):
+@pytest.mark.parametrize("algo", ["PPOLag", "CPO"])  # CPO: gradients, F·v and line-search values averaged
+def test_two_processes_match_one_on_a_fixed_batch(tmp_path, algo):
     script = Path(__file__).with_name("dist_update.py")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     run = lambda rank, world: subprocess.Popen(  # noqa: E731
         [sys.executable, str(script), str(rank), str(world), str(tmp_path / "rdv"),
-         str(tmp_path / f"{world}-{rank}.pt")],
+         str(tmp_path / f"{world}-{rank}.pt"), algo],
         env=env)
     procs = [run(0, 1), run(0, 2), run(1, 2)]
     assert [p.wait(timeout=300) for p in procs] == [0, 0, 0]
@@ -57,6 +58,8 @@ def test_two_processes_match_one_on_a_fixed_batch(tmp_path):
             assert torch.equal(r0[net][k], r1[net][k]), f"ranks disagree on {net}.{k}"
             torch.testing.assert_close(r0[net][k], one[net][k], atol=1e-5, rtol=1e-4, msg=f"{net}.{k}")
     assert r0["metrics"]["Train/StopIter"] == one["metrics"]["Train/StopIter"]
+    for key in ("Misc/OptimCase", "Misc/AcceptanceStep"):  # CPO: the same case and line-search decision
+        assert r0["metrics"].get(key) == one["metrics"].get(key)
     assert r0["metrics"]["Metrics/LagrangeMultiplier"] == pytest.approx(one["metrics"]["Metrics/LagrangeMultiplier"])
     assert any(not torch.equal(one["actor"][k], one["initial_actor"][k]) for k in one["actor"])  # it did learn
 

@@ -1,7 +1,8 @@
-"""Safety-Gymnasium (issue 11): the Python ≥ 3.11 import shim, the replay checkpoint of the vector env on
-MuJoCo, a smoke run of every algorithm, λ and the Simmer budget moving the right way when the cost exceeds
-the limit, and resume identity on the real env. Skipped where safety_gymnasium is not installed (the core
-environment); ``nox -s safety`` installs it (rlspec/envs/safety_gym.py) and runs these."""
+"""Safety-Gymnasium (issues 11, 13): the Python ≥ 3.11 import shim, the replay checkpoint of the vector env on
+MuJoCo, a smoke run of every algorithm (the PPO family, TRPO, TRPOLag, CPO, P3O), λ and the Simmer budget
+moving the right way when the cost exceeds the limit, and resume identity on the real env. Skipped where
+safety_gymnasium is not installed (the core environment); ``nox -s safety`` installs it
+(rlspec/envs/safety_gym.py) and runs these."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def test_vector_checkpoint_replays_bit_identically():
         assert torch.equal(sa.obs, sb.obs) and torch.equal(sa.reward, sb.reward) and torch.equal(sa.cost, sb.cost)
 
 
-@pytest.mark.parametrize("algo", ["PPO", "PPOLag", "CPPOPID", "PPOSaute", "PPOSimmerPID"])
+@pytest.mark.parametrize("algo", ["PPO", "PPOLag", "CPPOPID", "PPOSaute", "PPOSimmerPID",
+                                  "TRPO", "TRPOLag", "CPO", "P3O"])
 def test_smoke_every_algorithm(tmp_path, algo):
     rows = read_metrics(safe.run(safe.build_config(overrides=[f"algo={algo}", *SMOKE]), tmp_path, show_progress=False))
     assert len(rows) == 2
@@ -60,7 +62,13 @@ def test_smoke_every_algorithm(tmp_path, algo):
                                                  "Metrics/EpRet", "Metrics/EpCost", "Metrics/EpLen"))
         assert r["Metrics/EpLen"] == 1000 and r["Metrics/EpCost"] >= 1000  # the forced cost: far above 25
     lam = [r["Metrics/LagrangeMultiplier"] for r in rows]
-    if algo in ("PPOLag", "CPPOPID"):
+    if algo in ("TRPO", "TRPOLag", "CPO"):  # one natural-gradient step per epoch, reported
+        assert all(0 <= r["Misc/AcceptanceStep"] <= 20 and math.isfinite(r["Misc/FinalStepNorm"]) for r in rows)
+    if algo == "CPO":  # c = J_c − 25 ≥ 975: no feasible point in the trust region, the recovery step
+        assert [r["Misc/OptimCase"] for r in rows] == [0.0, 0.0]
+    if algo == "P3O":  # the penalty κ·ReLU(S_c + c) is active
+        assert all(r["Loss/Loss_pi_cost"] > 0 for r in rows)
+    if algo in ("PPOLag", "CPPOPID", "TRPOLag"):
         assert math.isfinite(rows[0]["Loss/Loss_cost_critic"]) and 0.001 < lam[0] < lam[1]
     else:
         assert lam == [0.0, 0.0]

@@ -219,4 +219,4 @@ def test_same_generator_same_networks_and_unknown_algo():
     wa, wb, wc = (torch.cat([p.flatten() for p in s.actor.parameters()]) for s in (a, b, c))
     assert torch.equal(wa, wb) and not torch.equal(wa, wc)
     with pytest.raises(ValueError, match="make_state: argument 'algo' must be one of"):
-        state_for("TRPO")
+        state_for("PPOLagrange")  # TRPO was the example before issue 13 added it
