@@ -225,7 +225,7 @@ def learn(cfg: DreamerRunConfig, state: DreamerState, ring, loop: Loop, gen: tor
     for _ in range(updates_due(cfg, loop.env_steps) - state.updates):
         metrics = train_step(state, ring.sample_sequences(d.batch_size, d.seq_len, gen), gen)
         for k, v in metrics.items():
-            loop.sums[k] = loop.sums.get(k, 0.0) + v
+            loop.sums[k] = loop.sums.get(k, 0.0) + float(v)
         loop.count += 1
 
 
