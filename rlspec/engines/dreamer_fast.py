@@ -230,11 +230,14 @@ class DreamerV3Engine:
 
     def run(self, out: Path, resume: bool = False, stop_after_steps: int | None = None,
             show_progress: bool = True) -> Path:
+        """Train (or, with ``resume``, continue the run in ``out``); returns the run directory.
+        ``stop_after_steps``: stop (with a checkpoint) at the first rollout boundary after this many more env
+        steps."""
         cfg, dev = self.cfg, self.dev
         torch.set_num_threads(cfg.torch_threads)
         ckpt = ref.read_checkpoint(Path(out) / "checkpoints/last.pt") if resume else None
         state, gen = self._build()
-        policy = dataclasses.replace(state, wm=copy.deepcopy(state.wm), actor=copy.deepcopy(state.actor))
+        policy = policy_copy(state, dev)
         envs, ring = make_warp_envs(cfg, dev), make_fast_ring(cfg, dev)
         self.learner = Learner(cfg, dev)
         if ckpt is not None:
@@ -263,7 +266,7 @@ class DreamerV3Engine:
                 with on(self.actor_stream):
                     gathered[0].wait(self.actor_stream)  # the gathers of the phase before the last are done
                     synced.wait(self.actor_stream)
-                    self.rollout(envs, ring, policy, loop, gen, end)
+                    self.rollout(envs, ring, policy, loop, gen)
                     actor_done = Fence(dev).record(self.actor_stream)
                 with on(self.learner_stream):
                     self.learner.phase(state, ring, loop.env_steps, gen)
@@ -276,7 +279,7 @@ class DreamerV3Engine:
                 if log.due(loop.env_steps):
                     self._synchronize()
                     log.row(loop.env_steps, state.updates, self.learner.row(state, loop, ring))
-                if loop.env_steps % cfg.checkpoint_every == 0 or loop.env_steps == end:
+                if loop.env_steps % cfg.checkpoint_every == 0 or loop.env_steps >= end:
                     self._synchronize()
                     self.learner.check_finite(state)
                     save_checkpoint(rundir.checkpoint_path, {
@@ -301,8 +304,8 @@ class DreamerV3Engine:
         if self.dev.type == "cuda":
             torch.cuda.synchronize(self.dev)
 
-    def rollout(self, envs, ring, policy: DreamerState, loop: ActorLoop, gen: torch.Generator, end: int) -> None:
-        """Up to ``steps_per_rollout`` vector steps, stopping at a log/checkpoint boundary or at ``end``."""
+    def rollout(self, envs, ring, policy: DreamerState, loop: ActorLoop, gen: torch.Generator) -> None:
+        """Vector steps up to the next rollout boundary."""
         cfg = self.cfg
         for _ in range(cfg.steps_per_rollout):
             if loop.env_steps < cfg.min_ready_steps:
@@ -319,9 +322,25 @@ class DreamerV3Engine:
             loop.episode_id.copy_(out.episode_id)
             loop.prev_action = action
             loop.env_steps += cfg.num_envs
-            s = loop.env_steps
-            if s % cfg.log_every == 0 or s % cfg.checkpoint_every == 0 or s >= end:
+            if self.boundary(loop.env_steps):
                 break
+
+    def boundary(self, env_steps: int) -> bool:
+        """Where a rollout ends: every steps_per_rollout vector steps, and at metrics rows and checkpoints.
+        A function of the env step only, so a stopped and resumed run has the straight run's schedule."""
+        cfg = self.cfg
+        return any(env_steps % every == 0 for every in (cfg.steps_per_rollout * cfg.num_envs, cfg.log_every,
+                                                         cfg.checkpoint_every)) or env_steps == cfg.total_steps
+
+
+def policy_copy(state: DreamerState, dev: torch.device) -> DreamerState:
+    """The actor part's own world model and actor (same weights), for ``policy_step``; the rest is shared and
+    unused by it. (The world model is rebuilt and loaded: the fast one holds its unpack module, which does
+    not deepcopy.)"""
+    wm = type(state.wm)(state.wm.config, torch.Generator().manual_seed(0))  # its draws are overwritten below
+    wm.load_state_dict(state.wm.state_dict())
+    return dataclasses.replace(state, wm=wm.to(dev).requires_grad_(False),
+                               actor=copy.deepcopy(state.actor).requires_grad_(False))
 
 
 def sync_weights(learner: DreamerState, policy: DreamerState) -> None:
@@ -329,6 +348,12 @@ def sync_weights(learner: DreamerState, policy: DreamerState) -> None:
     with torch.no_grad():
         for src, dst in ((learner.wm, policy.wm), (learner.actor, policy.actor)):
             torch._foreach_copy_(list(dst.state_dict().values()), list(src.state_dict().values()))
+
+
+def nonfinite_modules(state: DreamerState) -> list[str]:
+    """The learner's networks holding a non-finite parameter (a host read: error paths only)."""
+    return [name for name in ("wm", "actor", "critic", "slow_critic")
+            if not all(bool(torch.isfinite(p).all()) for p in getattr(state, name).parameters())]
 
 
 class Learner:
@@ -352,7 +377,15 @@ class Learner:
             self.starved += 1
             return
         for _ in range(due):
-            metrics = train_step(state, ring.sample_sequences(d.batch_size, d.seq_len, gen), gen)
+            batch = ring.sample_sequences(d.batch_size, d.seq_len, gen)
+            try:
+                metrics = train_step(state, batch, gen)
+            except (ValueError, RuntimeError) as err:  # a validator or sampler met the non-finite values first
+                bad = nonfinite_modules(state)
+                if bad:
+                    raise NonFiniteError(f"DreamerV3Engine: update {state.updates + 1}: non-finite parameters in "
+                                         f"{bad}; train_step stopped with {type(err).__name__}: {err}") from err
+                raise
             values = torch.stack([v.to(torch.float64) for v in metrics.values()])  # [K]
             if self.sums is None:
                 self.keys, self.sums = list(metrics), torch.zeros_like(values)
@@ -408,7 +441,7 @@ COMPARED = ("Loss/loss", "Loss/recon_loss", "Loss/reward_loss", "Loss/continue_l
 def compare(argv: list[str]) -> int:
     """`rlspec compare dreamer [--task T] [--preset P] [--set k=v ...] [--updates K] [--rtol X] [--out DIR]`:
     the reference and the fast engine from one seed on one config into DIR/reference and DIR/fast;
-    DIR/compare.json (per metric, the largest relative difference over the rows up to K updates, and over
+    DIR/compare.json (per metric, the largest difference |a − b| / max(|a|, |b|, 1) over the rows up to K updates, and over
     all rows; env steps/s and updates/s of both) and DIR/compare.png (their curves side by side). In the
     deterministic mode (commit_stride = steps_per_rollout = sync_every = 1, device cpu) the rows up to K
     updates must agree within --rtol: exit 1 if not."""
@@ -418,7 +451,7 @@ def compare(argv: list[str]) -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (both)")
     p.add_argument("--updates", type=int, default=16, help="K: compare the rows up to K updates (default 16)")
     p.add_argument("--rtol", type=float, default=None,
-                   help="agreement tolerance, relative (default 1e-6 with kit=reference, 1e-3 with kit=fast)")
+                   help="agreement tolerance on |a − b| / max(|a|, |b|, 1) (default 1e-6 with kit=reference, 1e-3 with kit=fast)")
     p.add_argument("--out", type=Path, help="where the runs and compare.json go (default runs/compare-dreamer-TASK-sSEED)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     args = p.parse_args(argv)
@@ -438,7 +471,7 @@ def compare(argv: list[str]) -> int:
     result.update(deterministic=deterministic, kit=cfg.kit, device=str(device(cfg)))
     (out / "compare.json").write_text(json.dumps(result, indent=2))
     compare_plot(runs["reference"], runs["fast"], out / "compare.png")
-    print(f"first {args.updates} updates ({result['rows_compared']} rows): largest relative difference "
+    print(f"first {args.updates} updates ({result['rows_compared']} rows): largest difference "
           f"{result['worst_first'][1]:.3g} in {result['worst_first'][0]} (tolerance {rtol:g}; agree: {result['agree']}; "
           f"deterministic mode: {deterministic}); env steps/s reference {result['speed']['reference']['env_steps_per_s']:.0f}, "
           f"fast {result['speed']['fast']['env_steps_per_s']:.0f}; written to {out / 'compare.json'}")
@@ -446,15 +479,17 @@ def compare(argv: list[str]) -> int:
 
 
 def _rel(x: float, y: float) -> float:
+    """|x − y| / max(|x|, |y|, 1): relative for values of magnitude >= 1, absolute below (values near 0, such
+    as the first imagined values ~1e-10, have no meaningful relative difference)."""
     if math.isnan(x) and math.isnan(y) or x == y:
         return 0.0
     if math.isnan(x) or math.isnan(y):
         return math.inf
-    return abs(x - y) / max(abs(x), abs(y), 1e-12)
+    return abs(x - y) / max(abs(x), abs(y), 1.0)
 
 
 def compare_runs(ref_run: Path, fast_run: Path, updates: int, rtol: float) -> dict:
-    """Largest relative difference per compared metric: over the rows with at most ``updates`` updates, and
+    """Largest difference (``_rel``) per compared metric: over the rows with at most ``updates`` updates, and
     over all rows; rows are matched by env step."""
     a, b = read_metrics(ref_run), read_metrics(fast_run)
     pairs = [(ra, rb) for ra, rb in zip(a, b) if ra["step"] == rb["step"]]
