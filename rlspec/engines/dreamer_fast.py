@@ -57,6 +57,7 @@ import sys
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -202,6 +203,28 @@ def record_episodes(loop: ActorLoop, out, w: int) -> None:
 
 
 # ----------------------------------------------------------------------------------------- the engine
+@dataclass
+class Parts:
+    """A run's pieces: the learner's state, the actor's policy copy, the generator, envs, ring, the actor's
+    loop, the learner's bookkeeping, and the fences between the parts."""
+
+    state: DreamerState
+    policy: DreamerState
+    gen: torch.Generator
+    envs: Any
+    ring: Any
+    loop: ActorLoop
+    learner: Learner
+    gathered: deque  # the fences after the last two learner phases
+    synced: Fence  # after the last weight sync
+
+    def checkpoint(self) -> dict:
+        return {"engine": "fast", "env_steps": self.loop.env_steps, "state": self.state.state_dict(),
+                "policy": {"wm": self.policy.wm.state_dict(), "actor": self.policy.actor.state_dict()},
+                "ring": self.ring.state_dict(), "envs": {k: v.cpu().clone() for k, v in self.envs.state.items()},
+                "loop": self.loop.state_dict(), "learner": self.learner.state_dict(), "gen": self.gen.get_state()}
+
+
 class DreamerV3Engine:
     """The fast engine (module docstring); ``run`` trains, with the reference engine's run directory."""
 
@@ -228,18 +251,12 @@ class DreamerV3Engine:
             m.to(dev)
         return state, gen
 
-    def run(self, out: Path, resume: bool = False, stop_after_steps: int | None = None,
-            show_progress: bool = True) -> Path:
-        """Train (or, with ``resume``, continue the run in ``out``); returns the run directory.
-        ``stop_after_steps``: stop (with a checkpoint) at the first rollout boundary after this many more env
-        steps."""
+    def setup(self, ckpt: dict | None = None) -> Parts:
+        """Everything a run holds, fresh or restored from ``ckpt``, on the device (synchronized)."""
         cfg, dev = self.cfg, self.dev
-        torch.set_num_threads(cfg.torch_threads)
-        ckpt = ref.read_checkpoint(Path(out) / "checkpoints/last.pt") if resume else None
         state, gen = self._build()
         policy = policy_copy(state, dev)
-        envs, ring = make_warp_envs(cfg, dev), make_fast_ring(cfg, dev)
-        self.learner = Learner(cfg, dev)
+        envs, ring, learner = make_warp_envs(cfg, dev), make_fast_ring(cfg, dev), Learner(cfg, dev)
         if ckpt is not None:
             state.load_state_dict(ckpt["state"])
             policy.wm.load_state_dict(ckpt["policy"]["wm"])
@@ -250,47 +267,57 @@ class DreamerV3Engine:
                 v.copy_(ckpt["envs"][k])
             envs.render(ring.obs_slot(ring.t))  # the current frame, as it was written before the checkpoint
             loop = ActorLoop.load(ckpt["loop"], dev)
-            self.learner.load_state_dict(ckpt["learner"], dev)
+            learner.load_state_dict(ckpt["learner"], dev)
             gen.set_state(ckpt["gen"])
         else:
-            step = envs.reset(out=ring.obs_slot(0))
-            loop = ActorLoop.start(cfg, step, dev)
-        rundir = ref.open_rundir(cfg, out, loop.env_steps if ckpt is not None else None)
-        end = cfg.total_steps if stop_after_steps is None else min(cfg.total_steps, loop.env_steps + stop_after_steps)
-        log = ref.Logger(cfg, rundir, loop.env_steps, state.updates, show_progress)
+            loop = ActorLoop.start(cfg, envs.reset(out=ring.obs_slot(0)), dev)
         self._synchronize()  # setup (allocations, reset, restore) done before the two streams start
-        actor_done, gathered = Fence(dev), deque([Fence(dev), Fence(dev)], maxlen=2)
-        synced = Fence(dev)
+        return Parts(state, policy, gen, envs, ring, loop, learner, deque([Fence(dev), Fence(dev)], maxlen=2),
+                     Fence(dev))
+
+    def iterate(self, p: Parts) -> None:
+        """One actor rollout (actor stream), then the learner's due updates and a weight sync when due
+        (learner stream); no host read."""
+        with on(self.actor_stream):
+            p.gathered[0].wait(self.actor_stream)  # the gathers of the phase before the last are done
+            p.synced.wait(self.actor_stream)
+            self.rollout(p.envs, p.ring, p.policy, p.loop, p.gen)
+            actor_done = Fence(self.dev).record(self.actor_stream)
+        with on(self.learner_stream):
+            p.learner.phase(p.state, p.ring, p.loop.env_steps, p.gen)
+            p.gathered.append(Fence(self.dev).record(self.learner_stream))
+            if p.state.updates - p.learner.synced_at >= self.cfg.sync_every:
+                actor_done.wait(self.learner_stream)  # the actor's last policy_step read the copy
+                sync_weights(p.state, p.policy)
+                p.learner.synced_at = p.state.updates
+                p.synced = Fence(self.dev).record(self.learner_stream)
+
+    def run(self, out: Path, resume: bool = False, stop_after_steps: int | None = None,
+            show_progress: bool = True) -> Path:
+        """Train (or, with ``resume``, continue the run in ``out``); returns the run directory.
+        ``stop_after_steps``: stop (with a checkpoint) at the first rollout boundary after this many more env
+        steps."""
+        cfg = self.cfg
+        torch.set_num_threads(cfg.torch_threads)
+        ckpt = ref.read_checkpoint(Path(out) / "checkpoints/last.pt") if resume else None
+        p = self.setup(ckpt)
+        rundir = ref.open_rundir(cfg, out, p.loop.env_steps if ckpt is not None else None)
+        end = cfg.total_steps if stop_after_steps is None else min(cfg.total_steps, p.loop.env_steps + stop_after_steps)
+        log = ref.Logger(cfg, rundir, p.loop.env_steps, p.state.updates, show_progress)
         try:
-            while loop.env_steps < end:
-                with on(self.actor_stream):
-                    gathered[0].wait(self.actor_stream)  # the gathers of the phase before the last are done
-                    synced.wait(self.actor_stream)
-                    self.rollout(envs, ring, policy, loop, gen)
-                    actor_done = Fence(dev).record(self.actor_stream)
-                with on(self.learner_stream):
-                    self.learner.phase(state, ring, loop.env_steps, gen)
-                    gathered.append(Fence(dev).record(self.learner_stream))
-                    if state.updates - self.learner.synced_at >= cfg.sync_every:
-                        actor_done.wait(self.learner_stream)  # the actor's last policy_step read the copy
-                        sync_weights(state, policy)
-                        self.learner.synced_at = state.updates
-                        synced = Fence(dev).record(self.learner_stream)
-                if log.due(loop.env_steps):
+            while p.loop.env_steps < end:
+                self.iterate(p)
+                if log.due(p.loop.env_steps):
                     self._synchronize()
-                    log.row(loop.env_steps, state.updates, self.learner.row(state, loop, ring))
-                if loop.env_steps % cfg.checkpoint_every == 0 or loop.env_steps >= end:
+                    log.row(p.loop.env_steps, p.state.updates, p.learner.row(p.state, p.loop, p.ring))
+                if p.loop.env_steps % cfg.checkpoint_every == 0 or p.loop.env_steps >= end:
                     self._synchronize()
-                    self.learner.check_finite(state)
-                    save_checkpoint(rundir.checkpoint_path, {
-                        "engine": "fast", "env_steps": loop.env_steps, "state": state.state_dict(),
-                        "policy": {"wm": policy.wm.state_dict(), "actor": policy.actor.state_dict()},
-                        "ring": ring.state_dict(), "envs": {k: v.cpu().clone() for k, v in envs.state.items()},
-                        "loop": loop.state_dict(), "learner": self.learner.state_dict(), "gen": gen.get_state()})
+                    p.learner.check_finite(p.state)
+                    save_checkpoint(rundir.checkpoint_path, p.checkpoint())
         except ref.RunStopped:
             log.close()
             raise
-        log.close(*self._on_cpu(state, ring))
+        log.close(*self._on_cpu(p.state, p.ring))
         return Path(out)
 
     def _on_cpu(self, state: DreamerState, ring) -> tuple:
