@@ -47,7 +47,8 @@ class ReplayRing:
                  reserve: int = 0):
         validate_config(capacity, num_envs, obs_shape, obs_dtype, commit_stride, safety_margin)
         if not (isinstance(reserve, int) and 0 <= reserve < capacity):
-            raise ValueError(f"ReplayRing: argument 'reserve' must be an int in [0, capacity={capacity}), got {reserve!r}")
+            raise ValueError(f"ReplayRing: argument 'reserve' must be an int in [0, capacity={capacity}), "
+                             f"got {reserve!r}")
         self.reserve = reserve
         self.capacity, self.num_envs = capacity, num_envs
         self.obs_shape, self.obs_dtype, self.store_flags = tuple(obs_shape), obs_dtype, store_flags

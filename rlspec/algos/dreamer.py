@@ -126,7 +126,7 @@ class Kit:
     ReturnEMA: type  # contract return_ema
 
     @classmethod
-    def reference(cls) -> "Kit":
+    def reference(cls) -> Kit:
         from rlspec.reference import behavior, return_ema, twohot, world_model
 
         return cls(WorldModel=world_model.WorldModel, imagine=behavior.imagine,
@@ -134,7 +134,7 @@ class Kit:
                    twohot_mean=twohot.mean, ReturnEMA=return_ema.ReturnEMA)
 
     @classmethod
-    def fast(cls) -> "Kit":
+    def fast(cls) -> Kit:
         """The fast twins (rlspec/registry.py "fast-torch"): the world model with the fast RSSM and two-hot
         inside, the fused behaviour losses, the fast two-hot mean and ReturnEMA. Same parameters as the
         reference kit (a state_dict loads into either), float32 parity ~1e-6 per step."""
@@ -145,7 +145,7 @@ class Kit:
                    twohot_mean=twohot.mean, ReturnEMA=return_ema.ReturnEMA)
 
     @classmethod
-    def named(cls, name: str) -> "Kit":
+    def named(cls, name: str) -> Kit:
         """"reference" or "fast"."""
         if name not in KITS:
             raise ValueError(f"Kit.named: argument 'name' is {name!r}, expected one of {list(KITS)}")

@@ -132,7 +132,7 @@ class Fence:
     def __init__(self, dev: torch.device):
         self.event = torch.cuda.Event() if dev.type == "cuda" else None
 
-    def record(self, stream) -> "Fence":
+    def record(self, stream) -> Fence:
         if self.event is not None:
             self.event.record(stream)
         return self
@@ -166,12 +166,12 @@ class ActorLoop:
                     else v) for k, v in vars(self).items()}
 
     @classmethod
-    def load(cls, sd: dict, dev: torch.device) -> "ActorLoop":
+    def load(cls, sd: dict, dev: torch.device) -> ActorLoop:
         return cls(**{k: (tuple(t.to(dev) for t in v) if isinstance(v, tuple) else v.to(dev)
                           if isinstance(v, torch.Tensor) else v) for k, v in sd.items()})
 
     @classmethod
-    def start(cls, cfg: DreamerRunConfig, step, dev: torch.device) -> "ActorLoop":
+    def start(cls, cfg: DreamerRunConfig, step, dev: torch.device) -> ActorLoop:
         n = cfg.num_envs
         return cls(0, step.is_first.clone(), step.episode_id.clone(), torch.zeros(n, dtype=torch.int64, device=dev),
                    None, torch.zeros(n, dtype=torch.float64, device=dev), torch.zeros(n, dtype=torch.int64, device=dev),
@@ -424,8 +424,8 @@ class Learner:
         """Raise NonFiniteError if any update since the start gave a non-finite metric (a host read)."""
         bad = int(self.nonfinite)
         if bad:
-            worst = [k for k, v in zip(self.keys, self.sums.tolist()) if not math.isfinite(v)] if self.sums is not None \
-                else []
+            sums = self.sums.tolist() if self.sums is not None else []
+            worst = [k for k, v in zip(self.keys, sums) if not math.isfinite(v)]
             raise NonFiniteError(f"DreamerV3Engine: {bad} non-finite metric value(s) in updates "
                                  f"{self.checked_updates + 1}..{state.updates} (non-finite sums since the last row: "
                                  f"{worst or 'already logged'}); the run stops, its last checkpoint is the one before")
@@ -439,7 +439,8 @@ class Learner:
         self.count = 0
         d, collected = self.cfg.dreamer, loop.env_steps - self.cfg.min_ready_steps
         m.update({"Train/updates": float(state.updates),
-                  "Train/replay_ratio": state.updates * d.batch_size * d.seq_len / collected if collected > 0 else math.nan,
+                  "Train/replay_ratio": (state.updates * d.batch_size * d.seq_len / collected if collected > 0
+                                         else math.nan),
                   **loop.episode_stats(self.cfg.ep_window), "Train/starved": float(self.starved)})
         if ring.violations.device.type != "cpu" and int(ring.violations):  # unchecked pushes on CUDA
             raise ref.RunStopped(f"DreamerV3Engine: {int(ring.violations)} replay rows broke the ring's value rules "
@@ -468,18 +469,20 @@ COMPARED = ("Loss/loss", "Loss/recon_loss", "Loss/reward_loss", "Loss/continue_l
 def compare(argv: list[str]) -> int:
     """`rlspec compare dreamer [--task T] [--preset P] [--set k=v ...] [--updates K] [--rtol X] [--out DIR]`:
     the reference and the fast engine from one seed on one config into DIR/reference and DIR/fast;
-    DIR/compare.json (per metric, the largest difference |a − b| / max(|a|, |b|, 1) over the rows up to K updates, and over
-    all rows; env steps/s and updates/s of both) and DIR/compare.png (their curves side by side). In the
-    deterministic mode (commit_stride = steps_per_rollout = sync_every = 1, device cpu) the rows up to K
-    updates must agree within --rtol: exit 1 if not."""
+    DIR/compare.json (per metric, the largest difference |a − b| / max(|a|, |b|, 1) over the rows up to K
+    updates, and over all rows; env steps/s and updates/s of both) and DIR/compare.png (their curves side by
+    side). In the deterministic mode (commit_stride = steps_per_rollout = sync_every = 1, device cpu) the rows
+    up to K updates must agree within --rtol: exit 1 if not."""
     p = argparse.ArgumentParser(prog="rlspec compare dreamer", description=compare.__doc__)
     p.add_argument("--task", help="shorthand for --set task=...")
     p.add_argument("--preset", choices=sorted(ref.PRESETS), default="default", help="a named set of overrides")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (both)")
     p.add_argument("--updates", type=int, default=16, help="K: compare the rows up to K updates (default 16)")
     p.add_argument("--rtol", type=float, default=None,
-                   help="agreement tolerance on |a − b| / max(|a|, |b|, 1) (default 1e-6 with kit=reference, 1e-3 with kit=fast)")
-    p.add_argument("--out", type=Path, help="where the runs and compare.json go (default runs/compare-dreamer-TASK-sSEED)")
+                   help="agreement tolerance on |a − b| / max(|a|, |b|, 1) (default 1e-6 with kit=reference, "
+                        "1e-3 with kit=fast)")
+    p.add_argument("--out", type=Path,
+                   help="where the runs and compare.json go (default runs/compare-dreamer-TASK-sSEED)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     args = p.parse_args(argv)
     try:
@@ -498,10 +501,12 @@ def compare(argv: list[str]) -> int:
     result.update(deterministic=deterministic, kit=cfg.kit, device=str(device(cfg)))
     (out / "compare.json").write_text(json.dumps(result, indent=2))
     compare_plot(runs["reference"], runs["fast"], out / "compare.png")
+    speed = result["speed"]
     print(f"first {args.updates} updates ({result['rows_compared']} rows): largest difference "
-          f"{result['worst_first'][1]:.3g} in {result['worst_first'][0]} (tolerance {rtol:g}; agree: {result['agree']}; "
-          f"deterministic mode: {deterministic}); env steps/s reference {result['speed']['reference']['env_steps_per_s']:.0f}, "
-          f"fast {result['speed']['fast']['env_steps_per_s']:.0f}; written to {out / 'compare.json'}")
+          f"{result['worst_first'][1]:.3g} in {result['worst_first'][0]} (tolerance {rtol:g}; agree: "
+          f"{result['agree']}; deterministic mode: {deterministic}); env steps/s reference "
+          f"{speed['reference']['env_steps_per_s']:.0f}, fast {speed['fast']['env_steps_per_s']:.0f}; "
+          f"written to {out / 'compare.json'}")
     return 1 if deterministic and not result["agree"] else 0
 
 
