@@ -6,6 +6,12 @@ bottom, on the project's Game Boy room (rlspec/envs/room/room.gb in PyBoy).
     rlspec train dreamer --resume RUN            # continue RUN from its last checkpoint, bit for bit
     rlspec eval RUN [--episodes K]               # greedy policy: mean return, success rate (RUN/eval/eval.json)
     rlspec plot RUN                              # redraw RUN/plots/*.png
+    rlspec train dreamer --engine fast ...       # DreamerV3Engine (rlspec/engines/dreamer_fast.py), same config
+    rlspec compare dreamer ...                   # both engines from one seed (rlspec/engines/dreamer_fast.py)
+
+This module also holds what both engines share: the config (DreamerRunConfig), validation, the train-ratio
+scheduler (``updates_due``), the run directory, metrics rows and plots (``Logger``), checkpoint reading,
+the CLI entry points.
 
 One loop iteration is one vector step of the ``num_envs`` emulators (``num_envs`` env steps):
   act     random actions until ``min_ready_steps`` env steps are in the replay (prefill), then the policy
