@@ -63,7 +63,7 @@ class DreamerRunConfig:
     seed: int = 0
     """Seed of the generator (weights, actions, replay windows, latents) and of every episode's reset."""
     num_envs: int = 4
-    """Room emulators (PyBoy) stepped together."""
+    """Rooms stepped together (PyBoy emulators; Warp envs on the device in the fast engine)."""
     total_steps: int = 50_000
     """Env steps of the whole run (all envs together; a multiple of num_envs)."""
     min_ready_steps: int = 1024
@@ -77,7 +77,8 @@ class DreamerRunConfig:
     step_limit: int = 64
     """Env steps before an episode is truncated."""
     frameskip: int = 4
-    """Emulated frames per env step (>= 3: the room shows its update from the third frame)."""
+    """Emulated frames per env step (>= 3: the room shows its update from the third frame). The Warp room of
+    the fast engine renders the frame after the update directly (the same frame: contract room_env)."""
     log_every: int = 256
     """Write a metrics row every this many env steps (a multiple of num_envs) and at total_steps."""
     checkpoint_every: int = 4096
@@ -99,8 +100,9 @@ class DreamerRunConfig:
     records an event the learner's gather waits on). <= dreamer.seq_len (the seed's default advice is
     seq_len / 2)."""
     sync_every: int = 4
-    """fast: updates between learner -> actor weight syncs (the actor acts with weights at most this many
-    updates old; on CUDA the actor stream waits for each sync's copy)."""
+    """fast: learner -> actor weight syncs: after a learner phase, if this many updates were taken since the
+    last sync, the learner copies its world model and actor into the actor's copy (on CUDA the actor stream
+    waits for the copy before acting again)."""
     dreamer: DreamerConfig = field(default_factory=DreamerConfig)
     """World model, actor-critic and optimisation settings (rlspec/algos/dreamer.py)."""
 
