@@ -47,6 +47,8 @@ def test_fast_smoke_run_finite_losses_ratio_held(tmp_path, capsys):
     assert ckpt["ring"]["committed_t"] == 24  # 24 pushes, a commit every 2
     assert json.loads((run / "config.json").read_text())["config"]["engine"] == "fast"
     assert {"loss.png", "replay_ratio.png", "reconstruction.png"} <= {p.name for p in (run / "plots").iterdir()}
+    (run / "plots/reconstruction.png").unlink()
+    assert cli.main(["plot", str(run)]) == 0 and (run / "plots/reconstruction.png").is_file()  # the ring's state
     assert cli.main(["eval", str(run), "--episodes", "2"]) == 0  # the reference eval reads a fast run
     assert json.loads((run / "eval/eval.json").read_text())["episodes"] == 2
 
