@@ -111,18 +111,20 @@ def device(cfg: DreamerRunConfig) -> torch.device:
     return dev
 
 
-def make_fast_ring(cfg: DreamerRunConfig, dev: torch.device):
+def make_fast_ring(cfg: DreamerRunConfig, dev: torch.device, checks: bool = True):
+    """``checks``: the ring checks each push's values (one host read); without, it counts violations on the
+    device (read at metrics rows)."""
     from rlspec.fast.replay import ReplayRing
 
     return ReplayRing(cfg.replay_capacity, cfg.num_envs, commit_stride=cfg.commit_stride, device=dev,
-                      check_values=dev.type == "cpu", reserve=cfg.steps_per_rollout)
+                      check_values=checks, reserve=cfg.steps_per_rollout)
 
 
-def make_warp_envs(cfg: DreamerRunConfig, dev: torch.device):
+def make_warp_envs(cfg: DreamerRunConfig, dev: torch.device, checks: bool = True):
     from rlspec.envs.room.warp_room import RoomVecEnv
 
     return RoomVecEnv(cfg.num_envs, cfg.task, step_limit=cfg.step_limit, seed=cfg.seed, device=dev,
-                      check_actions=dev.type == "cpu")
+                      check_actions=checks)
 
 
 # --------------------------------------------------------------------------------- streams and events
@@ -235,6 +237,7 @@ class DreamerV3Engine:
         self.cfg = cfg
         self.dev = device(cfg)
         cuda = self.dev.type == "cuda"
+        self.checks = not cuda  # host-read input checks of ring pushes and env actions: on CPU, where they are free
         self.actor_stream = torch.cuda.Stream(self.dev) if cuda else None
         self.learner_stream = torch.cuda.Stream(self.dev) if cuda else None
 
@@ -256,7 +259,8 @@ class DreamerV3Engine:
         cfg, dev = self.cfg, self.dev
         state, gen = self._build()
         policy = policy_copy(state, dev)
-        envs, ring, learner = make_warp_envs(cfg, dev), make_fast_ring(cfg, dev), Learner(cfg, dev)
+        envs, ring = make_warp_envs(cfg, dev, self.checks), make_fast_ring(cfg, dev, self.checks)
+        learner = Learner(cfg, dev)
         if ckpt is not None:
             state.load_state_dict(ckpt["state"])
             policy.wm.load_state_dict(ckpt["policy"]["wm"])
@@ -442,7 +446,7 @@ class Learner:
                   "Train/replay_ratio": (state.updates * d.batch_size * d.seq_len / collected if collected > 0
                                          else math.nan),
                   **loop.episode_stats(self.cfg.ep_window), "Train/starved": float(self.starved)})
-        if ring.violations.device.type != "cpu" and int(ring.violations):  # unchecked pushes on CUDA
+        if not ring.check_values and int(ring.violations):  # unchecked pushes (CUDA)
             raise ref.RunStopped(f"DreamerV3Engine: {int(ring.violations)} replay rows broke the ring's value rules "
                                  "(rlspec/contracts/replay.py)")
         return m

@@ -6,8 +6,11 @@ mode; a stopped and resumed fast run equals the straight run (CPU: one thread, o
 
 from __future__ import annotations
 
+import collections
 import json
 import math
+import traceback
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +21,7 @@ from rlspec.engines import dreamer, dreamer_fast
 from rlspec.fast.replay import ReplayRing
 from rlspec.runs.rundir import load_checkpoint, read_metrics
 from rlspec.spec import replay as spec
+from rlspec.spec.core import HOST_READS, no_host_sync
 
 # the asynchronous settings: commits every 2 vector steps, rollouts of 3, weights synced every 2 updates
 ASYNC = ["engine=fast", "commit_stride=2", "steps_per_rollout=3", "sync_every=2", "device=cpu"]
@@ -177,3 +181,61 @@ def test_bad_fast_keys_name_the_key(tmp_path, capsys, override, key):
     err = capsys.readouterr().err
     assert code == 2 and f"config key {key!r}" in err, err
     assert not (tmp_path / "run").exists()
+
+
+def test_actor_loop_reads_nothing_back_to_the_host():
+    """The CPU stand-in for the GPU memcpy gate (spec.core.no_host_sync: .item(), bool(t), .tolist(), .cpu(),
+    ... raise). With the input checks off, as on CUDA, the prefill's iterations (Warp step, direct write into
+    the obs slot, push, commits, episode statistics, the learner's empty phases) read nothing back."""
+    engine = dreamer_fast.DreamerV3Engine(_cfg(*ASYNC, "min_ready_steps=40"))
+    engine.checks = False
+    p = engine.setup()
+    engine.iterate(p)
+    with no_host_sync():
+        for _ in range(3):
+            engine.iterate(p)
+    assert p.loop.env_steps == 16 and p.state.updates == 0 and p.ring.t == 8 and p.ring.committed_t == 8  # 6, 8, 12, 16
+    assert int(p.ring.violations) == 0
+
+
+RLSPEC = Path(dreamer_fast.__file__).resolve().parents[1]
+
+
+def _host_reads(fn) -> collections.Counter:
+    """(innermost rlspec file, innermost file) of every tensor -> host read inside fn()."""
+    seen, saved = collections.Counter(), {n: getattr(torch.Tensor, n) for n in HOST_READS}
+
+    def recording(name):
+        def read(self, *args, **kwargs):
+            stack = traceback.extract_stack()[:-1]
+            ours = [f.filename for f in stack if Path(f.filename).resolve().is_relative_to(RLSPEC)]
+            seen[(Path(ours[-1]).resolve().relative_to(RLSPEC).as_posix() if ours else None,
+                  Path(stack[-1].filename).parent.name)] += 1
+            return saved[name](self, *args, **kwargs)
+        return read
+
+    try:
+        for name in HOST_READS:
+            setattr(torch.Tensor, name, recording(name))
+        fn()
+    finally:
+        for name, f in saved.items():
+            setattr(torch.Tensor, name, f)
+    return seen
+
+
+def test_training_loop_host_reads_come_only_from_contract_validators():
+    """Policy steps, sampling, train_step and weight syncs read values back only in the contracts' input
+    validators (rlspec/contracts/: the remaining work of the GPU memcpy gate) and in Adam's step counter (a
+    host tensor on CUDA too): never in the engine, the core or the fast twins."""
+    engine = dreamer_fast.DreamerV3Engine(_cfg(*ASYNC))
+    engine.checks = False
+    p = engine.setup()
+    while p.state.updates < 4:
+        engine.iterate(p)
+    updates = p.state.updates
+    reads = _host_reads(lambda: [engine.iterate(p) for _ in range(2)])
+    assert p.state.updates > updates  # trained inside
+    elsewhere = {k: n for k, n in reads.items() if not k[0].startswith("contracts/") and k[1] != "optim"}
+    assert not elsewhere, elsewhere
+    assert any(k[0].startswith("contracts/") for k in reads)  # the validators' reads are still there
