@@ -85,6 +85,7 @@ def test_replay_slot_pointers_are_stable_and_the_env_renders_into_them():
     row_bytes = obs[0].numel() * obs.element_size()
     for _ in range(16):
         engine.iterate(p)
+        torch.cuda.synchronize()  # the actor stream's writes are done before the default stream compares
         assert {k: v.data_ptr() for k, v in ring.storage().items()} == base
         slot = ring.obs_slot(ring.t)
         assert slot.data_ptr() == base["obs"] + (ring.t % cap) * row_bytes
