@@ -105,6 +105,8 @@ def device(cfg: DreamerRunConfig) -> torch.device:
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError("CUDA is not available")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"{torch.cuda.device_count()} CUDA device(s) visible")
         dev = torch.device("cuda", dev.index if dev.index is not None else torch.cuda.current_device())
     elif dev.type != "cpu":
         raise ValueError(f"unsupported device type {dev.type}")
