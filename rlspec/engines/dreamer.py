@@ -392,7 +392,7 @@ def open_rundir(cfg: DreamerRunConfig, out: Path, resume_step: int | None) -> Ru
     """A new run directory (config.json, versions.json), or the run in ``out`` reopened at ``resume_step``."""
     if resume_step is not None:
         return RunDir(out, ENGINE, runconfig.to_dict(cfg), resume_step=resume_step)
-    return RunDir(out, ENGINE, runconfig.to_dict(cfg), extra_versions=_versions())
+    return RunDir(out, ENGINE, runconfig.to_dict(cfg), extra_versions=_versions(cfg))
 
 
 class Logger:
@@ -428,13 +428,20 @@ class Logger:
             reconstruction_strip(state, ring, self.rundir.path / "plots/reconstruction.png", self.cfg.seed)
 
 
-def _versions() -> dict:
+def _versions(cfg: DreamerRunConfig) -> dict:
+    """The room's implementations: PyBoy and the ROM (the reference engine's env, and eval's), Warp (the fast
+    engine's env)."""
     import hashlib
 
     import pyboy
 
-    return {"pyboy": getattr(pyboy, "__version__", "unknown"),
-            "room_rom_sha256": hashlib.sha256(rom_path().read_bytes()).hexdigest()}
+    out = {"pyboy": getattr(pyboy, "__version__", "unknown"),
+           "room_rom_sha256": hashlib.sha256(rom_path().read_bytes()).hexdigest()}
+    if cfg.engine == "fast":
+        import warp
+
+        out["warp"] = warp.__version__
+    return out
 
 
 # ------------------------------------------------------------------------------------ CLI entry points

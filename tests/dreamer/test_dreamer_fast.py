@@ -50,6 +50,7 @@ def test_fast_smoke_run_finite_losses_ratio_held(tmp_path, capsys):
     assert ckpt["engine"] == "fast" and ckpt["state"]["updates"] == 32 and ckpt["ring"]["t"] == 24
     assert ckpt["ring"]["committed_t"] == 24  # 24 pushes, a commit every 2
     assert json.loads((run / "config.json").read_text())["config"]["engine"] == "fast"
+    assert "warp" in json.loads((run / "versions.json").read_text())
     assert {"loss.png", "replay_ratio.png", "reconstruction.png"} <= {p.name for p in (run / "plots").iterdir()}
     (run / "plots/reconstruction.png").unlink()
     assert cli.main(["plot", str(run)]) == 0 and (run / "plots/reconstruction.png").is_file()  # the ring's state
