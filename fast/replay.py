@@ -6,6 +6,13 @@
   ``check_values=True`` (the default) the value rules are checked first, which reads one flag back to
   the host; with ``check_values=False`` nothing is read back: offending env entries are counted on the
   device in ``violations`` (read it, or run ``check_invariants``, at a synchronization point).
+* ``reserve`` (default 0): the sampler also leaves the oldest ``reserve`` steps alone, lo = max(0, t + 1 −
+  capacity + reserve): an actor may push ``reserve`` more steps (their obs slots included) while a gather
+  drawn now is still in flight on another stream, and none of its rows is overwritten (the async Dreamer
+  engine's rule, rlspec/engines/dreamer_fast.py).
+* ``state_dict()`` / ``load_state_dict()``: the storage and the write/commit counters (CPU copies), for
+  checkpoints; the commit event is not state (a restored ring has everything committed up to
+  ``committed_t``).
 * Every ``commit_stride`` pushes (and on ``commit()``) a CUDA event is recorded on the pushing stream
   and ``committed_t`` advances; ``sample_sequences`` makes the current (learner) stream wait on the last
   commit event, draws the window indices on the device with the caller's device generator and gathers
@@ -36,8 +43,13 @@ class ReplayRing:
     @scalar_args("capacity", "num_envs", "commit_stride", "safety_margin")
     def __init__(self, capacity: int, num_envs: int, obs_shape: tuple = OBS_SHAPE,
                  obs_dtype: torch.dtype = torch.uint8, *, store_flags: bool = False, commit_stride: int = 1,
-                 safety_margin: int = 0, device: str | torch.device | None = None, check_values: bool = True):
+                 safety_margin: int = 0, device: str | torch.device | None = None, check_values: bool = True,
+                 reserve: int = 0):
         validate_config(capacity, num_envs, obs_shape, obs_dtype, commit_stride, safety_margin)
+        if not (isinstance(reserve, int) and 0 <= reserve < capacity):
+            raise ValueError(f"ReplayRing: argument 'reserve' must be an int in [0, capacity={capacity}), "
+                             f"got {reserve!r}")
+        self.reserve = reserve
         self.capacity, self.num_envs = capacity, num_envs
         self.obs_shape, self.obs_dtype, self.store_flags = tuple(obs_shape), obs_dtype, store_flags
         self.commit_stride, self.safety_margin, self.check_values = commit_stride, safety_margin, check_values
@@ -102,7 +114,34 @@ class ReplayRing:
         return {**out, "env": env, "step": step}
 
     def _window_range(self) -> tuple[int, int]:
-        return readable_range(self.t, self.committed_t, self.capacity, self.safety_margin)
+        lo, hi = readable_range(self.t, self.committed_t, self.capacity, self.safety_margin)
+        return max(lo, self.t + 1 - self.capacity + self.reserve), hi
+
+    def readable(self) -> int:
+        """Steps the sampler may read now (host integers only: no synchronization)."""
+        lo, hi = self._window_range()
+        return max(0, hi - lo)
+
+    STATE = ("t", "committed_t", "_slot_step")
+
+    def state_dict(self) -> dict:
+        return {"store": {k: v.cpu().clone() for k, v in self._store.items()},
+                "prev_episode_id": self._prev_episode_id.cpu().clone(), "prev_end": self._prev_end.cpu().clone(),
+                "violations": self.violations.cpu().clone(), **{k: getattr(self, k) for k in self.STATE}}
+
+    def load_state_dict(self, sd: dict) -> None:
+        if sd["store"].keys() != self._store.keys() or any(
+                sd["store"][k].shape != v.shape for k, v in self._store.items()):
+            raise ValueError("ReplayRing.load_state_dict: the state's storage has fields/shapes "
+                             f"{ {k: tuple(v.shape) for k, v in sd['store'].items()} }, expected "
+                             f"{ {k: tuple(v.shape) for k, v in self._store.items()} }")
+        for k, v in self._store.items():
+            v.copy_(sd["store"][k])
+        self._prev_episode_id.copy_(sd["prev_episode_id"])
+        self._prev_end.copy_(sd["prev_end"])
+        self.violations.copy_(sd["violations"])
+        for k in self.STATE:
+            setattr(self, k, sd[k])
 
     def _arange(self, T: int) -> torch.Tensor:
         if T not in self._steps:

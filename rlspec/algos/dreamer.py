@@ -126,12 +126,33 @@ class Kit:
     ReturnEMA: type  # contract return_ema
 
     @classmethod
-    def reference(cls) -> "Kit":
+    def reference(cls) -> Kit:
         from rlspec.reference import behavior, return_ema, twohot, world_model
 
         return cls(WorldModel=world_model.WorldModel, imagine=behavior.imagine,
                    behavior_losses=behavior.behavior_losses, update_slow_critic=behavior.update_slow_critic,
                    twohot_mean=twohot.mean, ReturnEMA=return_ema.ReturnEMA)
+
+    @classmethod
+    def fast(cls) -> Kit:
+        """The fast twins (rlspec/registry.py "fast-torch"): the world model with the fast RSSM and two-hot
+        inside, the fused behaviour losses, the fast two-hot mean and ReturnEMA. Same parameters as the
+        reference kit (a state_dict loads into either), float32 parity ~1e-6 per step."""
+        from rlspec.fast import behavior, return_ema, twohot, world_model
+
+        return cls(WorldModel=world_model.WorldModel, imagine=behavior.imagine,
+                   behavior_losses=behavior.behavior_losses, update_slow_critic=behavior.update_slow_critic,
+                   twohot_mean=twohot.mean, ReturnEMA=return_ema.ReturnEMA)
+
+    @classmethod
+    def named(cls, name: str) -> Kit:
+        """"reference" or "fast"."""
+        if name not in KITS:
+            raise ValueError(f"Kit.named: argument 'name' is {name!r}, expected one of {list(KITS)}")
+        return getattr(cls, name)()
+
+
+KITS = ("reference", "fast")
 
 
 @dataclass
@@ -196,9 +217,11 @@ def _step(opt: torch.optim.Optimizer, loss: torch.Tensor, module: nn.Module, cli
     return norm.detach()
 
 
-def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.Generator) -> dict[str, float]:
+def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.Generator
+               ) -> dict[str, torch.Tensor]:
     """One update of world model, actor and critic on ``batch`` (the replay's sample_sequences dict, [T, B]);
-    returns scalar metrics."""
+    returns scalar metrics as 0-d tensors on the batch's device (read them when the engine chooses: reading
+    one is a host synchronization on CUDA)."""
     s, cfg, kit = state, state.cfg, state.kit
     bcfg = cfg.behavior_config()
     # 1. world model
@@ -226,7 +249,7 @@ def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.G
         cont = F.pad(cont_logits[:-1], (0, 0, 1, 0))
         slow_logits = s.slow_critic(f)
     value_logits = s.critic(f.detach())  # [H+1, T·B, bins]
-    start_terminal = torch.zeros(f.shape[1], dtype=torch.bool)
+    start_terminal = torch.zeros(f.shape[1], dtype=torch.bool, device=f.device)
     out = kit.behavior_losses(reward, cont, value_logits, slow_logits, imag.logits, imag.actions, start_terminal,
                               s.return_ema, bcfg)
     actor_norm = _step(s.actor_opt, out["actor_loss"], s.actor, cfg.actor_clip)
@@ -238,7 +261,7 @@ def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.G
                     "Behavior/entropy": out["entropy"][:-1].mean(), "Behavior/returns": out["returns"].mean(),
                     "Behavior/values": out["values"].mean(), "Behavior/imagined_reward": reward_out.mean(),
                     "Grad/world_model": wm_norm, "Grad/actor": actor_norm, "Grad/critic": critic_norm})
-    return {k: float(v) for k, v in metrics.items()}
+    return {k: torch.as_tensor(v).detach() for k, v in metrics.items()}
 
 
 @torch.no_grad()
@@ -254,7 +277,7 @@ def policy_step(state: DreamerState, obs: torch.Tensor, prev_action: torch.Tenso
         init = wm.rssm.initial_state(n)
         carry = (init.h, init.z)
     prev = RSSMState(carry[0], carry[1], F.one_hot(prev_action.long(), wm.config.num_actions).float())
-    dummy = torch.zeros(1, n, dtype=torch.int64)  # action[t] only fills the returned state's action
+    dummy = torch.zeros(1, n, dtype=torch.int64, device=obs.device)  # action[t] only fills the returned state's action
     out = wm.rssm.observe(wm.embed(obs.unsqueeze(0)), dummy, is_first.unsqueeze(0), gen, state=prev)
     h, z = out.h[0], out.z[0]  # [N, H], [N, S, K]
     logits = state.actor(features(h, z))  # [N, A]

@@ -6,6 +6,12 @@ bottom, on the project's Game Boy room (rlspec/envs/room/room.gb in PyBoy).
     rlspec train dreamer --resume RUN            # continue RUN from its last checkpoint, bit for bit
     rlspec eval RUN [--episodes K]               # greedy policy: mean return, success rate (RUN/eval/eval.json)
     rlspec plot RUN                              # redraw RUN/plots/*.png
+    rlspec train dreamer --engine fast ...       # DreamerV3Engine (rlspec/engines/dreamer_fast.py), same config
+    rlspec compare dreamer ...                   # both engines from one seed (rlspec/engines/dreamer_fast.py)
+
+This module also holds what both engines share: the config (DreamerRunConfig), validation, the train-ratio
+scheduler (``updates_due``), the run directory, metrics rows and plots (``Logger``), checkpoint reading,
+the CLI entry points.
 
 One loop iteration is one vector step of the ``num_envs`` emulators (``num_envs`` env steps):
   act     random actions until ``min_ready_steps`` env steps are in the replay (prefill), then the policy
@@ -43,17 +49,21 @@ from rlspec.runs.plots import Panel, draw
 from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, save_checkpoint
 
 ENGINE = "dreamer"
-ENGINES = ("reference", "fast")  # --engine; fast (DreamerV3Engine, CUDA actor/learner) is not built yet
+ENGINES = ("reference", "fast")  # --engine: DreamerV3EngineCPU here, DreamerV3Engine in engines/dreamer_fast.py
 
 
 @dataclass(frozen=True)
 class DreamerRunConfig:
+    engine: str = "reference"
+    """reference (DreamerV3EngineCPU: PyBoy, one process, CPU) or fast (DreamerV3Engine: Warp room, actor and
+    learner parts, rlspec/engines/dreamer_fast.py); --engine sets it. The keys below marked "fast" are
+    read by the fast engine only."""
     task: str = "room-exit"
     """The room scenario: room-exit (reach the door: success) or standing-still (reconstruction only)."""
     seed: int = 0
     """Seed of the generator (weights, actions, replay windows, latents) and of every episode's reset."""
     num_envs: int = 4
-    """Room emulators (PyBoy) stepped together."""
+    """Rooms stepped together (PyBoy emulators; Warp envs on the device in the fast engine)."""
     total_steps: int = 50_000
     """Env steps of the whole run (all envs together; a multiple of num_envs)."""
     min_ready_steps: int = 1024
@@ -67,7 +77,8 @@ class DreamerRunConfig:
     step_limit: int = 64
     """Env steps before an episode is truncated."""
     frameskip: int = 4
-    """Emulated frames per env step (>= 3: the room shows its update from the third frame)."""
+    """Emulated frames per env step (>= 3: the room shows its update from the third frame). The Warp room of
+    the fast engine renders the frame after the update directly (the same frame: contract room_env)."""
     log_every: int = 256
     """Write a metrics row every this many env steps (a multiple of num_envs) and at total_steps."""
     checkpoint_every: int = 4096
@@ -76,6 +87,22 @@ class DreamerRunConfig:
     """Finished episodes averaged in Metrics/EpRet, EpLen and SuccessRate."""
     torch_threads: int = 1
     """torch.set_num_threads for the run (1: the same numbers on any machine)."""
+    device: str = "auto"
+    """fast: cpu, cuda, cuda:K, or auto (cuda when available, else cpu)."""
+    kit: str = "fast"
+    """fast: the contract implementations (Kit) of the core, fast (the fast twins) or reference (compare's
+    deterministic mode). The reference engine always uses the reference kit."""
+    steps_per_rollout: int = 8
+    """fast: vector steps the actor part runs before the learner part takes its due updates (actor-side
+    convenience, decoupled from commit_stride and seq_len: seed 004 M7)."""
+    commit_stride: int = 4
+    """fast: vector steps between replay commits (a commit makes rows readable to the learner; on CUDA it
+    records an event the learner's gather waits on). <= dreamer.seq_len (the seed's default advice is
+    seq_len / 2)."""
+    sync_every: int = 4
+    """fast: learner -> actor weight syncs: after a learner phase, if this many updates were taken since the
+    last sync, the learner copies its world model and actor into the actor's copy (on CUDA the actor stream
+    waits for the copy before acting again)."""
     dreamer: DreamerConfig = field(default_factory=DreamerConfig)
     """World model, actor-critic and optimisation settings (rlspec/algos/dreamer.py)."""
 
@@ -100,6 +127,8 @@ def validate(cfg: DreamerRunConfig) -> None:
     def bad(key: str, expected: str, got) -> runconfig.ConfigError:
         return runconfig.ConfigError(f"config key {key!r}: expected {expected}, got {got!r}")
 
+    if cfg.engine not in ENGINES:
+        raise bad("engine", f"one of {list(ENGINES)}", cfg.engine)
     if cfg.task not in SCENARIOS:
         raise bad("task", f"one of {sorted(SCENARIOS)}", cfg.task)
     for key, least in INT_MIN.items():
@@ -130,6 +159,10 @@ def validate(cfg: DreamerRunConfig) -> None:
         d.world_model_config(NUM_ACTIONS), d.behavior_config()
     except (TypeError, ValueError) as err:
         raise runconfig.ConfigError(f"config group 'dreamer': {err}") from None
+    if cfg.engine == "fast":
+        from rlspec.engines.dreamer_fast import validate_fast
+
+        validate_fast(cfg, bad)
 
 
 def rom_path() -> Path:
@@ -161,6 +194,10 @@ def updates_due(cfg: DreamerRunConfig, env_steps: int) -> int:
     if env_steps < cfg.min_ready_steps:
         return 0
     return math.floor((env_steps - cfg.min_ready_steps) * cfg.train_ratio / (d.batch_size * d.seq_len))
+
+
+class RunStopped(RuntimeError):
+    """The run stopped on a fault it detected (e.g. non-finite losses in the fast engine); exit status 3."""
 
 
 # ------------------------------------------------------------------------------------------ the loop
@@ -225,7 +262,7 @@ def learn(cfg: DreamerRunConfig, state: DreamerState, ring, loop: Loop, gen: tor
     for _ in range(updates_due(cfg, loop.env_steps) - state.updates):
         metrics = train_step(state, ring.sample_sequences(d.batch_size, d.seq_len, gen), gen)
         for k, v in metrics.items():
-            loop.sums[k] = loop.sums.get(k, 0.0) + v
+            loop.sums[k] = loop.sums.get(k, 0.0) + float(v)
         loop.count += 1
 
 
@@ -312,6 +349,9 @@ class DreamerV3EngineCPU:
 
     def __init__(self, cfg: DreamerRunConfig):
         validate(cfg)
+        if cfg.engine != "reference":
+            raise runconfig.ConfigError(f"config key 'engine': DreamerV3EngineCPU runs engine 'reference', got "
+                                        f"{cfg.engine!r}")
         self.cfg = cfg
 
     def run(self, out: Path, resume: bool = False, stop_after_steps: int | None = None,
@@ -330,46 +370,78 @@ class DreamerV3EngineCPU:
             envs.load_state_dict(ckpt["envs"])
             loop = Loop(**ckpt["loop"])
             gen.set_state(ckpt["gen"])
-            rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), resume_step=loop.env_steps)
         else:
             loop = Loop.start(cfg, envs.reset())
-            rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), extra_versions=_versions())
+        rundir = open_rundir(cfg, out, loop.env_steps if ckpt is not None else None)
         end = cfg.total_steps if stop_after_steps is None else min(cfg.total_steps,
                                                                    loop.env_steps + stop_after_steps)
-        bar = Progress(cfg.total_steps) if show_progress else None
-        t0, steps0, updates0 = time.perf_counter(), loop.env_steps, state.updates
+        log = Logger(cfg, rundir, loop.env_steps, state.updates, show_progress)
         while loop.env_steps < end:
             env_step(cfg, envs, ring, loop, act(cfg, state, loop, gen))
             learn(cfg, state, ring, loop, gen)
-            if loop.env_steps % cfg.log_every == 0 or loop.env_steps == cfg.total_steps:
-                m = row(cfg, state, loop)
-                dt = max(time.perf_counter() - t0, 1e-9)
-                m.update({"Time/env_steps_per_s": (loop.env_steps - steps0) / dt,
-                          "Time/updates_per_s": (state.updates - updates0) / dt})
-                t0, steps0, updates0 = time.perf_counter(), loop.env_steps, state.updates
-                rundir.log(loop.env_steps, m)
-                if bar is not None:
-                    bar.update(loop.env_steps, {k.split("/")[-1]: m[k] for k in (
-                        "Time/updates_per_s", "Train/replay_ratio", "Loss/loss", "Loss/recon_loss", "Metrics/EpRet",
-                        "Metrics/SuccessRate") if k in m}, force=True)
+            if log.due(loop.env_steps):
+                log.row(loop.env_steps, state.updates, row(cfg, state, loop))
             if loop.env_steps % cfg.checkpoint_every == 0 or loop.env_steps == end:
                 save_checkpoint(rundir.checkpoint_path, checkpoint(state, ring, envs, loop, gen))
-        if bar is not None:
-            bar.close()
         envs.close()
-        rundir.close()
-        draw(rundir.path, panels(cfg))
-        reconstruction_strip(state, ring, rundir.path / "plots/reconstruction.png", cfg.seed)
+        log.close(state, ring)
         return Path(out)
 
 
-def _versions() -> dict:
+def open_rundir(cfg: DreamerRunConfig, out: Path, resume_step: int | None) -> RunDir:
+    """A new run directory (config.json, versions.json), or the run in ``out`` reopened at ``resume_step``."""
+    if resume_step is not None:
+        return RunDir(out, ENGINE, runconfig.to_dict(cfg), resume_step=resume_step)
+    return RunDir(out, ENGINE, runconfig.to_dict(cfg), extra_versions=_versions(cfg))
+
+
+class Logger:
+    """Metrics rows (with env steps/s and updates/s since the last row), the progress line, and at the end
+    the plots and the reconstruction strip: shared by both engines."""
+
+    def __init__(self, cfg: DreamerRunConfig, rundir: RunDir, env_steps: int, updates: int, show_progress: bool):
+        self.cfg, self.rundir = cfg, rundir
+        self.bar = Progress(cfg.total_steps) if show_progress else None
+        self.t0, self.steps0, self.updates0 = time.perf_counter(), env_steps, updates
+
+    def due(self, env_steps: int) -> bool:
+        return env_steps % self.cfg.log_every == 0 or env_steps == self.cfg.total_steps
+
+    def row(self, env_steps: int, updates: int, m: dict[str, float]) -> None:
+        dt = max(time.perf_counter() - self.t0, 1e-9)
+        m.update({"Time/env_steps_per_s": (env_steps - self.steps0) / dt,
+                  "Time/updates_per_s": (updates - self.updates0) / dt})
+        self.t0, self.steps0, self.updates0 = time.perf_counter(), env_steps, updates
+        self.rundir.log(env_steps, m)
+        if self.bar is not None:
+            self.bar.update(env_steps, {k.split("/")[-1]: m[k] for k in (
+                "Time/updates_per_s", "Train/replay_ratio", "Loss/loss", "Loss/recon_loss", "Metrics/EpRet",
+                "Metrics/SuccessRate") if k in m}, force=True)
+
+    def close(self, state: DreamerState | None = None, ring=None) -> None:
+        """Close the run directory; with ``state``, draw the plots and the reconstruction strip."""
+        if self.bar is not None:
+            self.bar.close()
+        self.rundir.close()
+        if state is not None:
+            draw(self.rundir.path, panels(self.cfg))
+            reconstruction_strip(state, ring, self.rundir.path / "plots/reconstruction.png", self.cfg.seed)
+
+
+def _versions(cfg: DreamerRunConfig) -> dict:
+    """The room's implementations: PyBoy and the ROM (the reference engine's env, and eval's), Warp (the fast
+    engine's env)."""
     import hashlib
 
     import pyboy
 
-    return {"pyboy": getattr(pyboy, "__version__", "unknown"),
-            "room_rom_sha256": hashlib.sha256(rom_path().read_bytes()).hexdigest()}
+    out = {"pyboy": getattr(pyboy, "__version__", "unknown"),
+           "room_rom_sha256": hashlib.sha256(rom_path().read_bytes()).hexdigest()}
+    if cfg.engine == "fast":
+        import warp
+
+        out["warp"] = warp.__version__
+    return out
 
 
 # ------------------------------------------------------------------------------------ CLI entry points
@@ -377,8 +449,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"rlspec train {ENGINE}", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="config keys (--set KEY=VALUE):\n" + runconfig.help_text(DreamerRunConfig))
-    p.add_argument("--engine", choices=ENGINES, default="reference",
-                   help="reference: DreamerV3EngineCPU (one process, deterministic); fast: not built yet")
+    p.add_argument("--engine", choices=ENGINES, default=None,
+                   help="reference (default): DreamerV3EngineCPU (PyBoy, one process, deterministic); fast: "
+                        "DreamerV3Engine (Warp room, actor/learner parts, CUDA streams when device is cuda)")
     p.add_argument("--task", choices=sorted(SCENARIOS), help="shorthand for --set task=...")
     p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
     p.add_argument("--out", type=Path, help="run directory (default: runs/dreamer-TASK-sSEED)")
@@ -398,26 +471,54 @@ def train(argv: list[str]) -> int:
     """`rlspec train dreamer ...`"""
     args = _parser().parse_args(argv)
     try:
-        if args.engine == "fast":
-            raise runconfig.ConfigError("--engine fast: the CUDA actor/learner engine (DreamerV3Engine) is not "
-                                        "built yet; use --engine reference")
         if args.resume:
-            if args.set or args.task or args.preset != "default" or args.out:
+            if args.set or args.task or args.preset != "default" or args.out or args.engine:
                 raise runconfig.ConfigError("--resume continues a run with its own config.json: give no "
-                                            "--task/--preset/--set/--out")
+                                            "--engine/--task/--preset/--set/--out")
             cfg = load_config(args.resume)
             out = args.resume
         else:
-            cfg = build_config(args.preset, args.set, args.task)
+            cfg = build_config(args.preset, [f"engine={args.engine or 'reference'}", *args.set], args.task)
             validate(cfg)
-            out = args.out or Path("runs") / f"{ENGINE}-{cfg.task}-s{cfg.seed}"
-        path = DreamerV3EngineCPU(cfg).run(out, resume=bool(args.resume), stop_after_steps=args.stop_after_steps,
-                                           show_progress=not args.quiet)
+            out = args.out or Path("runs") / f"{ENGINE}{'-fast' * (cfg.engine == 'fast')}-{cfg.task}-s{cfg.seed}"
+        path = engine(cfg).run(out, resume=bool(args.resume), stop_after_steps=args.stop_after_steps,
+                               show_progress=not args.quiet)
     except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
         print(f"rlspec train {ENGINE}: error: {err}", file=sys.stderr)
         return 2
+    except RunStopped as err:
+        print(f"rlspec train {ENGINE}: stopped: {err}", file=sys.stderr)
+        return 3
     print(f"run: {path}")
     return 0
+
+
+def engine(cfg: DreamerRunConfig):
+    """The engine object ``cfg.engine`` names."""
+    if cfg.engine == "fast":
+        from rlspec.engines.dreamer_fast import DreamerV3Engine
+
+        return DreamerV3Engine(cfg)
+    return DreamerV3EngineCPU(cfg)
+
+
+def compare(argv: list[str]) -> int:
+    """`rlspec compare dreamer ...` (rlspec/engines/dreamer_fast.py compare)."""
+    from rlspec.engines.dreamer_fast import compare as run_compare
+
+    return run_compare(argv)
+
+
+def restore_ring(cfg: DreamerRunConfig, saved):
+    """The replay ring of a checkpoint, on the CPU: the reference ring is saved as the object, the fast ring
+    as its state_dict."""
+    if cfg.engine != "fast":
+        return saved
+    from rlspec.engines.dreamer_fast import make_fast_ring
+
+    ring = make_fast_ring(cfg, torch.device("cpu"))
+    ring.load_state_dict(saved)
+    return ring
 
 
 def load_config(run_dir: Path) -> DreamerRunConfig:
@@ -438,7 +539,8 @@ def plot(run_dir: Path) -> int:
             return 2
         state = build(cfg, torch.Generator().manual_seed(cfg.seed))
         state.load_state_dict(ckpt["state"])
-        f = reconstruction_strip(state, ckpt["ring"], Path(run_dir) / "plots/reconstruction.png", cfg.seed)
+        f = reconstruction_strip(state, restore_ring(cfg, ckpt["ring"]), Path(run_dir) / "plots/reconstruction.png",
+                                 cfg.seed)
         if f is not None:
             print(f)
     return 0

@@ -112,3 +112,21 @@ def test_first_imagined_rewards_and_values_are_zero():
     reward = twohot.mean(state.wm.heads(f)[1], c.reward_bins, c.reward_low, c.reward_high)  # [3, 7]
     assert reward.shape == (3, 7) and reward.abs().max() < 1e-6  # 0 up to the support's float rounding
     assert twohot.mean(state.critic(f)).abs().max() < 1e-6
+
+
+def test_fast_kit_same_weights_and_updates_within_float32_rounding():
+    """Kit.fast(): the core takes it unchanged; from one seed it builds the reference kit's weights exactly,
+    and three updates on one batch give the reference's metrics to float32 rounding (the split RSSM matmuls
+    and the fused losses round differently: ~1e-7 relative here)."""
+    runs = {}
+    for name in core.KITS:
+        state, gen = _state(kit=core.Kit.named(name))
+        init = {k: v.clone() for k, v in state.wm.state_dict().items()}  # before the updates
+        batch = _batch(gen)
+        runs[name] = init, [core.train_step(state, batch, gen) for _ in range(3)]
+    (init_r, m_r), (init_f, m_f) = runs["reference"], runs["fast"]
+    assert init_r.keys() == init_f.keys() and all(torch.equal(init_r[k], init_f[k]) for k in init_r)
+    for a, b in zip(m_r, m_f):
+        assert a.keys() == b.keys()
+        for k in a:
+            torch.testing.assert_close(b[k], a[k], rtol=1e-5, atol=1e-5, msg=k)

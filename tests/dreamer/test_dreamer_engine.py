@@ -142,9 +142,13 @@ def test_unknown_key_and_bad_value_name_the_key(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
-def test_fast_engine_answers_not_built_yet(capsys):
-    code, err = _train(["--engine", "fast"], capsys)
-    assert code == 2 and "not built yet" in err
+def test_engine_key_is_checked(tmp_path, capsys):
+    code, err = _train(["--resume", str(tmp_path), "--engine", "fast"], capsys)
+    assert code == 2 and "--resume continues a run with its own config.json" in err
+    code, err = _train(["--out", str(tmp_path / "r"), "--set", "engine=turbo"], capsys)
+    assert code == 2 and "config key 'engine': expected one of ['reference', 'fast'], got 'turbo'" in err
+    with pytest.raises(dreamer.runconfig.ConfigError, match="DreamerV3EngineCPU runs engine 'reference'"):
+        dreamer.DreamerV3EngineCPU(_cfg("engine=fast"))
 
 
 def test_missing_rom_is_a_clear_error(tmp_path, monkeypatch, capsys):

@@ -1,0 +1,574 @@
+"""Fast DreamerV3 engine ``DreamerV3Engine`` (issue 10; seed 004 M6–M7): the functional core of
+rlspec/algos/dreamer.py (``train_step``, ``policy_step``) with the fast kit, split into an actor part and a
+learner part that share a device-resident replay ring (rlspec/fast/replay.py).
+
+    rlspec train dreamer --engine fast --task room-exit [--preset smoke] [--set device=cuda] [--set ...]
+    rlspec compare dreamer --preset smoke [--set ...]   # both engines from one seed: compare.json, compare.png
+
+The config, run directory, checkpoints, plots, eval and CLI are the reference engine's
+(rlspec/engines/dreamer.py); the keys commit_stride, steps_per_rollout, sync_every, kit and device are
+this engine's.
+
+One iteration:
+  actor    (actor stream) ``steps_per_rollout`` vector steps of the Warp room (rlspec/envs/room/warp_room.py,
+           ``num_envs`` envs on the device): act (random during the prefill, then ``policy_step`` with the
+           actor's copy of the world model and actor), ``step(render=False)``, push the transition row
+           (seed 004 §2.3), render the next frame straight into the ring's next ``obs_slot`` (M6 direct
+           write: the frame never leaves the device). Every ``commit_stride`` pushes the ring commits: the
+           rows become readable and, on CUDA, an event is recorded on the actor stream.
+  learner  (learner stream) the updates the train-ratio scheduler has due (``updates_due``, as in the
+           reference engine), each on a batch sampled from committed rows only (the gather waits on the
+           last commit event). Starvation guard: while the ring has fewer than ``seq_len`` readable steps
+           (committed, not reserved) the due updates wait (``Train/starved`` counts such phases) and are
+           taken as soon as rows are readable, so the replay ratio catches up and is held.
+  sync     every ``sync_every`` updates the learner copies its world model and actor into the actor's copy
+           (device to device, on the learner stream after the actor's last use of the copy) and records an
+           event; the actor stream waits on it before acting again.
+
+The old end of the replay window (the overwrite rule). The actor keeps pushing while a gather drawn by
+the learner may still be in flight on the other stream. The ring is built with ``reserve =
+steps_per_rollout``: a gather drawn when the write head is at step t reads steps >= t + 1 − capacity +
+steps_per_rollout, and the actor may write the next ``steps_per_rollout`` rows (and the next obs slot),
+which overwrite steps <= t + steps_per_rollout − capacity: never a row of that gather. Beyond one
+rollout, the actor stream waits on the event recorded after the learner phase before the previous one
+(``gathered``), so a gather is at most one rollout behind the actor. On CPU the streams and events are
+no-ops and the two parts interleave in this one thread, in the order above.
+
+Deterministic mode: on CPU, with commit_stride 1, steps_per_rollout 1, sync_every 1 and kit reference, the
+run is the reference engine's run (same draws from the one generator in the same order, the Warp room
+bit-identical to the ROM) as long as the ring has not wrapped (the reserve then leaves
+``steps_per_rollout`` more old steps out of the windows). ``rlspec compare dreamer`` checks it.
+
+Non-finite values: every update adds the number of non-finite metrics (losses, gradient norms, returns) to
+a device counter; at each metrics row (a synchronization point) a non-zero count stops the run with
+``NonFiniteError`` (no checkpoint of the poisoned state is written). On CUDA the hot loop reads nothing
+back to the host: episode statistics, metric sums and the counter stay on the device until a row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import dataclasses
+import json
+import math
+import sys
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlspec.algos.dreamer import DreamerState, Kit, make_state, policy_step, train_step
+from rlspec.contracts.room_env import NUM_ACTIONS
+from rlspec.engines import dreamer as ref
+from rlspec.engines.dreamer import DreamerRunConfig
+from rlspec.runs import config as runconfig
+from rlspec.runs.rundir import read_metrics, save_checkpoint
+
+
+class NonFiniteError(ref.RunStopped):
+    """A train step produced a non-finite metric (the run stops; nothing poisoned is checkpointed)."""
+
+
+def validate_fast(cfg: DreamerRunConfig, bad) -> None:
+    """The fast engine's keys (``bad(key, expected, got)`` makes the error)."""
+    from rlspec.algos.dreamer import KITS
+
+    d = cfg.dreamer
+    for key in ("steps_per_rollout", "commit_stride", "sync_every"):
+        if getattr(cfg, key) < 1:
+            raise bad(key, "an int >= 1", getattr(cfg, key))
+    if cfg.commit_stride > d.seq_len:
+        raise bad("commit_stride", f"<= dreamer.seq_len = {d.seq_len} (commit often enough that the learner can "
+                  "assemble full sequences; seed 004 M7)", cfg.commit_stride)
+    need = d.seq_len + cfg.commit_stride + cfg.steps_per_rollout
+    if cfg.replay_capacity < need:
+        raise bad("replay_capacity", f">= dreamer.seq_len + commit_stride + steps_per_rollout = {need} (a full "
+                  "window between the uncommitted rows and the reserved old end)", cfg.replay_capacity)
+    if cfg.ep_window < cfg.num_envs:
+        raise bad("ep_window", f">= num_envs = {cfg.num_envs} (the device-side episode window)", cfg.ep_window)
+    if cfg.kit not in KITS:
+        raise bad("kit", f"one of {list(KITS)}", cfg.kit)
+    try:
+        device(cfg)
+    except (RuntimeError, ValueError) as err:
+        raise bad("device", "cpu, cuda, cuda:K (a visible device) or auto", f"{cfg.device} ({err})") from None
+
+
+def device(cfg: DreamerRunConfig) -> torch.device:
+    if cfg.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(cfg.device)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("CUDA is not available")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"{torch.cuda.device_count()} CUDA device(s) visible")
+        dev = torch.device("cuda", dev.index if dev.index is not None else torch.cuda.current_device())
+    elif dev.type != "cpu":
+        raise ValueError(f"unsupported device type {dev.type}")
+    return dev
+
+
+def make_fast_ring(cfg: DreamerRunConfig, dev: torch.device, checks: bool = True):
+    """``checks``: the ring checks each push's values (one host read); without, it counts violations on the
+    device (read at metrics rows)."""
+    from rlspec.fast.replay import ReplayRing
+
+    return ReplayRing(cfg.replay_capacity, cfg.num_envs, commit_stride=cfg.commit_stride, device=dev,
+                      check_values=checks, reserve=cfg.steps_per_rollout)
+
+
+def make_warp_envs(cfg: DreamerRunConfig, dev: torch.device, checks: bool = True):
+    from rlspec.envs.room.warp_room import RoomVecEnv
+
+    return RoomVecEnv(cfg.num_envs, cfg.task, step_limit=cfg.step_limit, seed=cfg.seed, device=dev,
+                      check_actions=checks)
+
+
+# --------------------------------------------------------------------------------- streams and events
+class Fence:
+    """A CUDA event on CUDA, nothing on CPU (the parts then run in order in one thread)."""
+
+    def __init__(self, dev: torch.device):
+        self.event = torch.cuda.Event() if dev.type == "cuda" else None
+
+    def record(self, stream) -> Fence:
+        if self.event is not None:
+            self.event.record(stream)
+        return self
+
+    def wait(self, stream) -> None:
+        if self.event is not None:
+            stream.wait_event(self.event)
+
+
+def on(stream):
+    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+
+
+# ----------------------------------------------------------------------------------- the actor's state
+@dataclass
+class ActorLoop:
+    """What the actor part carries between vector steps, on the device (besides env, ring, policy copy)."""
+
+    env_steps: int
+    is_first: torch.Tensor  # [N] bool: is the current obs (in ring.obs_slot(ring.t)) an episode's first
+    episode_id: torch.Tensor  # [N] int32
+    prev_action: torch.Tensor  # [N] int64
+    carry: tuple | None  # the policy's (h [N, H], z [N, S, K]); None: not started
+    ep_return: torch.Tensor  # [N] float64
+    ep_length: torch.Tensor  # [N] int64
+    window: torch.Tensor  # [3, W + 1] float64: return, length, success of the last W episodes; column W: bin
+    finished: torch.Tensor  # [] int64: episodes finished so far
+
+    def state_dict(self) -> dict:
+        return {k: (tuple(t.cpu() for t in v) if isinstance(v, tuple) else v.cpu() if isinstance(v, torch.Tensor)
+                    else v) for k, v in vars(self).items()}
+
+    @classmethod
+    def load(cls, sd: dict, dev: torch.device) -> ActorLoop:
+        return cls(**{k: (tuple(t.to(dev) for t in v) if isinstance(v, tuple) else v.to(dev)
+                          if isinstance(v, torch.Tensor) else v) for k, v in sd.items()})
+
+    @classmethod
+    def start(cls, cfg: DreamerRunConfig, step, dev: torch.device) -> ActorLoop:
+        n = cfg.num_envs
+        return cls(0, step.is_first.clone(), step.episode_id.clone(), torch.zeros(n, dtype=torch.int64, device=dev),
+                   None, torch.zeros(n, dtype=torch.float64, device=dev), torch.zeros(n, dtype=torch.int64, device=dev),
+                   torch.zeros(3, cfg.ep_window + 1, dtype=torch.float64, device=dev),
+                   torch.zeros((), dtype=torch.int64, device=dev))
+
+    def episode_stats(self, w: int) -> dict[str, float]:
+        """Mean return, length, success over the last ``w`` finished episodes (a host read: rows only)."""
+        k = min(int(self.finished), w)
+        if k == 0:
+            return {"Metrics/EpRet": math.nan, "Metrics/EpLen": math.nan, "Metrics/SuccessRate": math.nan}
+        mean = self.window[:, :w].sum(1) / k  # unfilled entries are 0
+        return {"Metrics/EpRet": float(mean[0]), "Metrics/EpLen": float(mean[1]), "Metrics/SuccessRate": float(mean[2])}
+
+
+def record_episodes(loop: ActorLoop, out, w: int) -> None:
+    """Add the step's rewards; write the episodes that ended into the window, in env order, without a host read:
+    entry i goes to column (finished + #ended before and at i − 1) mod w, or to the bin column w."""
+    loop.ep_return += out.reward.double()
+    loop.ep_length += 1
+    end = out.terminated | out.truncated  # [N]
+    rank = torch.cumsum(end.long(), 0)  # [N]
+    col = torch.where(end, (loop.finished + rank - 1) % w, torch.full_like(rank, w))  # [N]
+    values = torch.stack((loop.ep_return, loop.ep_length.double(), out.success.double()))  # [3, N]
+    loop.window.scatter_(1, col.expand(3, -1), values)
+    loop.finished += rank[-1]
+    loop.ep_return.masked_fill_(end, 0.0)
+    loop.ep_length.masked_fill_(end, 0)
+
+
+# ----------------------------------------------------------------------------------------- the engine
+@dataclass
+class Parts:
+    """A run's pieces: the learner's state, the actor's policy copy, the generator, envs, ring, the actor's
+    loop, the learner's bookkeeping, and the fences between the parts."""
+
+    state: DreamerState
+    policy: DreamerState
+    gen: torch.Generator
+    envs: Any
+    ring: Any
+    loop: ActorLoop
+    learner: Learner
+    gathered: deque  # the fences after the last two learner phases
+    synced: Fence  # after the last weight sync
+
+    def checkpoint(self) -> dict:
+        return {"engine": "fast", "env_steps": self.loop.env_steps, "state": self.state.state_dict(),
+                "policy": {"wm": self.policy.wm.state_dict(), "actor": self.policy.actor.state_dict()},
+                "ring": self.ring.state_dict(), "envs": {k: v.cpu().clone() for k, v in self.envs.state.items()},
+                "loop": self.loop.state_dict(), "learner": self.learner.state_dict(), "gen": self.gen.get_state()}
+
+
+class DreamerV3Engine:
+    """The fast engine (module docstring); ``run`` trains, with the reference engine's run directory."""
+
+    def __init__(self, cfg: DreamerRunConfig):
+        ref.validate(cfg)
+        if cfg.engine != "fast":
+            raise runconfig.ConfigError(f"config key 'engine': DreamerV3Engine runs engine 'fast', got {cfg.engine!r}")
+        self.cfg = cfg
+        self.dev = device(cfg)
+        cuda = self.dev.type == "cuda"
+        self.checks = not cuda  # host-read input checks of ring pushes and env actions: on CPU, where they are free
+        self.actor_stream = torch.cuda.Stream(self.dev) if cuda else None
+        self.learner_stream = torch.cuda.Stream(self.dev) if cuda else None
+
+    # ---- setup
+    def _build(self) -> tuple[DreamerState, torch.Generator]:
+        """The learner's state on the device and the run's generator. On CPU one generator draws everything
+        (as in the reference engine); on CUDA the weights are drawn on the CPU from the seed, then one device
+        generator (seeded alike) draws the rest."""
+        cfg, dev = self.cfg, self.dev
+        gen = torch.Generator(dev).manual_seed(cfg.seed)
+        init = gen if dev.type == "cpu" else torch.Generator().manual_seed(cfg.seed)
+        state = make_state(cfg.dreamer, NUM_ACTIONS, Kit.named(cfg.kit), init)
+        for m in (state.wm, state.actor, state.critic, state.slow_critic):
+            m.to(dev)
+        return state, gen
+
+    def setup(self, ckpt: dict | None = None) -> Parts:
+        """Everything a run holds, fresh or restored from ``ckpt``, on the device (synchronized)."""
+        cfg, dev = self.cfg, self.dev
+        state, gen = self._build()
+        policy = policy_copy(state, dev)
+        envs, ring = make_warp_envs(cfg, dev, self.checks), make_fast_ring(cfg, dev, self.checks)
+        learner = Learner(cfg, dev)
+        if ckpt is not None:
+            state.load_state_dict(ckpt["state"])
+            policy.wm.load_state_dict(ckpt["policy"]["wm"])
+            policy.actor.load_state_dict(ckpt["policy"]["actor"])
+            ring.load_state_dict(ckpt["ring"])
+            envs.reset()
+            for k, v in envs.state.items():
+                v.copy_(ckpt["envs"][k])
+            envs.render(ring.obs_slot(ring.t))  # the current frame, as it was written before the checkpoint
+            loop = ActorLoop.load(ckpt["loop"], dev)
+            learner.load_state_dict(ckpt["learner"], dev)
+            gen.set_state(ckpt["gen"])
+        else:
+            loop = ActorLoop.start(cfg, envs.reset(out=ring.obs_slot(0)), dev)
+        self._synchronize()  # setup (allocations, reset, restore) done before the two streams start
+        return Parts(state, policy, gen, envs, ring, loop, learner, deque([Fence(dev), Fence(dev)], maxlen=2),
+                     Fence(dev))
+
+    def iterate(self, p: Parts) -> None:
+        """One actor rollout (actor stream), then the learner's due updates and a weight sync when due
+        (learner stream); no host read."""
+        with on(self.actor_stream):
+            p.gathered[0].wait(self.actor_stream)  # the gathers of the phase before the last are done
+            p.synced.wait(self.actor_stream)
+            self.rollout(p.envs, p.ring, p.policy, p.loop, p.gen)
+            actor_done = Fence(self.dev).record(self.actor_stream)
+        with on(self.learner_stream):
+            p.learner.phase(p.state, p.ring, p.loop.env_steps, p.gen)
+            p.gathered.append(Fence(self.dev).record(self.learner_stream))
+            if p.state.updates - p.learner.synced_at >= self.cfg.sync_every:
+                actor_done.wait(self.learner_stream)  # the actor's last policy_step read the copy
+                sync_weights(p.state, p.policy)
+                p.learner.synced_at = p.state.updates
+                p.synced = Fence(self.dev).record(self.learner_stream)
+
+    def run(self, out: Path, resume: bool = False, stop_after_steps: int | None = None,
+            show_progress: bool = True) -> Path:
+        """Train (or, with ``resume``, continue the run in ``out``); returns the run directory.
+        ``stop_after_steps``: stop (with a checkpoint) at the first rollout boundary after this many more env
+        steps."""
+        cfg = self.cfg
+        torch.set_num_threads(cfg.torch_threads)
+        ckpt = ref.read_checkpoint(Path(out) / "checkpoints/last.pt") if resume else None
+        p = self.setup(ckpt)
+        rundir = ref.open_rundir(cfg, out, p.loop.env_steps if ckpt is not None else None)
+        end = cfg.total_steps if stop_after_steps is None else min(cfg.total_steps, p.loop.env_steps + stop_after_steps)
+        log = ref.Logger(cfg, rundir, p.loop.env_steps, p.state.updates, show_progress)
+        try:
+            while p.loop.env_steps < end:
+                self.iterate(p)
+                if log.due(p.loop.env_steps):
+                    self._synchronize()
+                    log.row(p.loop.env_steps, p.state.updates, p.learner.row(p.state, p.loop, p.ring))
+                if p.loop.env_steps % cfg.checkpoint_every == 0 or p.loop.env_steps >= end:
+                    self._synchronize()
+                    p.learner.check_finite(p.state)
+                    save_checkpoint(rundir.checkpoint_path, p.checkpoint())
+        except ref.RunStopped:
+            log.close()
+            raise
+        log.close(*self._on_cpu(p.state, p.ring))
+        return Path(out)
+
+    def _on_cpu(self, state: DreamerState, ring) -> tuple:
+        """CPU copies of the learner's state (reference kit, same parameters) and of the ring, for the
+        reconstruction strip."""
+        cpu = ref.build(self.cfg, torch.Generator().manual_seed(self.cfg.seed))
+        cpu.load_state_dict(state.state_dict())
+        return cpu, ref.restore_ring(self.cfg, ring.state_dict())
+
+    def _synchronize(self) -> None:
+        if self.dev.type == "cuda":
+            torch.cuda.synchronize(self.dev)
+
+    def rollout(self, envs, ring, policy: DreamerState, loop: ActorLoop, gen: torch.Generator) -> None:
+        """Vector steps up to the next rollout boundary."""
+        cfg = self.cfg
+        for _ in range(cfg.steps_per_rollout):
+            if loop.env_steps < cfg.min_ready_steps:
+                action = torch.randint(0, NUM_ACTIONS, (cfg.num_envs,), generator=gen, device=self.dev)
+            else:
+                obs = ring.storage()["obs"][ring.t % ring.capacity]  # [N, 1, 72, 20]: the current frames
+                action, loop.carry = policy_step(policy, obs, loop.prev_action, loop.is_first, loop.carry, gen)
+            out = envs.step(action, render=False)
+            ring.push(None, action.to(torch.int32), out.reward, loop.is_first, (~out.terminated).float(),
+                      loop.episode_id)
+            envs.render(ring.obs_slot(ring.t))  # the next frame, straight into its replay row
+            record_episodes(loop, out, cfg.ep_window)
+            loop.is_first.copy_(out.is_first)
+            loop.episode_id.copy_(out.episode_id)
+            loop.prev_action = action
+            loop.env_steps += cfg.num_envs
+            if self.boundary(loop.env_steps):
+                break
+
+    def boundary(self, env_steps: int) -> bool:
+        """Where a rollout ends: every steps_per_rollout vector steps, and at metrics rows and checkpoints.
+        A function of the env step only, so a stopped and resumed run has the straight run's schedule."""
+        cfg = self.cfg
+        return any(env_steps % every == 0 for every in (cfg.steps_per_rollout * cfg.num_envs, cfg.log_every,
+                                                         cfg.checkpoint_every)) or env_steps == cfg.total_steps
+
+
+def policy_copy(state: DreamerState, dev: torch.device) -> DreamerState:
+    """The actor part's own world model and actor (same weights), for ``policy_step``; the rest is shared and
+    unused by it. (The world model is rebuilt and loaded: the fast one holds its unpack module, which does
+    not deepcopy.)"""
+    wm = type(state.wm)(state.wm.config, torch.Generator().manual_seed(0))  # its draws are overwritten below
+    wm.load_state_dict(state.wm.state_dict())
+    return dataclasses.replace(state, wm=wm.to(dev).requires_grad_(False),
+                               actor=copy.deepcopy(state.actor).requires_grad_(False))
+
+
+def sync_weights(learner: DreamerState, policy: DreamerState) -> None:
+    """Learner -> actor copy of the world model and actor parameters (device to device)."""
+    with torch.no_grad():
+        for src, dst in ((learner.wm, policy.wm), (learner.actor, policy.actor)):
+            torch._foreach_copy_(list(dst.state_dict().values()), list(src.state_dict().values()))
+
+
+def nonfinite_modules(state: DreamerState) -> list[str]:
+    """The learner's networks holding a non-finite parameter (a host read: error paths only)."""
+    return [name for name in ("wm", "actor", "critic", "slow_critic")
+            if not all(bool(torch.isfinite(p).all()) for p in getattr(state, name).parameters())]
+
+
+class Learner:
+    """The learner part's bookkeeping: metric sums and the non-finite count on the device, starved phases,
+    the last weight sync."""
+
+    def __init__(self, cfg: DreamerRunConfig, dev: torch.device):
+        self.cfg, self.dev = cfg, dev
+        self.keys: list[str] = []  # metric names, in train_step's order
+        self.sums: torch.Tensor | None = None  # [K] float64 since the last row
+        self.count = 0  # updates since the last row
+        self.nonfinite = torch.zeros((), dtype=torch.int64, device=dev)  # [] since the start
+        self.checked_updates = 0  # updates before the last finite check
+        self.starved = 0  # phases with updates due but fewer than seq_len readable steps
+        self.synced_at = 0
+
+    def phase(self, state: DreamerState, ring, env_steps: int, gen: torch.Generator) -> None:
+        d = self.cfg.dreamer
+        due = ref.updates_due(self.cfg, env_steps) - state.updates
+        if due > 0 and ring.readable() < d.seq_len:
+            self.starved += 1
+            return
+        for _ in range(due):
+            batch = ring.sample_sequences(d.batch_size, d.seq_len, gen)
+            try:
+                metrics = train_step(state, batch, gen)
+            except (ValueError, RuntimeError) as err:  # a validator or sampler met the non-finite values first
+                bad = nonfinite_modules(state)
+                if bad:
+                    raise NonFiniteError(f"DreamerV3Engine: update {state.updates + 1}: non-finite parameters in "
+                                         f"{bad}; train_step stopped with {type(err).__name__}: {err}") from err
+                raise
+            values = torch.stack([v.to(torch.float64) for v in metrics.values()])  # [K]
+            if self.sums is None:
+                self.keys, self.sums = list(metrics), torch.zeros_like(values)
+            self.sums += values
+            self.nonfinite += (~torch.isfinite(values)).sum()
+            self.count += 1
+
+    def check_finite(self, state: DreamerState) -> None:
+        """Raise NonFiniteError if any update since the start gave a non-finite metric (a host read)."""
+        bad = int(self.nonfinite)
+        if bad:
+            sums = self.sums.tolist() if self.sums is not None else []
+            worst = [k for k, v in zip(self.keys, sums) if not math.isfinite(v)]
+            raise NonFiniteError(f"DreamerV3Engine: {bad} non-finite metric value(s) in updates "
+                                 f"{self.checked_updates + 1}..{state.updates} (non-finite sums since the last row: "
+                                 f"{worst or 'already logged'}); the run stops, its last checkpoint is the one before")
+        self.checked_updates = state.updates
+
+    def row(self, state: DreamerState, loop: ActorLoop, ring) -> dict[str, float]:
+        """The reference engine's metrics row (same keys), plus Train/starved; resets the sums."""
+        self.check_finite(state)
+        m = {k: v / self.count for k, v in zip(self.keys, self.sums.tolist())} if self.count else {}
+        self.sums = None if self.sums is None else torch.zeros_like(self.sums)
+        self.count = 0
+        d, collected = self.cfg.dreamer, loop.env_steps - self.cfg.min_ready_steps
+        m.update({"Train/updates": float(state.updates),
+                  "Train/replay_ratio": (state.updates * d.batch_size * d.seq_len / collected if collected > 0
+                                         else math.nan),
+                  **loop.episode_stats(self.cfg.ep_window), "Train/starved": float(self.starved)})
+        if not ring.check_values and int(ring.violations):  # unchecked pushes (CUDA)
+            raise ref.RunStopped(f"DreamerV3Engine: {int(ring.violations)} replay rows broke the ring's value rules "
+                                 "(rlspec/contracts/replay.py)")
+        return m
+
+    def state_dict(self) -> dict:
+        return {"keys": self.keys, "sums": None if self.sums is None else self.sums.cpu(), "count": self.count,
+                "nonfinite": self.nonfinite.cpu(), "checked_updates": self.checked_updates, "starved": self.starved,
+                "synced_at": self.synced_at}
+
+    def load_state_dict(self, sd: dict, dev: torch.device) -> None:
+        self.keys, self.count, self.starved = sd["keys"], sd["count"], sd["starved"]
+        self.sums = None if sd["sums"] is None else sd["sums"].to(dev)
+        self.nonfinite = sd["nonfinite"].to(dev)
+        self.checked_updates, self.synced_at = sd["checked_updates"], sd["synced_at"]
+
+
+# ---------------------------------------------------------------------------------------------- compare
+DETERMINISTIC = {"commit_stride": 1, "steps_per_rollout": 1, "sync_every": 1}
+COMPARED = ("Loss/loss", "Loss/recon_loss", "Loss/reward_loss", "Loss/continue_loss", "Loss/kl_loss",
+            "Loss/actor_loss", "Loss/critic_loss", "Behavior/entropy", "Behavior/values", "Metrics/EpRet",
+            "Metrics/SuccessRate", "Train/replay_ratio")
+
+
+def compare(argv: list[str]) -> int:
+    """`rlspec compare dreamer [--task T] [--preset P] [--set k=v ...] [--updates K] [--rtol X] [--out DIR]`:
+    the reference and the fast engine from one seed on one config into DIR/reference and DIR/fast;
+    DIR/compare.json (per metric, the largest difference |a − b| / max(|a|, |b|, 1) over the rows up to K
+    updates, and over all rows; env steps/s and updates/s of both) and DIR/compare.png (their curves side by
+    side). In the deterministic mode (commit_stride = steps_per_rollout = sync_every = 1, device cpu) the rows
+    up to K updates must agree within --rtol: exit 1 if not."""
+    p = argparse.ArgumentParser(prog="rlspec compare dreamer", description=compare.__doc__)
+    p.add_argument("--task", help="shorthand for --set task=...")
+    p.add_argument("--preset", choices=sorted(ref.PRESETS), default="default", help="a named set of overrides")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (both)")
+    p.add_argument("--updates", type=int, default=16, help="K: compare the rows up to K updates (default 16)")
+    p.add_argument("--rtol", type=float, default=None,
+                   help="agreement tolerance on |a − b| / max(|a|, |b|, 1) (default 1e-6 with kit=reference, "
+                        "1e-3 with kit=fast)")
+    p.add_argument("--out", type=Path,
+                   help="where the runs and compare.json go (default runs/compare-dreamer-TASK-sSEED)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = p.parse_args(argv)
+    try:
+        cfg = ref.build_config(args.preset, ["engine=fast", *args.set], args.task)
+        ref.validate(cfg)
+        out = args.out or Path("runs") / f"compare-dreamer-{cfg.task}-s{cfg.seed}"
+        runs = {}
+        for name in ref.ENGINES:
+            runs[name] = ref.engine(dataclasses.replace(cfg, engine=name)).run(out / name, show_progress=not args.quiet)
+    except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
+        print(f"rlspec compare dreamer: error: {err}", file=sys.stderr)
+        return 2
+    deterministic = all(getattr(cfg, k) == v for k, v in DETERMINISTIC.items()) and device(cfg).type == "cpu"
+    rtol = args.rtol if args.rtol is not None else 1e-6 if cfg.kit == "reference" else 1e-3
+    result = compare_runs(runs["reference"], runs["fast"], args.updates, rtol)
+    result.update(deterministic=deterministic, kit=cfg.kit, device=str(device(cfg)))
+    (out / "compare.json").write_text(json.dumps(result, indent=2))
+    compare_plot(runs["reference"], runs["fast"], out / "compare.png")
+    speed = result["speed"]
+    print(f"first {args.updates} updates ({result['rows_compared']} rows): largest difference "
+          f"{result['worst_first'][1]:.3g} in {result['worst_first'][0]} (tolerance {rtol:g}; agree: "
+          f"{result['agree']}; deterministic mode: {deterministic}); env steps/s reference "
+          f"{speed['reference']['env_steps_per_s']:.0f}, fast {speed['fast']['env_steps_per_s']:.0f}; "
+          f"written to {out / 'compare.json'}")
+    return 1 if deterministic and not result["agree"] else 0
+
+
+def _rel(x: float, y: float) -> float:
+    """|x − y| / max(|x|, |y|, 1): relative for values of magnitude >= 1, absolute below (values near 0, such
+    as the first imagined values ~1e-10, have no meaningful relative difference)."""
+    if math.isnan(x) and math.isnan(y) or x == y:
+        return 0.0
+    if math.isnan(x) or math.isnan(y):
+        return math.inf
+    return abs(x - y) / max(abs(x), abs(y), 1.0)
+
+
+def compare_runs(ref_run: Path, fast_run: Path, updates: int, rtol: float) -> dict:
+    """Largest difference (``_rel``) per compared metric: over the rows with at most ``updates`` updates, and
+    over all rows; rows are matched by env step."""
+    a, b = read_metrics(ref_run), read_metrics(fast_run)
+    pairs = [(ra, rb) for ra, rb in zip(a, b) if ra["step"] == rb["step"]]
+    first = [(ra, rb) for ra, rb in pairs if ra.get("Train/updates", 0) <= updates]
+
+    def worst(rows):
+        return {k: max((_rel(ra.get(k, math.nan), rb.get(k, math.nan)) for ra, rb in rows), default=0.0)
+                for k in COMPARED}
+
+    w_first, w_all = worst(first), worst(pairs)
+    top = max(w_first.items(), key=lambda kv: kv[1])
+
+    def speed(rows):
+        return {"env_steps_per_s": sum(r.get("Time/env_steps_per_s", 0) for r in rows) / max(len(rows), 1),
+                "updates_per_s": sum(r.get("Time/updates_per_s", 0) for r in rows) / max(len(rows), 1)}
+
+    return {"runs": {"reference": str(ref_run), "fast": str(fast_run)}, "rows": [len(a), len(b)],
+            "rows_compared": len(first), "updates": updates, "rtol": rtol,
+            "agree": len(a) == len(b) and len(first) > 0 and top[1] <= rtol, "worst_first": list(top),
+            "max_rel_diff_first": w_first, "max_rel_diff_all": w_all,
+            "speed": {"reference": speed(a), "fast": speed(b)}}
+
+
+def compare_plot(ref_run: Path, fast_run: Path, path: Path) -> Path:
+    """One panel per compared metric: the reference engine's curve and the fast engine's over env steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = {"reference": read_metrics(ref_run), "fast": read_metrics(fast_run)}
+    fig, axes = plt.subplots(3, 4, figsize=(16, 9), dpi=90)
+    for ax, key in zip(axes.flat, COMPARED):
+        for (name, rows), style in zip(runs.items(), ("-", "--")):
+            pts = [(r["step"], r[key]) for r in rows if key in r and math.isfinite(r[key])]
+            if pts:
+                ax.plot(*zip(*pts), style, label=name)
+        ax.set_title(key, fontsize=9)
+        ax.set_xlabel("env steps", fontsize=8)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
