@@ -9,8 +9,9 @@ asserted.
 
 Runs live in ``--runs/TASK/ABLATION-sSEED`` (finished runs are kept, interrupted ones resumed); every
 invocation ends by summarizing all runs of the task into ``--out/bonus_ablation_TASK.json`` and ``.png``.
-The summary of a run: the mean success rate over its last 10% of updates (Metrics/SuccessRate, a window
-of the last ep_window episodes), its final greedy success rate is not measured here (see ``rlspec eval``);
+The summary of a run: the mean success rate over its last 10% of updates and over the whole run (sample
+efficiency: the area under the curve) of Metrics/SuccessRate, a window of the last ep_window episodes (the
+greedy policy's success rate is ``rlspec eval``'s);
 the bonus statistics: updates with bonus time, mean bonus updates per trigger, early stops by reason.
 """
 
@@ -75,17 +76,19 @@ def summarize(runs: Path, out: Path, task: str) -> dict:
         cpu = json.loads((run / "bench_time.json").read_text())["cpu_s"] if (run / "bench_time.json").exists() else None
         entry = result["ablations"].setdefault(cfg["ablation"], {"runs": {}})
         entry["runs"][f"s{cfg['seed']}"] = {"success_rate": tail_mean(rows, "Metrics/SuccessRate"),
+                                            "success_rate_mean_over_run": tail_mean(rows, "Metrics/SuccessRate", 1.0),
                                             "return": tail_mean(rows, "Metrics/EpRet"), "steps": rows[-1]["step"],
                                             "cpu_s": cpu, "bonus": bonus_stats(rows)}
     for entry in result["ablations"].values():
-        vals = [r["success_rate"] for r in entry["runs"].values()]
-        entry["success_rate"] = {"mean": statistics.fmean(vals), "min": min(vals), "max": max(vals), "seeds": len(vals)}
+        for key in ("success_rate", "success_rate_mean_over_run"):
+            vals = [r[key] for r in entry["runs"].values()]
+            entry[key] = {"mean": statistics.fmean(vals), "min": min(vals), "max": max(vals), "seeds": len(vals)}
     out.mkdir(parents=True, exist_ok=True)
     name = task.replace(":", "_")
     (out / f"bonus_ablation_{name}.json").write_text(json.dumps(result, indent=1))
     plot_groups({a: groups[a] for a in ABLATIONS if a in groups},
                 [("Metrics/SuccessRate", "success rate (recent episodes)"), ("Metrics/EpRet", "episode return"),
-                 ("bonus/updates", "bonus updates per main update")],
+                 ("pairs/queue", "paired-queue size")],
                 out / f"bonus_ablation_{name}.png", f"{task}: seed 003 §7 ablations, mean over seeds, band = min..max")
     for ablation in ABLATIONS:
         if ablation in result["ablations"]:
