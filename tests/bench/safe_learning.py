@@ -10,7 +10,8 @@ Needs the `safety` environment (nox -s safety's venv) and MUJOCO_GL=egl (or osme
 Each run lives in ``--runs/ALGO-sSEED`` (a full run directory: metrics.csv, TensorBoard, checkpoints); a
 finished run is kept, an interrupted one is resumed from its last checkpoint (the reference engine is
 deterministic, so the result is the same), so runs of several invocations summarize together. Every
-invocation ends by summarizing all runs found: ``--out/safe_learning.json`` and ``safe_learning.png``.
+invocation ends by summarizing all runs found: ``--out/safe_learning.json`` and one plot per family
+(``safe_learning_ppo.png``, ``safe_learning_trust_region.png``).
 
 The summary of a run is the mean of Metrics/EpRet and Metrics/EpCost (OmniSafe's windowed episode means)
 over its last 10% of epochs (at least one); per algorithm, the mean and spread over its seeds. The checks
@@ -36,6 +37,8 @@ OMNISAFE_ANCHOR = {
     "PPO": (25.44, 55.72), "PPOLag": (12.96, 25.80), "CPPOPID": (8.43, 25.74), "PPOSaute": (7.06, 20.04),
     "PPOSimmerPID": (8.30, 25.32), "TRPOLag": (18.51, 22.98), "TRPOPID": (19.24, 21.38),
 }
+FIGURES = {"safe_learning_ppo": ["PPO", "PPOLag", "CPPOPID", "PPOSaute", "PPOSimmerPID", "PPOLagSem"],
+           "safe_learning_trust_region": ["PPO", "PPOLag", "TRPO", "TRPOLag", "TRPOPID", "CPO", "P3O"]}
 # the budget's overrides of OmniSafe's defaults (stated in the JSON): more, shorter epochs so that λ and the
 # PID see ten updates in 1e5 steps; the episode window spans the same two epochs OmniSafe's 50 do at 20000
 BUDGET_SET = ["steps_per_epoch=10000", "ep_window=20"]
@@ -100,10 +103,13 @@ def summarize(runs: Path, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     (out / "safe_learning.json").write_text(json.dumps(result, indent=1))
     first = next(iter(per_algo.values()))
-    plot_groups(groups, [("Metrics/EpRet", "episode return"), ("Metrics/EpCost", "episode cost"),
-                         ("Metrics/LagrangeMultiplier", "Lagrange multiplier λ")], out / "safe_learning.png",
-                f"{first['env_id']}: mean over seeds, band = min..max",
-                {"Metrics/EpCost": (first["cost_limit"], f"cost limit = {first['cost_limit']:g}")})
+    for name, algos in FIGURES.items():  # one figure per family (PPO and PPOLag beside the trust-region one)
+        shown = {a: groups[a] for a in algos if a in groups}
+        if shown:
+            plot_groups(shown, [("Metrics/EpRet", "episode return"), ("Metrics/EpCost", "episode cost"),
+                                ("Metrics/LagrangeMultiplier", "Lagrange multiplier λ")], out / f"{name}.png",
+                        f"{first['env_id']}: mean over seeds, band = min..max",
+                        {"Metrics/EpCost": (first["cost_limit"], f"cost limit = {first['cost_limit']:g}")})
     print_table(per_algo, checks)
     return result
 
