@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlspec.envs.token_reach import TokenStep
+from rlspec.envs.token_reach import TokenStep, require_tokens
 
 N_BINS = 11
 MAX_EPISODE_STEPS = 500  # Meta-World's max_path_length
@@ -80,10 +80,7 @@ class MetaWorldTokenVector:
         return self.obs()
 
     def step(self, tokens: np.ndarray) -> TokenStep:
-        tokens = np.asarray(tokens)
-        if tokens.shape != (self.num_envs, self.action_dim) or tokens.min() < 0 or tokens.max() >= N_BINS:
-            raise ValueError(f"MetaWorldTokenVector.step: argument 'tokens' must be ints in [0, {N_BINS}) of shape "
-                             f"{(self.num_envs, self.action_dim)}, got shape {tokens.shape}")
+        tokens = require_tokens("MetaWorldTokenVector.step", tokens, self.num_envs, self.action_dim, N_BINS)
         n = self.num_envs
         reward, success = np.zeros(n, dtype=np.float32), np.zeros(n, dtype=bool)
         terminated, truncated = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)

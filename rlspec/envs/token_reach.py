@@ -43,6 +43,18 @@ class TokenStep:
     final_obs: np.ndarray  # [N, 4] the observation each env's step arrived at (before any reset)
 
 
+def require_tokens(fn: str, tokens, num_envs: int, action_dim: int, n_bins: int) -> np.ndarray:
+    """``tokens`` as an int array [num_envs, action_dim] with values in [0, n_bins), or a ValueError naming it."""
+    tokens = np.asarray(tokens)
+    ok = (tokens.shape == (num_envs, action_dim) and np.issubdtype(tokens.dtype, np.integer)
+          and tokens.min() >= 0 and tokens.max() < n_bins)
+    if not ok:
+        got = f"{tokens.dtype} of shape {tokens.shape}" + (f" in [{tokens.min()}, {tokens.max()}]" if tokens.size else "")
+        raise ValueError(f"{fn}: argument 'tokens' must be ints in [0, {n_bins}) of shape {(num_envs, action_dim)}, "
+                         f"got {got}")
+    return tokens
+
+
 def tokens_to_velocity(tokens: np.ndarray) -> np.ndarray:
     """[N, ACTION_DIM] int tokens -> [N, ACTION_DIM] velocities."""
     return TOKEN_VALUES[tokens] * STEP
@@ -85,10 +97,7 @@ class TokenReachVector:
         return self.obs()
 
     def step(self, tokens: np.ndarray) -> TokenStep:
-        tokens = np.asarray(tokens)
-        if tokens.shape != (self.num_envs, ACTION_DIM) or tokens.min() < 0 or tokens.max() >= N_BINS:
-            raise ValueError(f"TokenReachVector.step: argument 'tokens' must be ints in [0, {N_BINS}) of shape "
-                             f"{(self.num_envs, ACTION_DIM)}, got shape {tokens.shape}")
+        tokens = require_tokens("TokenReachVector.step", tokens, self.num_envs, ACTION_DIM, N_BINS)
         before = np.linalg.norm(self.pos - self.goal, axis=1)
         new = np.clip(self.pos + tokens_to_velocity(tokens), -1.0, 1.0)
         blocked = _blocked(self.pos, new)

@@ -90,8 +90,10 @@ def test_token_reach_wall_blocks_outside_the_gaps_and_success_terminates():
 def test_token_reach_rejects_out_of_range_tokens():
     env = tr.TokenReachVector(1, seed=0)
     env.reset()
-    with pytest.raises(ValueError, match="'tokens' must be ints in"):
+    with pytest.raises(ValueError, match=r"'tokens' must be ints in \[0, 5\) of shape \(1, 2\), got int64 of shape \(1, 2\) in \[0, 5\]"):
         env.step(np.array([[0, tr.N_BINS]]))
+    with pytest.raises(ValueError, match="got float64"):
+        env.step(np.array([[0.5, 1.0]]))
 
 
 # --------------------------------------------------------------------------------------- V-trace
