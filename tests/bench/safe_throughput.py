@@ -3,7 +3,7 @@ the fast engine's worker processes and Stable-Baselines3 2.9.2 PPO, the same net
 run.
 
     python tests/bench/safe_throughput.py [--env SafetyPointGoal1-v0] [--envs 8] [--workers 2 4] [--steps 4000]
-                                          [--out docs/bench]      (writes safe_throughput.json)
+                                          [--out docs/bench]      (writes safe_throughput.json and .png)
 
 Needs the `safety` environment (nox -s safety's venv) for Safety-Gymnasium ids; ToyGoal-v0 runs anywhere.
 What is timed is ``rlspec.engines.safe.collect``: policy forward for all envs in one batch, env steps,
@@ -100,7 +100,28 @@ def main(argv: list[str] | None = None) -> int:
     report = {"env": args.env, "num_envs": args.envs, "machine": platform.machine(), "python": platform.python_version(),
               "torch": torch.__version__, "versions": safety_gym.versions(), "results": results}
     (args.out / "safe_throughput.json").write_text(json.dumps(report, indent=2) + "\n")
+    plot(results, args.out / "safe_throughput.png", f"{args.env}, {args.envs} envs: rollout env steps/s (wall)")
     return 0
+
+
+def plot(results: dict, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    fig, ax = plt.subplots(figsize=(7, 3.5), dpi=100)
+    bars = ax.barh(names, [results[n]["wall_steps_per_s"] for n in names], color=[f"C{i}" for i in range(len(names))])
+    for bar, n in zip(bars, names):
+        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {results[n]['wall_ratio_vs_baseline']:.2f}×",
+                va="center", fontsize=8)
+    ax.set_xlabel("env steps / s (median of 3 rounds)")
+    ax.set_title(title, fontsize=9)
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
