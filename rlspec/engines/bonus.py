@@ -135,12 +135,10 @@ def validate(cfg: BonusConfig) -> None:
         _require_extra("execution", cfg.execution, "ray")
     if cfg.ablation not in ABLATIONS:
         raise runconfig.ConfigError(f"config key 'ablation': expected one of {list(ABLATIONS)}, got {cfg.ablation!r}")
-    for key in ("num_envs", "fragment_len", "total_steps", "replay_capacity", "pool_size", "queue_size",
-                "ep_window", "checkpoint_every", "torch_threads", "rollout_workers", "trainers", "episode_steps"):
-        if getattr(cfg, key) < 1:
-            raise runconfig.ConfigError(f"config key {key!r}: expected an int >= 1, got {getattr(cfg, key)}")
-    if cfg.replay_fragments < 0:
-        raise runconfig.ConfigError(f"config key 'replay_fragments': expected an int >= 0, got {cfg.replay_fragments}")
+    runconfig.require_at_least(cfg, dict.fromkeys(("num_envs", "fragment_len", "total_steps", "replay_capacity",
+                                                   "pool_size", "queue_size", "ep_window", "checkpoint_every",
+                                                   "torch_threads", "rollout_workers", "trainers", "episode_steps"), 1)
+                               | {"replay_fragments": 0})
     if not 0 <= cfg.best_workers < cfg.rollout_workers:
         raise runconfig.ConfigError(f"config key 'best_workers': expected 0 <= best_workers < rollout_workers = "
                                     f"{cfg.rollout_workers} (one worker at least stays on-policy), got {cfg.best_workers}")

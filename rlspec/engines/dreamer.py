@@ -119,7 +119,8 @@ PRESETS: dict[str, dict] = {
 
 # int keys -> their least value
 INT_MIN = {"seed": 0, "num_envs": 1, "total_steps": 1, "min_ready_steps": 0, "replay_capacity": 1, "step_limit": 1,
-           "frameskip": MIN_FRAMESKIP, "log_every": 1, "checkpoint_every": 1, "ep_window": 1, "torch_threads": 1}
+           "frameskip": MIN_FRAMESKIP, "log_every": 1, "checkpoint_every": 1, "ep_window": 1, "torch_threads": 1,
+           "dreamer.batch_size": 1, "dreamer.seq_len": 1, "dreamer.mlp_hidden": 1, "dreamer.mlp_layers": 0}
 POSITIVE = ("wm_lr", "actor_lr", "critic_lr", "wm_eps", "ac_eps", "wm_clip", "actor_clip", "critic_clip")
 
 
@@ -131,9 +132,7 @@ def validate(cfg: DreamerRunConfig) -> None:
         raise bad("engine", f"one of {list(ENGINES)}", cfg.engine)
     if cfg.task not in SCENARIOS:
         raise bad("task", f"one of {sorted(SCENARIOS)}", cfg.task)
-    for key, least in INT_MIN.items():
-        if getattr(cfg, key) < least:
-            raise bad(key, f"an int >= {least}", getattr(cfg, key))
+    runconfig.require_at_least(cfg, INT_MIN)
     if cfg.seed > MASK32:
         raise bad("seed", "an int <= 2**32 - 1 (the room's episode seeds are uint32 arithmetic)", cfg.seed)
     for key in ("total_steps", "log_every", "checkpoint_every"):
@@ -147,11 +146,6 @@ def validate(cfg: DreamerRunConfig) -> None:
                   "sequence in every env column before the first update)", cfg.min_ready_steps)
     if cfg.replay_capacity < d.seq_len:
         raise bad("replay_capacity", f">= dreamer.seq_len = {d.seq_len}", cfg.replay_capacity)
-    for key in ("batch_size", "seq_len", "mlp_hidden"):
-        if getattr(d, key) < 1:
-            raise bad(f"dreamer.{key}", "an int >= 1", getattr(d, key))
-    if d.mlp_layers < 0:
-        raise bad("dreamer.mlp_layers", "an int >= 0", d.mlp_layers)
     for key in POSITIVE:
         if not (math.isfinite(getattr(d, key)) and getattr(d, key) > 0):
             raise bad(f"dreamer.{key}", "a finite float > 0", getattr(d, key))

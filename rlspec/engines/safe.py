@@ -122,9 +122,8 @@ def validate(cfg: SafeConfig) -> None:
     if bad:
         key, expected, got = bad[0]
         raise runconfig.ConfigError(f"config key 'trust_region.{key}': expected {expected}, got {got!r}")
-    for key in ("num_envs", "total_steps", "steps_per_epoch", "ep_window", "checkpoint_every", "torch_threads"):
-        if getattr(cfg, key) < 1:
-            raise runconfig.ConfigError(f"config key {key!r}: expected an int >= 1, got {getattr(cfg, key)}")
+    runconfig.require_at_least(cfg, dict.fromkeys(("num_envs", "total_steps", "steps_per_epoch", "ep_window",
+                                                   "checkpoint_every", "torch_threads"), 1) | {"frame_size": 8})
     if cfg.steps_per_epoch % cfg.num_envs:
         raise runconfig.ConfigError(f"config key 'steps_per_epoch': {cfg.steps_per_epoch} is not a multiple of "
                                     f"num_envs = {cfg.num_envs}")
@@ -133,8 +132,6 @@ def validate(cfg: SafeConfig) -> None:
                                     f"(steps_per_epoch = {cfg.steps_per_epoch})")
     if cfg.semantic.enable and cfg.algo != "PPOLagSem":
         raise runconfig.ConfigError(f"config key 'semantic.enable': True needs algo 'PPOLagSem', got {cfg.algo!r}")
-    if cfg.frame_size < 8:
-        raise runconfig.ConfigError(f"config key 'frame_size': expected an int >= 8, got {cfg.frame_size}")
 
 
 # ------------------------------------------------------------------------------------------ the loop

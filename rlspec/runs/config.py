@@ -164,6 +164,16 @@ def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
     return replace(cfg, values, "--set")
 
 
+def require_at_least(cfg: Any, minimums: dict[str, int]) -> None:
+    """ConfigError for the first int key (dotted for nested groups) below its least value."""
+    for key, least in minimums.items():
+        value = cfg
+        for part in key.split("."):
+            value = getattr(value, part)
+        if value < least:
+            raise ConfigError(f"config key {key!r}: expected an int >= {least}, got {value!r}")
+
+
 def _field_type(cls: type, key: str) -> Any:
     head, _, rest = key.partition(".")
     hints = _types(cls)
