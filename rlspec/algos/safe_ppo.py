@@ -255,6 +255,11 @@ class SafePPOState:
     def lagrange_multiplier(self) -> float:
         return 0.0 if self.multiplier is None else float(self.multiplier.lagrangian_multiplier)
 
+    @property
+    def device(self) -> torch.device:
+        """Where the networks live and the update runs (the host, or a GPU policy's device)."""
+        return self.actor.log_std.device
+
 
 @dataclass
 class Rollout:
@@ -272,10 +277,20 @@ class Rollout:
     next_obs: torch.Tensor  # [T, N, D]
     raw_obs: torch.Tensor  # [T, N, D_env]
 
+    def to(self, device: torch.device) -> "Rollout":
+        """The training fields on ``device`` (the networks' device: a GPU policy); ``raw_obs`` stays where the
+        observation normalizer lives, on the host. The same object when nothing moves."""
+        moved = {f: getattr(self, f).to(device) for f in ("obs", "act", "logp", "reward", "cost", "terminated",
+                                                          "truncated", "next_obs")}
+        if all(moved[f] is getattr(self, f) for f in moved):
+            return self
+        return Rollout(**moved, raw_obs=self.raw_obs)
+
 
 def make_state(algo: str, ppo: PPOConfig, safety: SafetyConfig, obs_dim: int, act_dim: int, num_envs: int,
-               kit: Kit, gen: torch.Generator) -> SafePPOState:
-    """Networks (drawn from ``gen``), optimizers and the algorithm's controllers."""
+               kit: Kit, gen: torch.Generator, device: str | torch.device = "cpu") -> SafePPOState:
+    """Networks (drawn from ``gen`` on the host, then moved to ``device``: the same initial weights anywhere),
+    optimizers and the algorithm's controllers (on the host, where the env feedback is)."""
     if algo not in ALGOS:
         raise ValueError(f"make_state: argument 'algo' must be one of {sorted(ALGOS)}, got {algo!r}")
     spec = ALGOS[algo]
@@ -283,6 +298,9 @@ def make_state(algo: str, ppo: PPOConfig, safety: SafetyConfig, obs_dim: int, ac
     actor = GaussianActor(policy_dim, act_dim, ppo.hidden, ppo.activation, gen)
     reward_critic = Critic(policy_dim, ppo.hidden, ppo.activation, gen)
     cost_critic = Critic(policy_dim, ppo.hidden, ppo.activation, gen) if spec.use_cost else None
+    for net in (actor, reward_critic, cost_critic):
+        if net is not None:
+            net.to(device)
     multiplier = budget = simmer = simmer_budget = None
     if spec.multiplier == "lagrange":
         multiplier = kit.OmniSafeLagrange(cost_limit=safety.cost_limit, lambda_lr=safety.lambda_lr,
@@ -328,10 +346,12 @@ def policy_input(state: SafePPOState, raw_obs: torch.Tensor, z: torch.Tensor | N
 
 @torch.no_grad()
 def act(state: SafePPOState, obs: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """(a ~ π(·|s) [N, A], log π(a|s) [N]), the noise drawn from ``gen``."""
-    dist = state.actor(obs)
-    action = dist.mean + dist.stddev * torch.randn(dist.mean.shape, generator=gen, dtype=dist.mean.dtype)
-    return action, dist.log_prob(action).sum(-1)
+    """(a ~ π(·|s) [N, A], log π(a|s) [N]) on the host, the noise drawn from ``gen`` (a host generator: a GPU
+    policy draws the same noise as a CPU one); obs [N, D] is moved to the networks' device."""
+    dist = state.actor(obs.to(state.device))
+    noise = torch.randn(dist.mean.shape, generator=gen, dtype=dist.mean.dtype).to(state.device)  # [N, A]
+    action = dist.mean + dist.stddev * noise
+    return action.cpu(), dist.log_prob(action).sum(-1).cpu()
 
 
 def env_feedback(state: SafePPOState, reward: torch.Tensor, cost: torch.Tensor,
@@ -358,7 +378,7 @@ def process_advantages(adv_r: torch.Tensor, adv_c: torch.Tensor, ppo: PPOConfig,
                        comm: Comm = LOCAL) -> tuple[torch.Tensor, torch.Tensor]:
     """OmniSafe's buffer get(): A_r standardized with the population std + 1e-8, A_c centered, the statistics
     over every process's samples (OmniSafe dist_statistics_scalar). [M] each."""
-    n = comm.sum(torch.tensor(float(adv_r.numel()), dtype=adv_r.dtype))
+    n = comm.sum(torch.tensor(float(adv_r.numel()), dtype=adv_r.dtype, device=adv_r.device))
     if ppo.standardize_reward_adv:
         mean = comm.sum(adv_r.sum()) / n
         std = (comm.sum((adv_r - mean).square().sum()) / n).sqrt()

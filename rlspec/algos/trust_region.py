@@ -278,7 +278,9 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
            tr: TrustRegionConfig = TrustRegionConfig(), lambda_scale: float = 1.0) -> dict[str, float]:
     """One update of any algorithm in ``safe_ppo.ALGOS`` (arguments as ``safe_ppo.update``; ``tr``: the
     trust-region settings): the PPO family's own update, P3O's, or the natural-gradient step's.
-    ``lambda_scale`` (PPOLagSem's modulation M) reaches the PPO family's λ step only."""
+    ``lambda_scale`` (PPOLagSem's modulation M) reaches the PPO family's λ step only. The rollout's training
+    fields move to the networks' device first (a GPU policy; nothing moves on the host)."""
+    batch = batch.to(state.device)
     family = ALGOS[state.algo].family
     if family == "ppo":
         return ppo_update(state, batch, jc, ppo, safety, kit, gen, progress, comm, lambda_scale=lambda_scale)

@@ -181,6 +181,8 @@ class Execution:
     """This process's rank; rank 0 alone writes the run directory."""
     engine: str = ENGINE
     """The engine named in config.json: the module `rlspec eval/plot RUN` use."""
+    device: str = "cpu"
+    """Where the networks live and the update runs (a GPU policy: actions come back to the host envs)."""
 
 
 def render_settings(cfg: SafeConfig) -> dict:
@@ -238,7 +240,8 @@ def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int
     kit = Kit.reference()
     gen = torch.Generator().manual_seed(cfg.seed)  # the same initial weights on every process
     envs = ex.make_envs(cfg, ex.rank * cfg.num_envs)  # this process's slice of world × num_envs envs
-    state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, cfg.num_envs, kit, gen)
+    state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, cfg.num_envs, kit, gen,
+                       ex.device)
     if ex.rank:
         gen.manual_seed(rank_seed(cfg.seed, ex.rank))  # its own action noise and minibatch order
     hooks = _semantic_hooks(cfg, world)

@@ -34,6 +34,7 @@ from rlspec.algos.safe_ppo import LOCAL, Comm
 from rlspec.engines import safe
 from rlspec.engines.safe import Execution, SafeConfig
 from rlspec.envs.subproc_vector import SubprocSafeVectorEnv
+from rlspec.runs import device
 from rlspec.runs.config import ConfigError
 from rlspec.runs.rundir import read_metrics
 
@@ -42,8 +43,15 @@ ENGINE = "safe-fast"
 
 @dataclass(frozen=True)
 class FastConfig(SafeConfig):
+    num_envs: int = 2
+    """Environments stepped together by this process (at least env_workers: one worker steps one or more)."""
     env_workers: int = 2
     """Worker processes stepping this process's num_envs envs (0: step them in this process)."""
+    device: str = "cpu"
+    """Where the networks live and the update runs: cpu, cuda, cuda:K or auto. On CUDA (a GPU policy) the
+    batched policy call runs on the device and its actions come back to the env workers; the action noise
+    is still drawn from the host generator (the same draws as on the host). Under torchrun with cuda each
+    process takes cuda:LOCAL_RANK and the process group is NCCL's."""
 
 
 class TorchDistComm(Comm):
@@ -63,28 +71,44 @@ class TorchDistComm(Comm):
             p.grad /= self.world_size
 
 
+def policy_device(cfg: FastConfig) -> torch.device:
+    """cfg.device resolved here; "cuda" under torchrun is this process's cuda:LOCAL_RANK."""
+    requested = cfg.device
+    if requested == "cuda" and "LOCAL_RANK" in os.environ:
+        requested = f"cuda:{os.environ['LOCAL_RANK']}"
+    try:
+        return device.resolve(requested)
+    except (RuntimeError, ValueError) as err:
+        raise ConfigError(f"config key 'device': expected {device.CHOICES}, got {cfg.device!r} ({err})") from None
+
+
 def execution(cfg: FastConfig) -> Execution:
-    """Envs in workers; the torch.distributed group (if one is initialized) as comm."""
+    """Envs in workers; the torch.distributed group (if one is initialized) as comm; the networks on
+    cfg.device."""
     if cfg.env_workers < 0 or cfg.env_workers > cfg.num_envs:
         raise ConfigError(f"config key 'env_workers': expected 0..num_envs = {cfg.num_envs}, got {cfg.env_workers}")
+    dev = policy_device(cfg)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():  # launched by torchrun
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
     grouped = dist.is_available() and dist.is_initialized()
     comm: Comm = TorchDistComm() if grouped else LOCAL
     make = Execution.make_envs
     if cfg.env_workers:
         def make(c: FastConfig, first: int) -> SubprocSafeVectorEnv:
             return SubprocSafeVectorEnv(c.env_id, c.num_envs, c.seed, c.env_workers, c.forced_cost, first)
-    return Execution(make_envs=make, comm=comm, rank=dist.get_rank() if grouped else 0, engine=ENGINE)
+    return Execution(make_envs=make, comm=comm, rank=dist.get_rank() if grouped else 0, engine=ENGINE,
+                     device=str(dev))
 
 
 def train(argv: list[str]) -> int:
-    """`rlspec train safe-fast ...`; under torchrun (WORLD_SIZE > 1) joins the gloo process group first."""
-    launched = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized()
-    if launched:
-        dist.init_process_group("gloo")
+    """`rlspec train safe-fast ...`; under torchrun (WORLD_SIZE > 1) ``execution`` joins the process group."""
+    joined = dist.is_available() and dist.is_initialized()
     try:
         return safe.train(argv, FastConfig, ENGINE, execution)
     finally:
-        if launched:
+        if not joined and dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
 
 

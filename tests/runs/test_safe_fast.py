@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from rlspec import cli
+from rlspec.algos import safe_ppo
 from rlspec.engines import safe, safe_fast
 from rlspec.runs.rundir import read_metrics
 
@@ -40,6 +41,27 @@ def test_env_workers_out_of_range_is_named(tmp_path, capsys):
     code = safe_fast.train(["--env", "ToyGoal-v0", "--set", "num_envs=2", "--set", "env_workers=3",
                             "--out", str(tmp_path / "x")])
     assert code == 2 and "config key 'env_workers': expected 0..num_envs = 2, got 3" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value, why", [("meta", "unsupported device type meta"), ("tpu", ""), ("gpu0", "")] +
+                         ([] if torch.cuda.is_available() else [("cuda", "CUDA is not available")]))
+def test_bad_device_is_named_and_writes_nothing(tmp_path, capsys, value, why):
+    code = safe_fast.train(["--env", "ToyGoal-v0", "--set", f"device={value}", "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"config key 'device': expected cpu, cuda, cuda:K (a visible device) or auto, got {value!r}" in err
+    assert why in err and not (tmp_path / "x").exists()
+
+
+def test_rollout_moves_its_training_fields_only():
+    T, N, D = 3, 2, 4
+    r = safe_ppo.Rollout(*(torch.zeros(T, N, D) for _ in range(2)), torch.zeros(T, N), torch.zeros(T, N),
+                         torch.zeros(T, N), torch.zeros(T, N, dtype=torch.bool), torch.zeros(T, N, dtype=torch.bool),
+                         torch.zeros(T, N, D), torch.zeros(T, N, D))
+    assert r.to(torch.device("cpu")) is r  # nothing moves on the host
+    moved = r.to(torch.device("meta"))  # a device without data: every training field goes, raw_obs stays
+    assert all(getattr(moved, f).device.type == "meta" for f in ("obs", "act", "logp", "reward", "cost",
+                                                                   "terminated", "truncated", "next_obs"))
+    assert moved.raw_obs is r.raw_obs
 
 
 @pytest.mark.parametrize("algo", ["PPOLag", "CPO"])  # CPO: gradients, F·v and line-search values averaged
