@@ -3,9 +3,9 @@
 Eager torch cannot beat a softmax followed by a product with the bins: softmax alone writes the
 [..., n] probabilities and costs about as much as sheeprl's whole mean. Compiled (inductor: C++/OpenMP
 on CPU, Triton on CUDA), max, Σ e^{l−max} and Σ e^{l−max}·b_k run in one pass over each row and nothing
-of size [..., n] is written. Needs a C++ compiler at run time on CPU; the first call per dtype compiles
-(seconds); sizes are unbacked, so new batch shapes or bin counts reuse the graph. Everything
-else is fast/twohot.py.
+of size [..., n] is written. Needs a C++ compiler at run time on CPU; the first call per dtype (and grad
+mode, view layout) compiles (seconds); sizes are unbacked, so new batch shapes or bin counts reuse the
+graph. Everything else is fast/twohot.py.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ from rlspec.fast.twohot import log_prob, symexp, symlog, twohot_encode
 __all__ = ["symlog", "symexp", "twohot_encode", "log_prob", "mean"]
 
 BACKEND_NOTE = "torch.compile"
+# Graphs _mean may hold: dynamo guards on the dtype (float32/64, bf16, fp16), requires_grad, and whether the rows
+# are a view of a larger base (reshape of a non-contiguous or batched tensor): a checker sweeping all of them
+# passes dynamo's default limit (8), past which calls silently fall back to eager.
+RECOMPILE_LIMIT = 32
 
 
 @torch.compile(dynamic=True)
@@ -47,4 +51,5 @@ def mean(logits: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DEFAUL
     bins = support(num_bins, low, high, logits.dtype, logits.device)  # [n]
     for t, dim in ((rows, 0), (rows, 1), (bins, 0)):
         mark_unbacked(t, dim)  # no size specialization (e.g. R == 1): a graph per dtype, not per shape
-    return _mean(rows, bins).reshape(logits.shape[:-1])
+    with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+        return _mean(rows, bins).reshape(logits.shape[:-1])
