@@ -147,7 +147,7 @@ class LossGuard:
             return loss
         self._counts[kind] = seen + 1
         if seen == 0:
-            warnings.warn(f"LossGuard: non-finite {kind} loss ({float(loss)!r}) replaced by 0; "
+            warnings.warn(f"LossGuard: non-finite {kind} loss ({float(loss.detach())!r}) replaced by 0; "
                           f"further {kind} events are only counted", RuntimeWarning, stacklevel=2)
         return torch.zeros_like(loss).detach()
 
