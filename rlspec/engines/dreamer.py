@@ -3,8 +3,12 @@ bottom, on the project's Game Boy room (rlspec/envs/room/room.gb in PyBoy).
 
     rlspec train dreamer --engine reference --task room-exit|standing-still [--preset smoke] [--out DIR]
                          [--set KEY=VALUE ...]
+    rlspec train dreamer --env pyboy --rom ROM [--state STATE] --plugin PLUGIN [...]   # a user's own game:
+                         # its ROM, a save state every episode starts from, a RAM reward/termination plug-in
+                         # (interface: rlspec/envs/pyboy_env.py); reference engine only
     rlspec train dreamer --resume RUN            # continue RUN from its last checkpoint, bit for bit
-    rlspec eval RUN [--episodes K]               # greedy policy: mean return, success rate (RUN/eval/eval.json)
+    rlspec eval RUN [--episodes K] [--video]     # greedy policy: mean return, success rate (RUN/eval/eval.json);
+                                                 # --video: RUN/eval/episodes.mp4 of those episodes
     rlspec plot RUN                              # redraw RUN/plots/*.png
     rlspec train dreamer --engine fast ...       # DreamerV3Engine (rlspec/engines/dreamer_fast.py), same config
     rlspec compare dreamer ...                   # both engines from one seed (rlspec/engines/dreamer_fast.py)
@@ -33,6 +37,7 @@ rlspec/envs/room/recorded.py).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -50,6 +55,7 @@ from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, save_checkpoin
 
 ENGINE = "dreamer"
 ENGINES = ("reference", "fast")  # --engine: DreamerV3EngineCPU here, DreamerV3Engine in engines/dreamer_fast.py
+ENVS = ("room", "pyboy")  # --env: the project's room ROM, or a user's ROM with a RAM plug-in
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,16 @@ class DreamerRunConfig:
     read by the fast engine only."""
     task: str = "room-exit"
     """The room scenario: room-exit (reach the door: success) or standing-still (reconstruction only)."""
+    env: str = "room"
+    """room (the project's ROM, rlspec/envs/room/room.gb) or pyboy (a user's own ROM: the keys rom, state and
+    plugin; the reference engine only; task is then ignored)."""
+    rom: str = ""
+    """env pyboy: path of the Game Boy ROM (--rom; the user's own, nothing is shipped or downloaded)."""
+    state: str = ""
+    """env pyboy: a PyBoy save state every episode starts from (--state; empty: the machine right after boot)."""
+    plugin: str = ""
+    """env pyboy: the reward/termination plug-in reading RAM (--plugin), a .py file or a module name; its
+    interface: rlspec/envs/pyboy_env.py."""
     seed: int = 0
     """Seed of the generator (weights, actions, replay windows, latents) and of every episode's reset."""
     num_envs: int = 4
@@ -132,6 +148,7 @@ def validate(cfg: DreamerRunConfig) -> None:
         raise bad("engine", f"one of {list(ENGINES)}", cfg.engine)
     if cfg.task not in SCENARIOS:
         raise bad("task", f"one of {sorted(SCENARIOS)}", cfg.task)
+    validate_env(cfg, bad)
     runconfig.require_at_least(cfg, INT_MIN)
     if cfg.seed > MASK32:
         raise bad("seed", "an int <= 2**32 - 1 (the room's episode seeds are uint32 arithmetic)", cfg.seed)
@@ -150,13 +167,54 @@ def validate(cfg: DreamerRunConfig) -> None:
         if not (math.isfinite(getattr(d, key)) and getattr(d, key) > 0):
             raise bad(f"dreamer.{key}", "a finite float > 0", getattr(d, key))
     try:
-        d.world_model_config(NUM_ACTIONS), d.behavior_config()
+        d.world_model_config(num_actions(cfg)), d.behavior_config()
     except (TypeError, ValueError) as err:
         raise runconfig.ConfigError(f"config group 'dreamer': {err}") from None
     if cfg.engine == "fast":
         from rlspec.engines.dreamer_fast import validate_fast
 
         validate_fast(cfg, bad)
+
+
+def validate_env(cfg: DreamerRunConfig, bad) -> None:
+    """The env keys: the room takes none of rom/state/plugin; pyboy needs an existing ROM file, an existing
+    save state file if one is named, and a plug-in that loads (its own error in the message)."""
+    if cfg.env not in ENVS:
+        raise bad("env", f"one of {list(ENVS)}", cfg.env)
+    if cfg.env == "room":
+        for key in ("rom", "state", "plugin"):
+            if getattr(cfg, key):
+                raise bad(key, "empty with env room (the project's ROM; --env pyboy runs a user's ROM)",
+                          getattr(cfg, key))
+        return
+    if cfg.engine != "reference":
+        raise bad("engine", "reference with env pyboy (the fast engine runs the Warp room only)", cfg.engine)
+    if not cfg.rom or not Path(cfg.rom).is_file():
+        raise bad("rom", "an existing Game Boy ROM file (--rom PATH)", cfg.rom)
+    if cfg.state and not Path(cfg.state).is_file():
+        raise bad("state", "an existing PyBoy save state file (--state PATH) or empty", cfg.state)
+    if not cfg.plugin:
+        raise bad("plugin", "a reward/termination plug-in, a .py file or a module name (--plugin; "
+                  "interface: rlspec/envs/pyboy_env.py)", cfg.plugin)
+    try:
+        num_actions(cfg)
+    except Exception as err:  # the user's code: any error it raises while loading
+        raise bad("plugin", "a plug-in that loads with functions reward(memory) and done(memory) (interface: "
+                  "rlspec/envs/pyboy_env.py)", f"{cfg.plugin} ({type(err).__name__}: {err})") from None
+
+
+def num_actions(cfg: DreamerRunConfig) -> int:
+    """The action count: the room's d-pad, or the plug-in's BUTTONS."""
+    if cfg.env == "room":
+        return NUM_ACTIONS
+    return _plugin_buttons(cfg.plugin)
+
+
+@functools.cache
+def _plugin_buttons(plugin: str) -> int:
+    from rlspec.envs.pyboy_env import load_plugin
+
+    return len(load_plugin(plugin).buttons)
 
 
 def rom_path() -> Path:
@@ -170,10 +228,19 @@ def rom_path() -> Path:
 
 
 def make_envs(cfg: DreamerRunConfig, seed: int):
-    from rlspec.envs.room.recorded import RecordedRoom  # PyBoy: imported only when a run starts
+    """The run's envs: the room ROM, or (env pyboy) the user's ROM and plug-in, each emulator from the save
+    state (or its boot state) at every reset."""
+    from rlspec.envs.pyboy_env import PyBoyGame, load_plugin  # PyBoy: imported only when a run starts
+    from rlspec.envs.room.recorded import RecordedRoom
 
-    rom_path()
-    return RecordedRoom(cfg.num_envs, cfg.task, step_limit=cfg.step_limit, seed=seed, frameskip=cfg.frameskip)
+    def user_game() -> PyBoyGame:
+        return PyBoyGame(cfg.rom, load_plugin(cfg.plugin), state=cfg.state or None, frameskip=cfg.frameskip,
+                         start_at_boot=True)
+
+    if cfg.env == "room":
+        rom_path()
+    return RecordedRoom(cfg.num_envs, cfg.task, step_limit=cfg.step_limit, seed=seed, frameskip=cfg.frameskip,
+                        make_game=user_game if cfg.env == "pyboy" else None)
 
 
 def make_ring(cfg: DreamerRunConfig):
@@ -225,7 +292,7 @@ class Loop:
 def act(cfg: DreamerRunConfig, state: DreamerState, loop: Loop, gen: torch.Generator) -> torch.Tensor:
     """[N] action ids: uniform during the prefill, then sampled from the policy."""
     if loop.env_steps < cfg.min_ready_steps:
-        return torch.randint(0, NUM_ACTIONS, (cfg.num_envs,), generator=gen)
+        return torch.randint(0, num_actions(cfg), (cfg.num_envs,), generator=gen)
     action, loop.carry = policy_step(state, loop.obs, loop.prev_action, loop.is_first, loop.carry, gen)
     return action
 
@@ -335,7 +402,7 @@ def read_checkpoint(path: Path) -> dict:
 
 
 def build(cfg: DreamerRunConfig, gen: torch.Generator) -> DreamerState:
-    return make_state(cfg.dreamer, NUM_ACTIONS, Kit.reference(), gen)
+    return make_state(cfg.dreamer, num_actions(cfg), Kit.reference(), gen)
 
 
 class DreamerV3EngineCPU:
@@ -429,8 +496,12 @@ def _versions(cfg: DreamerRunConfig) -> dict:
 
     import pyboy
 
-    out = {"pyboy": getattr(pyboy, "__version__", "unknown"),
-           "room_rom_sha256": hashlib.sha256(rom_path().read_bytes()).hexdigest()}
+    out = {"pyboy": getattr(pyboy, "__version__", "unknown")}
+    if cfg.env == "pyboy":
+        out.update({f"user_{k}_sha256": hashlib.sha256(Path(getattr(cfg, k)).read_bytes()).hexdigest()
+                    for k in ("rom", "state") if getattr(cfg, k)})
+    else:
+        out["room_rom_sha256"] = hashlib.sha256(rom_path().read_bytes()).hexdigest()
     if cfg.engine == "fast":
         import warp
 
@@ -447,6 +518,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="reference (default): DreamerV3EngineCPU (PyBoy, one process, deterministic); fast: "
                         "DreamerV3Engine (Warp room, actor/learner parts, CUDA streams when device is cuda)")
     p.add_argument("--task", choices=sorted(SCENARIOS), help="shorthand for --set task=...")
+    p.add_argument("--env", choices=ENVS, help="room (default): the project's ROM; pyboy: your own ROM (--rom, "
+                                               "--state, --plugin)")
+    p.add_argument("--rom", type=Path, help="env pyboy: your Game Boy ROM (shorthand for --set rom=...)")
+    p.add_argument("--state", type=Path, help="env pyboy: a PyBoy save state every episode starts from")
+    p.add_argument("--plugin", help="env pyboy: reward/termination plug-in reading RAM, a .py file or a module "
+                                    "(functions reward(memory), done(memory); rlspec/envs/pyboy_env.py)")
     p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
     p.add_argument("--out", type=Path, help="run directory (default: runs/dreamer-TASK-sSEED)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
@@ -466,15 +543,18 @@ def train(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.resume:
-            if args.set or args.task or args.preset != "default" or args.out or args.engine:
+            if (args.set or args.task or args.preset != "default" or args.out or args.engine
+                    or any(user_env_args(args))):
                 raise runconfig.ConfigError("--resume continues a run with its own config.json: give no "
-                                            "--engine/--task/--preset/--set/--out")
+                                            "--engine/--task/--preset/--set/--out/--env/--rom/--state/--plugin")
             cfg = load_config(args.resume)
             out = args.resume
         else:
-            cfg = build_config(args.preset, [f"engine={args.engine or 'reference'}", *args.set], args.task)
+            cfg = build_config(args.preset, [f"engine={args.engine or 'reference'}", *user_env_args(args), *args.set],
+                               args.task)
             validate(cfg)
-            out = args.out or Path("runs") / f"{ENGINE}{'-fast' * (cfg.engine == 'fast')}-{cfg.task}-s{cfg.seed}"
+            name = cfg.task if cfg.env == "room" else f"pyboy-{Path(cfg.rom).stem}"
+            out = args.out or Path("runs") / f"{ENGINE}{'-fast' * (cfg.engine == 'fast')}-{name}-s{cfg.seed}"
         path = engine(cfg).run(out, resume=bool(args.resume), stop_after_steps=args.stop_after_steps,
                                show_progress=not args.quiet)
     except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
@@ -485,6 +565,18 @@ def train(argv: list[str]) -> int:
         return 3
     print(f"run: {path}")
     return 0
+
+
+def user_env_args(args) -> list[str]:
+    """--env/--rom/--state/--plugin as --set overrides; paths made absolute (config.json is read from
+    elsewhere by --resume and eval). A plug-in given as a file is a path too; a module name stays."""
+    out = [f"env={args.env}"] if args.env else []
+    for key in ("rom", "state", "plugin"):
+        value = getattr(args, key)
+        if value is not None:
+            is_path = key != "plugin" or str(value).endswith(".py")
+            out.append(f"{key}={Path(value).resolve() if is_path else value}")
+    return out
 
 
 def engine(cfg: DreamerRunConfig):
