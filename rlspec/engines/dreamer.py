@@ -634,13 +634,19 @@ def plot(run_dir: Path) -> int:
 
 def evaluate(run_dir: Path, argv: list[str]) -> int:
     """Greedy policy (argmax of the actor) of RUN's last checkpoint over K episodes on fresh envs (another seed):
-    mean return, length and success rate in RUN/eval/eval.json."""
+    mean return, length and success rate in RUN/eval/eval.json; with --video, RUN/eval/episodes.mp4 of them."""
     p = argparse.ArgumentParser(prog="rlspec eval RUN")
     p.add_argument("--episodes", type=int, default=10, help="episodes to average (default 10)")
     p.add_argument("--seed", type=int, help="env and policy seed (default: the run's seed + 1000003)")
+    p.add_argument("--video", action="store_true",
+                   help="write RUN/eval/episodes.mp4: one frame per vector step (the first: the reset), the "
+                        "num_envs screens side by side, grayscale, upscaled (imageio + imageio-ffmpeg)")
+    p.add_argument("--scale", type=int, default=4, help="video upscaling of the 72 x 80 frames (default 4)")
+    p.add_argument("--fps", type=int, default=15, help="video frames per second (default 15)")
     args = p.parse_args(argv)
-    if args.episodes < 1:
-        p.error(f"--episodes: expected an int >= 1, got {args.episodes}")
+    for key in ("episodes", "scale", "fps"):
+        if getattr(args, key) < 1:
+            p.error(f"--{key}: expected an int >= 1, got {getattr(args, key)}")
     cfg = load_config(run_dir)
     try:
         ckpt = read_checkpoint(Path(run_dir) / "checkpoints/last.pt")
@@ -651,24 +657,50 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
     gen = torch.Generator().manual_seed(seed)
     state = build(cfg, gen)
     state.load_state_dict(ckpt["state"])
-    result = run_episodes(cfg, state, args.episodes, seed, gen)
+    frames = [] if args.video else None
+    result = run_episodes(cfg, state, args.episodes, seed, gen, frames)
+    if frames is not None:
+        from rlspec.runs.video import write_mp4
+
+        images = [video_frame(f, args.scale) for f in frames]
+        result.update(video=str(write_mp4(Path(run_dir) / "eval/episodes.mp4", images, args.fps)),
+                      video_frames=len(images))
     (Path(run_dir) / "eval").mkdir(exist_ok=True)
     (Path(run_dir) / "eval/eval.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result))
     return 0
 
 
+def video_frame(obs: torch.Tensor, scale: int, bar: int = 2):
+    """[N, 1, 72, 20] packed2 -> [72·scale, N·(80·scale + bar) − bar] uint8 grayscale (shade 0 white, 3 black;
+    grey bars between the envs), as numpy for imageio."""
+    from rlspec.reference.packed2 import unpack
+
+    gray = 255 - 85 * unpack(obs[:, 0]).to(torch.int32)  # [N, 72, 80]
+    big = gray.repeat_interleave(scale, 1).repeat_interleave(scale, 2)  # [N, 72·s, 80·s]
+    sep = torch.full((big.shape[1], bar), 128, dtype=torch.int32)
+    parts = [x for img in big for x in (img, sep)][:-1]
+    return torch.cat(parts, 1).to(torch.uint8).numpy()
+
+
 def run_episodes(cfg: DreamerRunConfig, state: DreamerState, episodes: int, seed: int,
-                 gen: torch.Generator) -> dict:
+                 gen: torch.Generator, frames: list | None = None) -> dict:
     """The greedy policy on ``cfg.num_envs`` fresh envs until ``episodes`` episodes end (the first ones, in
-    order of env step then env index)."""
+    order of env step then env index). ``frames``: receives the observations [N, 1, 72, 20], the reset's and
+    then one per vector step (an ended episode shows the next one's first frame, as the policy sees it)."""
     envs = make_envs(cfg, seed)
     loop = Loop.start(cfg, envs.reset())
+    steps = 0
     while len(loop.finished) < episodes:
+        if frames is not None:
+            frames.append(loop.obs.clone())
         action, loop.carry = policy_step(state, loop.obs, loop.prev_action, loop.is_first, loop.carry, gen,
                                          greedy=True)
         advance(cfg, loop, envs.step(action), action)
+        steps += 1
+    if frames is not None:
+        frames.append(loop.obs.clone())
     envs.close()
     done = loop.finished[:episodes]
-    return {"episodes": len(done), "seed": seed, "EpRet": sum(e[0] for e in done) / len(done),
+    return {"episodes": len(done), "seed": seed, "steps": steps, "EpRet": sum(e[0] for e in done) / len(done),
             "EpLen": sum(e[1] for e in done) / len(done), "SuccessRate": sum(e[2] for e in done) / len(done)}
