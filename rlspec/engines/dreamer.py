@@ -27,6 +27,11 @@ One loop iteration is one vector step of the ``num_envs`` emulators (``num_envs`
           batch_size · seq_len steps and replayed / collected steps stay at ``train_ratio`` (danijar's
           ``train_ratio``; sheeprl's replay_ratio = train_ratio / (B·T) updates per env step).
 
+Every metrics row (RUN/metrics.csv, both engines) holds the achieved replay ratio (Train/replay_ratio =
+Train/replayed_steps / Train/collected_steps), env steps/s, updates/s and the process's peak memory
+(Memory/peak_rss_mib; Memory/peak_vram_mib on CUDA); RUN/summary.json has the last row's figures and the
+peak memory at the end.
+
 Same config and seed ⇒ the same run, bit for bit, straight or resumed (``torch_threads`` 1): every random
 draw (weights, prefill actions, policy samples, replay windows, latent samples) comes from one
 ``torch.Generator``; each episode is reset from its own seed; a checkpoint holds the models, optimizers,
@@ -51,7 +56,7 @@ from rlspec.algos.dreamer import DreamerConfig, DreamerState, Kit, make_state, p
 from rlspec.contracts.room_env import MASK32, MIN_FRAMESKIP, NUM_ACTIONS, SCENARIOS
 from rlspec.runs import config as runconfig
 from rlspec.runs.plots import Panel, draw
-from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, save_checkpoint
+from rlspec.runs.rundir import Progress, RunDir, atomic_write_bytes, load_checkpoint, peak_memory, save_checkpoint
 
 ENGINE = "dreamer"
 ENGINES = ("reference", "fast")  # --engine: DreamerV3EngineCPU here, DreamerV3Engine in engines/dreamer_fast.py
@@ -332,14 +337,23 @@ def row(cfg: DreamerRunConfig, state: DreamerState, loop: Loop) -> dict[str, flo
     the window, the measured replay ratio."""
     m = {k: v / loop.count for k, v in loop.sums.items()}
     loop.sums, loop.count = {}, 0
-    d, eps = cfg.dreamer, loop.finished
-    collected = loop.env_steps - cfg.min_ready_steps
-    m.update({"Train/updates": float(state.updates),
-              "Train/replay_ratio": state.updates * d.batch_size * d.seq_len / collected if collected > 0 else math.nan,
+    eps = loop.finished
+    m.update({**ratio_metrics(cfg, state.updates, loop.env_steps),
               "Metrics/EpRet": sum(e[0] for e in eps) / len(eps) if eps else math.nan,
               "Metrics/EpLen": sum(e[1] for e in eps) / len(eps) if eps else math.nan,
               "Metrics/SuccessRate": sum(e[2] for e in eps) / len(eps) if eps else math.nan})
     return m
+
+
+def ratio_metrics(cfg: DreamerRunConfig, updates: int, env_steps: int) -> dict[str, float]:
+    """The achieved replay ratio (both engines): replayed steps (updates · batch_size · seq_len) over the env
+    steps collected since the prefill; the scheduler (``updates_due``) holds it at train_ratio to within one
+    update."""
+    d = cfg.dreamer
+    replayed, collected = updates * d.batch_size * d.seq_len, env_steps - cfg.min_ready_steps
+    return {"Train/updates": float(updates), "Train/replayed_steps": float(replayed),
+            "Train/collected_steps": float(max(collected, 0)),
+            "Train/replay_ratio": replayed / collected if collected > 0 else math.nan}
 
 
 def panels(cfg: DreamerRunConfig) -> list[Panel]:
@@ -460,10 +474,13 @@ class Logger:
     """Metrics rows (with env steps/s and updates/s since the last row), the progress line, and at the end
     the plots and the reconstruction strip: shared by both engines."""
 
-    def __init__(self, cfg: DreamerRunConfig, rundir: RunDir, env_steps: int, updates: int, show_progress: bool):
-        self.cfg, self.rundir = cfg, rundir
+    def __init__(self, cfg: DreamerRunConfig, rundir: RunDir, env_steps: int, updates: int, show_progress: bool,
+                 device: torch.device | None = None):
+        """``device``: the engine's (peak VRAM is reported on CUDA)."""
+        self.cfg, self.rundir, self.device = cfg, rundir, device
         self.bar = Progress(cfg.total_steps) if show_progress else None
         self.t0, self.steps0, self.updates0 = time.perf_counter(), env_steps, updates
+        self.start, self.last = self.t0, {"step": float(env_steps)}
 
     def due(self, env_steps: int) -> bool:
         return env_steps % self.cfg.log_every == 0 or env_steps == self.cfg.total_steps
@@ -471,22 +488,36 @@ class Logger:
     def row(self, env_steps: int, updates: int, m: dict[str, float]) -> None:
         dt = max(time.perf_counter() - self.t0, 1e-9)
         m.update({"Time/env_steps_per_s": (env_steps - self.steps0) / dt,
-                  "Time/updates_per_s": (updates - self.updates0) / dt})
+                  "Time/updates_per_s": (updates - self.updates0) / dt, **peak_memory(self.device)})
         self.t0, self.steps0, self.updates0 = time.perf_counter(), env_steps, updates
         self.rundir.log(env_steps, m)
+        self.last = {"step": float(env_steps), **m}
         if self.bar is not None:
             self.bar.update(env_steps, {k.split("/")[-1]: m[k] for k in (
                 "Time/updates_per_s", "Train/replay_ratio", "Loss/loss", "Loss/recon_loss", "Metrics/EpRet",
                 "Metrics/SuccessRate") if k in m}, force=True)
 
     def close(self, state: DreamerState | None = None, ring=None) -> None:
-        """Close the run directory; with ``state``, draw the plots and the reconstruction strip."""
+        """Close the run directory and write RUN/summary.json; with ``state``, draw the plots and the
+        reconstruction strip."""
         if self.bar is not None:
             self.bar.close()
         self.rundir.close()
+        self.write_summary()
         if state is not None:
             draw(self.rundir.path, panels(self.cfg))
             reconstruction_strip(state, ring, self.rundir.path / "plots/reconstruction.png", self.cfg.seed)
+
+
+    def write_summary(self) -> None:
+        """RUN/summary.json: the last row's step, updates, replay ratio (and its target) and losses, the
+        peak memory of this process (a resumed run: of its last part), its wall time."""
+        keys = ("step", "Train/updates", "Train/replay_ratio", "Loss/loss", "Loss/recon_loss", "Metrics/EpRet",
+                "Metrics/SuccessRate")
+        summary = {"engine": self.cfg.engine, "train_ratio": self.cfg.train_ratio,
+                   **{k: self.last[k] for k in keys if k in self.last}, **peak_memory(self.device),
+                   "wall_s": time.perf_counter() - self.start}
+        atomic_write_bytes(self.rundir.path / "summary.json", json.dumps(summary, indent=2).encode())
 
 
 def _versions(cfg: DreamerRunConfig) -> dict:
