@@ -25,12 +25,13 @@ task from a *plug-in*: a Python file (``my_rewards.py``) or an importable module
 
 ``memory`` is ``pyboy.memory``: ``memory[0xD35E]`` reads a byte. The functions are called after the step's
 ``frameskip`` frames, in the order reward, done, success. Every env loads its own copy of the module, so
-module-level variables (e.g. the map id seen at reset) are per env. Every episode starts from the save
-state (``--state``, written by ``pyboy.save_state``) or, without one, from the machine as it was right
-after boot. The game
-runs on its own between steps: a step is ``frameskip`` frames with the button held, nothing more.
-A plug-in may also define ``booted(memory) -> bool`` (default True): power-on frames are emulated until it
-is true (before the save state, if any, is first loaded).
+module-level variables (e.g. the deepest row reached) are per env. Every episode starts from the save state
+(``--state``, written by ``pyboy.save_state``) or, without one, from the machine as it was right after boot;
+the reset then emulates ``frameskip`` frames with no button held. The game runs on its own: a step is
+``frameskip`` frames with the action's button held, nothing more. A plug-in may also define
+``booted(memory) -> bool`` (default True): power-on frames are emulated until it is true (before the save
+state, if any, is first loaded). rlspec/envs/exit_oak.py is one plug-in (seed 004's "Exit Oak": a user's own
+Pokémon Red and a save state in Oak's lab).
 
 No ROM ever ships with rlspec except its own (rlspec/envs/room/room.gb) and nothing is downloaded.
 """

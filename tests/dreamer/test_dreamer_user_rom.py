@@ -163,3 +163,20 @@ def test_bad_user_rom_input_names_the_key_and_loses_nothing(user_game, tmp_path,
     err = capsys.readouterr().err
     assert f"config key {key!r}: expected" in err and re.search(expected, err), err
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"] and (out / "notes.txt").read_text() == "mine"
+
+
+def test_exit_oak_plugin_on_a_fake_memory():
+    """The shipped Exit Oak plug-in (no ROM: a dict standing in for Pokémon Red's RAM): progress toward the exit
+    row, success when the map id leaves Oak's lab, a clear error for a state elsewhere, one copy per env."""
+    task, other = load_plugin("rlspec.envs.exit_oak"), load_plugin("rlspec.envs.exit_oak")
+    assert task.module is not other.module and task.buttons == (None, "up", "down", "left", "right")
+    ram = {0xD35E: 0x28, 0xD361: 3, 0xD362: 5}  # in Oak's lab, Y 3
+    task.on_reset(ram, 0)
+    outcomes = []
+    for y, map_id in ((4, 0x28), (3, 0x28), (4, 0x28), (6, 0x28), (11, 0x28), (0, 0x00)):
+        ram[0xD361], ram[0xD35E] = y, map_id
+        outcomes.append(task.outcome(ram))
+    assert outcomes == [(0.05, False, False), (0.0, False, False), (0.0, False, False), (pytest.approx(0.1), False,
+                        False), (pytest.approx(0.25), False, False), (1.0, True, True)]
+    with pytest.raises(ValueError, match=r"not in Oak's lab: wCurMap \(0xD35E\) = 0x00, expected 0x28"):
+        task.on_reset(ram, 0)
