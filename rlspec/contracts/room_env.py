@@ -316,9 +316,11 @@ def validate_config(fn: str, num_envs: int, scenario: str, step_limit: int, seed
         raise ValueError(f"{fn}: argument 'seed' must be an int in [0, 2**32 - 1], got {seed!r}")
 
 
-def validate_actions(fn: str, actions, num_envs: int, device: torch.device, check_values: bool = True) -> None:
-    """actions [N] int32/int64 on the env's device with ids in 0..NUM_ACTIONS-1 (the value check reads one
-    flag back to the host; skipped when ``check_values`` is False)."""
+def validate_actions(fn: str, actions, num_envs: int, device: torch.device, check_values: bool = True,
+                     num_actions: int = NUM_ACTIONS) -> None:
+    """actions [N] int32/int64 on the env's device with ids in 0..num_actions-1 (the value check reads one
+    flag back to the host; skipped when ``check_values`` is False). ``num_actions``: another game's action set
+    (the user-ROM path) instead of the room's d-pad."""
     if not isinstance(actions, torch.Tensor):
         raise TypeError(f"{fn}: argument 'actions' must be a torch.Tensor of dtype int32 or int64, "
                         f"got {type(actions).__name__}")
@@ -330,12 +332,13 @@ def validate_actions(fn: str, actions, num_envs: int, device: torch.device, chec
     if actions.device != device:
         raise ValueError(f"{fn}: argument 'actions' is on {actions.device}, expected the env's device {device}")
     if check_values:
-        bad = (actions < 0) | (actions >= NUM_ACTIONS)
+        bad = (actions < 0) | (actions >= num_actions)
         if bool(bad.any()):
             i = int(bad.nonzero()[0, 0])
-            raise ValueError(f"{fn}: argument 'actions' has {int(bad.sum())} ids outside 0..{NUM_ACTIONS - 1} "
+            names = ", ".join(ACTION_NAMES) if num_actions == NUM_ACTIONS else "the game's buttons"
+            raise ValueError(f"{fn}: argument 'actions' has {int(bad.sum())} ids outside 0..{num_actions - 1} "
                              f"(first at env {i}: {int(actions[i])}), expected action ids in "
-                             f"0..{NUM_ACTIONS - 1} ({', '.join(ACTION_NAMES)})")
+                             f"0..{num_actions - 1} ({names})")
 
 
 def validate_out(fn: str, name: str, out, num_envs: int, device: torch.device) -> None:

@@ -3,8 +3,12 @@ bottom, on the project's Game Boy room (rlspec/envs/room/room.gb in PyBoy).
 
     rlspec train dreamer --engine reference --task room-exit|standing-still [--preset smoke] [--out DIR]
                          [--set KEY=VALUE ...]
+    rlspec train dreamer --env pyboy --rom ROM [--state STATE] --plugin PLUGIN [...]   # a user's own game:
+                         # its ROM, a save state every episode starts from, a RAM reward/termination plug-in
+                         # (interface: rlspec/envs/pyboy_env.py); reference engine only
     rlspec train dreamer --resume RUN            # continue RUN from its last checkpoint, bit for bit
-    rlspec eval RUN [--episodes K]               # greedy policy: mean return, success rate (RUN/eval/eval.json)
+    rlspec eval RUN [--episodes K] [--video]     # greedy policy: mean return, success rate (RUN/eval/eval.json);
+                                                 # --video: RUN/eval/episodes.mp4 of those episodes
     rlspec plot RUN                              # redraw RUN/plots/*.png
     rlspec train dreamer --engine fast ...       # DreamerV3Engine (rlspec/engines/dreamer_fast.py), same config
     rlspec compare dreamer ...                   # both engines from one seed (rlspec/engines/dreamer_fast.py)
@@ -23,6 +27,11 @@ One loop iteration is one vector step of the ``num_envs`` emulators (``num_envs`
           batch_size · seq_len steps and replayed / collected steps stay at ``train_ratio`` (danijar's
           ``train_ratio``; sheeprl's replay_ratio = train_ratio / (B·T) updates per env step).
 
+Every metrics row (RUN/metrics.csv, both engines) holds the achieved replay ratio (Train/replay_ratio =
+Train/replayed_steps / Train/collected_steps), env steps/s, updates/s and the process's peak memory
+(Memory/peak_rss_mib; Memory/peak_vram_mib on CUDA); RUN/summary.json has the last row's figures and the
+peak memory at the end.
+
 Same config and seed ⇒ the same run, bit for bit, straight or resumed (``torch_threads`` 1): every random
 draw (weights, prefill actions, policy samples, replay windows, latent samples) comes from one
 ``torch.Generator``; each episode is reset from its own seed; a checkpoint holds the models, optimizers,
@@ -33,6 +42,7 @@ rlspec/envs/room/recorded.py).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -46,10 +56,11 @@ from rlspec.algos.dreamer import DreamerConfig, DreamerState, Kit, make_state, p
 from rlspec.contracts.room_env import MASK32, MIN_FRAMESKIP, NUM_ACTIONS, SCENARIOS
 from rlspec.runs import config as runconfig
 from rlspec.runs.plots import Panel, draw
-from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, save_checkpoint
+from rlspec.runs.rundir import Progress, RunDir, atomic_write_bytes, load_checkpoint, peak_memory, save_checkpoint
 
 ENGINE = "dreamer"
 ENGINES = ("reference", "fast")  # --engine: DreamerV3EngineCPU here, DreamerV3Engine in engines/dreamer_fast.py
+ENVS = ("room", "pyboy")  # --env: the project's room ROM, or a user's ROM with a RAM plug-in
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,16 @@ class DreamerRunConfig:
     read by the fast engine only."""
     task: str = "room-exit"
     """The room scenario: room-exit (reach the door: success) or standing-still (reconstruction only)."""
+    env: str = "room"
+    """room (the project's ROM, rlspec/envs/room/room.gb) or pyboy (a user's own ROM: the keys rom, state and
+    plugin; the reference engine only; task is then ignored)."""
+    rom: str = ""
+    """env pyboy: path of the Game Boy ROM (--rom; the user's own, nothing is shipped or downloaded)."""
+    state: str = ""
+    """env pyboy: a PyBoy save state every episode starts from (--state; empty: the machine right after boot)."""
+    plugin: str = ""
+    """env pyboy: the reward/termination plug-in reading RAM (--plugin), a .py file or a module name; its
+    interface: rlspec/envs/pyboy_env.py."""
     seed: int = 0
     """Seed of the generator (weights, actions, replay windows, latents) and of every episode's reset."""
     num_envs: int = 4
@@ -132,6 +153,7 @@ def validate(cfg: DreamerRunConfig) -> None:
         raise bad("engine", f"one of {list(ENGINES)}", cfg.engine)
     if cfg.task not in SCENARIOS:
         raise bad("task", f"one of {sorted(SCENARIOS)}", cfg.task)
+    validate_env(cfg, bad)
     runconfig.require_at_least(cfg, INT_MIN)
     if cfg.seed > MASK32:
         raise bad("seed", "an int <= 2**32 - 1 (the room's episode seeds are uint32 arithmetic)", cfg.seed)
@@ -150,13 +172,54 @@ def validate(cfg: DreamerRunConfig) -> None:
         if not (math.isfinite(getattr(d, key)) and getattr(d, key) > 0):
             raise bad(f"dreamer.{key}", "a finite float > 0", getattr(d, key))
     try:
-        d.world_model_config(NUM_ACTIONS), d.behavior_config()
+        d.world_model_config(num_actions(cfg)), d.behavior_config()
     except (TypeError, ValueError) as err:
         raise runconfig.ConfigError(f"config group 'dreamer': {err}") from None
     if cfg.engine == "fast":
         from rlspec.engines.dreamer_fast import validate_fast
 
         validate_fast(cfg, bad)
+
+
+def validate_env(cfg: DreamerRunConfig, bad) -> None:
+    """The env keys: the room takes none of rom/state/plugin; pyboy needs an existing ROM file, an existing
+    save state file if one is named, and a plug-in that loads (its own error in the message)."""
+    if cfg.env not in ENVS:
+        raise bad("env", f"one of {list(ENVS)}", cfg.env)
+    if cfg.env == "room":
+        for key in ("rom", "state", "plugin"):
+            if getattr(cfg, key):
+                raise bad(key, "empty with env room (the project's ROM; --env pyboy runs a user's ROM)",
+                          getattr(cfg, key))
+        return
+    if cfg.engine != "reference":
+        raise bad("engine", "reference with env pyboy (the fast engine runs the Warp room only)", cfg.engine)
+    if not cfg.rom or not Path(cfg.rom).is_file():
+        raise bad("rom", "an existing Game Boy ROM file (--rom PATH)", cfg.rom)
+    if cfg.state and not Path(cfg.state).is_file():
+        raise bad("state", "an existing PyBoy save state file (--state PATH) or empty", cfg.state)
+    if not cfg.plugin:
+        raise bad("plugin", "a reward/termination plug-in, a .py file or a module name (--plugin; "
+                  "interface: rlspec/envs/pyboy_env.py)", cfg.plugin)
+    try:
+        num_actions(cfg)
+    except Exception as err:  # the user's code: any error it raises while loading
+        raise bad("plugin", "a plug-in that loads with functions reward(memory) and done(memory) (interface: "
+                  "rlspec/envs/pyboy_env.py)", f"{cfg.plugin} ({type(err).__name__}: {err})") from None
+
+
+def num_actions(cfg: DreamerRunConfig) -> int:
+    """The action count: the room's d-pad, or the plug-in's BUTTONS."""
+    if cfg.env == "room":
+        return NUM_ACTIONS
+    return _plugin_buttons(cfg.plugin)
+
+
+@functools.cache
+def _plugin_buttons(plugin: str) -> int:
+    from rlspec.envs.pyboy_env import load_plugin
+
+    return len(load_plugin(plugin).buttons)
 
 
 def rom_path() -> Path:
@@ -170,10 +233,19 @@ def rom_path() -> Path:
 
 
 def make_envs(cfg: DreamerRunConfig, seed: int):
-    from rlspec.envs.room.recorded import RecordedRoom  # PyBoy: imported only when a run starts
+    """The run's envs: the room ROM, or (env pyboy) the user's ROM and plug-in, each emulator from the save
+    state (or its boot state) at every reset."""
+    from rlspec.envs.pyboy_env import PyBoyGame, load_plugin  # PyBoy: imported only when a run starts
+    from rlspec.envs.room.recorded import RecordedRoom
 
-    rom_path()
-    return RecordedRoom(cfg.num_envs, cfg.task, step_limit=cfg.step_limit, seed=seed, frameskip=cfg.frameskip)
+    def user_game() -> PyBoyGame:
+        return PyBoyGame(cfg.rom, load_plugin(cfg.plugin), state=cfg.state or None, frameskip=cfg.frameskip,
+                         start_at_boot=True)
+
+    if cfg.env == "room":
+        rom_path()
+    return RecordedRoom(cfg.num_envs, cfg.task, step_limit=cfg.step_limit, seed=seed, frameskip=cfg.frameskip,
+                        make_game=user_game if cfg.env == "pyboy" else None)
 
 
 def make_ring(cfg: DreamerRunConfig):
@@ -225,7 +297,7 @@ class Loop:
 def act(cfg: DreamerRunConfig, state: DreamerState, loop: Loop, gen: torch.Generator) -> torch.Tensor:
     """[N] action ids: uniform during the prefill, then sampled from the policy."""
     if loop.env_steps < cfg.min_ready_steps:
-        return torch.randint(0, NUM_ACTIONS, (cfg.num_envs,), generator=gen)
+        return torch.randint(0, num_actions(cfg), (cfg.num_envs,), generator=gen)
     action, loop.carry = policy_step(state, loop.obs, loop.prev_action, loop.is_first, loop.carry, gen)
     return action
 
@@ -265,14 +337,23 @@ def row(cfg: DreamerRunConfig, state: DreamerState, loop: Loop) -> dict[str, flo
     the window, the measured replay ratio."""
     m = {k: v / loop.count for k, v in loop.sums.items()}
     loop.sums, loop.count = {}, 0
-    d, eps = cfg.dreamer, loop.finished
-    collected = loop.env_steps - cfg.min_ready_steps
-    m.update({"Train/updates": float(state.updates),
-              "Train/replay_ratio": state.updates * d.batch_size * d.seq_len / collected if collected > 0 else math.nan,
+    eps = loop.finished
+    m.update({**ratio_metrics(cfg, state.updates, loop.env_steps),
               "Metrics/EpRet": sum(e[0] for e in eps) / len(eps) if eps else math.nan,
               "Metrics/EpLen": sum(e[1] for e in eps) / len(eps) if eps else math.nan,
               "Metrics/SuccessRate": sum(e[2] for e in eps) / len(eps) if eps else math.nan})
     return m
+
+
+def ratio_metrics(cfg: DreamerRunConfig, updates: int, env_steps: int) -> dict[str, float]:
+    """The achieved replay ratio (both engines): replayed steps (updates · batch_size · seq_len) over the env
+    steps collected since the prefill; the scheduler (``updates_due``) holds it at train_ratio to within one
+    update."""
+    d = cfg.dreamer
+    replayed, collected = updates * d.batch_size * d.seq_len, env_steps - cfg.min_ready_steps
+    return {"Train/updates": float(updates), "Train/replayed_steps": float(replayed),
+            "Train/collected_steps": float(max(collected, 0)),
+            "Train/replay_ratio": replayed / collected if collected > 0 else math.nan}
 
 
 def panels(cfg: DreamerRunConfig) -> list[Panel]:
@@ -335,7 +416,7 @@ def read_checkpoint(path: Path) -> dict:
 
 
 def build(cfg: DreamerRunConfig, gen: torch.Generator) -> DreamerState:
-    return make_state(cfg.dreamer, NUM_ACTIONS, Kit.reference(), gen)
+    return make_state(cfg.dreamer, num_actions(cfg), Kit.reference(), gen)
 
 
 class DreamerV3EngineCPU:
@@ -393,10 +474,13 @@ class Logger:
     """Metrics rows (with env steps/s and updates/s since the last row), the progress line, and at the end
     the plots and the reconstruction strip: shared by both engines."""
 
-    def __init__(self, cfg: DreamerRunConfig, rundir: RunDir, env_steps: int, updates: int, show_progress: bool):
-        self.cfg, self.rundir = cfg, rundir
+    def __init__(self, cfg: DreamerRunConfig, rundir: RunDir, env_steps: int, updates: int, show_progress: bool,
+                 device: torch.device | None = None):
+        """``device``: the engine's (peak VRAM is reported on CUDA)."""
+        self.cfg, self.rundir, self.device = cfg, rundir, device
         self.bar = Progress(cfg.total_steps) if show_progress else None
         self.t0, self.steps0, self.updates0 = time.perf_counter(), env_steps, updates
+        self.start, self.last = self.t0, {"step": float(env_steps)}
 
     def due(self, env_steps: int) -> bool:
         return env_steps % self.cfg.log_every == 0 or env_steps == self.cfg.total_steps
@@ -404,22 +488,36 @@ class Logger:
     def row(self, env_steps: int, updates: int, m: dict[str, float]) -> None:
         dt = max(time.perf_counter() - self.t0, 1e-9)
         m.update({"Time/env_steps_per_s": (env_steps - self.steps0) / dt,
-                  "Time/updates_per_s": (updates - self.updates0) / dt})
+                  "Time/updates_per_s": (updates - self.updates0) / dt, **peak_memory(self.device)})
         self.t0, self.steps0, self.updates0 = time.perf_counter(), env_steps, updates
         self.rundir.log(env_steps, m)
+        self.last = {"step": float(env_steps), **m}
         if self.bar is not None:
             self.bar.update(env_steps, {k.split("/")[-1]: m[k] for k in (
                 "Time/updates_per_s", "Train/replay_ratio", "Loss/loss", "Loss/recon_loss", "Metrics/EpRet",
                 "Metrics/SuccessRate") if k in m}, force=True)
 
     def close(self, state: DreamerState | None = None, ring=None) -> None:
-        """Close the run directory; with ``state``, draw the plots and the reconstruction strip."""
+        """Close the run directory and write RUN/summary.json; with ``state``, draw the plots and the
+        reconstruction strip."""
         if self.bar is not None:
             self.bar.close()
         self.rundir.close()
+        self.write_summary()
         if state is not None:
             draw(self.rundir.path, panels(self.cfg))
             reconstruction_strip(state, ring, self.rundir.path / "plots/reconstruction.png", self.cfg.seed)
+
+
+    def write_summary(self) -> None:
+        """RUN/summary.json: the last row's step, updates, replay ratio (and its target) and losses, the
+        peak memory of this process (a resumed run: of its last part), its wall time."""
+        keys = ("step", "Train/updates", "Train/replay_ratio", "Loss/loss", "Loss/recon_loss", "Metrics/EpRet",
+                "Metrics/SuccessRate")
+        summary = {"engine": self.cfg.engine, "train_ratio": self.cfg.train_ratio,
+                   **{k: self.last[k] for k in keys if k in self.last}, **peak_memory(self.device),
+                   "wall_s": time.perf_counter() - self.start}
+        atomic_write_bytes(self.rundir.path / "summary.json", json.dumps(summary, indent=2).encode())
 
 
 def _versions(cfg: DreamerRunConfig) -> dict:
@@ -429,8 +527,12 @@ def _versions(cfg: DreamerRunConfig) -> dict:
 
     import pyboy
 
-    out = {"pyboy": getattr(pyboy, "__version__", "unknown"),
-           "room_rom_sha256": hashlib.sha256(rom_path().read_bytes()).hexdigest()}
+    out = {"pyboy": getattr(pyboy, "__version__", "unknown")}
+    if cfg.env == "pyboy":
+        out.update({f"user_{k}_sha256": hashlib.sha256(Path(getattr(cfg, k)).read_bytes()).hexdigest()
+                    for k in ("rom", "state") if getattr(cfg, k)})
+    else:
+        out["room_rom_sha256"] = hashlib.sha256(rom_path().read_bytes()).hexdigest()
     if cfg.engine == "fast":
         import warp
 
@@ -447,6 +549,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="reference (default): DreamerV3EngineCPU (PyBoy, one process, deterministic); fast: "
                         "DreamerV3Engine (Warp room, actor/learner parts, CUDA streams when device is cuda)")
     p.add_argument("--task", choices=sorted(SCENARIOS), help="shorthand for --set task=...")
+    p.add_argument("--env", choices=ENVS, help="room (default): the project's ROM; pyboy: your own ROM (--rom, "
+                                               "--state, --plugin)")
+    p.add_argument("--rom", type=Path, help="env pyboy: your Game Boy ROM (shorthand for --set rom=...)")
+    p.add_argument("--state", type=Path, help="env pyboy: a PyBoy save state every episode starts from")
+    p.add_argument("--plugin", help="env pyboy: reward/termination plug-in reading RAM, a .py file or a module "
+                                    "(functions reward(memory), done(memory); rlspec/envs/pyboy_env.py)")
     p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
     p.add_argument("--out", type=Path, help="run directory (default: runs/dreamer-TASK-sSEED)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
@@ -466,15 +574,18 @@ def train(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.resume:
-            if args.set or args.task or args.preset != "default" or args.out or args.engine:
+            if (args.set or args.task or args.preset != "default" or args.out or args.engine
+                    or any(user_env_args(args))):
                 raise runconfig.ConfigError("--resume continues a run with its own config.json: give no "
-                                            "--engine/--task/--preset/--set/--out")
+                                            "--engine/--task/--preset/--set/--out/--env/--rom/--state/--plugin")
             cfg = load_config(args.resume)
             out = args.resume
         else:
-            cfg = build_config(args.preset, [f"engine={args.engine or 'reference'}", *args.set], args.task)
+            cfg = build_config(args.preset, [f"engine={args.engine or 'reference'}", *user_env_args(args), *args.set],
+                               args.task)
             validate(cfg)
-            out = args.out or Path("runs") / f"{ENGINE}{'-fast' * (cfg.engine == 'fast')}-{cfg.task}-s{cfg.seed}"
+            name = cfg.task if cfg.env == "room" else f"pyboy-{Path(cfg.rom).stem}"
+            out = args.out or Path("runs") / f"{ENGINE}{'-fast' * (cfg.engine == 'fast')}-{name}-s{cfg.seed}"
         path = engine(cfg).run(out, resume=bool(args.resume), stop_after_steps=args.stop_after_steps,
                                show_progress=not args.quiet)
     except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
@@ -485,6 +596,18 @@ def train(argv: list[str]) -> int:
         return 3
     print(f"run: {path}")
     return 0
+
+
+def user_env_args(args) -> list[str]:
+    """--env/--rom/--state/--plugin as --set overrides; paths made absolute (config.json is read from
+    elsewhere by --resume and eval). A plug-in given as a file is a path too; a module name stays."""
+    out = [f"env={args.env}"] if args.env else []
+    for key in ("rom", "state", "plugin"):
+        value = getattr(args, key)
+        if value is not None:
+            is_path = key != "plugin" or str(value).endswith(".py")
+            out.append(f"{key}={Path(value).resolve() if is_path else value}")
+    return out
 
 
 def engine(cfg: DreamerRunConfig):
@@ -542,13 +665,19 @@ def plot(run_dir: Path) -> int:
 
 def evaluate(run_dir: Path, argv: list[str]) -> int:
     """Greedy policy (argmax of the actor) of RUN's last checkpoint over K episodes on fresh envs (another seed):
-    mean return, length and success rate in RUN/eval/eval.json."""
+    mean return, length and success rate in RUN/eval/eval.json; with --video, RUN/eval/episodes.mp4 of them."""
     p = argparse.ArgumentParser(prog="rlspec eval RUN")
     p.add_argument("--episodes", type=int, default=10, help="episodes to average (default 10)")
     p.add_argument("--seed", type=int, help="env and policy seed (default: the run's seed + 1000003)")
+    p.add_argument("--video", action="store_true",
+                   help="write RUN/eval/episodes.mp4: one frame per vector step (the first: the reset), the "
+                        "num_envs screens side by side, grayscale, upscaled (imageio + imageio-ffmpeg)")
+    p.add_argument("--scale", type=int, default=4, help="video upscaling of the 72 x 80 frames (default 4)")
+    p.add_argument("--fps", type=int, default=15, help="video frames per second (default 15)")
     args = p.parse_args(argv)
-    if args.episodes < 1:
-        p.error(f"--episodes: expected an int >= 1, got {args.episodes}")
+    for key in ("episodes", "scale", "fps"):
+        if getattr(args, key) < 1:
+            p.error(f"--{key}: expected an int >= 1, got {getattr(args, key)}")
     cfg = load_config(run_dir)
     try:
         ckpt = read_checkpoint(Path(run_dir) / "checkpoints/last.pt")
@@ -559,24 +688,50 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
     gen = torch.Generator().manual_seed(seed)
     state = build(cfg, gen)
     state.load_state_dict(ckpt["state"])
-    result = run_episodes(cfg, state, args.episodes, seed, gen)
+    frames = [] if args.video else None
+    result = run_episodes(cfg, state, args.episodes, seed, gen, frames)
+    if frames is not None:
+        from rlspec.runs.video import write_mp4
+
+        images = [video_frame(f, args.scale) for f in frames]
+        result.update(video=str(write_mp4(Path(run_dir) / "eval/episodes.mp4", images, args.fps)),
+                      video_frames=len(images))
     (Path(run_dir) / "eval").mkdir(exist_ok=True)
     (Path(run_dir) / "eval/eval.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result))
     return 0
 
 
+def video_frame(obs: torch.Tensor, scale: int, bar: int = 2):
+    """[N, 1, 72, 20] packed2 -> [72·scale, N·(80·scale + bar) − bar] uint8 grayscale (shade 0 white, 3 black;
+    grey bars between the envs), as numpy for imageio."""
+    from rlspec.reference.packed2 import unpack
+
+    gray = 255 - 85 * unpack(obs[:, 0]).to(torch.int32)  # [N, 72, 80]
+    big = gray.repeat_interleave(scale, 1).repeat_interleave(scale, 2)  # [N, 72·s, 80·s]
+    sep = torch.full((big.shape[1], bar), 128, dtype=torch.int32)
+    parts = [x for img in big for x in (img, sep)][:-1]
+    return torch.cat(parts, 1).to(torch.uint8).numpy()
+
+
 def run_episodes(cfg: DreamerRunConfig, state: DreamerState, episodes: int, seed: int,
-                 gen: torch.Generator) -> dict:
+                 gen: torch.Generator, frames: list | None = None) -> dict:
     """The greedy policy on ``cfg.num_envs`` fresh envs until ``episodes`` episodes end (the first ones, in
-    order of env step then env index)."""
+    order of env step then env index). ``frames``: receives the observations [N, 1, 72, 20], the reset's and
+    then one per vector step (an ended episode shows the next one's first frame, as the policy sees it)."""
     envs = make_envs(cfg, seed)
     loop = Loop.start(cfg, envs.reset())
+    steps = 0
     while len(loop.finished) < episodes:
+        if frames is not None:
+            frames.append(loop.obs.clone())
         action, loop.carry = policy_step(state, loop.obs, loop.prev_action, loop.is_first, loop.carry, gen,
                                          greedy=True)
         advance(cfg, loop, envs.step(action), action)
+        steps += 1
+    if frames is not None:
+        frames.append(loop.obs.clone())
     envs.close()
     done = loop.finished[:episodes]
-    return {"episodes": len(done), "seed": seed, "EpRet": sum(e[0] for e in done) / len(done),
+    return {"episodes": len(done), "seed": seed, "steps": steps, "EpRet": sum(e[0] for e in done) / len(done),
             "EpLen": sum(e[1] for e in done) / len(done), "SuccessRate": sum(e[2] for e in done) / len(done)}

@@ -39,6 +39,10 @@ run is the reference engine's run (same draws from the one generator in the same
 bit-identical to the ROM) as long as the ring has not wrapped (the reserve then leaves
 ``steps_per_rollout`` more old steps out of the windows). ``rlspec compare dreamer`` checks it.
 
+Metrics rows add, to the reference engine's columns (Train/replay_ratio with Train/replayed_steps and
+Train/collected_steps, Memory/peak_rss_mib, and Memory/peak_vram_mib on CUDA), Train/starved and the part
+times since the last row (``PartTimes``): Time/actor_s, Time/learner_s, Time/starved_s.
+
 Non-finite values: every update adds the number of non-finite metrics (losses, gradient norms, returns) to
 a device counter; at each metrics row (a synchronization point) a non-zero count stops the run with
 ``NonFiniteError`` (no checkpoint of the poisoned state is written). On CUDA the hot loop reads nothing
@@ -54,6 +58,7 @@ import dataclasses
 import json
 import math
 import sys
+import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,6 +155,48 @@ def on(stream):
     return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
 
 
+class PartTimes:
+    """Busy seconds of the parts since the last metrics row: Time/actor_s (rollouts), Time/learner_s (learner
+    phases: updates and their gathers, not the weight sync), Time/starved_s (the rollouts after which the
+    learner had due updates but too few readable rows: the time it waited for data). On CPU the host clock
+    (the parts run in turn); on CUDA timing events recorded on each part's stream, read only at rows (after
+    the row's synchronize: no host read in the hot loop)."""
+
+    PARTS = ("actor", "learner", "starved")
+
+    def __init__(self, dev: torch.device):
+        self.cuda = dev.type == "cuda"
+        self.spans: dict[str, list] = {part: [] for part in self.PARTS}
+
+    def start(self, stream):
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(stream)
+        return event
+
+    def stop(self, part: str, start, stream):
+        """Close the span opened by ``start`` under ``part``; returns it (for ``add``)."""
+        if self.cuda:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record(stream)
+            span = (start, end)
+        else:
+            span = time.perf_counter() - start
+        self.spans[part].append(span)
+        return span
+
+    def add(self, part: str, span) -> None:
+        self.spans[part].append(span)
+
+    def take(self) -> dict[str, float]:
+        """The seconds of each part since the last call (the device must be synchronized on CUDA)."""
+        out = {f"Time/{part}_s": sum(s[0].elapsed_time(s[1]) / 1000 if self.cuda else s for s in spans)
+               for part, spans in self.spans.items()}
+        self.spans = {part: [] for part in self.PARTS}
+        return out
+
+
 # ----------------------------------------------------------------------------------- the actor's state
 @dataclass
 class ActorLoop:
@@ -242,6 +289,7 @@ class DreamerV3Engine:
         self.checks = not cuda  # host-read input checks of ring pushes and env actions: on CPU, where they are free
         self.actor_stream = torch.cuda.Stream(self.dev) if cuda else None
         self.learner_stream = torch.cuda.Stream(self.dev) if cuda else None
+        self.times = PartTimes(self.dev)
 
     # ---- setup
     def _build(self) -> tuple[DreamerState, torch.Generator]:
@@ -287,10 +335,17 @@ class DreamerV3Engine:
         with on(self.actor_stream):
             p.gathered[0].wait(self.actor_stream)  # the gathers of the phase before the last are done
             p.synced.wait(self.actor_stream)
+            span = self.times.start(self.actor_stream)
             self.rollout(p.envs, p.ring, p.policy, p.loop, p.gen)
+            actor = self.times.stop("actor", span, self.actor_stream)
             actor_done = Fence(self.dev).record(self.actor_stream)
         with on(self.learner_stream):
+            starved = p.learner.starved
+            span = self.times.start(self.learner_stream)
             p.learner.phase(p.state, p.ring, p.loop.env_steps, p.gen)
+            self.times.stop("learner", span, self.learner_stream)
+            if p.learner.starved > starved:
+                self.times.add("starved", actor)
             p.gathered.append(Fence(self.dev).record(self.learner_stream))
             if p.state.updates - p.learner.synced_at >= self.cfg.sync_every:
                 actor_done.wait(self.learner_stream)  # the actor's last policy_step read the copy
@@ -309,13 +364,14 @@ class DreamerV3Engine:
         p = self.setup(ckpt)
         rundir = ref.open_rundir(cfg, out, p.loop.env_steps if ckpt is not None else None)
         end = cfg.total_steps if stop_after_steps is None else min(cfg.total_steps, p.loop.env_steps + stop_after_steps)
-        log = ref.Logger(cfg, rundir, p.loop.env_steps, p.state.updates, show_progress)
+        log = ref.Logger(cfg, rundir, p.loop.env_steps, p.state.updates, show_progress, self.dev)
         try:
             while p.loop.env_steps < end:
                 self.iterate(p)
                 if log.due(p.loop.env_steps):
                     self._synchronize()
-                    log.row(p.loop.env_steps, p.state.updates, p.learner.row(p.state, p.loop, p.ring))
+                    log.row(p.loop.env_steps, p.state.updates, {**p.learner.row(p.state, p.loop, p.ring),
+                                                                **self.times.take()})
                 if p.loop.env_steps % cfg.checkpoint_every == 0 or p.loop.env_steps >= end:
                     self._synchronize()
                     p.learner.check_finite(p.state)
@@ -443,10 +499,7 @@ class Learner:
         m = {k: v / self.count for k, v in zip(self.keys, self.sums.tolist())} if self.count else {}
         self.sums = None if self.sums is None else torch.zeros_like(self.sums)
         self.count = 0
-        d, collected = self.cfg.dreamer, loop.env_steps - self.cfg.min_ready_steps
-        m.update({"Train/updates": float(state.updates),
-                  "Train/replay_ratio": (state.updates * d.batch_size * d.seq_len / collected if collected > 0
-                                         else math.nan),
+        m.update({**ref.ratio_metrics(self.cfg, state.updates, loop.env_steps),
                   **loop.episode_stats(self.cfg.ep_window), "Train/starved": float(self.starved)})
         if not ring.check_values and int(ring.violations):  # unchecked pushes (CUDA)
             raise ref.RunStopped(f"DreamerV3Engine: {int(ring.violations)} replay rows broke the ring's value rules "

@@ -56,6 +56,7 @@ from rlspec.envs.safe_vector import SafeVectorEnv
 from rlspec.runs import config as runconfig
 from rlspec.runs.plots import Panel, draw
 from rlspec.runs.rundir import Progress, RunDir, atomic_write_bytes, load_checkpoint, save_checkpoint
+from rlspec.runs.video import write_mp4
 from rlspec.semantics import build_hooks
 from rlspec.semantics.config import SemanticConfig
 
@@ -408,10 +409,7 @@ def evaluate(run_dir: Path, argv: list[str], cls: type = SafeConfig) -> int:
     (Path(run_dir) / "eval").mkdir(exist_ok=True)
     (Path(run_dir) / "eval/eval.json").write_text(json.dumps(result, indent=2))
     if frames:
-        import imageio.v2 as imageio  # needs imageio-ffmpeg for MP4 (the semantic and safety extras)
-
-        imageio.mimwrite(Path(run_dir) / "eval/episode0.mp4", frames, fps=30, macro_block_size=1)
-        result["video"] = str(Path(run_dir) / "eval/episode0.mp4")
+        result["video"] = str(write_mp4(Path(run_dir) / "eval/episode0.mp4", frames))
     print(json.dumps(result))
     return 0
 

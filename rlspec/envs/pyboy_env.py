@@ -7,16 +7,32 @@ R channel of PyBoy's screen (255/153/85/0 for shades 0..3 with the default DMG p
 forced into DMG mode) at every second pixel in both axes, packed four to a byte least-significant first,
 ``[1, 72, 20]`` uint8.
 
-What a step is worth comes from a ``RamTask`` plug-in, which reads (and, to reset a game that supports it,
-writes) the Game Boy's memory: ``memory[addr]`` is a byte of the 64 KiB address space (work RAM is
-0xC000-0xDFFF). ``RoomTask`` (rlspec/envs/room/pyboy_room.py) is the project's ROM's; ``RamChangeTask``
-below is the generic "success when a RAM byte leaves the value it had at reset" (e.g. a map id: the seed's
-"Exit Oak" with a user's own ROM and a save state standing in Oak's lab)::
+What a step is worth comes from a ``RamTask``, which reads (and, to reset a game that supports it, writes)
+the Game Boy's memory: ``memory[addr]`` is a byte of the 64 KiB address space (work RAM is 0xC000-0xDFFF).
+``RoomTask`` (rlspec/envs/room/pyboy_room.py) is the project's ROM's; ``RamChangeTask`` below is the generic
+"success when a RAM byte leaves the value it had at reset".
 
-    env = PyBoyEnv("my_rom.gb", load_task("rlspec.envs.pyboy_env:RamChangeTask", address=0xD35E),
-                   state="oak_lab.state")
+A user's own ROM (``rlspec train dreamer --env pyboy --rom ROM [--state STATE] --plugin PLUGIN``) takes its
+task from a *plug-in*: a Python file (``my_rewards.py``) or an importable module (``mypkg.rewards``) with
 
-``--env pyboy --rom PATH [--state PATH] [--task module:Class]`` (the Dreamer CLI) builds exactly this.
+    def reward(memory) -> float        # required: the reward of the step just emulated
+    def done(memory) -> bool           # required: the episode ended in the game (terminated)
+    def success(memory) -> bool        # optional (default: done): counted in the success rate
+    def reset(memory, seed) -> None    # optional: at every episode start, after the save state is loaded;
+                                       #   may write RAM (seed: 16 bits of the env's seed stream)
+    BUTTONS = (None, "up", "down", "left", "right")  # optional: the action set, one PyBoy button name
+                                       #   (a, b, start, select, up, down, left, right) or None per action
+
+``memory`` is ``pyboy.memory``: ``memory[0xD35E]`` reads a byte. The functions are called after the step's
+``frameskip`` frames, in the order reward, done, success. Every env loads its own copy of the module, so
+module-level variables (e.g. the deepest row reached) are per env. Every episode starts from the save state
+(``--state``, written by ``pyboy.save_state``) or, without one, from the machine as it was right after boot;
+the reset then emulates ``frameskip`` frames with no button held. The game runs on its own: a step is
+``frameskip`` frames with the action's button held, nothing more. A plug-in may also define
+``booted(memory) -> bool`` (default True): power-on frames are emulated until it is true (before the save
+state, if any, is first loaded). rlspec/envs/exit_oak.py is one plug-in (seed 004's "Exit Oak": a user's own
+Pokémon Red and a save state in Oak's lab).
+
 No ROM ever ships with rlspec except its own (rlspec/envs/room/room.gb) and nothing is downloaded.
 """
 
@@ -94,25 +110,72 @@ class RamChangeTask(RamTask):
         return (self.reward if changed else 0.0), changed, changed
 
 
+def _load_module(target: str, what: str, fresh: bool = False):
+    """The module ``target`` names: a ``.py`` file (always a fresh copy) or a dotted module name (a fresh copy
+    with ``fresh``, else the imported one)."""
+    if target.endswith(".py"):
+        path = Path(target).resolve()
+        spec = importlib.util.spec_from_file_location(f"rlspec_plugin_{path.stem}", path)
+        if spec is None or not path.is_file():
+            raise FileNotFoundError(f"{what} names {path}, which is not a Python file")
+    elif fresh:
+        spec = importlib.util.find_spec(target)
+        if spec is None:
+            raise ModuleNotFoundError(f"{what} names module {target!r}, which is not importable")
+    else:
+        return importlib.import_module(target)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def load_task(target: str, **kwargs: Any) -> RamTask:
     """``"package.module:Class"`` or ``"path/to/file.py:Class"`` -> ``Class(**kwargs)`` (a RamTask)."""
     module_name, _, attr = target.rpartition(":")
     if not module_name or not attr:
         raise ValueError(f"load_task: argument 'target' must be 'module:Class' or 'file.py:Class', got {target!r}")
-    if module_name.endswith(".py"):
-        path = Path(module_name).resolve()
-        spec = importlib.util.spec_from_file_location(f"rlspec_task_{path.stem}", path)
-        if spec is None or not path.is_file():
-            raise FileNotFoundError(f"load_task: argument 'target' names {path}, which is not a Python file")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(module_name)
+    module = _load_module(module_name, "load_task: argument 'target'")
     task = getattr(module, attr)(**kwargs)
     missing = [m for m in ("booted", "on_reset", "on_step", "synced", "outcome", "buttons") if not hasattr(task, m)]
     if missing:
         raise TypeError(f"load_task: {target} is not a RamTask, it lacks {missing}")
     return task
+
+
+BUTTONS = ("a", "b", "start", "select", "up", "down", "left", "right")  # PyBoy's button names
+
+
+class PluginTask(RamTask):
+    """A RamTask from a plug-in module's functions (module docstring: the plug-in interface)."""
+
+    def __init__(self, module, name: str):
+        missing = [f for f in ("reward", "done") if not callable(getattr(module, f, None))]
+        if missing:
+            raise TypeError(f"plug-in {name}: expected functions reward(memory) and done(memory), it lacks {missing}")
+        buttons = tuple(getattr(module, "BUTTONS", DPAD_ACTIONS))
+        wrong = [b for b in buttons if b is not None and b not in BUTTONS]
+        if not buttons or wrong:
+            raise ValueError(f"plug-in {name}: BUTTONS: expected a non-empty tuple of None or {list(BUTTONS)}, got "
+                             f"{buttons!r}")
+        self.module, self.name, self.buttons = module, name, buttons
+
+    def booted(self, memory) -> bool:
+        return bool(getattr(self.module, "booted", lambda m: True)(memory))
+
+    def on_reset(self, memory, seed: int) -> None:
+        reset = getattr(self.module, "reset", None)
+        if reset is not None:
+            reset(memory, seed)
+
+    def outcome(self, memory) -> tuple[float, bool, bool]:
+        reward, done = float(self.module.reward(memory)), bool(self.module.done(memory))
+        success = getattr(self.module, "success", None)
+        return reward, done, bool(success(memory)) if success is not None else done
+
+
+def load_plugin(target: str) -> PluginTask:
+    """A PluginTask of a fresh copy of the plug-in ``target`` (a ``.py`` file or a dotted module name)."""
+    return PluginTask(_load_module(target, "plugin", fresh=True), target)
 
 
 def screen_shades(pyboy: PyBoy) -> np.ndarray:
@@ -134,7 +197,10 @@ def pack_frames(shades: np.ndarray) -> torch.Tensor:
 class PyBoyGame:
     """One emulator, stepped by action ids; ``reset``/``step`` return the frame as packed2 [1, 72, 20]."""
 
-    def __init__(self, rom: str | Path, task: RamTask, *, state: str | Path | None = None, frameskip: int = 4):
+    def __init__(self, rom: str | Path, task: RamTask, *, state: str | Path | None = None, frameskip: int = 4,
+                 start_at_boot: bool = False):
+        """``state``: a save state every reset loads; without one, ``start_at_boot`` makes every reset load the
+        state right after boot (a user's game has no reset of its own), else a reset only calls the task."""
         rom = Path(rom)
         if not rom.is_file():
             raise FileNotFoundError(f"PyBoyGame: argument 'rom' is not a file: {rom}")
@@ -154,6 +220,14 @@ class PyBoyGame:
             raise RuntimeError(f"PyBoyGame: {rom.name} did not boot within {BOOT_FRAMES} frames "
                                f"({type(task).__name__}.booted stayed False)")
         self._held: str | None = None
+        if start_at_boot and self._state is None:
+            self._state = self.save_state()
+
+    def save_state(self) -> bytes:
+        """The emulator's state now (``pyboy.save_state``): what ``--state`` files hold."""
+        buf = io.BytesIO()
+        self.pyboy.save_state(buf)
+        return buf.getvalue()
 
     def reset(self, seed: int) -> torch.Tensor:
         if self._state is not None:

@@ -156,6 +156,23 @@ def read_metrics(path: Path) -> list[dict[str, float]]:
         return [{k: float(v) if v not in ("", None) else math.nan for k, v in row.items()} for row in csv.DictReader(f)]
 
 
+def peak_memory(device: torch.device | None = None) -> dict[str, float]:
+    """Memory/peak_rss_mib: this process's peak resident set size (getrusage ru_maxrss: KiB on Linux, bytes
+    on macOS); with a CUDA ``device``, Memory/peak_vram_mib: torch.cuda.max_memory_allocated (the caching
+    allocator's peak of tensor memory, not the reserved pool)."""
+    out = {}
+    try:
+        import resource
+    except ImportError:  # not on Unix: no getrusage
+        pass
+    else:
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        out["Memory/peak_rss_mib"] = rss / 2**20 if sys.platform == "darwin" else rss / 2**10
+    if device is not None and device.type == "cuda" and torch.cuda.is_available():
+        out["Memory/peak_vram_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
+    return out
+
+
 class Progress:
     """One status line (rewritten in place on a terminal, one line per update otherwise): env steps/s and
     the figures a person watches (EpRet, EpCost, λ, ...)."""

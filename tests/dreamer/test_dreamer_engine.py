@@ -27,7 +27,8 @@ def _cfg(*extra: str):
 
 
 def _deterministic(rows):
-    return [{k: v for k, v in r.items() if not k.startswith("Time/")} for r in rows]
+    """The rows without the wall-clock and memory columns."""
+    return [{k: v for k, v in r.items() if not k.startswith(("Time/", "Memory/"))} for r in rows]
 
 
 def _same_rows(a, b) -> bool:

@@ -15,6 +15,7 @@ step (the obs written is the next episode's first; ``final_out`` receives the fr
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -83,14 +84,17 @@ class RoomVecEnv:
     """``num_envs`` emulators stepped in turn (CPU); see the module docstring and contracts Step."""
 
     def __init__(self, num_envs: int, scenario: str = "room-exit", *, step_limit: int = STEP_LIMIT, seed: int = 0,
-                 frameskip: int = FRAMESKIP, device: str | torch.device = "cpu"):
+                 frameskip: int = FRAMESKIP, device: str | torch.device = "cpu",
+                 make_game: Callable[[], PyBoyGame] | None = None):
+        """``make_game``: another game instead of the room (one call per env; the user-ROM path: a PyBoyGame
+        of the user's ROM and plug-in, whose frameskip it sets), stepped with the same same-step auto-reset."""
         validate_config("RoomVecEnv", num_envs, scenario, step_limit, seed)
-        require_int("RoomVecEnv", "frameskip", frameskip, MIN_FRAMESKIP)
+        require_int("RoomVecEnv", "frameskip", frameskip, 1 if make_game else MIN_FRAMESKIP)
         if torch.device(device).type != "cpu":
             raise ValueError(f"RoomVecEnv: argument 'device' must be 'cpu' (PyBoy emulates on the host), got {device}")
         self.num_envs, self.scenario, self.step_limit, self.seed = num_envs, scenario, step_limit, seed
         self.device = torch.device("cpu")
-        self.games = [self._game(scenario, frameskip) for _ in range(num_envs)]
+        self.games = [make_game() if make_game else self._game(scenario, frameskip) for _ in range(num_envs)]
         self.episode = [0] * num_envs  # episode id of each env
         self.steps = [0] * num_envs  # steps of each env's current episode
         self.frames = torch.zeros(num_envs, *OBS_SHAPE, dtype=torch.uint8)  # [N, 1, 72, 20] the current obs
@@ -115,7 +119,8 @@ class RoomVecEnv:
 
     def step(self, actions: torch.Tensor, out: torch.Tensor | None = None,
              final_out: torch.Tensor | None = None, render: bool = True) -> Step:
-        validate_actions("RoomVecEnv.step", actions, self.num_envs, self.device)
+        validate_actions("RoomVecEnv.step", actions, self.num_envs, self.device,
+                         num_actions=len(self.games[0].task.buttons))
         out = self._out("step", "out", out) if render else None
         if final_out is not None:
             validate_out("RoomVecEnv.step", "final_out", final_out, self.num_envs, self.device)

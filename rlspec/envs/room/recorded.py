@@ -3,6 +3,7 @@ records, per env, the episode index and the actions taken since its reset; ``loa
 each emulator with that episode's seed and replays the actions. The room's frames, rewards and flags are
 a function of the episode seed and the actions since the reset (contract room_env: the Warp twin, which
 has no other state, agrees with the ROM bit for bit), so a restored env continues exactly as the original.
+The same holds for a user's game whose every episode starts from one save state (PyBoy is deterministic).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from rlspec.envs.room import pyboy_room
 
 
 class RecordedRoom:
-    def __init__(self, num_envs: int, scenario: str, *, step_limit: int, seed: int, frameskip: int):
-        self.env = pyboy_room.RoomVecEnv(num_envs, scenario, step_limit=step_limit, seed=seed, frameskip=frameskip)
+    def __init__(self, num_envs: int, scenario: str, *, step_limit: int, seed: int, frameskip: int, make_game=None):
+        """``make_game``: pyboy_room.RoomVecEnv's (another game than the room, e.g. a user's ROM and plug-in)."""
+        self.env = pyboy_room.RoomVecEnv(num_envs, scenario, step_limit=step_limit, seed=seed, frameskip=frameskip,
+                                         make_game=make_game)
         self.num_envs = num_envs
         self.actions: list[list[int]] = [[] for _ in range(num_envs)]  # per env, since its episode's reset
 
