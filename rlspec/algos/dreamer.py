@@ -134,25 +134,29 @@ class Kit:
                    twohot_mean=twohot.mean, ReturnEMA=return_ema.ReturnEMA)
 
     @classmethod
-    def fast(cls) -> Kit:
+    def fast(cls, compile: bool = False) -> Kit:
         """The fast twins (rlspec/registry.py "fast-torch"): the world model with the fast RSSM and two-hot
         inside, the fused behaviour losses, the fast two-hot mean and ReturnEMA. Same parameters as the
-        reference kit (a state_dict loads into either), float32 parity ~1e-6 per step."""
+        reference kit (a state_dict loads into either), float32 parity ~1e-6 per step. ``compile``: the world
+        model of fast/world_model_compiled.py (torch.compile of the RSSM steps, heads and KL; compiles on the
+        first updates, losses within ~1e-5 relative of eager)."""
         from rlspec.fast import behavior, return_ema, twohot, world_model
 
+        if compile:
+            from rlspec.fast import world_model_compiled as world_model
         return cls(WorldModel=world_model.WorldModel, imagine=behavior.imagine,
                    behavior_losses=behavior.behavior_losses, update_slow_critic=behavior.update_slow_critic,
                    twohot_mean=twohot.mean, ReturnEMA=return_ema.ReturnEMA)
 
     @classmethod
     def named(cls, name: str) -> Kit:
-        """"reference" or "fast"."""
+        """"reference", "fast" or "fast-compiled" (``Kit.fast(compile=True)``)."""
         if name not in KITS:
             raise ValueError(f"Kit.named: argument 'name' is {name!r}, expected one of {list(KITS)}")
-        return getattr(cls, name)()
+        return cls.fast(compile=True) if name == "fast-compiled" else getattr(cls, name)()
 
 
-KITS = ("reference", "fast")
+KITS = ("reference", "fast", "fast-compiled")
 
 
 @dataclass
