@@ -7,7 +7,8 @@ depend on the recurrence taken out of the time loop, as sheeprl 0.8.4 does (``pr
   is_first) are projected for the whole window at once;
 * the priors do not feed the recurrence: one pass over h [T, B, H] after the loop.
 
-Per step the loop keeps W_z z, the GRU, W_h h and the posterior head. Same parameters (state_dict) and
+Per step the loop keeps W_z z, the GRU, W_h h and the posterior head (``_observe_step``, the piece that
+fast/world_model_compiled.py compiles), then the sample. Same parameters (state_dict) and
 interface as the reference; the sums of split matmuls round differently (float32 parity ~1e-6).
 """
 

@@ -5,9 +5,10 @@ seed on one synthetic replay batch, at the engine's smoke preset size and at Dre
     python tests/bench/dreamer_compile.py --out docs/bench            # JSON: docs/bench/dreamer_compile_cpu.json
 
 Per arm: ``--warmup`` steps (the compiled arm compiles in them: their wall time is reported as
-``first_steps_s``), then the median wall time of ``--steps`` steps. ``speedup`` = eager median / compiled
-median (> 1: compile pays). One torch thread by default, as the engines run (``torch_threads``). The
-machine's 1-minute load average is recorded beside: on a shared machine the figures are noisy.
+``first_steps_s``), then the median (and least) wall time of ``--steps`` steps, the arms' steps
+alternating. ``speedup`` = eager median / compiled median (> 1: compile pays); ``speedup_of_min`` the same
+for the least times (the less load-sensitive figure on a shared machine). One torch thread by default, as
+the engines run (``torch_threads``). The machine's 1-minute load average is recorded beside.
 
 Not timed here: the fused LayerNorm-GRU (fast/rssm_triton.py) — on CPU it runs under the Triton interpreter,
 whose speed means nothing; its compiled timing needs CUDA (tests/gpu/test_rssm_triton_cuda.py).
@@ -43,28 +44,34 @@ def batch(cfg: core.DreamerConfig, gen: torch.Generator) -> dict:
             "continue": torch.ones(T, B)}
 
 
-def time_arm(cfg: core.DreamerConfig, kit: str, warmup: int, steps: int) -> dict:
-    gen = torch.Generator().manual_seed(0)
-    state = core.make_state(cfg, NUM_ACTIONS, core.Kit.named(kit), gen)
-    data = batch(cfg, gen)
-    start = time.perf_counter()
-    for _ in range(warmup):
-        core.train_step(state, data, gen)
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(steps):
+def time_arms(cfg: core.DreamerConfig, kits: tuple[str, ...], warmup: int, steps: int) -> dict:
+    """Both arms built from seed 0, warmed up in turn, then timed step by step in alternation (load on a shared
+    machine falls on both alike)."""
+    arms = {}
+    for kit in kits:
+        gen = torch.Generator().manual_seed(0)
+        state = core.make_state(cfg, NUM_ACTIONS, core.Kit.named(kit), gen)
+        data = batch(cfg, gen)
         start = time.perf_counter()
-        metrics = core.train_step(state, data, gen)
-        times.append(time.perf_counter() - start)
-    return dict(kit=kit, first_steps_s=round(first, 3), step_s=round(statistics.median(times), 4),
-                steps_s=[round(t, 4) for t in times], loss=float(metrics["Loss/loss"]))
+        for _ in range(warmup):
+            core.train_step(state, data, gen)
+        arms[kit] = dict(state=state, data=data, gen=gen, first=time.perf_counter() - start, times=[])
+    for _ in range(steps):
+        for arm in arms.values():
+            start = time.perf_counter()
+            arm["metrics"] = core.train_step(arm["state"], arm["data"], arm["gen"])
+            arm["times"].append(time.perf_counter() - start)
+    return {kit: dict(first_steps_s=round(a["first"], 3), step_s=round(statistics.median(a["times"]), 4),
+                      min_step_s=round(min(a["times"]), 4), steps_s=[round(t, 4) for t in a["times"]],
+                      loss=float(a["metrics"]["Loss/loss"]))
+            for kit, a in arms.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=9)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("docs/bench"))
     args = parser.parse_args()
@@ -72,11 +79,13 @@ def main() -> None:
     results = {}
     for size in args.sizes:
         cfg = SIZES[size]
-        arms = {kit: time_arm(cfg, kit, args.warmup, args.steps) for kit in ("fast", "fast-compiled")}
+        arms = time_arms(cfg, ("fast", "fast-compiled"), args.warmup, args.steps)
         eager, compiled = arms["fast"]["step_s"], arms["fast-compiled"]["step_s"]
         results[size] = dict(config=dict(deter=cfg.deter, hidden=cfg.hidden, stoch=cfg.stoch, classes=cfg.classes,
                                          batch_size=cfg.batch_size, seq_len=cfg.seq_len, horizon=cfg.horizon),
-                             arms=arms, speedup=round(eager / compiled, 3), load_avg_1min=os.getloadavg()[0])
+                             arms=arms, speedup=round(eager / compiled, 3),
+                             speedup_of_min=round(arms["fast"]["min_step_s"] / arms["fast-compiled"]["min_step_s"], 3),
+                             load_avg_1min=os.getloadavg()[0])
         print(f"{size}: eager {eager:.3f} s/step, compiled {compiled:.3f} s/step (first {args.warmup} steps "
               f"{arms['fast-compiled']['first_steps_s']:.0f} s), speedup {eager / compiled:.2f}x", flush=True)
     report = dict(benchmark="dreamer train_step: eager fast kit vs Kit.fast(compile=True)", anchor="fast (eager)",
