@@ -7,7 +7,8 @@ depend on the recurrence taken out of the time loop, as sheeprl 0.8.4 does (``pr
   is_first) are projected for the whole window at once;
 * the priors do not feed the recurrence: one pass over h [T, B, H] after the loop.
 
-Per step the loop keeps W_z z, the GRU, W_h h and the posterior head. Same parameters (state_dict) and
+Per step the loop keeps W_z z, the GRU, W_h h and the posterior head (``_observe_step``, the piece that
+fast/world_model_compiled.py compiles), then the sample. Same parameters (state_dict) and
 interface as the reference; the sums of split matmuls round differently (float32 parity ~1e-6).
 """
 
@@ -23,6 +24,15 @@ BACKEND_NOTE = "split projections hoisted out of the scan"
 
 
 class RSSM(ref.RSSM):
+    def _observe_step(self, h, z, first, h0, z0, action_proj, embed_proj, w_z, w_h):
+        """One posterior step up to the sample: reset where ``first`` [B, 1], then (h_t [B, H], post_t [B, S, K])
+        from the carried h [B, H], z [B, S, K] and the hoisted projections [B, hidden] of this step."""
+        h = torch.where(first, h0, h)
+        z = torch.where(first.unsqueeze(-1), z0, z)
+        x = F.silu(self.img_in_norm(F.linear(z.flatten(-2), w_z) + action_proj))  # [B, hidden]
+        h = self._gru(h, x)
+        return h, self._latent(self.post_out(F.silu(self.post_norm(F.linear(h, w_h) + embed_proj))))
+
     def observe(self, embed: torch.Tensor, action: torch.Tensor, is_first: torch.Tensor,
                 generator: torch.Generator, state: RSSMState | None = None) -> RSSMOutput:
         validate_observe(self.config, embed, action, is_first, generator, state)
@@ -41,11 +51,7 @@ class RSSM(ref.RSSM):
         h, z = state.h, state.z
         posts, hs, zs = [], [], []
         for t in range(T):
-            h = torch.where(first[t], h0, h)
-            z = torch.where(first[t].unsqueeze(-1), z0, z)
-            x = F.silu(self.img_in_norm(F.linear(z.flatten(-2), w_z) + action_proj[t]))
-            h = self._gru(h, x)
-            post = self._latent(self.post_out(F.silu(self.post_norm(F.linear(h, w_h) + embed_proj[t]))))
+            h, post = self._observe_step(h, z, first[t], h0, z0, action_proj[t], embed_proj[t], w_z, w_h)
             z = self._sample(post, generator)
             posts.append(post)
             hs.append(h)

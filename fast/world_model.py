@@ -6,8 +6,9 @@ built) and the packed2 backend chosen by ``config.unpack_impl`` (seed §3 M4 con
     "triton" fast/packed2_triton.py   Triton kernel (CUDA, or TRITON_INTERPRET=1 on CPU tensors)
     "warp"   fast/packed2_warp.py     Warp kernel
 
-Same parameters (one state_dict loads into both) and interface as the reference. What remains for a fast
-train step (issue 9): torch.compile of the step, a fused LayerNorm-GRU kernel, CUDA graphs.
+Same parameters (one state_dict loads into both) and interface as the reference. Faster variants:
+fast/world_model_compiled.py (torch.compile of the RSSM steps, heads and KL: ``Kit.fast(compile=True)``) and
+the fused LayerNorm-GRU RSSM of fast/rssm_triton.py (contract rssm, backend fast-triton).
 """
 
 from __future__ import annotations

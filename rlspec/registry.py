@@ -120,6 +120,7 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "rssm": {
         "reference": "rlspec.reference.rssm",
         "fast-torch": "rlspec.fast.rssm",
+        "fast-triton": "rlspec.fast.rssm_triton",
     },
     "world_model": {
         "reference": "rlspec.reference.world_model",

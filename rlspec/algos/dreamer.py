@@ -134,25 +134,38 @@ class Kit:
                    twohot_mean=twohot.mean, ReturnEMA=return_ema.ReturnEMA)
 
     @classmethod
-    def fast(cls) -> Kit:
+    def fast(cls, compile: bool = False, fused_gru: bool = False) -> Kit:
         """The fast twins (rlspec/registry.py "fast-torch"): the world model with the fast RSSM and two-hot
         inside, the fused behaviour losses, the fast two-hot mean and ReturnEMA. Same parameters as the
-        reference kit (a state_dict loads into either), float32 parity ~1e-6 per step."""
+        reference kit (a state_dict loads into either), float32 parity ~1e-6 per step. One of two world-model
+        variants may be chosen: ``compile``, fast/world_model_compiled.py (torch.compile of the RSSM steps,
+        heads and KL; compiles on the first updates, losses within ~1e-5 relative of eager); ``fused_gru``,
+        fast/world_model_triton.py (the Triton LayerNorm-GRU: CUDA, or the interpreter on CPU)."""
         from rlspec.fast import behavior, return_ema, twohot, world_model
 
+        if compile and fused_gru:
+            raise ValueError("Kit.fast: arguments 'compile' and 'fused_gru' are both True, expected at most one "
+                             "(torch.compile through the Triton GRU's autograd.Function is not supported here)")
+        if compile:
+            from rlspec.fast import world_model_compiled as world_model
+        elif fused_gru:
+            from rlspec.fast import world_model_triton as world_model
         return cls(WorldModel=world_model.WorldModel, imagine=behavior.imagine,
                    behavior_losses=behavior.behavior_losses, update_slow_critic=behavior.update_slow_critic,
                    twohot_mean=twohot.mean, ReturnEMA=return_ema.ReturnEMA)
 
     @classmethod
     def named(cls, name: str) -> Kit:
-        """"reference" or "fast"."""
+        """"reference", "fast", "fast-compiled" (``Kit.fast(compile=True)``) or "fast-triton"
+        (``Kit.fast(fused_gru=True)``)."""
         if name not in KITS:
             raise ValueError(f"Kit.named: argument 'name' is {name!r}, expected one of {list(KITS)}")
-        return getattr(cls, name)()
+        if name == "reference":
+            return cls.reference()
+        return cls.fast(compile=name == "fast-compiled", fused_gru=name == "fast-triton")
 
 
-KITS = ("reference", "fast")
+KITS = ("reference", "fast", "fast-compiled", "fast-triton")
 
 
 @dataclass

@@ -111,8 +111,10 @@ class DreamerRunConfig:
     device: str = "auto"
     """fast: cpu, cuda, cuda:K, or auto (cuda when available, else cpu)."""
     kit: str = "fast"
-    """fast: the contract implementations (Kit) of the core, fast (the fast twins) or reference (compare's
-    deterministic mode). The reference engine always uses the reference kit."""
+    """fast: the contract implementations (Kit) of the core, fast (the fast twins), fast-compiled (the fast
+    twins with torch.compile of the world model's steps, heads and KL), fast-triton (the fast twins with the
+    fused Triton LayerNorm-GRU: CUDA, or TRITON_INTERPRET=1) or reference (compare's deterministic mode). The
+    reference engine always uses the reference kit."""
     steps_per_rollout: int = 8
     """fast: vector steps the actor part runs before the learner part takes its due updates (actor-side
     convenience, decoupled from commit_stride and seq_len: seed 004 M7)."""
