@@ -78,6 +78,9 @@ CLAUSES = {
                "state with the same generator (1e-5)",
     "RSSM-14": "bad inputs are rejected naming the argument, the expected and the actual value (shapes, "
                "dtypes, action ids outside [0, A), a missing generator, a state of the wrong shape)",
+    "RSSM-15": "gradients match the reference's: ∂ of a fixed weighted sum of observe's prior/post logits, h and z "
+               "(straight-through) with respect to embed and every parameter (by state_dict name), up to the first "
+               "step where the samples differ (a backward that drops a path is caught, not only wrong values)",
 }
 
 INTERFACE = ("RSSM",)
@@ -533,6 +536,34 @@ def check_carry(impl, T, **case):
     close_until_flip("RSSM-13", f"split at t={t1}", joined, full, atol=TOL, rtol=TOL, **s.inputs(split=t1))
 
 
+def _observe_grads(model, s: Setup, T: int) -> dict[str, torch.Tensor]:
+    """{"embed" or a parameter name: ∂L} for L = Σ w·(prior_logits, post_logits, h, z) of observe over [0, T);
+    the weights are drawn from the case's seed (the same for every model). Zeros where no path exists."""
+    embed = s.embed[:T].clone().requires_grad_(True)
+    out = model.observe(embed, s.action[:T], s.is_first[:T], gen(s.seed))
+    g = torch.Generator().manual_seed(s.seed + 29)
+    loss = sum((torch.randn(t.shape, generator=g) * t).sum() for t in (out.prior_logits, out.post_logits, out.h, out.z))
+    params = dict(model.named_parameters())
+    wrt = {"embed": embed, **params}
+    grads = torch.autograd.grad(loss, list(wrt.values()), allow_unused=True)
+    return {k: torch.zeros_like(x) if d is None else d for (k, x), d in zip(wrt.items(), grads)}
+
+
+def check_gradients(impl, **case):
+    s = Setup(impl, **case)
+    ref = build(Reference, s.cfg, s.sd)
+    T = int(_flips(s.observe().z, s.observe(model=ref).z).min())  # rows before the first differing sample
+    if T == 0:
+        return  # the very first samples differ: no shared trajectory to differentiate
+    got, want = _observe_grads(s.model, s, T), _observe_grads(ref, s, T)
+    if set(got) != set(want):
+        fail("RSSM-15", f"parameters {sorted(got)} are not the reference's {sorted(want)}", **s.inputs())
+    for name, w in want.items():
+        scale = max(1.0, float(w.abs().max()))
+        assert_close("RSSM-15", f"∂L/∂{name} over t < {T}", got[name], w, atol=1e-5 * scale, rtol=1e-4,
+                     **s.inputs())
+
+
 def _bad_inputs(s: Setup, bad: str):
     """(call, names, mentions) for one kind of bad input."""
     c, T, B = s.cfg, s.T, s.B
@@ -592,6 +623,7 @@ PROPERTIES = (
     Property("RSSM-14", check_rejects,
              st.builds(lambda c, bad: dict(c, bad=bad), cases, st.sampled_from(BAD_INPUTS)),
              tuple(dict(EXAMPLES[0], bad=b) for b in BAD_INPUTS), INTERFACE),
+    Property("RSSM-15", check_gradients, cases, EXAMPLES, INTERFACE, max_examples=10),
 )
 
 CONTRACT = Contract("rssm", CLAUSES, INTERFACE, PROPERTIES)

@@ -130,11 +130,29 @@ class _FinalStateWithoutAction(ref.RSSM):
         return out._replace(state=RSSMState(out.state.h, out.state.z, torch.zeros_like(out.state.action)))
 
 
+class _EmbedDetached(ref.RSSM):
+    """the posterior reads sg(embed): the same values, but the encoder would never learn from the KL."""
+
+    def _posterior(self, h, e):
+        return super()._posterior(h, e.detach())
+
+
+class _TruncatedRecurrence(ref.RSSM):
+    """h enters each GRU step detached (backprop through one step only): the same values, a shorter gradient."""
+
+    def _gru(self, h, x):
+        return super()._gru(h.detach(), x)
+
+
 def _rssm(cls) -> types.SimpleNamespace:
     return types.SimpleNamespace(RSSM=cls)
 
 
 PLANTED_RSSM = (
+    Planted("posterior reads a detached embed", "rssm", _rssm(_EmbedDetached), "RSSM-15", "∂L/∂embed",
+            ("RSSM-2", "RSSM-4")),
+    Planted("recurrence detached between steps", "rssm", _rssm(_TruncatedRecurrence), "RSSM-15", "∂L/∂",
+            ("RSSM-2", "RSSM-4")),
     Planted("h not reset at is_first", "rssm", _rssm(_NoResetH), "RSSM-3", "history before it replaced",
             ("RSSM-7", "RSSM-8")),
     Planted("reset without zeroing the action", "rssm", _rssm(_ResetKeepsAction), "RSSM-6", "only action",

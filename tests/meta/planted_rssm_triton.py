@@ -3,8 +3,8 @@ with one bug each in what the kernel computes. The kernels take the LN eps and t
 arguments and read the gates by chunk offset, so each bug is planted where the cell is called: a kernel
 with the same bug inside computes exactly the same numbers.
 
-The rssm clauses check values (and the straight-through identity), not gradients against another
-implementation: a wrong backward kernel is caught by tests/unit/test_rssm_triton_cell.py, not here.
+A backward that drops a path is caught by RSSM-15 (gradients against the reference's); the backward
+kernel's own arithmetic is also checked by tests/unit/test_rssm_triton_cell.py.
 Without CUDA and without TRITON_INTERPRET=1 the module cannot load and there is nothing to plant."""
 
 from __future__ import annotations
@@ -52,7 +52,13 @@ def _gates_swapped(y, w, b, h, eps):  # reads (update, cand, reset) where the la
     return rssm_triton.layer_norm_gru(swap(y), swap(w), swap(b), h, eps, UPDATE_BIAS)
 
 
+def _state_detached(y, w, b, h, eps):  # the fused cell's ∂h' / ∂h (the (1 − u)·h path) dropped
+    return rssm_triton.layer_norm_gru(y, w, b, h.detach(), eps, UPDATE_BIAS)
+
+
 PLANTED_RSSM_TRITON = () if rssm_triton is None else (
+    Planted("fused GRU: no gradient through the carried state", "rssm", _fused(_state_detached), "RSSM-15", "∂L/∂",
+            ("RSSM-2", "RSSM-4")),
     Planted("fused GRU: update gate sigma(u) instead of sigma(u - 1)", "rssm", _fused(_no_update_shift), "RSSM-4",
             "h[", ("RSSM-3", "RSSM-8")),
     Planted("fused GRU: LayerNorm eps 1e-5", "rssm", _fused(_default_eps), "RSSM-4", "h[", ("RSSM-3", "RSSM-8")),
