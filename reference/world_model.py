@@ -163,7 +163,7 @@ class WorldModel(nn.Module):
         c = self.config
         (top, left), (fh, fw) = c.crop_offset, c.frame
         x = self.unpack(obs).flatten(0, 1)[..., top:top + fh, left:left + fw]  # [T·B, 1, fh, fw]
-        return F.avg_pool2d(x, c.pool).reshape(T, B, -1)
+        return (F.avg_pool2d(x, c.pool) if c.pool > 1 else x).reshape(T, B, -1)
 
     def embed(self, obs: torch.Tensor) -> torch.Tensor:
         """obs [T, B, 1, 72, 20] uint8 -> e [T, B, E]."""
@@ -171,7 +171,12 @@ class WorldModel(nn.Module):
 
     def heads(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """f [..., F] -> (reconstruction [..., P], reward logits [..., bins], continue logit [...])."""
-        return self.decoder(features), self.reward_head(features), self.continue_head(features).squeeze(-1)
+        return self.decoder(features), *self.reward_continue(features)
+
+    def reward_continue(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """f [..., F] -> (reward logits [..., bins], continue logit [...]): the heads imagination needs (no
+        decoder: with the conv decoder it would cost more than the rest of the behaviour update)."""
+        return self.reward_head(features), self.continue_head(features).squeeze(-1)
 
     def reward_nll(self, logits: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
         """−log p(reward) under the symlog two-hot head: [T, B, bins], [T, B] -> [T, B]."""

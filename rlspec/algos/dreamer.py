@@ -255,7 +255,7 @@ def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.G
     f = features(*imag.states)  # [H+1, T·B, F]
     # 3. behaviour: heads predict out of s_t; behavior wants arrival at s_t (module docstring)
     with torch.no_grad():
-        _, reward_logits, cont_logits = s.wm.heads(f)  # [H+1, T·B, bins], [H+1, T·B]
+        reward_logits, cont_logits = s.wm.reward_continue(f)  # [H+1, T·B, bins], [H+1, T·B]
         c = s.wm.config
         reward_out = kit.twohot_mean(reward_logits, c.reward_bins, c.reward_low, c.reward_high)  # [H+1, T·B]
         reward = F.pad(reward_out[:-1], (0, 0, 1, 0))  # [H+1, T·B]: row 0 unused
