@@ -77,6 +77,8 @@ def channel_norm(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
 class ConvEncoder(nn.Module):
     """sheeprl CNNEncoder on the flattened pooled frame: [..., ph·pw] -> [..., C·h·w] (module docstring)."""
 
+    memory_format = torch.contiguous_format  # of the activations (a twin may use channels_last)
+
     def __init__(self, config: WorldModelConfig):
         super().__init__()
         self.shape = config.pooled_shape
@@ -87,7 +89,7 @@ class ConvEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
-        y = x.reshape(-1, 1, *self.shape)  # [N, 1, ph, pw]
+        y = x.reshape(-1, 1, *self.shape).contiguous(memory_format=self.memory_format)  # [N, 1, ph, pw]
         for conv, norm in zip(self.convs, self.norms):
             y = F.silu(channel_norm(norm, conv(y)))  # [N, C_i, ph/2^(i+1), pw/2^(i+1)]
         return y.reshape(*lead, -1)
@@ -95,6 +97,8 @@ class ConvEncoder(nn.Module):
 
 class ConvDecoder(nn.Module):
     """sheeprl CNNDecoder: features [..., F] -> reconstruction [..., ph·pw] (module docstring)."""
+
+    memory_format = torch.contiguous_format
 
     def __init__(self, config: WorldModelConfig):
         super().__init__()
@@ -107,7 +111,7 @@ class ConvDecoder(nn.Module):
 
     def forward(self, f: torch.Tensor) -> torch.Tensor:
         lead = f.shape[:-1]
-        y = self.inp(f).reshape(-1, *self.latent)  # [N, C_top, h, w]
+        y = self.inp(f).reshape(-1, *self.latent).contiguous(memory_format=self.memory_format)  # [N, C_top, h, w]
         for deconv, norm in zip(self.deconvs[:-1], self.norms):
             y = F.silu(channel_norm(norm, deconv(y)))  # sides double, channels halve
         return self.deconvs[-1](y).reshape(*lead, -1)  # [..., ph·pw]

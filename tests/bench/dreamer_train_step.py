@@ -23,6 +23,11 @@ How the comparison is made fair (also written into the JSON, ``fairness``):
     float32 [T, B, 1, 64, 64] in 0..255 (normalized inside ``train``); ours gets the replay's packed2 uint8
     [T, B, 1, 72, 20] and unpacks (LUT), crops to the centered 64 × 64 and normalizes inside ``train_step``:
     work sheeprl does not do is inside our timing, not outside it. Same content: our 2-bit codes ×85.
+  * denormal floats flushed to zero for all three (torch.set_flush_denormal(True); --keep-denormals turns it
+    off): right after initialization the zero-initialized reward head and critic give returns and advantages
+    near 0 and the actor's backward runs on denormal gradients, a slow path of the CPU that a trained agent
+    does not take; the bench measures the first steps after initialization, so it would time that artefact
+    (in both, ~0.2–0.4 s/step at the 1.1 M config).
   * the same threads (torch.set_num_threads, default 1) in one process; the three are stepped round-robin
     (sheeprl, reference, fast, sheeprl, ...) so background load on a shared machine falls on all of them;
     ``warmup`` steps of each first, not timed; then wall and this process's CPU seconds per step, median.
@@ -223,16 +228,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for all three")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=64)
+    p.add_argument("--keep-denormals", action="store_true", help="do not flush denormals to zero")
     p.add_argument("--out", type=Path, default=Path("docs/bench"))
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
+    flush = not args.keep_denormals and torch.set_flush_denormal(True)
     results = {name: measure(name, CONFIGS[name], args.seq_len, args.batch, args.steps, args.warmup)
                for name in args.configs}
     import sheeprl as sheeprl_pkg
 
     report = {"what": "DreamerV3 train step (world model + behaviour), s/step; ratios = sheeprl / ours (> 1: ours "
                       "faster)", "fairness": FAIRNESS, "torch": torch.__version__,
-              "sheeprl": sheeprl_pkg.__version__, "torch_threads": torch.get_num_threads(), "steps": args.steps,
+              "sheeprl": sheeprl_pkg.__version__, "torch_threads": torch.get_num_threads(), "flush_denormal": flush, "steps": args.steps,
               "warmup": args.warmup, "machine": platform.machine(), "processor": platform.processor(),
               "python": platform.python_version(), "results": results}
     args.out.mkdir(parents=True, exist_ok=True)

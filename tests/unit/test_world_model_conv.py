@@ -138,3 +138,16 @@ def test_dreamer_train_step_with_the_conv_encoder(kit):
     metrics = dreamer.train_step(state, batch, g)
     assert all(v.isfinite().all() for v in metrics.values())
     assert not torch.equal(before, state.wm.encoder.convs[0].weight)
+
+
+def test_fast_twin_runs_the_convs_channels_last_with_the_reference_values():
+    c = conv64(frame=(32, 48), pool=2, cnn_stages=2, cnn_mult=3)
+    ref = Reference(c, torch.Generator().manual_seed(12))
+    fast = Fast(c)
+    fast.load_state_dict(ref.state_dict())
+    assert fast.encoder.convs[1].weight.is_contiguous(memory_format=torch.channels_last)
+    assert fast.decoder.deconvs[0].weight.is_contiguous(memory_format=torch.channels_last)
+    obs = obs_of(torch.randint(0, 4, (2, 3, 72, 80), generator=torch.Generator().manual_seed(13)))
+    torch.testing.assert_close(fast.embed(obs), ref.embed(obs), rtol=1e-5, atol=1e-5)
+    f = torch.randn(2, 3, c.feature_dim, generator=torch.Generator().manual_seed(14))
+    torch.testing.assert_close(fast.decoder(f), ref.decoder(f), rtol=1e-5, atol=1e-5)
