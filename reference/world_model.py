@@ -2,8 +2,9 @@
 deterministic on CPU. Parts from the other contracts: reference/rssm.py, reference/twohot.py (symlog two-hot
 reward), reference/packed2.py (the encoder unpacks the replay's uint8 frames itself, seed §3 M4).
 
-    x_t   = flatten(avgpool_pool(unpack_normalized(obs_t)))              [T, B, P]   P = 72·80 / pool²
-    e_t   = enc_out(silu(LN(enc_in x_t)))                                [T, B, E]
+    x_t   = flatten(avgpool_pool(crop_frame(unpack_normalized(obs_t))))  [T, B, P]   P = fh·fw / pool²
+    e_t   = enc_out(silu(LN(enc_in x_t)))                                [T, B, E]   (encoder 'mlp')
+          = flatten(conv_stages(x_t as [1, ph, pw]))                     [T, B, E]   (encoder 'conv')
     (prior, post, h, z) = rssm.observe(e, action, is_first, generator)
     f_t   = [h_t; flatten(z_t)]                                          [T, B, F]
     recon = Σ_pixels (dec(f_t) − x_t)²                                   (MSE summed over pixels)
@@ -14,6 +15,15 @@ reward), reference/packed2.py (the encoder unpacks the replay's uint8 frames its
 
 each head g(f) = out(silu(LN(in f))), every LayerNorm eps 1e-3 (as the RSSM). KL of S independent
 categoricals: KL(p ‖ q) = Σ_{s,k} p (log p − log q) per (t, b).
+
+encoder='conv' (geometry in rlspec/contracts/world_model.py) is sheeprl 0.8.4's ``CNNEncoder`` / ``CNNDecoder``
+(``sheeprl/algos/dreamer_v3/agent.py``, built by its ``build_agent`` with ``LayerNormChannelLast`` eps 1e-3 and
+SiLU), on one grayscale channel:
+    conv stage i:   x ← silu(LN_channels(Conv2d_{k4 s2 p1, no bias}(x)))        C_i = cnn_mult·2^i, sides halve
+    decoder:        y = unflatten(Linear(f) → [C_top, h, w]); (stages − 1) × silu(LN_channels(ConvT_{k4 s2 p1,
+                    no bias}(y))) with channels C_top/2, ..., cnn_mult; then ConvT_{k4 s2 p1, bias} → 1 channel.
+Weights U(−1/√fan_in, 1/√fan_in) from the caller's generator, fan_in = in_features or in_channels·4·4 (a
+transposed conv's input channels), as the MLP heads; LayerNorms (1, 0).
 """
 
 from __future__ import annotations
@@ -59,6 +69,71 @@ class Head(nn.Module):
         return self.out(F.silu(self.norm(self.inp(x))))
 
 
+def channel_norm(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    """LayerNorm over the channels of [N, C, h, w] (sheeprl LayerNormChannelLast)."""
+    return norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class ConvEncoder(nn.Module):
+    """sheeprl CNNEncoder on the flattened pooled frame: [..., ph·pw] -> [..., C·h·w] (module docstring)."""
+
+    memory_format = torch.contiguous_format  # of the activations (a twin may use channels_last)
+
+    def __init__(self, config: WorldModelConfig):
+        super().__init__()
+        self.shape = config.pooled_shape
+        channels = (1, *config.cnn_channels)
+        self.convs = nn.ModuleList(nn.Conv2d(c_in, c_out, 4, 2, 1, bias=False)
+                                   for c_in, c_out in zip(channels[:-1], channels[1:]))
+        self.norms = nn.ModuleList(nn.LayerNorm(c, eps=LN_EPS) for c in channels[1:])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[:-1]
+        y = x.reshape(-1, 1, *self.shape).contiguous(memory_format=self.memory_format)  # [N, 1, ph, pw]
+        for conv, norm in zip(self.convs, self.norms):
+            y = F.silu(channel_norm(norm, conv(y)))  # [N, C_i, ph/2^(i+1), pw/2^(i+1)]
+        return y.reshape(*lead, -1)
+
+
+class ConvDecoder(nn.Module):
+    """sheeprl CNNDecoder: features [..., F] -> reconstruction [..., ph·pw] (module docstring)."""
+
+    memory_format = torch.contiguous_format
+
+    def __init__(self, config: WorldModelConfig):
+        super().__init__()
+        self.latent = config.conv_latent_shape  # (C_top, h, w)
+        self.inp = nn.Linear(config.feature_dim, config.conv_embed_dim)
+        channels = (*reversed(config.cnn_channels), 1)
+        self.deconvs = nn.ModuleList(nn.ConvTranspose2d(c_in, c_out, 4, 2, 1, bias=c_out == 1)
+                                     for c_in, c_out in zip(channels[:-1], channels[1:]))
+        self.norms = nn.ModuleList(nn.LayerNorm(c, eps=LN_EPS) for c in channels[1:-1])
+
+    def forward(self, f: torch.Tensor) -> torch.Tensor:
+        lead = f.shape[:-1]
+        y = self.inp(f).reshape(-1, *self.latent).contiguous(memory_format=self.memory_format)  # [N, C_top, h, w]
+        for deconv, norm in zip(self.deconvs[:-1], self.norms):
+            y = F.silu(channel_norm(norm, deconv(y)))  # sides double, channels halve
+        return self.deconvs[-1](y).reshape(*lead, -1)  # [..., ph·pw]
+
+
+def _uniform_(module: nn.Module, fan_in: int, g: torch.Generator) -> None:
+    """Every parameter of ``module`` (weight and bias) U(−1/√fan_in, 1/√fan_in) from ``g``."""
+    bound = 1 / math.sqrt(fan_in)
+    for p in module.parameters():
+        p.copy_(torch.rand(p.shape, generator=g) * 2 * bound - bound)
+
+
+def init_weights(model: nn.Module, g: torch.Generator) -> None:
+    """Linear and (transposed) conv weights drawn from ``g`` in module order (LayerNorms keep (1, 0))."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.Linear):
+                _uniform_(m, m.in_features, g)
+            elif isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
+                _uniform_(m, m.in_channels * math.prod(m.kernel_size), g)
+
+
 class WorldModel(nn.Module):
     RSSM = rssm.RSSM  # the parts a twin swaps (same parameters)
     twohot = twohot
@@ -72,17 +147,14 @@ class WorldModel(nn.Module):
         g = generator if generator is not None else torch.Generator().manual_seed(0)
         pixels = math.prod(c.pooled_shape)
         self.rssm = self.RSSM(c.rssm_config(), g)
-        with torch.random.fork_rng(devices=[]):  # nn.Linear's own init draws from the global RNG: undone
-            self.encoder = Head(pixels, c.hidden, c.embed_dim)
-            self.decoder = Head(c.feature_dim, c.hidden, pixels)
+        conv = c.encoder == "conv"
+        with torch.random.fork_rng(devices=[]):  # torch's own init draws from the global RNG: undone
+            self.encoder = ConvEncoder(c) if conv else Head(pixels, c.hidden, c.embed_dim)
+            self.decoder = ConvDecoder(c) if conv else Head(c.feature_dim, c.hidden, pixels)
             self.reward_head = Head(c.feature_dim, c.hidden, c.reward_bins)
             self.continue_head = Head(c.feature_dim, c.hidden, 1)
-        with torch.no_grad():
-            for head in (self.encoder, self.decoder, self.reward_head, self.continue_head):
-                for lin in (head.inp, head.out):
-                    bound = 1 / math.sqrt(lin.in_features)
-                    for p in lin.parameters():
-                        p.copy_(torch.rand(p.shape, generator=g) * 2 * bound - bound)
+        for part in (self.encoder, self.decoder, self.reward_head, self.continue_head):
+            init_weights(part, g)
 
     # ---- pieces ---------------------------------------------------------------------------------
     def unpack(self, obs: torch.Tensor) -> torch.Tensor:
@@ -92,8 +164,10 @@ class WorldModel(nn.Module):
     def frames(self, obs: torch.Tensor) -> torch.Tensor:
         """obs [T, B, 1, 72, 20] uint8 -> pooled pixels [T, B, P] (encoder input, reconstruction target)."""
         T, B = validate_obs("WorldModel.frames", obs)
-        x = self.unpack(obs).flatten(0, 1)  # [T·B, 1, 72, 80]
-        return F.avg_pool2d(x, self.config.pool).reshape(T, B, -1)
+        c = self.config
+        (top, left), (fh, fw) = c.crop_offset, c.frame
+        x = self.unpack(obs).flatten(0, 1)[..., top:top + fh, left:left + fw]  # [T·B, 1, fh, fw]
+        return (F.avg_pool2d(x, c.pool) if c.pool > 1 else x).reshape(T, B, -1)
 
     def embed(self, obs: torch.Tensor) -> torch.Tensor:
         """obs [T, B, 1, 72, 20] uint8 -> e [T, B, E]."""
@@ -101,7 +175,12 @@ class WorldModel(nn.Module):
 
     def heads(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """f [..., F] -> (reconstruction [..., P], reward logits [..., bins], continue logit [...])."""
-        return self.decoder(features), self.reward_head(features), self.continue_head(features).squeeze(-1)
+        return self.decoder(features), *self.reward_continue(features)
+
+    def reward_continue(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """f [..., F] -> (reward logits [..., bins], continue logit [...]): the heads imagination needs (no
+        decoder: with the conv decoder it would cost more than the rest of the behaviour update)."""
+        return self.reward_head(features), self.continue_head(features).squeeze(-1)
 
     def reward_nll(self, logits: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
         """−log p(reward) under the symlog two-hot head: [T, B, bins], [T, B] -> [T, B]."""

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from rlspec.contracts.world_model import PAPER_KL_SCALES, UNPACK_MODULES, WorldModelConfig
+from rlspec.contracts.world_model import PAPER_KL_SCALES, UNPACK_MODULES, WorldModelConfig, conv_latent_shape
 from rlspec.reference import packed2, twohot
 from rlspec.reference.world_model import WorldModel as Reference
 from rlspec.spec.core import Contract, Property, assert_close, assert_identical, expect_rejection, fail
@@ -48,10 +48,11 @@ CLAUSES = {
     "WM-6": "reward loss = −mean twohot.log_prob(reward_logits, reward): the two-hot of symlog(reward) "
             "(float64 reference twohot)",
     "WM-7": "the encoder takes packed2 uint8 natively: embed(obs) equals the float64 closed form (unpack v/3, "
-            "avg-pool, MLP) and is bit-identical for every unpack_impl available",
+            "centered crop, avg-pool, MLP or sheeprl's conv stages) and is bit-identical for every unpack_impl "
+            "available",
     "WM-8": "backward: every parameter's gradient is finite and non-zero (free_bits 0, so the prior trains)",
     "WM-9": "overfit one fixed batch: 10 Adam steps (lr 1e-2) reduce the reconstruction loss at least 4×, "
-            "deterministically (same loss bits on a second run)",
+            "deterministically (same loss bits on a second run), with the MLP and the conv encoder",
     "WM-10": "parity with the reference loaded with the same state_dict: loss and every metric within 1e-4",
     "WM-11": "bad inputs are rejected naming the argument, the expected and the actual value (obs dtype and "
              "shape, action dtype, shape and ids, continue values, missing keys, kl_loss shapes and free bits)",
@@ -74,19 +75,34 @@ OVERFIT_STEPS, OVERFIT_FACTOR = 10, 4.0
 METRICS = ("loss", "recon_loss", "reward_loss", "continue_loss", "kl_loss", "dyn_kl", "rep_kl")
 
 # --------------------------------------------------------------------------------------------------
-# Strategies: tiny sizes (H <= 16, S, K <= 4, T <= 6, B <= 2)
+# Strategies: tiny sizes (H <= 16, S, K <= 4, T <= 6, B <= 2); the encoder 'mlp' on the whole frame, or
+# 'conv' on a small centered crop (its embed_dim derived from the geometry)
 # --------------------------------------------------------------------------------------------------
 seeds = st.integers(0, 2**31 - 1)
+
+
+def conv_fields(frame: tuple[int, int], pool: int, mult: int, stages: int) -> dict:
+    c, h, w = conv_latent_shape(frame, pool, mult, stages)
+    return dict(encoder="conv", frame=frame, pool=pool, cnn_mult=mult, cnn_stages=stages, embed_dim=c * h * w)
+
+
+encoders = st.one_of(
+    st.builds(lambda e, pool: dict(embed_dim=e, pool=pool), st.sampled_from([8, 16]), st.sampled_from([4, 8])),
+    st.builds(lambda geometry, mult, stages: conv_fields(*geometry, mult, stages),  # (frame, pool): sides / 4
+              st.sampled_from([((16, 16), 4), ((32, 16), 2), ((24, 40), 2)]), st.sampled_from([2, 3]),
+              st.sampled_from([1, 2])))
 configs = st.builds(
-    lambda a, h, s, k, hid, e, pool, bins: dict(num_actions=a, deter=h, stoch=s, classes=k, hidden=hid,
-                                                embed_dim=e, pool=pool, reward_bins=bins),
+    lambda a, h, s, k, hid, enc, bins: dict(num_actions=a, deter=h, stoch=s, classes=k, hidden=hid,
+                                            reward_bins=bins, **enc),
     st.integers(1, 3), st.sampled_from([8, 16]), st.integers(1, 4), st.integers(2, 4), st.sampled_from([8, 16]),
-    st.sampled_from([4, 8]), st.sampled_from([4, 8]), st.sampled_from([15, 41, 255]))
+    encoders, st.sampled_from([15, 41, 255]))
 cases = st.fixed_dictionaries(dict(config=configs, T=st.integers(1, 6), B=st.integers(1, 2), seed=seeds))
 _SMALL = dict(num_actions=3, deter=16, stoch=4, classes=4, hidden=16, embed_dim=8, pool=8, reward_bins=41)
+_CONV = dict(_SMALL, **conv_fields((24, 40), 2, 2, 2))  # 12 × 20 pooled -> [4, 3, 5] after 2 stages: E = 60
 EXAMPLES = (
     dict(config=_SMALL, T=6, B=2, seed=1),
     dict(config=dict(_SMALL, num_actions=1, stoch=1, classes=2, pool=4, reward_bins=255), T=1, B=1, seed=2),
+    dict(config=_CONV, T=4, B=2, seed=3),
 )
 kl_cases = st.fixed_dictionaries(dict(
     T=st.integers(1, 6), B=st.integers(1, 2), S=st.integers(1, 4), K=st.integers(2, 4), seed=seeds,
@@ -271,10 +287,21 @@ def _ln64(x, sd, name, eps=1e-3):
 def embed64(sd: dict, cfg: WorldModelConfig, obs: torch.Tensor) -> torch.Tensor:
     values = packed2.unpack(obs).double() / 3  # [T, B, 1, 72, 80]
     T, B = obs.shape[:2]
-    h, w = cfg.pooled_shape
-    x = values.reshape(T, B, h, cfg.pool, w, cfg.pool).mean((3, 5)).reshape(T, B, h * w)
-    y = F.silu(_ln64(x @ sd["encoder.inp.weight"].double().T, sd, "encoder.norm"))
+    (top, left), (fh, fw), (h, w) = cfg.crop_offset, cfg.frame, cfg.pooled_shape
+    crop = values[..., 0, top:top + fh, left:left + fw]  # [T, B, fh, fw]
+    x = crop.reshape(T, B, h, cfg.pool, w, cfg.pool).mean((3, 5))  # [T, B, h, w]
+    if cfg.encoder == "conv":
+        return conv64(sd, cfg, x.reshape(T * B, 1, h, w)).reshape(T, B, -1)
+    y = F.silu(_ln64(x.reshape(T, B, h * w) @ sd["encoder.inp.weight"].double().T, sd, "encoder.norm"))
     return y @ sd["encoder.out.weight"].double().T + sd["encoder.out.bias"].double()
+
+
+def conv64(sd: dict, cfg: WorldModelConfig, x: torch.Tensor) -> torch.Tensor:
+    """sheeprl CNNEncoder in float64: stages × silu(LN over channels(conv k4 s2 p1 without bias)), flattened."""
+    for i in range(cfg.cnn_stages):
+        y = F.conv2d(x, sd[f"encoder.convs.{i}.weight"].double(), stride=2, padding=1)  # [N, C_i, h/2, w/2]
+        x = F.silu(_ln64(y.movedim(1, -1), sd, f"encoder.norms.{i}").movedim(-1, 1))
+    return x.flatten(1)
 
 
 def _unpack_impls_available() -> list[str]:
@@ -292,7 +319,7 @@ def check_encoder(impl, config, T, B, seed):
     model = build(impl, config, seed)
     obs = make_batch(model.config, T, B, seed)["obs"]
     got = model.embed(obs)
-    assert_close("WM-7", "embed(obs) vs float64 closed form (unpack v/3, avg-pool, MLP)", got,
+    assert_close("WM-7", f"embed(obs) vs float64 closed form (unpack v/3, crop, avg-pool, {model.config.encoder})", got,
                  embed64(model.state_dict(), model.config, obs), atol=TOL, rtol=TOL, T=T, B=B, seed=seed)
     for name in _unpack_impls_available():
         other = impl.WorldModel(dataclasses.replace(model.config, unpack_impl=name))
@@ -311,11 +338,11 @@ def check_gradients(impl, **case):
             fail("WM-8", f"parameter {name} {tuple(p.shape)} has gradient {problem}", case=case)
 
 
-OVERFIT_CASE = dict(config=_SMALL, T=4, B=2, seed=3)
+OVERFIT_CASES = (dict(config=_SMALL, T=4, B=2, seed=3), dict(config=_CONV, T=4, B=2, seed=3))
 
 
-def _overfit(impl) -> list[torch.Tensor]:
-    model, batch, *_ = run_loss(impl, **OVERFIT_CASE)
+def _overfit(impl, case: dict) -> list[torch.Tensor]:
+    model, batch, *_ = run_loss(impl, **case)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     losses = []
     for _ in range(OVERFIT_STEPS + 1):
@@ -328,12 +355,14 @@ def _overfit(impl) -> list[torch.Tensor]:
 
 
 def check_overfit(impl):
-    first, second = _overfit(impl), _overfit(impl)
-    start, end = first[0].item(), first[-1].item()
-    if not end * OVERFIT_FACTOR <= start:
-        fail("WM-9", f"reconstruction loss {start:.4g} -> {end:.4g} after {OVERFIT_STEPS} Adam steps: fell "
-                     f"{start / end:.3g}×, expected >= {OVERFIT_FACTOR}×", case=OVERFIT_CASE)
-    assert_identical("WM-9", "recon losses of a second identical run", torch.stack(second), torch.stack(first))
+    for case in OVERFIT_CASES:
+        first, second = _overfit(impl, case), _overfit(impl, case)
+        start, end = first[0].item(), first[-1].item()
+        if not end * OVERFIT_FACTOR <= start:
+            fail("WM-9", f"reconstruction loss {start:.4g} -> {end:.4g} after {OVERFIT_STEPS} Adam steps: fell "
+                         f"{start / end:.3g}×, expected >= {OVERFIT_FACTOR}×", case=case)
+        assert_identical("WM-9", "recon losses of a second identical run", torch.stack(second),
+                         torch.stack(first), case=case)
 
 
 def check_parity(impl, **case):

@@ -27,6 +27,7 @@ Row alignment (the two contracts state different conventions; this file joins th
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ from torch import nn
 
 from rlspec.contracts.behavior import BehaviorConfig, sample_categorical
 from rlspec.contracts.rssm import RSSMState
-from rlspec.contracts.world_model import WorldModelConfig
+from rlspec.contracts.world_model import WorldModelConfig, conv_latent_shape
 from rlspec.models import dreamer as nets
 
 
@@ -52,9 +53,17 @@ class DreamerConfig:
     hidden: int = 256
     """Width of the RSSM MLPs, encoder, decoder and heads."""
     embed_dim: int = 256
-    """E: encoder output."""
+    """E: output of the MLP encoder (the conv encoder's is its flattened last stage, derived from the geometry)."""
     pool: int = 4
-    """Average pooling of the 72 × 80 frame in the encoder; the decoder reconstructs the pooled frame."""
+    """Average pooling of the (cropped) frame in the encoder; the decoder reconstructs the pooled frame."""
+    frame: tuple[int, int] = (72, 80)
+    """Centered crop of the 72 × 80 frame the encoder sees ((64, 64): sheeprl's geometry; contract world_model)."""
+    encoder: str = "mlp"
+    """'mlp' (MLP encoder and decoder) or 'conv' (sheeprl 0.8.4's CNNEncoder / CNNDecoder)."""
+    cnn_mult: int = 8
+    """Channel multiplier of the conv encoder and decoder (sheeprl cnn_channels_multiplier)."""
+    cnn_stages: int = 4
+    """Stride-2 stages of the conv encoder and decoder (4 at 64 × 64, as sheeprl)."""
     free_bits: float = 1.0
     """Free nats per (t, b) of each KL term (seed §3 M4)."""
     dyn_scale: float = 0.5
@@ -104,8 +113,12 @@ class DreamerConfig:
     """Gradient-norm clip of the critic."""
 
     def world_model_config(self, num_actions: int) -> WorldModelConfig:
+        conv = self.encoder == "conv"
+        embed = math.prod(conv_latent_shape(self.frame, self.pool, self.cnn_mult, self.cnn_stages)) if conv \
+            else self.embed_dim
         return WorldModelConfig(num_actions=num_actions, deter=self.deter, stoch=self.stoch, classes=self.classes,
-                                hidden=self.hidden, embed_dim=self.embed_dim, pool=self.pool,
+                                hidden=self.hidden, embed_dim=embed, pool=self.pool, frame=self.frame,
+                                encoder=self.encoder, cnn_mult=self.cnn_mult, cnn_stages=self.cnn_stages,
                                 free_bits=self.free_bits, dyn_scale=self.dyn_scale, rep_scale=self.rep_scale,
                                 unimix=self.unimix)
 
@@ -255,7 +268,7 @@ def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.G
     f = features(*imag.states)  # [H+1, T·B, F]
     # 3. behaviour: heads predict out of s_t; behavior wants arrival at s_t (module docstring)
     with torch.no_grad():
-        _, reward_logits, cont_logits = s.wm.heads(f)  # [H+1, T·B, bins], [H+1, T·B]
+        reward_logits, cont_logits = s.wm.reward_continue(f)  # [H+1, T·B, bins], [H+1, T·B]
         c = s.wm.config
         reward_out = kit.twohot_mean(reward_logits, c.reward_bins, c.reward_low, c.reward_high)  # [H+1, T·B]
         reward = F.pad(reward_out[:-1], (0, 0, 1, 0))  # [H+1, T·B]: row 0 unused

@@ -4,7 +4,17 @@ with its defaults and presets, the KL result type, the batch and input validator
 Imports only torch. Source: seed 004 §3 M4 (packed2 encoder, decoder, reward head, continue head;
 reconstruction loss with stop-gradient KL and free bits, no KL balancing; ``unpack_impl`` contingency hook),
 §2.3 (replay layout and ``continue`` semantics), §5. Network shapes follow sheeprl 0.8.4's DreamerV3
-(``sheeprl/algos/dreamer_v3/agent.py``, ``loss.py`` ``reconstruction_loss``), reduced to MLPs.
+(``sheeprl/algos/dreamer_v3/agent.py``, ``loss.py`` ``reconstruction_loss``): MLP encoder and decoder by default,
+or sheeprl's convolutional ones (``encoder="conv"``, below).
+
+Input geometry (one place: ``WorldModelConfig.frame`` and ``pool``): the packed2 frame unpacks to 72 × 80; the
+encoder sees its centered ``frame`` crop (rows (72 − fh)//2 on, columns (80 − fw)//2 on), average-pooled by
+``pool``: x of ``pooled_shape`` = (fh/pool, fw/pool); the decoder reconstructs that x. The default crop is the
+whole frame. The conv encoder (sheeprl ``CNNEncoder``: ``cnn_stages`` × Conv2d k4 s2 p1 without bias →
+LayerNorm over channels eps 1e-3 → SiLU, channels cnn_mult·[1, 2, 4, 8, ...]) halves x exactly at every stage,
+so both sides of ``pooled_shape`` must be multiples of 2^cnn_stages; its output, flattened, is the embedding:
+embed_dim = 2^(stages−1)·cnn_mult·(ph/2^stages)·(pw/2^stages). ``frame=(64, 64), pool=1, cnn_stages=4`` is
+sheeprl's 64 × 64 geometry (4 × 4 after the last stage), grayscale: ``CONV_64``.
 
 The batch is the replay's ``sample_sequences`` dict, time-major (seed §2.3)::
 
@@ -45,6 +55,8 @@ UNPACK_MODULES = {"lut": "rlspec.fast.packed2", "triton": "rlspec.fast.packed2_t
                   "warp": "rlspec.fast.packed2_warp"}
 UNPACK_IMPLS = tuple(UNPACK_MODULES)
 FRAME_HEIGHT, FRAME_WIDTH = FRAME_SHAPE[1], FRAME_SHAPE[2] * PIXELS_PER_BYTE  # 72 × 80 unpacked pixels
+ENCODERS = ("mlp", "conv")
+CONV_64 = dict(encoder="conv", frame=(64, 64), pool=1, cnn_stages=4)  # sheeprl's 64 × 64 geometry, grayscale
 KEYS = ("obs", "action", "reward", "is_first", "continue")
 
 
@@ -61,10 +73,19 @@ class WorldModelConfig:
     hidden: int = 256
     """Width of the RSSM MLPs, the encoder, decoder and heads (sheeprl dense_units)."""
     embed_dim: int = 256
-    """E: encoder output."""
+    """E: encoder output. With encoder='conv' it must equal the flattened conv output (``conv_embed_dim``)."""
     pool: int = 4
-    """Average-pooling factor on the unpacked 72 × 80 frame inside the encoder; the decoder reconstructs the
-    pooled frame (72/pool × 80/pool pixels). Must divide 72 and 80: 1, 2, 4 or 8."""
+    """Average-pooling factor on the (cropped) frame inside the encoder; the decoder reconstructs the pooled
+    frame (``pooled_shape``: frame/pool pixels). Must divide both sides of ``frame``."""
+    frame: tuple[int, int] = (FRAME_HEIGHT, FRAME_WIDTH)
+    """(fh, fw): the centered crop of the unpacked 72 × 80 frame that the encoder sees (module docstring)."""
+    encoder: str = "mlp"
+    """'mlp': encoder and decoder are MLP heads on the flattened pooled frame; 'conv': sheeprl 0.8.4's
+    CNNEncoder / CNNDecoder (module docstring)."""
+    cnn_mult: int = 8
+    """Channel multiplier of the conv encoder and decoder (sheeprl cnn_channels_multiplier; XS: 24); >= 2."""
+    cnn_stages: int = 4
+    """Stride-2 stages of the conv encoder and decoder (sheeprl: log2(screen_size) − 2, 4 at 64 × 64)."""
     reward_bins: int = DEFAULT_BINS
     """Bins of the reward head's symlog two-hot (twohot contract support [low, high])."""
     reward_low: float = DEFAULT_LOW
@@ -83,11 +104,10 @@ class WorldModelConfig:
 
     def __post_init__(self) -> None:
         fn = "WorldModelConfig"
-        for name in ("num_actions", "deter", "stoch", "classes", "hidden", "embed_dim", "pool"):
+        for name in ("num_actions", "deter", "stoch", "classes", "hidden", "embed_dim", "pool", "cnn_stages"):
             require_int(fn, name, getattr(self, name), 1)
-        if FRAME_HEIGHT % self.pool or FRAME_WIDTH % self.pool:
-            raise ValueError(f"{fn}: argument 'pool' must divide the frame {FRAME_HEIGHT} × {FRAME_WIDTH} "
-                             f"(1, 2, 4 or 8), got {self.pool}")
+        require_int(fn, "cnn_mult", self.cnn_mult, 2)  # LayerNorm over 1 channel is constant: its conv learns nothing
+        self._validate_geometry(fn)
         require_int(fn, "reward_bins", self.reward_bins, 2)
         for name in ("reward_low", "reward_high"):
             require_range(fn, name, getattr(self, name), -math.inf, math.inf, lo_open=True, hi_open=True)
@@ -100,6 +120,28 @@ class WorldModelConfig:
             raise ValueError(f"{fn}: argument 'unpack_impl' must be one of {UNPACK_IMPLS}, got {self.unpack_impl!r}")
         self.rssm_config()  # validates classes >= 1, unimix in [0, 1)
 
+    def _validate_geometry(self, fn: str) -> None:
+        frame = tuple(self.frame) if isinstance(self.frame, (tuple, list)) else self.frame
+        if (not isinstance(frame, tuple) or len(frame) != 2 or not all(type(v) is int for v in frame)
+                or not (1 <= frame[0] <= FRAME_HEIGHT and 1 <= frame[1] <= FRAME_WIDTH)):
+            raise ValueError(f"{fn}: argument 'frame' must be a pair of ints (fh, fw) within 1..{FRAME_HEIGHT} × "
+                             f"1..{FRAME_WIDTH}, got {self.frame!r}")
+        object.__setattr__(self, "frame", frame)
+        if frame[0] % self.pool or frame[1] % self.pool:
+            raise ValueError(f"{fn}: argument 'pool' must divide the frame {frame[0]} × {frame[1]}, got {self.pool}")
+        if self.encoder not in ENCODERS:
+            raise ValueError(f"{fn}: argument 'encoder' must be one of {ENCODERS}, got {self.encoder!r}")
+        if self.encoder == "conv":
+            step = 2 ** self.cnn_stages
+            ph, pw = self.pooled_shape
+            if ph % step or pw % step:
+                raise ValueError(f"{fn}: argument 'cnn_stages' = {self.cnn_stages} needs the pooled frame's sides "
+                                 f"to be multiples of 2^{self.cnn_stages} = {step}, got {ph} × {pw} (frame / pool)")
+            if self.embed_dim != self.conv_embed_dim:
+                raise ValueError(f"{fn}: argument 'embed_dim' must equal the conv encoder's flattened output "
+                                 f"{self.conv_embed_dim} (2^(stages−1)·cnn_mult·{ph // step}·{pw // step}), "
+                                 f"got {self.embed_dim}")
+
     def rssm_config(self) -> RSSMConfig:
         return RSSMConfig(embed_dim=self.embed_dim, num_actions=self.num_actions, deter=self.deter,
                           stoch=self.stoch, classes=self.classes, hidden=self.hidden, unimix=self.unimix)
@@ -110,12 +152,48 @@ class WorldModelConfig:
 
     @property
     def pooled_shape(self) -> tuple[int, int]:
-        return FRAME_HEIGHT // self.pool, FRAME_WIDTH // self.pool
+        """(fh/pool, fw/pool): the encoder's input and the decoder's output."""
+        return self.frame[0] // self.pool, self.frame[1] // self.pool
+
+    @property
+    def crop_offset(self) -> tuple[int, int]:
+        """(top, left) of the centered ``frame`` crop in the 72 × 80 unpacked frame."""
+        return (FRAME_HEIGHT - self.frame[0]) // 2, (FRAME_WIDTH - self.frame[1]) // 2
+
+    @property
+    def cnn_channels(self) -> tuple[int, ...]:
+        """Output channels of the conv encoder's stages: cnn_mult·2^i, i < cnn_stages (sheeprl CNNEncoder)."""
+        return tuple(self.cnn_mult * 2**i for i in range(self.cnn_stages))
+
+    @property
+    def conv_latent_shape(self) -> tuple[int, int, int]:
+        """(C, h, w) after the conv encoder's last stage: C = cnn_mult·2^(stages−1), h, w = pooled / 2^stages
+        (the decoder starts from it)."""
+        return conv_latent_shape(self.frame, self.pool, self.cnn_mult, self.cnn_stages)
+
+    @property
+    def conv_embed_dim(self) -> int:
+        """The conv encoder's flattened output C·h·w (must be embed_dim with encoder='conv')."""
+        return math.prod(self.conv_latent_shape)
 
     @property
     def feature_dim(self) -> int:
         """F = H + S·K: the heads' input [h; flatten(z)]."""
         return self.deter + self.stoch * self.classes
+
+    @classmethod
+    def conv(cls, num_actions: int, **fields) -> WorldModelConfig:
+        """encoder='conv' at sheeprl's 64 × 64 geometry (``CONV_64``; ``fields`` override), embed_dim derived."""
+        fields = dict(CONV_64, **fields)
+        shape = conv_latent_shape(fields["frame"], fields["pool"], fields.get("cnn_mult", cls.cnn_mult),
+                                  fields["cnn_stages"])
+        return cls(num_actions, **fields, embed_dim=math.prod(shape))
+
+
+def conv_latent_shape(frame: tuple[int, int], pool: int, cnn_mult: int, cnn_stages: int) -> tuple[int, int, int]:
+    """(C, h, w) of the conv encoder's last stage (WorldModelConfig.conv_latent_shape)."""
+    step = 2**cnn_stages
+    return cnn_mult * 2 ** (cnn_stages - 1), frame[0] // pool // step, frame[1] // pool // step
 
 
 class KLTerms(NamedTuple):
