@@ -91,8 +91,9 @@ class ReplayActor:
         self.latest = [c.frag for c in collected]
 
     def batch(self, rank: int, world: int, seed: int):
+        """(this rank's batch, the return scale)."""
         gen = torch.Generator().manual_seed(seed)
-        return self.side.batch(self.latest[rank::world], gen, fresh=len(self.latest))
+        return self.side.batch(self.latest[rank::world], gen, fresh=len(self.latest)), self.side.scale()
 
     def stats(self) -> tuple[int, int]:
         return self.side.miner.stats()
@@ -147,8 +148,8 @@ class TrainerActor:
             p.grad /= self.world
 
     def update(self, replay, step: int, batch_seed: int) -> dict:
-        batch = ray.get(replay.batch.remote(self.rank, self.world, batch_seed))
-        return self.side.update(batch, RemoteMiner(replay, self.bonus_cfg), step, self.gen)
+        batch, scale = ray.get(replay.batch.remote(self.rank, self.world, batch_seed))
+        return self.side.update(batch, RemoteMiner(replay, self.bonus_cfg), step, self.gen, scale)
 
     def weights(self) -> dict:
         return self.side.learner.policy.state_dict()
