@@ -204,11 +204,21 @@ def make_learner(cfg: LearnerConfig, obs_dim: int, action_dim: int, n_bins: int,
 
 
 @torch.no_grad()
-def act(state: LearnerState, obs: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """tokens [N, A] and their behaviour log-probabilities [N]."""
-    logits = state.policy(obs)
+def act(policy: TokenPolicy, obs: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """tokens [N, A] and their behaviour log-probabilities [N] for obs [N, OBS]."""
+    logits = policy(obs)
     tokens = sample_tokens(logits, gen)
     return tokens, token_logp(logits, tokens)[0]
+
+
+@torch.no_grad()
+def load_policy(policy: TokenPolicy, weights: dict, perturb_std: float, gen: torch.Generator) -> None:
+    """``policy`` ← ``weights`` plus N(0, perturb_std²) noise on every parameter drawn from ``gen`` (seed 003
+    §2.3 perturbed_best; 0: none, and nothing drawn)."""
+    policy.load_state_dict(weights)
+    if perturb_std:
+        for p in policy.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * perturb_std)
 
 
 Clipped = list[tuple[list[nn.Parameter], float]]  # parameter groups, each with its own gradient norm clip

@@ -23,7 +23,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -33,7 +33,6 @@ from rlspec.algos.bonus_vtrace import (
     BonusKit,
     Fragment,
     LearnerConfig,
-    LearnerState,
     PairMiner,
     ReturnScale,
     act,
@@ -67,6 +66,11 @@ class BonusConfig:
     """Ray: rollout worker actors, each stepping num_envs envs."""
     trainers: int = 1
     """Ray: trainer actors (data parallel: gradients averaged with torch.distributed, gloo on CPU)."""
+    inference: str = "local"
+    """Ray: where the rollout workers' actions come from. local: each worker holds a policy copy, sent trainer
+    0's weights every round (no round trip per step: the faster on CPU). actor: one InferenceActor holds the
+    policy (and the EMA-best copies) and serves every worker's per-step batch of observations, ~1.3 ms per
+    Ray round trip here (seed 003's architecture: one place for the weights, a GPU for inference at scale)."""
     best_workers: int = 0
     """Ray: rollout workers acting with trainer 0's EMA ("best") policy instead of the current one (seed 003
     §2.3 EMA-best-policy broadcast); their fragments are off-policy and V-trace corrects them."""
@@ -134,6 +138,9 @@ def validate(cfg: BonusConfig) -> None:
             raise runconfig.ConfigError(f"config key 'task': {err}") from None
     if cfg.execution == "ray":
         _require_extra("execution", cfg.execution, "ray")
+    if cfg.inference not in ("local", "actor") or (cfg.inference == "actor" and cfg.execution != "ray"):
+        raise runconfig.ConfigError(f"config key 'inference': expected local, or actor with execution=ray, got "
+                                    f"{cfg.inference!r} with execution={cfg.execution!r}")
     if cfg.ablation not in ABLATIONS:
         raise runconfig.ConfigError(f"config key 'ablation': expected one of {list(ABLATIONS)}, got {cfg.ablation!r}")
     runconfig.require_at_least(cfg, dict.fromkeys(("num_envs", "fragment_len", "total_steps", "replay_capacity",
@@ -201,10 +208,11 @@ class RolloutSide:
         return torch.from_numpy((self.envs.episodes - 1) * self.total_envs + self.first_env
                                 + np.arange(self.envs.num_envs))
 
-    def collect(self, learner: LearnerState, gen: torch.Generator) -> Collected:
+    def collect(self, policy: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]) -> Collected:
+        """A fragment; ``policy``: obs [N, OBS] -> (tokens [N, A], behaviour log-probabilities [N])."""
         rows, ids, ts, successes = [], [], [], []
         for _ in range(self.cfg.fragment_len):
-            tokens, logp = act(learner, self.obs, gen)  # [N, A], [N]
+            tokens, logp = policy(self.obs)  # [N, A], [N]
             ids.append(self.episode_ids())
             ts.append(torch.from_numpy(self.envs.t.copy()))
             out = self.envs.step(tokens.numpy())
@@ -348,7 +356,7 @@ class World:
 
     def train_update(self, step: int) -> dict[str, float]:
         """One rollout fragment, its episodes to the miner, the main update, then bonus time."""
-        c = self.rollout.collect(self.learner.learner, self.gen)
+        c = self.rollout.collect(lambda obs: act(self.learner.learner.policy, obs, self.gen))
         self.replay.add(c)
         metrics = self.learner.update(self.replay.batch([c.frag], self.gen), self.replay.miner, step, self.gen,
                                       self.replay.scale())
