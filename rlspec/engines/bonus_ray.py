@@ -17,8 +17,9 @@ Actors (the `bonus` extra: ray, metaworld), the same sides as the local executio
   contract's BonusScheduler), each rank reserving its own packs from the replay actor before the decision.
 
 The driver runs synchronous rounds — collect on every worker, add to the replay in worker order, update on
-every trainer, send rank 0's weights to the workers (or the InferenceActor) — so a run is reproducible from its seed (the actors'
-generators are seeded from (seed, role, index)), and a checkpoint gathers every actor's state.
+every trainer, send rank 0's weights to the workers (or the InferenceActor) — so a run is reproducible from
+its seed (the actors' generators are seeded from (seed, role, index)), and a checkpoint gathers every actor's
+state.
 ``best_workers`` of the rollout workers act with trainer 0's EMA policy, broadcast every ``best_every``
 rounds and perturbed afresh every round with the worker's generator (seed 003 §2.3 EMA-best-policy broadcast,
 perturbed_best). Both inference modes draw the same numbers in the same order from each worker's generator,
