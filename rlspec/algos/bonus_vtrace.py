@@ -12,7 +12,14 @@ the replay with the caller's generator, stacked along the env axis ([T, N_total]
    real final observation, seed 001 CRITICAL-2; then γ_t = 0), bootstrap V(s'_{T−1}).
 2. Advantages = V-trace's policy-gradient advantages ρ̄-clipped (r_t + γ_t·v_{s,t+1} − V(s_t))·min(ρ̄_pg, ρ_t),
    standardized over the batch; value targets v_s.
-3. ``epochs`` × ``minibatches`` of PPO-clip on π/π_old with ½(V − v_s)² and an entropy bonus (Adam, grad clip).
+3. ``epochs`` × ``minibatches`` of PPO-clip on π/π_old with ½(V − v_s)² and an entropy bonus (Adam; the
+   policy's and the critic's gradients clipped to their own norms).
+
+Return scale (``ReturnScale``): the replay keeps raw rewards; each update divides its whole batch's rewards by
+σ_G, the running std of the discounted return (SB3 VecNormalize's reward scale), so the critic fits values
+of O(1) on any task (Meta-World's returns are in the hundreds: in raw units the critic's gradient dominated
+one shared clip norm, and the policy's effective step swung with it, up to collapse). Rewards × c > 0 give
+σ_G × c and the same update.
 
 Bonus phase (``bonus_phase``, after the main update, seed 003 §3.3, Part3): the scheduler decides from the
 paired queue (identically on every rank: contract ``success_set`` BonusScheduler, all-reduce MIN); on a
@@ -71,7 +78,11 @@ class LearnerConfig:
     c_bar: float = 1.0
     """V-trace c̄ (trace cutting)."""
     max_grad_norm: float = 0.5
-    """Gradient norm clip."""
+    """Gradient norm clip of the policy (main update and bonus steps)."""
+    value_max_grad_norm: float = 0.5
+    """Gradient norm clip of the critic, apart from the policy's."""
+    normalize_returns: bool = True
+    """Divide rewards by the running std of the discounted return before V-trace (ReturnScale)."""
     bonus_lr: float = 1e-4
     """Adam learning rate of the bonus phase's policy steps (its own optimizer)."""
 
@@ -121,7 +132,8 @@ def stack_fragments(frags: list[Fragment]) -> Fragment:
 
 @dataclass
 class BonusKit:
-    """The contract implementations the core calls (reference or fast twins of ``vtrace`` and ``success_set``)."""
+    """The contract implementations the core calls (reference or fast twins of ``vtrace``, ``success_set`` and
+    ``numerics``' RunningMeanStd)."""
 
     vtrace: object
     loss_a: object
@@ -129,21 +141,51 @@ class BonusKit:
     SuccessPrototypes: type
     PairedQueue: type
     BonusScheduler: type
+    RunningMeanStd: type
 
     @classmethod
     def reference(cls) -> "BonusKit":
-        from rlspec.reference import success_set, vtrace
+        from rlspec.reference import numerics, success_set, vtrace
 
         return cls(vtrace=vtrace.vtrace, loss_a=success_set.loss_a, mine_pair=success_set.mine_pair,
                    SuccessPrototypes=success_set.SuccessPrototypes, PairedQueue=success_set.PairedQueue,
-                   BonusScheduler=success_set.BonusScheduler)
+                   BonusScheduler=success_set.BonusScheduler, RunningMeanStd=numerics.RunningMeanStd)
 
     @classmethod
     def fast(cls) -> "BonusKit":
-        from rlspec.fast import success_set, vtrace
+        from rlspec.fast import numerics, success_set, vtrace
 
         return dataclasses.replace(cls.reference(), vtrace=vtrace.vtrace, loss_a=success_set.loss_a,
-                                   mine_pair=success_set.mine_pair)
+                                   mine_pair=success_set.mine_pair, RunningMeanStd=numerics.RunningMeanStd)
+
+
+class ReturnScale:
+    """σ_G = √(Var[G] + 1e-8) of the discounted return G_t = γ·G_{t−1}·(1 − done_{t−1}) + r_t of every env
+    (module docstring; the statistics: the kit's RunningMeanStd, contract numerics, one update per fragment
+    step from that step's envs, as SB3's VecNormalize and safe_ppo.RewardScaler). Envs are global indices, so
+    fragments of several rollout workers feed one scale."""
+
+    def __init__(self, total_envs: int, gamma: float, kit: BonusKit):
+        self.gamma = gamma
+        self.rms = kit.RunningMeanStd(())
+        self.ret = torch.zeros(total_envs, dtype=torch.float64)  # [E] G of each env's episode so far
+
+    def observe(self, reward: torch.Tensor, done: torch.Tensor, envs: torch.Tensor) -> None:
+        """reward, done [T, N] of the envs ``envs`` [N] (global indices), in time order."""
+        for r, d in zip(reward.double(), done):
+            g = self.gamma * self.ret[envs] + r  # [N]
+            self.rms.update(g)
+            self.ret[envs] = torch.where(d, torch.zeros_like(g), g)
+
+    def scale(self) -> float:
+        return math.sqrt(float(self.rms.var) + 1e-8)
+
+    def state_dict(self) -> dict:
+        return {"rms": self.rms.state_dict(), "ret": self.ret.clone()}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.rms.load_state_dict(s["rms"])
+        self.ret = s["ret"].clone()
 
 
 @dataclass
@@ -162,21 +204,36 @@ def make_learner(cfg: LearnerConfig, obs_dim: int, action_dim: int, n_bins: int,
 
 
 @torch.no_grad()
-def act(state: LearnerState, obs: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """tokens [N, A] and their behaviour log-probabilities [N]."""
-    logits = state.policy(obs)
+def act(policy: TokenPolicy, obs: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """tokens [N, A] and their behaviour log-probabilities [N] for obs [N, OBS]."""
+    logits = policy(obs)
     tokens = sample_tokens(logits, gen)
     return tokens, token_logp(logits, tokens)[0]
 
 
-def _step(opt: torch.optim.Optimizer, loss: torch.Tensor, params: list[nn.Parameter], max_grad_norm: float,
-          average_gradients) -> None:
+@torch.no_grad()
+def load_policy(policy: TokenPolicy, weights: dict, perturb_std: float, gen: torch.Generator) -> None:
+    """``policy`` ← ``weights`` plus N(0, perturb_std²) noise on every parameter drawn from ``gen`` (seed 003
+    §2.3 perturbed_best; 0: none, and nothing drawn)."""
+    policy.load_state_dict(weights)
+    if perturb_std:
+        for p in policy.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * perturb_std)
+
+
+Clipped = list[tuple[list[nn.Parameter], float]]  # parameter groups, each with its own gradient norm clip
+
+
+def _step(opt: torch.optim.Optimizer, loss: torch.Tensor, groups: Clipped, average_gradients) -> list[float]:
+    """One optimizer step; each group's gradient is clipped to its own norm (after the average over ranks).
+    Returns the groups' gradient norms before the clip."""
     opt.zero_grad()
     loss.backward()
     if average_gradients is not None:
-        average_gradients(params)
-    nn.utils.clip_grad_norm_(params, max_grad_norm)
+        average_gradients([p for params, _ in groups for p in params])
+    norms = [float(nn.utils.clip_grad_norm_(params, max_norm)) for params, max_norm in groups]
     opt.step()
+    return norms
 
 
 @torch.no_grad()
@@ -193,10 +250,12 @@ def vtrace_targets(state: LearnerState, batch: Fragment, cfg: LearnerConfig, vtr
 
 
 def ppo_vtrace_update(state: LearnerState, batch: Fragment, cfg: LearnerConfig, vtrace, gen: torch.Generator,
-                      average_gradients: Callable[[list[nn.Parameter]], None] | None = None) -> dict[str, float]:
-    """The main update (module docstring, steps 1–3); returns the logged metrics. ``average_gradients``:
-    data parallel trainers average every gradient over ranks before the clip (each rank the same number of
-    minibatches: equal batches per rank)."""
+                      average_gradients: Callable[[list[nn.Parameter]], None] | None = None,
+                      return_scale: float = 1.0) -> dict[str, float]:
+    """The main update (module docstring, steps 1–3) on rewards / ``return_scale`` (ReturnScale.scale());
+    returns the logged metrics. ``average_gradients``: data parallel trainers average every gradient over
+    ranks before the clip (each rank the same number of minibatches: equal batches per rank)."""
+    batch = batch._replace(reward=batch.reward / return_scale)
     logp_old, vs, adv, rho = vtrace_targets(state, batch, cfg, vtrace)
     T, N = logp_old.shape
     flat = lambda x: x.reshape(T * N, *x.shape[2:])  # noqa: E731  [T, N, ...] -> [M, ...]
@@ -204,9 +263,11 @@ def ppo_vtrace_update(state: LearnerState, batch: Fragment, cfg: LearnerConfig, 
     adv = (adv - adv.mean()) / (adv.std(unbiased=False) + 1e-8)
     M = T * N
     size = math.ceil(M / cfg.minibatches)
-    sums = {"Loss/Loss_pi": 0.0, "Loss/Loss_value": 0.0, "Train/Entropy": 0.0, "Train/KL": 0.0}
+    sums = {"Loss/Loss_pi": 0.0, "Loss/Loss_value": 0.0, "Train/Entropy": 0.0, "Train/KL": 0.0,
+            "Train/GradNormPi": 0.0, "Train/GradNormV": 0.0}
     n = 0
-    params = [*state.policy.parameters(), *state.critic.parameters()]
+    groups = [(list(state.policy.parameters()), cfg.max_grad_norm),
+              (list(state.critic.parameters()), cfg.value_max_grad_norm)]
     for _ in range(cfg.epochs):
         perm = torch.randperm(M, generator=gen)
         for start in range(0, M, size):
@@ -216,11 +277,13 @@ def ppo_vtrace_update(state: LearnerState, batch: Fragment, cfg: LearnerConfig, 
             loss_pi = -torch.min(ratio * adv[idx], ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv[idx]).mean()
             loss_v = 0.5 * (state.critic(obs[idx]) - vs[idx]).pow(2).mean()
             loss = loss_pi + cfg.value_coef * loss_v - cfg.entropy_coef * entropy.mean()
-            _step(state.opt, loss, params, cfg.max_grad_norm, average_gradients)
-            for key, val in zip(sums, (loss_pi, loss_v, entropy.mean(), (logp_old[idx] - logp).mean())):
-                sums[key] += float(val.detach())
+            norms = _step(state.opt, loss, groups, average_gradients)
+            with torch.no_grad():
+                for key, val in zip(sums, (loss_pi, loss_v, entropy.mean(), (logp_old[idx] - logp).mean(), *norms)):
+                    sums[key] += float(val)
             n += 1
-    return {**{k: v / n for k, v in sums.items()}, "Train/RhoClipFrac": float((rho > cfg.rho_bar).double().mean())}
+    return {**{k: v / n for k, v in sums.items()}, "Train/RhoClipFrac": float((rho > cfg.rho_bar).double().mean()),
+            "Train/ReturnScale": return_scale}
 
 
 # ------------------------------------------------------------------------------------- the bonus side
@@ -311,7 +374,7 @@ def _bonus_step(state: LearnerState, batch: tuple[torch.Tensor, ...], before: to
     """One Loss A step; returns (mean KL(π_before ‖ π) summed over dimensions, mean entropy) after it."""
     states, fail_actions, pos_mask, zone_w = batch
     out = loss_a(state.policy(states), fail_actions, pos_mask, zone_w, tau=cfg.tau, margin=cfg.margin)
-    _step(state.bonus_opt, out.loss, list(state.policy.parameters()), max_grad_norm, average_gradients)
+    _step(state.bonus_opt, out.loss, [(list(state.policy.parameters()), max_grad_norm)], average_gradients)
     with torch.no_grad():
         after = torch.log_softmax(state.policy(states), dim=-1)  # [N, A, B]
         kl = (before.exp() * (before - after)).sum(-1).sum(-1).mean()

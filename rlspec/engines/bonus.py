@@ -23,7 +23,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -33,8 +33,8 @@ from rlspec.algos.bonus_vtrace import (
     BonusKit,
     Fragment,
     LearnerConfig,
-    LearnerState,
     PairMiner,
+    ReturnScale,
     act,
     bonus_phase,
     bonus_setup,
@@ -66,6 +66,11 @@ class BonusConfig:
     """Ray: rollout worker actors, each stepping num_envs envs."""
     trainers: int = 1
     """Ray: trainer actors (data parallel: gradients averaged with torch.distributed, gloo on CPU)."""
+    inference: str = "local"
+    """Ray: where the rollout workers' actions come from. local: each worker holds a policy copy, sent trainer
+    0's weights every round (no round trip per step: the faster on CPU). actor: one InferenceActor holds the
+    policy (and the EMA-best copies) and serves every worker's per-step batch of observations, ~1.3 ms per
+    Ray round trip here (seed 003's architecture: one place for the weights, a GPU for inference at scale)."""
     best_workers: int = 0
     """Ray: rollout workers acting with trainer 0's EMA ("best") policy instead of the current one (seed 003
     §2.3 EMA-best-policy broadcast); their fragments are off-policy and V-trace corrects them."""
@@ -133,6 +138,9 @@ def validate(cfg: BonusConfig) -> None:
             raise runconfig.ConfigError(f"config key 'task': {err}") from None
     if cfg.execution == "ray":
         _require_extra("execution", cfg.execution, "ray")
+    if cfg.inference not in ("local", "actor") or (cfg.inference == "actor" and cfg.execution != "ray"):
+        raise runconfig.ConfigError(f"config key 'inference': expected local, or actor with execution=ray, got "
+                                    f"{cfg.inference!r} with execution={cfg.execution!r}")
     if cfg.ablation not in ABLATIONS:
         raise runconfig.ConfigError(f"config key 'ablation': expected one of {list(ABLATIONS)}, got {cfg.ablation!r}")
     runconfig.require_at_least(cfg, dict.fromkeys(("num_envs", "fragment_len", "total_steps", "replay_capacity",
@@ -200,10 +208,11 @@ class RolloutSide:
         return torch.from_numpy((self.envs.episodes - 1) * self.total_envs + self.first_env
                                 + np.arange(self.envs.num_envs))
 
-    def collect(self, learner: LearnerState, gen: torch.Generator) -> Collected:
+    def collect(self, policy: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]) -> Collected:
+        """A fragment; ``policy``: obs [N, OBS] -> (tokens [N, A], behaviour log-probabilities [N])."""
         rows, ids, ts, successes = [], [], [], []
         for _ in range(self.cfg.fragment_len):
-            tokens, logp = act(learner, self.obs, gen)  # [N, A], [N]
+            tokens, logp = policy(self.obs)  # [N, A], [N]
             ids.append(self.episode_ids())
             ts.append(torch.from_numpy(self.envs.t.copy()))
             out = self.envs.step(tokens.numpy())
@@ -223,10 +232,13 @@ class RolloutSide:
 
 
 class ReplaySide:
-    """The fragment replay, Part1 reassembly, the episode window and the pair miner (seed 003 replay actor)."""
+    """The fragment replay, Part1 reassembly, the episode window, the pair miner (seed 003 replay actor) and the
+    return scale the learner divides rewards by (every env's rewards pass here, in order)."""
 
     def __init__(self, cfg: BonusConfig, kit: BonusKit, setup, bonus_cfg: SuccessSetConfig):
         self.cfg, self.setup = cfg, setup
+        self.total_envs = total_envs(cfg)
+        self.return_scale = ReturnScale(self.total_envs, cfg.learner.gamma, kit)
         self.replay: deque[Fragment] = deque(maxlen=cfg.replay_capacity)
         self.assembler = EpisodeAssembler()
         self.miner = PairMiner(bonus_cfg, setup, kit, cfg.pool_size, cfg.queue_size)
@@ -237,6 +249,7 @@ class ReplaySide:
         the fragment to the replay."""
         frag = c.frag
         done = frag.terminated | frag.truncated  # [T, N]
+        self.return_scale.observe(frag.reward, done, c.episode_id[0] % self.total_envs)  # Part1 ids -> env index
         for i in range(frag.obs.shape[1]):
             for ep in self.assembler.add(c.episode_id[:, i], c.t[:, i], frag.obs[:, i], frag.tokens[:, i],
                                          frag.reward[:, i], done[:, i], c.success[:, i]):
@@ -254,6 +267,10 @@ class ReplaySide:
         picks = torch.randint(len(older), (k,), generator=gen).tolist() if k else []
         return stack_fragments([*newest, *(older[j] for j in picks)])
 
+    def scale(self) -> float:
+        """What the learner divides this round's rewards by (1 without normalize_returns)."""
+        return self.return_scale.scale() if self.cfg.learner.normalize_returns else 1.0
+
     def metrics(self) -> dict[str, float]:
         out = {f"episodes/{k}": float(v) for k, v in self.assembler.counts.items()}
         out.update(self.miner.metrics() if self.setup.mine else {})
@@ -267,7 +284,8 @@ class ReplaySide:
     def state_dict(self) -> dict:
         return {"replay": list(self.replay), "assembler": self.assembler, "window": list(self.window),
                 "successes": list(self.miner.successes), "queue": list(self.miner.queue.packs),
-                "prototypes": self.miner.prototypes, "miner_counts": dict(self.miner.counts)}
+                "prototypes": self.miner.prototypes, "miner_counts": dict(self.miner.counts),
+                "return_scale": self.return_scale.state_dict()}
 
     def load_state_dict(self, s: dict) -> None:
         self.replay.extend(s["replay"])
@@ -276,6 +294,7 @@ class ReplaySide:
         self.miner.successes.extend(s["successes"])
         self.miner.queue.packs.extend(s["queue"])
         self.miner.prototypes, self.miner.counts = s["prototypes"], s["miner_counts"]
+        self.return_scale.load_state_dict(s["return_scale"])
 
 
 class LearnerSide:
@@ -292,10 +311,11 @@ class LearnerSide:
         self.ema = ({k: v.detach().clone() for k, v in self.learner.policy.state_dict().items()}
                     if cfg.best_workers else None)
 
-    def update(self, batch: Fragment, miner: PairMiner, step: int, gen: torch.Generator) -> dict[str, float]:
-        """The main update, then bonus time (its errors counted)."""
+    def update(self, batch: Fragment, miner: PairMiner, step: int, gen: torch.Generator,
+               return_scale: float = 1.0) -> dict[str, float]:
+        """The main update on rewards / return_scale, then bonus time (its errors counted)."""
         metrics = ppo_vtrace_update(self.learner, batch, self.cfg.learner, self.kit.vtrace, gen,
-                                    self.average_gradients)
+                                    self.average_gradients, return_scale)
         if self.setup.loss_a:
             telemetry = bonus_phase(self.learner, miner, self.scheduler, step, self.n_bins,
                                     self.cfg.learner.max_grad_norm, self.kit, gen, self.average_gradients)
@@ -336,9 +356,10 @@ class World:
 
     def train_update(self, step: int) -> dict[str, float]:
         """One rollout fragment, its episodes to the miner, the main update, then bonus time."""
-        c = self.rollout.collect(self.learner.learner, self.gen)
+        c = self.rollout.collect(lambda obs: act(self.learner.learner.policy, obs, self.gen))
         self.replay.add(c)
-        metrics = self.learner.update(self.replay.batch([c.frag], self.gen), self.replay.miner, step, self.gen)
+        metrics = self.learner.update(self.replay.batch([c.frag], self.gen), self.replay.miner, step, self.gen,
+                                      self.replay.scale())
         return {**metrics, **self.replay.metrics()}
 
     def state_dict(self) -> dict:
@@ -363,8 +384,13 @@ def make_world(cfg: BonusConfig):
     return World(cfg)
 
 
+def total_envs(cfg: BonusConfig) -> int:
+    """Envs of the run, all rollout workers together."""
+    return cfg.num_envs * (cfg.rollout_workers if cfg.execution == "ray" else 1)
+
+
 def steps_per_update(cfg: BonusConfig) -> int:
-    return cfg.num_envs * cfg.fragment_len * (cfg.rollout_workers if cfg.execution == "ray" else 1)
+    return total_envs(cfg) * cfg.fragment_len
 
 
 def run(cfg: BonusConfig, out: Path, resume: bool = False, stop_after_updates: int | None = None,

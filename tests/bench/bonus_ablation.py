@@ -5,7 +5,7 @@ statistics. Local execution (one process), deterministic per seed. Writes JSON +
 asserted.
 
     python tests/bench/bonus_ablation.py --task token-reach --seeds 0 1 2 --steps 60000
-    python tests/bench/bonus_ablation.py --task metaworld:reach-v3 --seeds 0 --steps 100000 --set bonus.cooldown_steps=2000
+    python tests/bench/bonus_ablation.py --task metaworld:reach-v3 --seeds 0 1 2 --steps 150000 --set bonus.cooldown_steps=2048
 
 Runs live in ``--runs/TASK/ABLATION-sSEED`` (finished runs are kept, interrupted ones resumed); every
 invocation ends by summarizing all runs of the task into ``--out/bonus_ablation_TASK.json`` and ``.png``.

@@ -123,6 +123,78 @@ def test_vtrace_targets_on_policy_are_discounted_returns_with_the_timeout_bootst
     torch.testing.assert_close(rho, torch.ones_like(rho))
 
 
+# ------------------------------------------------------------------------------ return scale, clips
+def test_return_scale_is_the_std_of_the_discounted_return_restarted_at_episode_ends():
+    """Closed form: rewards 1, 2, 3 ... of two envs fed as two workers' fragments; G restarts after a done;
+    σ_G² is the variance of every G_t (float64; the RunningMeanStd prior: count 1e-4 of variance 1)."""
+    g = 0.9
+    scale = bv.ReturnScale(4, g, bv.BonusKit.reference())
+    reward = torch.arange(1.0, 7.0).reshape(3, 2)  # [T, N]
+    done = torch.tensor([[False, False], [True, False], [False, False]])
+    scale.observe(reward, done, torch.tensor([3, 1]))
+    scale.observe(reward[:1], done[:1], torch.tensor([3, 1]))  # the next fragment continues both envs
+    env3 = [1.0, g * 1 + 3, 5.0, g * 5 + 1]  # G of env 3: the done after its second step restarts it
+    env1 = [2.0, g * 2 + 4, g * (g * 2 + 4) + 6, g * (g * (g * 2 + 4) + 6) + 2]
+    expected = np.var(env3 + env1)
+    n = 8
+    prior = (1e-4 * 1.0 + n * expected + np.mean(env3 + env1) ** 2 * 1e-4 * n / (n + 1e-4)) / (n + 1e-4)
+    assert scale.scale() == pytest.approx(math.sqrt(prior + 1e-8), rel=1e-9)
+    torch.testing.assert_close(scale.ret[[3, 1]], torch.tensor([env3[-1], env1[-1]], dtype=torch.float64))
+    assert scale.ret[[0, 2]].eq(0).all()
+
+
+def _update_after_return_scale(c: float, normalize: bool):
+    """A fresh learner's policy and critic after one main update on a batch with rewards × c."""
+    gen = torch.Generator().manual_seed(1)
+    cfg = bv.LearnerConfig(epochs=2, minibatches=2)
+    st = bv.make_learner(cfg, 3, 2, 5, gen)
+    T, N = 16, 4
+    obs = torch.randn(T + 1, N, 3, generator=gen)
+    tokens = torch.randint(0, 5, (T, N, 2), generator=gen)
+    with torch.no_grad():
+        logp = bv.token_logp(st.policy(obs[:-1]), tokens)[0] - 0.1 * torch.rand(T, N, generator=gen)
+    reward = c * (1 + 0.5 * torch.randn(T, N, generator=gen))  # [T, N]
+    term = torch.rand(T, N, generator=gen) < 0.05
+    trunc = ~term & (torch.rand(T, N, generator=gen) < 0.05)
+    scale = bv.ReturnScale(N, cfg.gamma, bv.BonusKit.reference())
+    scale.observe(reward, term | trunc, torch.arange(N))
+    batch = bv.Fragment(obs[:-1], tokens, logp, reward, term, trunc, obs[1:])
+    from rlspec.reference.vtrace import vtrace
+
+    metrics = bv.ppo_vtrace_update(st, batch, cfg, vtrace, gen, return_scale=scale.scale() if normalize else 1.0)
+    return st, metrics
+
+
+@pytest.mark.parametrize("c", [0.1, 300.0])
+def test_scaling_rewards_by_c_leaves_the_normalized_update_unchanged(c):
+    """σ_G scales with c, so the normalized targets, losses and both networks after the update are the same;
+    without the normalization the policy's update differs (the initial critic's O(1) values weigh differently
+    against rewards × c in the advantages: the check can fail)."""
+    ref, m_ref = _update_after_return_scale(1.0, True)
+    got, m_got = _update_after_return_scale(c, True)
+    # exact but for RunningMeanStd's prior (count 1e-4 of variance 1: a 1e-4/(n·Var[G]) bias)
+    assert m_got["Train/ReturnScale"] == pytest.approx(c * m_ref["Train/ReturnScale"], rel=1e-4)
+    assert m_got["Loss/Loss_value"] == pytest.approx(m_ref["Loss/Loss_value"], rel=1e-4)
+    for net in ("policy", "critic"):
+        for (k, a), b in zip(getattr(ref, net).state_dict().items(), getattr(got, net).state_dict().values()):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=f"{net}.{k}")
+    raw, _ = _update_after_return_scale(c, False)
+    raw_ref, _ = _update_after_return_scale(1.0, False)
+    assert not all(torch.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in
+                   zip(raw.policy.state_dict().values(), raw_ref.policy.state_dict().values()))
+
+
+def test_policy_and_critic_gradients_are_clipped_apart():
+    """A huge critic gradient no longer shrinks the policy's: each group is clipped to its own norm."""
+    a, b = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(2))
+    opt = torch.optim.SGD([a, b], lr=1.0)
+    loss = (torch.tensor([0.3, 0.4]) * a).sum() + (torch.tensor([300.0, 400.0]) * b).sum()
+    norms = bv._step(opt, loss, [([a], 1.0), ([b], 0.5)], None)
+    assert norms == pytest.approx([0.5, 500.0])
+    torch.testing.assert_close(a.detach(), torch.tensor([-0.3, -0.4]))  # under its clip: untouched
+    torch.testing.assert_close(b.detach(), torch.tensor([-0.3, -0.4]))  # 500 clipped to 0.5
+
+
 # ------------------------------------------------------------------------------------ the engine
 def smoke(tmp_path, name="run", **overrides):
     cfg = bonus.build_config("smoke", [f"{k}={v}" for k, v in overrides.items()])

@@ -1,5 +1,6 @@
 """The bonus engine's real components (issue 14): Meta-World token tasks and the Ray execution with two
-trainer actors in one gloo process group. Needs the `bonus` extra (cpu_gate installs it)."""
+trainer actors in one gloo process group, and its inference actor. Needs the `bonus` extra (cpu_gate installs
+it). The Ray tests share one local Ray (started once: ~3 s)."""
 
 from __future__ import annotations
 
@@ -49,11 +50,91 @@ def test_local_engine_trains_on_metaworld(tmp_path):
     assert rows[-1]["Metrics/EpLen"] <= 20 and rows[-1]["episodes/finished"] >= 2
 
 
-def test_ray_execution_two_trainers_stay_in_lockstep(tmp_path):
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = pytest.importorskip("ray")
+    import os
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def _tiny(*overrides: str):
+    return bonus.build_config("smoke", ["execution=ray", "rollout_workers=2", "num_envs=2", "fragment_len=64",
+                                        "best_workers=1", "best_every=2", "best_perturb_std=0.01", *overrides])
+
+
+def test_inference_actor_serves_what_each_worker_would_sample_itself(ray_session):
+    """Same weights and seed: the actor's tokens and log-probabilities are the local policy's, worker by worker
+    (worker 0 on the current weights, worker 1 on its perturbed copy of the EMA-best ones), in any request order."""
+    from rlspec.algos.bonus_vtrace import act, load_policy
+    from rlspec.engines.bonus_ray import InferenceActor, make_policy, worker_generator
+    from rlspec.envs.token_reach import TokenReachVector
+
+    cfg = _tiny("inference=actor")
+    envs = TokenReachVector(2, 0)
+    dims = (envs.obs_dim, envs.action_dim, envs.n_bins)
+    gen = torch.Generator().manual_seed(7)
+    current, best = (bonus.make_learner(cfg.learner, *dims, gen).policy.state_dict() for _ in range(2))
+    server = InferenceActor.remote(cfg, dims)
+    ray_session.get([server.load_best_weights.remote(best), server.begin_round.remote(current)])
+    obs = [torch.randn(2, dims[0], generator=gen) for _ in range(3)]
+    served = {w: [] for w in (0, 1)}
+    for o in obs:
+        for w in (1, 0):  # requests interleaved, best worker first
+            served[w].append(ray_session.get(server.act.remote(w, o)))
+    for w, weights in ((0, current), (1, best)):
+        policy, g = make_policy(cfg, dims), worker_generator(cfg, w)
+        load_policy(policy, weights, cfg.best_perturb_std if w else 0.0, g)
+        for o, (tokens, logp) in zip(obs, served[w]):
+            t_ref, l_ref = act(policy, o, g)
+            assert torch.equal(tokens, t_ref) and torch.equal(logp, l_ref)
+    assert not torch.equal(served[0][0][1], served[1][0][1])  # the two workers' policies differ
+    ray_session.kill(server)
+
+
+def test_ray_run_with_the_inference_actor_is_the_run_with_worker_policies(ray_session):
+    """inference=actor and inference=local draw the same numbers: a short token-reach run (EMA-best broadcast
+    through the actor, bonus time included) logs identical metrics with finite losses, and a checkpoint
+    round trip carries the actor's generators (the update after a restore is the update before it)."""
+    from rlspec.engines.bonus_ray import RayWorld
+
+    def updates(cfg, first: int, n: int, state: dict | None = None, save_after: int = 0):
+        """(n updates' metrics from update ``first`` on, the world's state after ``save_after`` of them)."""
+        w, out, saved = RayWorld(cfg), [], None
+        try:
+            if state is not None:
+                w.load_state_dict(state)
+            for k in range(first, first + n):
+                out.append(w.train_update((k + 1) * bonus.steps_per_update(cfg)))
+                saved = w.state_dict() if len(out) == save_after else saved
+            return out, saved
+        finally:
+            w.close()
+
+    rows = {"local": updates(_tiny("inference=local"), 0, 6)[0]}
+    cfg = _tiny("inference=actor")
+    bonus.validate(cfg)
+    rows["actor"], state = updates(cfg, 0, 7, save_after=6)
+    (resumed,), _ = updates(cfg, 6, 1, state)  # the checkpoint after 6 updates, in fresh actors
+    drop = lambda r: {k: v for k, v in r.items() if k != "Time/FPS"}  # noqa: E731
+    for actor, local in zip(rows["actor"][:6], rows["local"], strict=True):
+        assert drop(actor) == pytest.approx(drop(local), nan_ok=True, rel=0, abs=0)
+    assert drop(resumed) == pytest.approx(drop(rows["actor"][6]), nan_ok=True, rel=0, abs=0)
+    assert all(math.isfinite(r["Loss/Loss_pi"]) and math.isfinite(r["Loss/Loss_value"]) for r in rows["actor"])
+    assert rows["actor"][-1]["episodes/finished"] > 0 and any(r["bonus/ran"] == 1 for r in rows["actor"])
+    with pytest.raises(bonus.runconfig.ConfigError, match="config key 'inference': expected local, or actor "
+                                                          "with execution=ray, got 'actor' with execution='local'"):
+        bonus.validate(bonus.build_config("smoke", ["inference=actor"]))
+
+
+def test_ray_execution_two_trainers_stay_in_lockstep(tmp_path, ray_session):
     """Two trainer actors average gradients through gloo: after several updates (bonus time included) their
     weights are identical; the run logs finite losses and mines pairs; one worker acts with the perturbed EMA
     policy (off-policy fragments V-trace corrects)."""
-    ray = pytest.importorskip("ray")
+    ray = ray_session
     from rlspec.engines.bonus_ray import RayWorld
 
     cfg = bonus.build_config("smoke", ["execution=ray", "rollout_workers=2", "trainers=2", "num_envs=2",
