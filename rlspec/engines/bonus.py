@@ -3,7 +3,9 @@ pair mining, PPO + V-trace over a fragment replay, bonus time — top to bottom 
 
     rlspec train bonus --task token-reach [--ablation prototypes] [--preset smoke] [--out DIR] [--set k=v ...]
     rlspec train bonus --resume RUN
+    rlspec eval RUN [--episodes K]            # greedy tokens: mean return and success rate
     rlspec plot RUN
+    rlspec compare bonus [--preset smoke] ... # the local and the Ray execution on one config, side by side
 
 Same config and seed ⇒ the same run, straight or resumed: every random draw (weights, actions, replay
 picks, pack sampling) comes from one ``torch.Generator``; the envs draw each episode from its own seed.
@@ -16,6 +18,7 @@ topk (+ the Top-K set), prototypes (+ prototypes and cross-cluster sampling, the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -47,8 +50,8 @@ from rlspec.algos.episodes import EpisodeAssembler
 from rlspec.contracts.success_set import SuccessSetConfig
 from rlspec.envs.token_reach import TokenReachVector
 from rlspec.runs import config as runconfig
-from rlspec.runs.plots import Panel, draw
-from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, save_checkpoint
+from rlspec.runs.plots import Panel, draw, overlay
+from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, read_metrics, save_checkpoint
 
 ENGINE = "bonus"
 METAWORLD = "metaworld:"
@@ -502,7 +505,49 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
     return 0
 
 
+COMPARED = ("Metrics/SuccessRate", "Metrics/EpRet", "pairs/queue", "bonus/updates")
+
+
 def compare(argv: list[str]) -> int:
-    print("rlspec compare bonus: not built yet: the engine runs in one process; its Ray execution, the one "
-          "to compare against, is the next increment of issue 14", file=sys.stderr)
-    return 2
+    """`rlspec compare bonus [--task T] [--ablation A] [--preset P] [--set k=v ...] [--out DIR]`: one config run
+    by the local execution (one process) and by the Ray execution (actors, gloo trainers) into DIR/local and
+    DIR/ray; DIR/compare.json (per run: the last 10% of rows' mean success rate and return, env steps/s) and
+    DIR/compare.png (their curves side by side). The two draw their random numbers differently (one generator
+    vs one per worker), so their curves are compared, not their rows."""
+    p = argparse.ArgumentParser(prog="rlspec compare bonus", description=compare.__doc__)
+    p.add_argument("--task", help="shorthand for --set task=...")
+    p.add_argument("--ablation", choices=ABLATIONS, help="shorthand for --set ablation=...")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (both)")
+    p.add_argument("--out", type=Path, help="where the runs and compare.json go (default runs/compare-bonus-TASK-sSEED)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = p.parse_args(argv)
+    try:
+        cfg = build_config(args.preset, args.set, args.task, args.ablation)
+        out = args.out or Path("runs") / f"compare-bonus-{cfg.task}-s{cfg.seed}"
+        runs = {}
+        for execution in ("local", "ray"):
+            c = dataclasses.replace(cfg, execution=execution, inference=cfg.inference if execution == "ray" else "local")
+            validate(c)
+            runs[execution] = run(c, out / execution, show_progress=not args.quiet)
+    except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
+        print(f"rlspec compare bonus: error: {err}", file=sys.stderr)
+        return 2
+    result = {name: summary(path) for name, path in runs.items()}
+    (out / "compare.json").write_text(json.dumps(result, indent=2))
+    overlay(runs, COMPARED, out / "compare.png", cols=2)
+    print("; ".join(f"{name}: success {r['SuccessRate']:.3f}, return {r['EpRet']:.3g}, {r['env_steps_per_s']:.0f} "
+                    f"env steps/s" for name, r in result.items()) + f"; written to {out / 'compare.json'}")
+    return 0
+
+
+def summary(run_dir: Path) -> dict:
+    """The last 10% of a run's rows (at least one): mean success rate and return; env steps/s over all rows."""
+    rows = read_metrics(run_dir)
+    tail = rows[-max(1, len(rows) // 10):]
+    def mean(key: str, rs: list[dict]) -> float:  # over the rows where the key is finite (NaN: no episode yet)
+        xs = [r[key] for r in rs if math.isfinite(r.get(key, math.nan))]
+        return sum(xs) / len(xs) if xs else math.nan
+
+    return {"run": str(run_dir), "rows": len(rows), "SuccessRate": mean("Metrics/SuccessRate", tail),
+            "EpRet": mean("Metrics/EpRet", tail), "env_steps_per_s": mean("Time/FPS", rows)}

@@ -72,6 +72,7 @@ from rlspec.engines import dreamer as ref
 from rlspec.engines.dreamer import DreamerRunConfig
 from rlspec.runs import config as runconfig
 from rlspec.runs.rundir import read_metrics, save_checkpoint
+from rlspec.runs.plots import overlay
 
 
 class NonFiniteError(ref.RunStopped):
@@ -606,22 +607,4 @@ def compare_runs(ref_run: Path, fast_run: Path, updates: int, rtol: float) -> di
 
 def compare_plot(ref_run: Path, fast_run: Path, path: Path) -> Path:
     """One panel per compared metric: the reference engine's curve and the fast engine's over env steps."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    runs = {"reference": read_metrics(ref_run), "fast": read_metrics(fast_run)}
-    fig, axes = plt.subplots(3, 4, figsize=(16, 9), dpi=90)
-    for ax, key in zip(axes.flat, COMPARED):
-        for (name, rows), style in zip(runs.items(), ("-", "--")):
-            pts = [(r["step"], r[key]) for r in rows if key in r and math.isfinite(r[key])]
-            if pts:
-                ax.plot(*zip(*pts), style, label=name)
-        ax.set_title(key, fontsize=9)
-        ax.set_xlabel("env steps", fontsize=8)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return overlay({"reference": ref_run, "fast": fast_run}, COMPARED, path)

@@ -52,3 +52,29 @@ def draw(run_dir: Path, panels: list[Panel]) -> list[Path]:
         plt.close(fig)
         written.append(path)
     return written
+
+
+def overlay(runs: dict[str, Path], keys: tuple[str, ...], path: Path, cols: int = 4) -> Path:
+    """One panel per key, each run's curve over env steps (``rlspec compare``: two executions of one config)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = {name: read_metrics(run) for name, run in runs.items()}
+    nrows = math.ceil(len(keys) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 3 * nrows), dpi=90, squeeze=False)
+    for ax, key in zip(axes.flat, keys):
+        for (name, rs), style in zip(rows.items(), ("-", "--", ":", "-.")):
+            pts = [(r["step"], r[key]) for r in rs if key in r and math.isfinite(r[key])]
+            if pts:
+                ax.plot(*zip(*pts), style, label=name)
+        ax.set_title(key, fontsize=9)
+        ax.set_xlabel("env steps", fontsize=8)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

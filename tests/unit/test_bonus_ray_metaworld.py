@@ -4,12 +4,14 @@ it). The Ray tests share one local Ray (started once: ~3 s)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 import torch
 
+from rlspec import cli
 from rlspec.engines import bonus
 from rlspec.runs.rundir import read_metrics
 
@@ -152,3 +154,17 @@ def test_ray_execution_two_trainers_stay_in_lockstep(tmp_path, ray_session):
         assert not torch.equal(w.best["net.0.weight"], w0["net.0.weight"])  # the EMA lags the weights
     finally:
         w.close()
+
+
+def test_compare_runs_local_and_ray_side_by_side(tmp_path, ray_session):
+    out = tmp_path / "cmp"
+    code = cli.main(["compare", "bonus", "--preset", "smoke", "--quiet", "--out", str(out)])
+    assert code == 0
+    result = json.loads((out / "compare.json").read_text())
+    assert set(result) == {"local", "ray"} and (out / "compare.png").stat().st_size > 0
+    for name in ("local", "ray"):
+        rows = read_metrics(out / name)
+        tail = [r["Metrics/SuccessRate"] for r in rows[-max(1, len(rows) // 10):]
+                if math.isfinite(r["Metrics/SuccessRate"])]
+        assert result[name]["rows"] == len(rows) and result[name]["SuccessRate"] == pytest.approx(sum(tail) / len(tail))
+        assert json.loads((out / name / "config.json").read_text())["config"]["execution"] == name
