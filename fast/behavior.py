@@ -34,9 +34,8 @@ def critic_nll(value_logits: torch.Tensor, targets: torch.Tensor, coefs: tuple[f
     pair_idx = torch.stack((k, k + 1), dim=-1)  # [J, ..., 2]
     logits = value_logits.unsqueeze(0).expand(targets.shape[0], *value_logits.shape)  # [J, ..., bins]
     picked = twohot.picked_logit(logits.gather(-1, pair_idx), w_hi.to(value_logits.dtype))  # [J, ...]
-    coef = torch.tensor(coefs, dtype=value_logits.dtype, device=value_logits.device)  # [J]
-    coef = coef.reshape(-1, *[1] * (k.dim() - 1))  # [J, 1, ...]
-    return sum(coefs) * torch.logsumexp(value_logits, dim=-1) - (coef * picked).sum(0)
+    weighted = sum(c * picked[j] for j, c in enumerate(coefs))  # [...]: Python floats, no host-to-device copy
+    return sum(coefs) * torch.logsumexp(value_logits, dim=-1) - weighted
 
 
 def behavior_losses(reward: torch.Tensor, cont_logits: torch.Tensor, value_logits: torch.Tensor,

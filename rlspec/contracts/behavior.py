@@ -19,6 +19,7 @@ from rlspec.contracts.validate import (
     require_range,
     require_shape,
     scalar,
+    value_checks_on,
     values_look_valid,
 )
 
@@ -181,13 +182,14 @@ def validate_behavior(reward: torch.Tensor, cont_logits: torch.Tensor, value_log
                         f"{actions.dtype if isinstance(actions, torch.Tensor) else type(actions).__name__}")
     require_shape(fn, "actions", actions, (rows, batch), "([H+1, B] action ids)")
     n_act = actor_logits.shape[2]
-    if bool(((actions < 0) | (actions >= n_act)).any()):
+    if value_checks_on() and bool(((actions < 0) | (actions >= n_act)).any()):
         raise ValueError(f"{fn}: argument 'actions' must hold ids in [0, A={n_act}), got min "
                          f"{int(actions.min())}, max {int(actions.max())}")
     if not isinstance(start_terminal, torch.Tensor):
         raise TypeError(f"{fn}: argument 'start_terminal' must be a torch.Tensor, got {type(start_terminal).__name__}")
     require_shape(fn, "start_terminal", start_terminal, (batch,), "([B]: the start states' terminal flags)")
-    if start_terminal.dtype != torch.bool and bool(((start_terminal != 0) & (start_terminal != 1)).any()):
+    if start_terminal.dtype != torch.bool and value_checks_on() and \
+            bool(((start_terminal != 0) & (start_terminal != 1)).any()):
         raise ValueError(f"{fn}: argument 'start_terminal' must hold 0/1 flags, got values "
                          f"{sorted(set(start_terminal.flatten().tolist()))[:4]}")
     floats = (("reward", reward), ("cont_logits", cont_logits), ("value_logits", value_logits),
@@ -195,7 +197,7 @@ def validate_behavior(reward: torch.Tensor, cont_logits: torch.Tensor, value_log
     if not values_look_valid(finite=tuple(t for _, t in floats)):  # one host read on the happy path
         for name, t in floats:
             require_finite(fn, name, t)
-    if bool(torch.isnan(actor_logits).any()):
+    if value_checks_on() and bool(torch.isnan(actor_logits).any()):
         raise ValueError(f"{fn}: argument 'actor_logits' has NaN values, expected no NaN (−inf masks are allowed)")
     if not callable(getattr(return_ema, "update", None)):
         raise TypeError(f"{fn}: argument 'return_ema' must have an update(x) -> (offset, invscale) method "

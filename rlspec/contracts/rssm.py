@@ -31,7 +31,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from rlspec.contracts.validate import require_floating, require_int, require_range
+from rlspec.contracts.validate import require_floating, require_int, require_range, value_checks_on
 
 # Defaults: sheeprl 0.8.4 DreamerV3-XS (configs/algo/dreamer_v3_XS.yaml), the size of issue 9's anchor
 DETER = 256  # H: recurrent_state_size
@@ -145,13 +145,13 @@ def require_generator(fn: str, generator) -> None:
 
 
 def require_action_ids(fn: str, name: str, action, shape: tuple, num_actions: int) -> None:
-    """Integer ids of shape ``shape`` in [0, num_actions) (one host read)."""
+    """Integer ids of shape ``shape`` in [0, num_actions) (one host read, skipped without value checks)."""
     require_tensor(fn, name, action)
     if action.dtype == torch.bool or action.dtype.is_floating_point or action.dtype.is_complex:
         raise TypeError(f"{fn}: argument '{name}' must hold integer action ids (int32/int64), got {action.dtype}")
     if _shape(action) != shape:
         raise ValueError(f"{fn}: argument '{name}' has shape {_shape(action)}, expected {shape}")
-    if action.numel():
+    if action.numel() and value_checks_on():
         lo, hi = (int(v) for v in torch.aminmax(action))
         if lo < 0 or hi >= num_actions:
             raise ValueError(f"{fn}: argument '{name}' holds ids in [{lo}, {hi}], expected ids in "

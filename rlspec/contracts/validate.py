@@ -4,12 +4,35 @@ loses nothing already stored."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import inspect
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
+
+
+_VALUE_CHECKS = contextvars.ContextVar("rlspec_value_checks", default=True)
+
+
+@contextlib.contextmanager
+def without_value_checks():
+    """Inside the block, the checks that read tensor *values* back to the host (NaN/Inf, ids in range, 0/1
+    flags) are skipped; types, dtypes and shapes are still checked. For a device hot loop whose inputs the
+    engine produced itself and guards on the device (the fast Dreamer engine counts non-finite metrics and
+    replay push violations there): on CUDA every value check is a host synchronization."""
+    token = _VALUE_CHECKS.set(False)
+    try:
+        yield
+    finally:
+        _VALUE_CHECKS.reset(token)
+
+
+def value_checks_on() -> bool:
+    """False inside ``without_value_checks()``."""
+    return _VALUE_CHECKS.get()
 
 
 def require_floating(fn: str, name: str, t: torch.Tensor) -> None:
@@ -42,7 +65,7 @@ def require_finite(fn: str, name: str, t: torch.Tensor) -> None:
 
 def require_none(fn: str, name: str, t: torch.Tensor, bad: torch.Tensor, kind: str, expected: str) -> None:
     """Reject ``t`` where the mask ``bad`` is set, naming how many elements, the first index and value."""
-    if bool(bad.any()):
+    if value_checks_on() and bool(bad.any()):
         n_bad = int(bad.sum())
         first = tuple(int(i) for i in bad.nonzero()[0].tolist())
         raise ValueError(f"{fn}: argument '{name}' has {n_bad} {kind} of {t.numel()} elements "
@@ -105,6 +128,8 @@ def values_look_valid(finite: tuple[torch.Tensor, ...] = (), unit: tuple[torch.T
     """One host read for the happy path: True when every ``finite`` tensor is finite and every ``unit``
     tensor lies in [0, 1]. A sum is non-finite iff an element is NaN/±Inf or the sum overflows, so False
     only means "look closer": the caller then runs its per-argument checks, which name the culprit."""
+    if not value_checks_on():
+        return True
     checks = [torch.isfinite(t.sum(dtype=torch.float64)) for t in finite]
     for t in unit:
         if t.numel():

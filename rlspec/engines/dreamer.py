@@ -126,6 +126,11 @@ class DreamerRunConfig:
     """fast: learner -> actor weight syncs: after a learner phase, if this many updates were taken since the
     last sync, the learner copies its world model and actor into the actor's copy (on CUDA the actor stream
     waits for the copy before acting again)."""
+    value_checks: str = "auto"
+    """fast: check tensor values at every call of the hot loop (NaN/Inf, action ids, 0/1 flags, ring pushes):
+    on, off, or auto (on with device cpu, where they are free; off on CUDA, where each is a host
+    synchronization). Off, shapes and dtypes are still checked, and the engine still stops on non-finite
+    metrics and counts ring push violations on the device."""
     dreamer: DreamerConfig = field(default_factory=DreamerConfig)
     """World model, actor-critic and optimisation settings (rlspec/algos/dreamer.py)."""
 

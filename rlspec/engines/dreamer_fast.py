@@ -70,6 +70,7 @@ from rlspec.algos.dreamer import DreamerState, Kit, make_state, policy_step, tra
 from rlspec.contracts.room_env import NUM_ACTIONS
 from rlspec.engines import dreamer as ref
 from rlspec.engines.dreamer import DreamerRunConfig
+from rlspec.contracts.validate import without_value_checks
 from rlspec.runs import config as runconfig
 from rlspec.runs.rundir import read_metrics, save_checkpoint
 from rlspec.runs.plots import overlay
@@ -98,6 +99,8 @@ def validate_fast(cfg: DreamerRunConfig, bad) -> None:
         raise bad("ep_window", f">= num_envs = {cfg.num_envs} (the device-side episode window)", cfg.ep_window)
     if cfg.kit not in KITS:
         raise bad("kit", f"one of {list(KITS)}", cfg.kit)
+    if cfg.value_checks not in ("auto", "on", "off"):
+        raise bad("value_checks", "auto, on or off", cfg.value_checks)
     try:
         device(cfg)
     except (RuntimeError, ValueError) as err:
@@ -287,7 +290,7 @@ class DreamerV3Engine:
         self.cfg = cfg
         self.dev = device(cfg)
         cuda = self.dev.type == "cuda"
-        self.checks = not cuda  # host-read input checks of ring pushes and env actions: on CPU, where they are free
+        self.checks = {"auto": not cuda, "on": True, "off": False}[cfg.value_checks]  # host-read value checks
         self.actor_stream = torch.cuda.Stream(self.dev) if cuda else None
         self.learner_stream = torch.cuda.Stream(self.dev) if cuda else None
         self.times = PartTimes(self.dev)
@@ -332,7 +335,11 @@ class DreamerV3Engine:
 
     def iterate(self, p: Parts) -> None:
         """One actor rollout (actor stream), then the learner's due updates and a weight sync when due
-        (learner stream); no host read."""
+        (learner stream); with value checks off, no host read."""
+        with contextlib.nullcontext() if self.checks else without_value_checks():
+            self._iterate(p)
+
+    def _iterate(self, p: Parts) -> None:
         with on(self.actor_stream):
             p.gathered[0].wait(self.actor_stream)  # the gathers of the phase before the last are done
             p.synced.wait(self.actor_stream)
