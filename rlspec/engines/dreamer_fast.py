@@ -72,6 +72,7 @@ from rlspec.engines import dreamer as ref
 from rlspec.engines.dreamer import DreamerRunConfig
 from rlspec.contracts.validate import without_value_checks
 from rlspec.runs import config as runconfig
+from rlspec.runs import device as devices
 from rlspec.runs.rundir import read_metrics, save_checkpoint
 from rlspec.runs.plots import overlay
 
@@ -104,22 +105,11 @@ def validate_fast(cfg: DreamerRunConfig, bad) -> None:
     try:
         device(cfg)
     except (RuntimeError, ValueError) as err:
-        raise bad("device", "cpu, cuda, cuda:K (a visible device) or auto", f"{cfg.device} ({err})") from None
+        raise bad("device", devices.CHOICES, f"{cfg.device} ({err})") from None
 
 
 def device(cfg: DreamerRunConfig) -> torch.device:
-    if cfg.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(cfg.device)
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError("CUDA is not available")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"{torch.cuda.device_count()} CUDA device(s) visible")
-        dev = torch.device("cuda", dev.index if dev.index is not None else torch.cuda.current_device())
-    elif dev.type != "cpu":
-        raise ValueError(f"unsupported device type {dev.type}")
-    return dev
+    return devices.resolve(cfg.device)
 
 
 def make_fast_ring(cfg: DreamerRunConfig, dev: torch.device, checks: bool = True):
