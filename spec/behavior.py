@@ -84,7 +84,8 @@ CLAUSES = {
                "β·log p(slow mean))), values and gradients w.r.t. actor_logits / value_logits (float64 closed form)",
     "BEHAV-6": "gradient routing: actor_loss has no gradient to reward, cont_logits, value_logits, "
                "slow_value_logits; critic_loss none to actor_logits, reward, cont_logits, slow_value_logits; "
-               "imagine's logits none to the start state",
+               "the returned diagnostics (returns, values, continues, weights, advantage, entropy) carry no "
+               "graph; imagine's logits none to the start state",
     "BEHAV-7": "scaling rewards and values by c > 0 leaves the advantage and actor_loss unchanged once the EMA "
                "has converged (range >= 1/max_range at both scales)",
     "BEHAV-8": "a true terminal stops bootstrapping (c_k = 0: R_{k−1} = r_k, later rows change no earlier R, "
@@ -128,11 +129,14 @@ def make_batch(case: dict) -> dict:
     g = _gen(case["seed"])
     H, B, A, n = case["H"], case["B"], case["A"], case.get("num_bins", 255)
     r = lambda *s: torch.randn(*s, generator=g, dtype=F64)  # noqa: E731
-    return dict(reward=2 * r(H + 1, B), cont_logits=3 * r(H + 1, B), value_logits=r(H + 1, B, n),
-                slow_value_logits=r(H + 1, B, n), actor_logits=r(H + 1, B, A),
-                actions=torch.randint(0, A, (H + 1, B), generator=g),
-                start_terminal=torch.rand(B, generator=g) < case.get("p_terminal", 0.3),
-                ema_state=dict(low=r(()) - 1, high=r(()) + 1))
+    batch = dict(reward=2 * r(H + 1, B), cont_logits=3 * r(H + 1, B), value_logits=r(H + 1, B, n),
+                 slow_value_logits=r(H + 1, B, n), actor_logits=r(H + 1, B, A),
+                 actions=torch.randint(0, A, (H + 1, B), generator=g),
+                 start_terminal=torch.rand(B, generator=g) < case.get("p_terminal", 0.3),
+                 ema_state=dict(low=r(()) - 1, high=r(()) + 1))
+    if case.get("zero_cont"):  # logits exactly 0 (σ = 0.5): the mode's boundary, 1[l > 0] = 0
+        batch["cont_logits"][1:, 0] = 0.0
+    return batch
 
 
 def cast(batch: dict, dtype: torch.dtype, grad: bool = False) -> dict:
@@ -215,6 +219,8 @@ LOSS_EXAMPLES = (
          gamma=1 - 1 / 333, lam=0.95, entropy_coef=3e-4, slow_reg=1.0),
     dict(seed=1, H=3, B=2, A=3, num_bins=21, low=-5.0, high=5.0, dtype=F64, continue_mode="prob",
          gamma=0.9, lam=0.5, entropy_coef=0.1, slow_reg=0.5),
+    dict(seed=2, H=4, B=2, A=2, num_bins=21, low=-5.0, high=5.0, dtype=torch.float32, continue_mode="mode",
+         gamma=0.9, lam=0.95, entropy_coef=3e-4, slow_reg=1.0, zero_cont=True),
 )
 
 
@@ -387,6 +393,10 @@ def check_routing(impl, **case):
             if bool((g != 0).any()):
                 fail("BEHAV-6", f"{loss} has a gradient to '{name}' (max |grad| {float(g.abs().max()):.3g}), "
                                 "expected none", **case)
+    for key in ("returns", "values", "continues", "weights", "advantage", "entropy"):
+        if isinstance(got[key], torch.Tensor) and got[key].requires_grad:
+            fail("BEHAV-6", f"the returned {key!r} carries a graph (grad_fn {type(got[key].grad_fn).__name__}), "
+                            "expected a stop-gradient diagnostic", **case)
     world = LinearWorld(dict(case, D=2, structure="dict"))
     start = {k: v.detach().requires_grad_(True) for k, v in world.start.items()}
     out = impl.imagine(world.img_step, world.policy, start, case["H"], _gen(case["seed"]))

@@ -47,6 +47,21 @@ def _entropy_penalty(actor_logits, actions, adv, w, cfg):
     return ref.actor_loss(actor_logits, actions, adv, w, types.SimpleNamespace(entropy_coef=-cfg.entropy_coef))
 
 
+def _continue_mode_at_zero(cont_logits, start_terminal, cfg):
+    """"mode" as 1[l >= 0]: a logit of exactly 0 (probability 0.5) counts as continuing."""
+    c = ref.continues(cont_logits, start_terminal, cfg)
+    if cfg.continue_mode == "mode":
+        c = torch.cat([c[:1], (cont_logits[1:] >= 0).to(c.dtype)])
+    return c
+
+
+def _entropy_with_graph(actor_logits, actions, adv, w, cfg):
+    """The entropy diagnostic returned with its graph (a logged metric that keeps the actor's graph alive)."""
+    loss, _ = ref.actor_loss(actor_logits, actions, adv, w, cfg)
+    p = actor_logits.softmax(-1)
+    return loss, -(p * actor_logits.log_softmax(-1)).sum(-1)
+
+
 def _global_rng_imagine(img_step, policy, start_state, horizon, gen):
     """Samples with torch.multinomial on the global RNG; the generator is accepted and ignored."""
     states, actions, logits = [start_state], [], []
@@ -74,6 +89,10 @@ PLANTED_BEHAVIOR = (
             "BEHAV-8", "at a terminal", ("BEHAV-3", "BEHAV-6")),
     Planted("entropy sign flipped", "behavior", _behavior(actor_loss=_entropy_penalty),
             "BEHAV-5", "actor_loss", ("BEHAV-3", "BEHAV-4", "BEHAV-6", "BEHAV-8")),
+    Planted("continue mode 1[l >= 0]", "behavior", _behavior(continues=_continue_mode_at_zero),
+            "BEHAV-3", "continues (continue_mode='mode')", ("BEHAV-6", "BEHAV-7")),
+    Planted("entropy diagnostic keeps its graph", "behavior", _behavior(actor_loss=_entropy_with_graph),
+            "BEHAV-6", "the returned 'entropy' carries a graph", ("BEHAV-3", "BEHAV-4", "BEHAV-5")),
     Planted("sampling on the global RNG", "behavior", _behavior(imagine=_global_rng_imagine),
             "BEHAV-2", "global RNG", ("BEHAV-1", "BEHAV-6")),
 )
