@@ -46,6 +46,7 @@ UNPACK_MODULES = {"lut": "rlspec.fast.packed2", "triton": "rlspec.fast.packed2_t
 UNPACK_IMPLS = tuple(UNPACK_MODULES)
 FRAME_HEIGHT, FRAME_WIDTH = FRAME_SHAPE[1], FRAME_SHAPE[2] * PIXELS_PER_BYTE  # 72 × 80 unpacked pixels
 KEYS = ("obs", "action", "reward", "is_first", "continue")
+HEAD_INPUTS = ("state", "next")  # WorldModelConfig.head_input (module docstring)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +81,9 @@ class WorldModelConfig:
     unpack_impl: str = "lut"
     """packed2 backend of the encoder in the fast twin: 'lut' (torch table), 'triton', 'warp'. The reference
     always unpacks with reference/packed2.py (the oracle); every backend gives the same bits."""
+    head_input: str = "state"
+    """What the reward and continue heads read (module docstring "Row alignment"): 'state' f_t (sheeprl's
+    layout, the golden fixtures), or 'next' f⁺_t, one prior step after action_t (action-conditioned)."""
 
     def __post_init__(self) -> None:
         fn = "WorldModelConfig"
@@ -98,6 +102,8 @@ class WorldModelConfig:
             require_range(fn, name, getattr(self, name), 0.0, math.inf, hi_open=True)
         if self.unpack_impl not in UNPACK_IMPLS:
             raise ValueError(f"{fn}: argument 'unpack_impl' must be one of {UNPACK_IMPLS}, got {self.unpack_impl!r}")
+        if self.head_input not in HEAD_INPUTS:
+            raise ValueError(f"{fn}: argument 'head_input' must be one of {HEAD_INPUTS}, got {self.head_input!r}")
         self.rssm_config()  # validates classes >= 1, unimix in [0, 1)
 
     def rssm_config(self) -> RSSMConfig:
