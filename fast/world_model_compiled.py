@@ -5,7 +5,7 @@ step runs many times or on large tensors, the opt-in of ``Kit.fast(compile=True)
   GRU, posterior head): T calls per observe, each a chain of small ops that inductor fuses;
 * the recurrent step and the prior head (``_recurrent``, ``_prior``): ``horizon`` calls per imagination, and
   the priors of a whole sequence at once;
-* the heads (decoder, reward, continue MLPs) and the KL terms of the loss.
+* the heads (the decoder; the reward and continue MLPs) and the KL terms of the loss.
 
 Sampling stays eager (it draws from the caller's torch.Generator), and so do validation and the Python loops:
 each compiled piece is one graph, forward and backward (AOTAutograd). The first calls compile (tens of
@@ -38,5 +38,6 @@ class RSSM(fast_rssm.RSSM):
 
 class WorldModel(fast_wm.WorldModel):
     RSSM = RSSM
-    heads = torch.compile(ref_wm.WorldModel.heads)
+    decode = torch.compile(ref_wm.WorldModel.decode)
+    reward_continue = torch.compile(ref_wm.WorldModel.reward_continue)
     kl = torch.compile(ref_wm.WorldModel.kl)

@@ -10,6 +10,7 @@ reward), reference/packed2.py (the encoder unpacks the replay's uint8 frames its
     recon = Σ_pixels (dec(f_t) − x_t)²                                   (MSE summed over pixels)
     rew   = −twohot.log_prob(reward_head(f_t), reward_t)                 (two-hot of symlog(reward))
     cont  = BCE(cont_head(f_t), continue_t)                              (the replay's continue: 1 on truncation)
+    head_input 'next': rew and cont read f⁺_t = [img_step(h_t, z_t, action_t)] instead of f_t
     kl    = dyn_scale·mean(max(fb, KL(sg(post) ‖ prior))) + rep_scale·mean(max(fb, KL(post ‖ sg(prior))))
     loss  = mean_{t,b}(recon + rew + cont) + kl
 
@@ -175,12 +176,23 @@ class WorldModel(nn.Module):
 
     def heads(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """f [..., F] -> (reconstruction [..., P], reward logits [..., bins], continue logit [...])."""
-        return self.decoder(features), *self.reward_continue(features)
+        return self.decode(features), *self.reward_continue(features)
+
+    def decode(self, features: torch.Tensor) -> torch.Tensor:
+        """f [..., F] -> reconstruction [..., P]."""
+        return self.decoder(features)
 
     def reward_continue(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """f [..., F] -> (reward logits [..., bins], continue logit [...]): the heads imagination needs (no
         decoder: with the conv decoder it would cost more than the rest of the behaviour update)."""
         return self.reward_head(features), self.continue_head(features).squeeze(-1)
+
+    def next_features(self, out: RSSMOutput, action: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """f⁺ [T, B, F]: one prior step from every posterior state (h_t, z_t) taking action_t (head_input
+        'next', contracts/world_model.py); the prior samples drawn from ``generator`` for all T·B at once."""
+        T, B = action.shape
+        _, h, z = self.rssm.img_step(out.h.flatten(0, 1), out.z.flatten(0, 1), action.flatten(), generator)
+        return torch.cat((h, z.flatten(-2)), -1).reshape(T, B, -1)
 
     def reward_nll(self, logits: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
         """−log p(reward) under the symlog two-hot head: [T, B, bins], [T, B] -> [T, B]."""
@@ -202,7 +214,10 @@ class WorldModel(nn.Module):
         x = self.frames(batch["obs"])  # [T, B, P]
         out = self.rssm.observe(self.encoder(x), batch["action"], batch["is_first"], generator)
         features = torch.cat((out.h, out.z.flatten(-2)), -1)  # [T, B, F]
-        recon, reward_logits, cont_logits = self.heads(features)
+        recon = self.decode(features)
+        outcome = features if self.config.head_input == "state" else self.next_features(out, batch["action"],
+                                                                                        generator)
+        reward_logits, cont_logits = self.reward_continue(outcome)
         recon_loss = (recon - x).square().sum(-1).mean()
         reward_loss = self.reward_nll(reward_logits, batch["reward"]).mean()
         cont_loss = F.binary_cross_entropy_with_logits(cont_logits, self.continue_target(batch))

@@ -54,6 +54,9 @@ CLAUSES = {
     "WM-9": "overfit one fixed batch: 10 Adam steps (lr 1e-2) reduce the reconstruction loss at least 4×, "
             "deterministically (same loss bits on a second run), with the MLP and the conv encoder",
     "WM-10": "parity with the reference loaded with the same state_dict: loss and every metric within 1e-4",
+    "WM-12": "head_input 'next' (action-conditioned heads): reward_loss and continue_loss are WM-6's and WM-5's "
+             "on f⁺_t = img_step(h_t, z_t, action_t) of the posterior, its prior samples drawn from the generator "
+             "after the scan; the decoder still reads f_t; changing only the last row's action changes both",
     "WM-11": "bad inputs are rejected naming the argument, the expected and the actual value (obs dtype and "
              "shape, action dtype, shape and ids, continue values, missing keys, kl_loss shapes and free bits)",
 }
@@ -280,6 +283,38 @@ def check_reward_loss(impl, **case):
                  want, atol=TOL, rtol=TOL, case=case, reward=batch["reward"])
 
 
+def check_next_heads(impl, **case):
+    model, batch, loss, metrics, out = run_loss(impl, **case, head_input="next")
+    c, action = model.config, batch["action"]
+    g = gen(case["seed"] + 2)  # world_model_loss's generator: the scan's draws, then the prior step's
+    with torch.no_grad():
+        post = model.rssm.observe(model.embed(batch["obs"]), action, batch["is_first"], g)
+        f_next = model.next_features(post, action, g)  # [T, B, F]
+        reward_logits, cont_logits = model.reward_head(f_next), model.continue_head(f_next).squeeze(-1)
+    T, B = action.shape
+    _, h, z = model.rssm.img_step(post.h.flatten(0, 1), post.z.flatten(0, 1), action.flatten(), gen(0))
+    if f_next.shape != (T, B, c.feature_dim) or not torch.equal(f_next[..., :c.deter], h.reshape(T, B, -1)):
+        fail("WM-12", f"next_features: h⁺ is not img_step's h from (h_t, z_t, action_t) (case {case})")
+    want_reward = -twohot.log_prob(reward_logits.double(), batch["reward"].double(), c.reward_bins, c.reward_low,
+                                   c.reward_high, torch.float32).mean()
+    want_cont = F.binary_cross_entropy_with_logits(cont_logits.double(), batch["continue"].double())
+    assert_close("WM-12", "reward_loss vs −mean log_prob(reward_head(f⁺))", metrics["reward_loss"], want_reward,
+                 atol=TOL, rtol=TOL, case=case)
+    assert_close("WM-12", "continue_loss vs mean BCE(cont_head(f⁺), continue)", metrics["continue_loss"], want_cont,
+                 atol=TOL, rtol=TOL, case=case)
+    recon = (model.decoder(features(out)) - model.frames(batch["obs"])).square().sum(-1).mean()
+    assert_close("WM-12", "recon_loss vs the decoder on f_t", metrics["recon_loss"], recon.detach(), atol=TOL,
+                 rtol=TOL, case=case)
+    if c.num_actions > 1:
+        other = dict(batch, action=action.clone())
+        other["action"][-1] = (action[-1] + 1) % c.num_actions
+        _, m2, _ = model.world_model_loss(other, gen(case["seed"] + 2))
+        for key in ("reward_loss", "continue_loss"):
+            if torch.equal(m2[key], metrics[key]):
+                fail("WM-12", f"{key} did not change with the last row's action: the heads do not see the "
+                              f"transition's action (case {case})")
+
+
 def _ln64(x, sd, name, eps=1e-3):
     return F.layer_norm(x, x.shape[-1:], sd[f"{name}.weight"].double(), sd[f"{name}.bias"].double(), eps)
 
@@ -433,6 +468,7 @@ PROPERTIES = (
     Property("WM-8", check_gradients, cases, EXAMPLES, ("WorldModel",), max_examples=5),
     Property("WM-9", check_overfit, None, (), ("WorldModel",)),
     Property("WM-10", check_parity, cases, EXAMPLES, ("WorldModel",), max_examples=5),
+    Property("WM-12", check_next_heads, cases, EXAMPLES, ("WorldModel",), max_examples=5),
     Property("WM-11", check_rejects,
              st.builds(lambda c, bad: dict(c, bad=bad), cases, st.sampled_from(BAD_INPUTS)),
              tuple(dict(EXAMPLES[0], bad=b) for b in BAD_INPUTS), INTERFACE, max_examples=len(BAD_INPUTS)),

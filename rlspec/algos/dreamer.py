@@ -19,10 +19,17 @@ Row alignment (the two contracts state different conventions; this file joins th
     replay row t = (obs_t, action_t, reward of that step, continue of that step): seed 004 §2.3).
   * behavior uses sheeprl's ARRIVAL alignment: reward[t], cont_logits[t] belong to arriving at s_t, row 0
     unused (c_0 = 1 − start_terminal), R_t = r_{t+1} + γ c_{t+1}(...).
-  So the imagined rows passed to behavior are the heads' outputs shifted down by one:
+  With ``head_input`` "next" (the default here; contracts/world_model.py) the heads are trained on
+  f⁺_t = img_step(h_t, z_t, action_t), one prior step after the action, and an imagined s_t (t >= 1) is
+  exactly such a step: they read s_t for the transition arriving at s_t, no shift:
+      reward_b[t] = reward_head(f_t),  cont_b[t] = cont_head(f_t)           for t = 1..H   (row 0: zeros)
+  With "state" (the contract's default, sheeprl's layout) the heads read the state a transition leaves, so
+  the rows are shifted down by one:
       reward_b[t] = reward_head(f_{t−1}),  cont_b[t] = cont_head(f_{t−1})   for t = 1..H   (row 0: zeros)
-  and start_terminal = 0: in the transition layout a terminal observation is never a replay row, so no start
-  state is terminal (its "terminal" is the continue of the transition out of it, cont_b[1]).
+  and then the reward and continue of a_{t−1} do not depend on a_{t−1} (f_{t−1} does not contain it): the
+  actor cannot learn which action enters the door (issue 10: the room-exit policy stayed at the random rate).
+  start_terminal = 0 either way: in the transition layout a terminal observation is never a replay row, so no
+  start state is terminal (its "terminal" is the continue of the transition out of it, cont_b[1]).
 """
 
 from __future__ import annotations
@@ -72,6 +79,9 @@ class DreamerConfig:
     """Scale of KL(post ‖ sg(prior)) (paper / sheeprl 0.1)."""
     unimix: float = 0.01
     """Uniform mixture of the latents."""
+    head_input: str = "next"
+    """What the reward and continue heads read: 'next' (one prior step after the action: action-conditioned)
+    or 'state' (the state the transition leaves; module docstring)."""
     # --- actor and critic ---
     mlp_hidden: int = 256
     """Width of the actor and critic MLPs."""
@@ -120,7 +130,7 @@ class DreamerConfig:
                                 hidden=self.hidden, embed_dim=embed, pool=self.pool, frame=self.frame,
                                 encoder=self.encoder, cnn_mult=self.cnn_mult, cnn_stages=self.cnn_stages,
                                 free_bits=self.free_bits, dyn_scale=self.dyn_scale, rep_scale=self.rep_scale,
-                                unimix=self.unimix)
+                                unimix=self.unimix, head_input=self.head_input)
 
     def behavior_config(self) -> BehaviorConfig:
         return BehaviorConfig(horizon=self.horizon, gamma=self.gamma, lam=self.lam, entropy_coef=self.entropy_coef,
@@ -243,6 +253,15 @@ def _step(opt: torch.optim.Optimizer, loss: torch.Tensor, module: nn.Module, cli
     return norm.detach()
 
 
+def arrival_rows(reward: torch.Tensor, cont: torch.Tensor, head_input: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The heads' outputs on the imagined states s_0..s_H, reward [H+1, N] and continue logits [H+1, N], as
+    behavior's arrival rows (module docstring): row t >= 1 belongs to the transition arriving at s_t, row 0
+    is zero (unused)."""
+    if head_input == "next":  # the heads read s_t itself
+        return F.pad(reward[1:], (0, 0, 1, 0)), F.pad(cont[1:], (0, 0, 1, 0))
+    return F.pad(reward[:-1], (0, 0, 1, 0)), F.pad(cont[:-1], (0, 0, 1, 0))  # read s_{t−1}: shifted
+
+
 def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.Generator
                ) -> dict[str, torch.Tensor]:
     """One update of world model, actor and critic on ``batch`` (the replay's sample_sequences dict, [T, B]);
@@ -271,8 +290,7 @@ def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.G
         reward_logits, cont_logits = s.wm.reward_continue(f)  # [H+1, T·B, bins], [H+1, T·B]
         c = s.wm.config
         reward_out = kit.twohot_mean(reward_logits, c.reward_bins, c.reward_low, c.reward_high)  # [H+1, T·B]
-        reward = F.pad(reward_out[:-1], (0, 0, 1, 0))  # [H+1, T·B]: row 0 unused
-        cont = F.pad(cont_logits[:-1], (0, 0, 1, 0))
+        reward, cont = arrival_rows(reward_out, cont_logits, cfg.head_input)  # [H+1, T·B] each, row 0 unused
         slow_logits = s.slow_critic(f)
     value_logits = s.critic(f.detach())  # [H+1, T·B, bins]
     start_terminal = torch.zeros(f.shape[1], dtype=torch.bool, device=f.device)

@@ -58,6 +58,7 @@ FRAME_HEIGHT, FRAME_WIDTH = FRAME_SHAPE[1], FRAME_SHAPE[2] * PIXELS_PER_BYTE  # 
 ENCODERS = ("mlp", "conv")
 CONV_64 = dict(encoder="conv", frame=(64, 64), pool=1, cnn_stages=4)  # sheeprl's 64 × 64 geometry, grayscale
 KEYS = ("obs", "action", "reward", "is_first", "continue")
+HEAD_INPUTS = ("state", "next")  # WorldModelConfig.head_input (module docstring)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +102,9 @@ class WorldModelConfig:
     unpack_impl: str = "lut"
     """packed2 backend of the encoder in the fast twin: 'lut' (torch table), 'triton', 'warp'. The reference
     always unpacks with reference/packed2.py (the oracle); every backend gives the same bits."""
+    head_input: str = "state"
+    """What the reward and continue heads read (module docstring "Row alignment"): 'state' f_t (sheeprl's
+    layout, the golden fixtures), or 'next' f⁺_t, one prior step after action_t (action-conditioned)."""
 
     def __post_init__(self) -> None:
         fn = "WorldModelConfig"
@@ -118,6 +122,8 @@ class WorldModelConfig:
             require_range(fn, name, getattr(self, name), 0.0, math.inf, hi_open=True)
         if self.unpack_impl not in UNPACK_IMPLS:
             raise ValueError(f"{fn}: argument 'unpack_impl' must be one of {UNPACK_IMPLS}, got {self.unpack_impl!r}")
+        if self.head_input not in HEAD_INPUTS:
+            raise ValueError(f"{fn}: argument 'head_input' must be one of {HEAD_INPUTS}, got {self.head_input!r}")
         self.rssm_config()  # validates classes >= 1, unimix in [0, 1)
 
     def _validate_geometry(self, fn: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 
 from rlspec.algos import dreamer as core
@@ -28,7 +29,10 @@ def _state(seed: int = 0, kit: core.Kit | None = None):
     return core.make_state(CFG, 5, kit or core.Kit.reference(), gen), gen
 
 
-def test_behavior_gets_the_heads_out_of_row_predictions_shifted_to_arrival_rows():
+@pytest.mark.parametrize("head_input", ["next", "state"])
+def test_behavior_gets_the_heads_predictions_as_arrival_rows(head_input):
+    """'next' (the default): the heads read the imagined s_t for the transition arriving at it (no shift);
+    'state': they read the state a transition leaves, so row t is the heads' output on s_{t−1}."""
     seen = {}
 
     def spy(reward, cont_logits, value_logits, slow_value_logits, actor_logits, actions, start_terminal, ema, cfg):
@@ -41,7 +45,8 @@ def test_behavior_gets_the_heads_out_of_row_predictions_shifted_to_arrival_rows(
         return seen["imag"]
 
     kit = dataclasses.replace(core.Kit.reference(), behavior_losses=spy, imagine=imagine)
-    state, gen = _state(kit=kit)
+    gen = torch.Generator().manual_seed(0)
+    state = core.make_state(dataclasses.replace(CFG, head_input=head_input), 5, kit, gen)
     wm_before = {k: v.clone() for k, v in state.wm.state_dict().items()}
     core.train_step(state, _batch(gen), gen)
     # the heads of the world model as it was when behaviour ran (after its own step): recompute now, with
@@ -50,12 +55,47 @@ def test_behavior_gets_the_heads_out_of_row_predictions_shifted_to_arrival_rows(
     _, reward_logits, cont_logits = state.wm.heads(f)
     c = state.wm.config
     reward_out = twohot.mean(reward_logits, c.reward_bins, c.reward_low, c.reward_high)
+    rows = slice(1, None) if head_input == "next" else slice(None, -1)
     assert seen["reward"].shape == (CFG.horizon + 1, 10)
     assert torch.equal(seen["reward"][0], torch.zeros(10)) and torch.equal(seen["cont"][0], torch.zeros(10))
-    assert torch.equal(seen["reward"][1:], reward_out[:-1].detach())
-    assert torch.equal(seen["cont"][1:], cont_logits[:-1].detach())
+    assert torch.equal(seen["reward"][1:], reward_out[rows].detach())
+    assert torch.equal(seen["cont"][1:], cont_logits[rows].detach())
     assert not seen["start_terminal"].any()
     assert any(not torch.equal(v, state.wm.state_dict()[k]) for k, v in wm_before.items())  # the model did learn
+
+
+def _imagined_outcome_of_each_action(head_input: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """From one start state, one imagined step per action a = 0..4 (random heads): behavior's arrival row 1
+    (reward, continue logit) of that step, [5] each."""
+    gen = torch.Generator().manual_seed(3)
+    state = core.make_state(dataclasses.replace(CFG, head_input=head_input), 5, core.Kit.reference(), gen)
+    wm = state.wm
+    with torch.no_grad():
+        for head in (wm.reward_head, wm.continue_head):  # the reward head starts at zero: give it weights
+            head.out.weight.copy_(torch.randn(head.out.weight.shape, generator=gen))
+        h0 = torch.randn(1, CFG.deter, generator=gen).expand(5, -1)  # [5, H]: the same start for every action
+        z0 = torch.nn.functional.one_hot(torch.randint(0, CFG.classes, (1, CFG.stoch), generator=gen),
+                                         CFG.classes).float().expand(5, -1, -1)  # [5, S, K]
+        _, h1, z1 = wm.rssm.img_step(h0, z0, torch.arange(5), gen)
+        f = torch.stack((core.features(h0, z0), core.features(h1, z1)))  # [2, 5, F]: s_0, s_1
+        reward_logits, cont_logits = wm.reward_continue(f)
+        c = wm.config
+        reward_out = twohot.mean(reward_logits, c.reward_bins, c.reward_low, c.reward_high)
+        reward, cont = core.arrival_rows(reward_out, cont_logits, head_input)
+    return reward[1], cont[1]
+
+
+def test_the_imagined_reward_and_continue_of_a_step_depend_on_its_action():
+    """Issue 10's room-exit bug: the door's reward and termination must be reachable by choosing the action
+    that enters it. With the default heads, the 5 actions from one state give 5 different predictions."""
+    reward, cont = _imagined_outcome_of_each_action(core.DreamerConfig.head_input)
+    assert len(set(reward.tolist())) == 5 and len(set(cont.tolist())) == 5, (reward, cont)
+
+
+def test_state_heads_give_every_action_the_same_reward_and_continue():
+    """Why 'state' cannot learn the room: the prediction for a transition is made before its action is known."""
+    reward, cont = _imagined_outcome_of_each_action("state")
+    assert len(set(reward.tolist())) == 1 and len(set(cont.tolist())) == 1, (reward, cont)
 
 
 def test_train_step_same_seed_same_update():

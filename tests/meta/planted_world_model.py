@@ -63,6 +63,14 @@ class _UnpackNotNormalized(ref.WorldModel):
         return packed2.unpack(obs).float()
 
 
+class _NextHeadsReadTheState(ref.WorldModel):
+    """head_input 'next' but the reward and continue heads read the posterior f_t (issue 10's room-exit bug:
+    a transition's reward and termination predicted without its action)."""
+
+    def next_features(self, out, action, generator):
+        return torch.cat((out.h, out.z.flatten(-2)), -1)
+
+
 def _wm(kl_loss=ref.kl_loss, cls=ref.WorldModel) -> types.SimpleNamespace:
     return types.SimpleNamespace(kl_loss=kl_loss, WorldModel=cls)
 
@@ -80,4 +88,6 @@ PLANTED_WORLD_MODEL = (
             ("WM-4", "WM-5")),
     Planted("encoder input not normalized (codes 0..3)", "world_model", _wm(cls=_UnpackNotNormalized), "WM-7",
             "closed form", ("WM-5", "WM-6")),
+    Planted("action-conditioned heads read the state before the action", "world_model",
+            _wm(cls=_NextHeadsReadTheState), "WM-12", "img_step", ("WM-5", "WM-6")),
 )
