@@ -22,10 +22,11 @@ CONFIG = RSSMConfig(embed_dim=24, num_actions=5, deter=64, stoch=8, classes=8, h
 T, B = 12, 8
 
 
-def _models():
+def _models(twin=Fast):
+    """(reference, twin) on CUDA with one state_dict (CONFIG's sizes)."""
     sd = random_state_dict(CONFIG, seed=0, scale=4.0)
     out = []
-    for cls in (Reference, Fast):
+    for cls in (Reference, twin):
         m = cls(CONFIG)
         m.load_state_dict(sd)
         out.append(m.cuda())

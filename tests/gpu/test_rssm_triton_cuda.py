@@ -11,11 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 from cuda_util import cuda_seconds, write_report
+from test_rssm_cuda import CONFIG, _models
 
-from rlspec.contracts.rssm import LN_EPS, RSSMConfig
-from rlspec.reference.rssm import RSSM as Reference
+from rlspec.contracts.rssm import LN_EPS
 from rlspec.spec.core import assert_close
-from rlspec.spec.rssm import close_until_flip, make_inputs, random_state_dict
+from rlspec.spec.rssm import close_until_flip, make_inputs
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(),
@@ -52,17 +52,6 @@ def test_cell_matches_the_formula_on_cuda(B, H):
         assert_close("GRU", f"{name} on CUDA (B={B}, H={H})", a, b, atol=1e-5 * scale, rtol=1e-4)
 
 
-def _models(cls):
-    cfg = RSSMConfig(embed_dim=24, num_actions=5, deter=64, stoch=8, classes=8, hidden=32)
-    sd = random_state_dict(cfg, seed=0, scale=4.0)
-    out = []
-    for c in (Reference, cls):
-        m = c(cfg)
-        m.load_state_dict(sd)
-        out.append(m.cuda())
-    return cfg, out
-
-
 def _observe(cfg, model, dtype=None):
     embed, action, is_first = (t.cuda() for t in make_inputs(cfg, 12, 8, seed=1, resets=[(0, 0), (5, 1), (9, 3)]))
     g = torch.Generator("cuda").manual_seed(2)
@@ -73,7 +62,7 @@ def _observe(cfg, model, dtype=None):
 def test_fused_rssm_matches_reference_on_cuda():
     from rlspec.fast.rssm_triton import RSSM
 
-    cfg, (ref, fused) = _models(RSSM)
+    cfg, (ref, fused) = CONFIG, _models(RSSM)
     got, want = _observe(cfg, fused), _observe(cfg, ref)
     assert got.h.is_cuda
     close_until_flip("RSSM-2", "cuda observe (fused GRU)", got, want, atol=1e-4, rtol=1e-4)
@@ -83,7 +72,7 @@ def test_fused_rssm_matches_reference_on_cuda():
 def test_fused_rssm_precision_policy_under_cuda_autocast(dtype):
     from rlspec.fast.rssm_triton import RSSM
 
-    cfg, (_, fused) = _models(RSSM)
+    cfg, (_, fused) = CONFIG, _models(RSSM)
     got, want = _observe(cfg, fused, dtype), _observe(cfg, fused)
     assert got.h.dtype == got.state.h.dtype == torch.float32
     assert torch.isfinite(got.h).all() and (got.h.to(dtype).float() == got.h).float().mean() < 0.9
