@@ -160,7 +160,10 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path("docs/bench"))
     p.add_argument("--report-only", action="store_true", help="no training: the report from --runs")
     p.add_argument("--note", default="", help="a sentence stored in the JSON (what the runs show)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a config override after OVERRIDES (e.g. dreamer.encoder=conv), stored in the JSON")
     args = p.parse_args()
+    OVERRIDES.extend(args.set)  # the settings of this invocation: train_engine and report read OVERRIDES
     torch.set_num_threads(1)
     if not args.report_only:
         for engine in args.engines:
