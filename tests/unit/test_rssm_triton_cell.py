@@ -28,7 +28,7 @@ rssm_triton = pytest.importorskip("rlspec.fast.rssm_triton", exc_type=ImportErro
 SHAPES = [(1, 1), (3, 16), (4, 24), (2, 100), (5, 256)]  # (B, H): 1, 24 and 100 are not powers of two
 
 
-def _close(what: str, got: torch.Tensor, want: torch.Tensor) -> None:
+def _assert_close(what: str, got: torch.Tensor, want: torch.Tensor) -> None:
     scale = max(1.0, float(want.detach().abs().max()))
     assert_close("GRU", what, got, want, atol=1e-5 * scale, rtol=1e-4)
 
@@ -55,12 +55,12 @@ def test_cell_forward_and_gradients_match_the_reference(B, H):
     inputs = _cell_inputs(B, H, seed=B * 1000 + H)
     got = rssm_triton.layer_norm_gru(*inputs, LN_EPS)
     want = _formula(*inputs)
-    _close(f"h' (B={B}, H={H})", got, want)
+    _assert_close(f"h' (B={B}, H={H})", got, want)
     weight = torch.randn(B, H, generator=torch.Generator().manual_seed(H))
     g_got = torch.autograd.grad((weight * got).sum(), inputs)
     g_want = torch.autograd.grad((weight * want).sum(), inputs)
     for name, a, b in zip(("∂y", "∂weight", "∂bias", "∂h"), g_got, g_want):
-        _close(f"{name} (B={B}, H={H})", a, b)
+        _assert_close(f"{name} (B={B}, H={H})", a, b)
 
 
 @pytest.mark.parametrize("eps,update_bias", [(0.5, -1.0), (LN_EPS, 0.0), (1e-5, 2.0)])
@@ -68,11 +68,11 @@ def test_cell_takes_eps_and_update_bias(eps, update_bias):
     """eps and the update-gate shift reach the kernels (a large eps changes h' well beyond the tolerance)."""
     inputs = _cell_inputs(3, 24, seed=7)
     got = rssm_triton.layer_norm_gru(*inputs, eps, update_bias)
-    _close(f"h' (eps={eps}, update bias {update_bias})", got, _formula(*inputs, eps, update_bias))
+    _assert_close(f"h' (eps={eps}, update bias {update_bias})", got, _formula(*inputs, eps, update_bias))
     g_got = torch.autograd.grad(got.sum(), inputs)
     g_want = torch.autograd.grad(_formula(*inputs, eps, update_bias).sum(), inputs)
     for name, a, b in zip(("∂y", "∂weight", "∂bias", "∂h"), g_got, g_want):
-        _close(f"{name} (eps={eps}, update bias {update_bias})", a, b)
+        _assert_close(f"{name} (eps={eps}, update bias {update_bias})", a, b)
 
 
 @pytest.mark.parametrize("B,H", [(3, 16), (2, 100)])
@@ -92,9 +92,9 @@ def test_rssm_gru_step_matches_the_reference_gru(B, H):
         wrt = [hh, xx, m.gru.weight, m.gru_norm.weight, m.gru_norm.bias]
         results.append((out, torch.autograd.grad((out * out).sum(), wrt)))
     (want, g_want), (got, g_got) = results
-    _close("_gru(h, x)", got, want)
+    _assert_close("_gru(h, x)", got, want)
     for name, a, b in zip(("∂h", "∂x", "∂gru.weight", "∂gru_norm.weight", "∂gru_norm.bias"), g_got, g_want):
-        _close(name, a, b)
+        _assert_close(name, a, b)
 
 
 def test_observe_gradients_match_the_torch_twin():
@@ -115,9 +115,9 @@ def test_observe_gradients_match_the_torch_twin():
         results.append((out, dict(zip(names, grads))))
     (want, g_want), (got, g_got) = results
     assert torch.equal(got.z, want.z), "the samples differ: compare with another seed"
-    _close("observe h", got.h, want.h)
+    _assert_close("observe h", got.h, want.h)
     for name, grad in g_want.items():
-        _close(f"∂{name}", g_got[name], grad)
+        _assert_close(f"∂{name}", g_got[name], grad)
 
 
 @pytest.mark.parametrize("bad,match", [("y_float64", "'y'.*float64"), ("y_shape", r"'y'.*\(3, 47\)"),
