@@ -55,15 +55,17 @@ class FastConfig(SafeConfig):
 
 
 class TorchDistComm(Comm):
-    """Comm over the default torch.distributed process group."""
+    """Comm over the default torch.distributed process group; ``device``: where its collectives run (NCCL
+    reduces CUDA tensors only, so host statistics travel through the device and come back)."""
 
-    def __init__(self):
+    def __init__(self, device: torch.device):
         self.world_size = dist.get_world_size()
+        self.device = device
 
     def sum(self, t: torch.Tensor) -> torch.Tensor:
-        out = t.detach().clone()
+        out = t.detach().to(self.device, copy=True)
         dist.all_reduce(out, op=dist.ReduceOp.SUM)
-        return out
+        return out.to(t.device)
 
     def average_gradients(self, net: torch.nn.Module) -> None:
         for p in net.parameters():
@@ -93,7 +95,7 @@ def execution(cfg: FastConfig) -> Execution:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():  # launched by torchrun
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
     grouped = dist.is_available() and dist.is_initialized()
-    comm: Comm = TorchDistComm() if grouped else LOCAL
+    comm: Comm = TorchDistComm(dev) if grouped else LOCAL
     make = Execution.make_envs
     if cfg.env_workers:
         def make(c: FastConfig, first: int) -> SubprocSafeVectorEnv:

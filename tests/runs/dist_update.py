@@ -24,7 +24,7 @@ def main(rank: int, world: int, rendezvous: str, out: str, algo: str = "PPOLag")
     comm = LOCAL
     if world > 1:
         dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
-        comm = TorchDistComm()
+        comm = TorchDistComm(torch.device("cpu"))
     kit = Kit.reference()
     g = torch.Generator().manual_seed(7)
     n = ENVS // world
