@@ -7,7 +7,8 @@ built) and the packed2 backend chosen by ``config.unpack_impl`` (seed §3 M4 con
     "warp"   fast/packed2_warp.py     Warp kernel
 
 With encoder='conv' the convolutions run channels-last (weights and activations): the LayerNorm over channels
-then reads contiguous rows instead of a permuted copy (~10 % of the conv time on CPU; cuDNN's layout on CUDA).
+then reads contiguous rows instead of a permuted copy (~10 % of the conv time on CPU; cuDNN's layout on CUDA),
+and each stage's LayerNorm + SiLU is one fused C++ kernel per direction on CPU (fast/channel_norm.py).
 
 Same parameters (one state_dict loads into both) and interface as the reference. Faster variants:
 fast/world_model_compiled.py (torch.compile of the RSSM steps, heads and KL: ``Kit.fast(compile=True)``) and
@@ -22,12 +23,13 @@ import torch
 
 from rlspec.contracts.world_model import UNPACK_MODULES
 from rlspec.fast import rssm, twohot
+from rlspec.fast.channel_norm import channel_norm_silu
 from rlspec.reference import world_model as ref
 from rlspec.reference.world_model import kl_loss
 
 __all__ = ["BACKEND_NOTE", "WorldModel", "kl_loss"]
 
-BACKEND_NOTE = "fast RSSM and two-hot, packed2 per unpack_impl"
+BACKEND_NOTE = "fast RSSM and two-hot, fused channel LayerNorm+SiLU, packed2 per unpack_impl"
 
 
 class WorldModel(ref.WorldModel):
@@ -42,6 +44,7 @@ class WorldModel(ref.WorldModel):
             for part in (self.encoder, self.decoder):
                 part.to(memory_format=torch.channels_last)
                 part.memory_format = torch.channels_last
+                part.norm_silu = channel_norm_silu
 
     def unpack(self, obs: torch.Tensor) -> torch.Tensor:
         return self._packed2.unpack_normalized(obs, torch.float32)

@@ -75,10 +75,16 @@ def channel_norm(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
     return norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
 
 
+def norm_silu(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    """silu(LN_channels(x)) [N, C, h, w]: the activation of every conv stage but the decoder's last."""
+    return F.silu(channel_norm(norm, x))
+
+
 class ConvEncoder(nn.Module):
     """sheeprl CNNEncoder on the flattened pooled frame: [..., ph·pw] -> [..., C·h·w] (module docstring)."""
 
     memory_format = torch.contiguous_format  # of the activations (a twin may use channels_last)
+    norm_silu = staticmethod(norm_silu)  # a twin may fuse it (fast/channel_norm.py)
 
     def __init__(self, config: WorldModelConfig):
         super().__init__()
@@ -92,7 +98,7 @@ class ConvEncoder(nn.Module):
         lead = x.shape[:-1]
         y = x.reshape(-1, 1, *self.shape).contiguous(memory_format=self.memory_format)  # [N, 1, ph, pw]
         for conv, norm in zip(self.convs, self.norms):
-            y = F.silu(channel_norm(norm, conv(y)))  # [N, C_i, ph/2^(i+1), pw/2^(i+1)]
+            y = self.norm_silu(norm, conv(y))  # [N, C_i, ph/2^(i+1), pw/2^(i+1)]
         return y.reshape(*lead, -1)
 
 
@@ -100,6 +106,7 @@ class ConvDecoder(nn.Module):
     """sheeprl CNNDecoder: features [..., F] -> reconstruction [..., ph·pw] (module docstring)."""
 
     memory_format = torch.contiguous_format
+    norm_silu = staticmethod(norm_silu)
 
     def __init__(self, config: WorldModelConfig):
         super().__init__()
@@ -114,7 +121,7 @@ class ConvDecoder(nn.Module):
         lead = f.shape[:-1]
         y = self.inp(f).reshape(-1, *self.latent).contiguous(memory_format=self.memory_format)  # [N, C_top, h, w]
         for deconv, norm in zip(self.deconvs[:-1], self.norms):
-            y = F.silu(channel_norm(norm, deconv(y)))  # sides double, channels halve
+            y = self.norm_silu(norm, deconv(y))  # sides double, channels halve
         return self.deconvs[-1](y).reshape(*lead, -1)  # [..., ph·pw]
 
 
