@@ -8,7 +8,9 @@ depend on the recurrence taken out of the time loop, as sheeprl 0.8.4 does (``pr
 * the priors do not feed the recurrence: one pass over h [T, B, H] after the loop.
 
 Per step the loop keeps W_z z, the GRU, W_h h and the posterior head (``_observe_step``, the piece that
-fast/world_model_compiled.py compiles), then the sample. Same parameters (state_dict) and
+fast/world_model_compiled.py compiles), then the sample. The sample is the reference's inverse CDF, the same
+comparisons as a binary search (``torch.searchsorted``: the count of cumsum entries below u), and without the
+straight-through terms where no gradient is recorded (imagination): the same one-hot either way. Same parameters (state_dict) and
 interface as the reference; the sums of split matmuls round differently (float32 parity ~1e-6).
 """
 
@@ -24,6 +26,17 @@ BACKEND_NOTE = "split projections hoisted out of the scan"
 
 
 class RSSM(ref.RSSM):
+    def _sample(self, logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """The reference's sample [B, S, K] from the same uniforms: index = #{k < K−1: cumsum_k < u}."""
+        u = torch.rand(logits.shape[:-1], generator=generator, device=logits.device)  # [B, S]
+        probs = logits.softmax(-1)  # [B, S, K]
+        cdf = probs.cumsum(-1)[..., :-1].contiguous()  # [B, S, K−1] non-decreasing
+        index = torch.searchsorted(cdf, u.unsqueeze(-1)).squeeze(-1)  # [B, S]: entries < u (side left)
+        one_hot = F.one_hot(index, self.config.classes).to(probs.dtype)
+        if not (torch.is_grad_enabled() and probs.requires_grad):
+            return one_hot
+        return one_hot + (probs - probs.detach())  # straight-through: forward one-hot, gradient of probs
+
     def _observe_step(self, h, z, first, h0, z0, action_proj, embed_proj, w_z, w_h):
         """One posterior step up to the sample: reset where ``first`` [B, 1], then (h_t [B, H], post_t [B, S, K])
         from the carried h [B, H], z [B, S, K] and the hoisted projections [B, hidden] of this step."""
