@@ -17,7 +17,9 @@ How the comparison is made fair (also written into the JSON, ``fairness``):
     model + actor + critic, the target critic left out of both) are printed and asserted equal within 1 %.
   * the same batch: B × T sequences of one-channel (grayscale) 64 × 64 frames, 6 discrete actions, imagination
     horizon 15 from every posterior state, float32, no autocast, no torch.compile, one optimizer step each for
-    world model, actor and critic, gradient clipping on all three. Both optimizers are torch's single-tensor
+    world model, actor and critic, gradient clipping on all three. Our fast kit's own kernels are part of what
+    is measured (its conv stages' LayerNorm + SiLU is one C++ kernel per direction, fast/channel_norm.py,
+    built on first use: in the untimed warm-up). Both optimizers are torch's single-tensor
     Adam (sheeprl with fused=False, set here: its configs default to fused=True; ours foreach=False).
   * the same frames in each side's replay format: sheeprl's ``train`` gets what its ``sample_batches`` yields,
     float32 [T, B, 1, 64, 64] in 0..255 (normalized inside ``train``); ours gets the replay's packed2 uint8
