@@ -8,7 +8,8 @@ fresh 100 MB buffers.
     channel_norm_silu(norm, x)   x [N, C, h, w] -> silu(LN_C(x)) [N, C, h, w], norm = nn.LayerNorm(C)
 
 The kernel runs for CPU float32/float64 tensors; anything else (CUDA, bf16 under autocast) takes the eager
-composition, which is the reference's formula. The library is compiled on first use with the system C++
+composition, which is the reference's formula; so does a machine where the kernel cannot be built (no C++
+compiler), with one warning saying why (the tests call ``library()`` directly, so there it is an error). The library is compiled on first use with the system C++
 compiler ($CXX, default c++: `-O3 -march=native -fopenmp-simd`, no -ffast-math) into
 $RLSPEC_CACHE (default ~/.cache/rlspec)/kernels/, keyed by the source, the flags, the compiler and the CPU,
 and loaded with ctypes (no torch headers, ~1 s to build). float32 results agree with the eager composition
@@ -24,6 +25,7 @@ import os
 import platform
 import subprocess
 import tempfile
+import warnings
 from pathlib import Path
 
 import torch
@@ -73,6 +75,18 @@ def library() -> ctypes.CDLL:
     return lib
 
 
+@functools.cache
+def _usable() -> bool:
+    """Whether the kernel is built and loaded; warns once (with the build error) when it cannot be."""
+    try:
+        library()
+    except RuntimeError as e:
+        warnings.warn(f"fast.channel_norm: the fused kernel is unavailable, using the eager composition: {e}",
+                      RuntimeWarning, stacklevel=3)
+        return False
+    return True
+
+
 def _ptr(t: torch.Tensor) -> ctypes.c_void_p:
     return ctypes.c_void_p(t.data_ptr())
 
@@ -111,9 +125,11 @@ class _ChannelNormSiLU(torch.autograd.Function):
 
 def channel_norm_silu(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
     """silu(LN_C(x)) for x [N, C, h, w]: the fused kernel for a channels-last CPU float32/float64 x whose
-    LayerNorm parameters share its dtype, the eager composition otherwise. Output channels-last like x."""
+    LayerNorm parameters share its dtype (and a built kernel), the eager composition otherwise. Output
+    channels-last like x."""
     fused = (x.device.type == "cpu" and x.dtype in KERNEL_DTYPES and norm.weight is not None
-             and norm.weight.dtype == norm.bias.dtype == x.dtype and x.is_contiguous(memory_format=torch.channels_last))
+             and norm.weight.dtype == norm.bias.dtype == x.dtype and x.is_contiguous(memory_format=torch.channels_last)
+             and _usable())
     if not fused:
         return eager(norm, x)
     N, C, h, w = x.shape
