@@ -12,6 +12,11 @@ fast/world_model_compiled.py compiles), then the sample. The sample is the refer
 comparisons as a binary search (``torch.searchsorted``: the count of cumsum entries below u), and without the
 straight-through terms where no gradient is recorded (imagination): the same one-hot either way. Same parameters (state_dict) and
 interface as the reference; the sums of split matmuls round differently (float32 parity ~1e-6).
+
+``img_step`` also takes z as its class indices [B, S] int64 (z exactly one-hot: the imagination of the fast
+kit, rlspec/algos/dreamer.py): W_z z is then a gather-sum of W_z's columns (fast/onehot.py), not a matmul with
+the [B, S·K] one-hot. No gradient reaches z that way; observe keeps the dense path (its z carries the
+straight-through gradient).
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from rlspec.contracts.rssm import RSSMOutput, RSSMState, validate_observe
+from rlspec.contracts.rssm import RSSMOutput, RSSMState, validate_img_step, validate_observe
+from rlspec.fast import onehot
 from rlspec.reference import rssm as ref
 
 BACKEND_NOTE = "split projections hoisted out of the scan"
@@ -72,3 +78,22 @@ class RSSM(ref.RSSM):
         hs = torch.stack(hs)  # [T, B, H]
         last = RSSMState(h, z, taken[-1].float())
         return RSSMOutput(self._prior(hs), torch.stack(posts), hs, torch.stack(zs), last)
+
+    def img_step(self, h: torch.Tensor, z: torch.Tensor, action: torch.Tensor,
+                 generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The reference's img_step; z one-hot [B, S, K] or its class indices [B, S] int64 (module docstring)."""
+        if z.dtype != torch.int64:
+            return super().img_step(h, z, action, generator)
+        c = self.config
+        if z.dim() != 2 or z.shape[0] != h.shape[0] or z.shape[1] != c.stoch:
+            raise ValueError(f"img_step: argument 'z' (class indices, int64) has shape {list(z.shape)}, expected "
+                             f"[{h.shape[0]}, {c.stoch}] (B of h, stoch)")
+        # h, action and generator checked as the reference does; z stands in as a zero-cost expanded [B, S, K]
+        validate_img_step(c, h, h.new_zeros(()).expand(h.shape[0], c.stoch, c.classes), action, generator)
+        sk = c.stoch * c.classes
+        w = self.img_in.weight  # [hidden, S·K + A]
+        a = F.one_hot(action.long(), c.num_actions).to(w.dtype)  # [B, A]
+        x = onehot.onehot_matmul(z, w[:, :sk], c.classes) + F.linear(a, w[:, sk:])  # W [z; a]: [B, hidden]
+        h = self._gru(h, F.silu(self.img_in_norm(x)))
+        prior = self._prior(h)
+        return prior, h, self._sample(prior, generator)

@@ -10,6 +10,9 @@ With encoder='conv' the convolutions run channels-last (weights and activations)
 then reads contiguous rows instead of a permuted copy (~10 % of the conv time on CPU; cuDNN's layout on CUDA),
 and each stage's LayerNorm + SiLU is one fused C++ kernel per direction on CPU (fast/channel_norm.py).
 
+The reward and continue heads' first layer is fast/onehot.py's FeatureLinear: besides a tensor it reads the
+imagined features as ``Features`` (h and the class indices of z, the one-hot never multiplied).
+
 Same parameters (one state_dict loads into both) and interface as the reference. Faster variants:
 fast/world_model_compiled.py (torch.compile of the RSSM steps, heads and KL: ``Kit.fast(compile=True)``) and
 the fused LayerNorm-GRU RSSM of fast/rssm_triton.py (contract rssm, backend fast-triton).
@@ -22,7 +25,7 @@ import importlib
 import torch
 
 from rlspec.contracts.world_model import UNPACK_MODULES
-from rlspec.fast import rssm, twohot
+from rlspec.fast import onehot, rssm, twohot
 from rlspec.fast.channel_norm import channel_norm_silu
 from rlspec.reference import world_model as ref
 from rlspec.reference.world_model import kl_loss
@@ -35,6 +38,7 @@ BACKEND_NOTE = "fast RSSM and two-hot, fused channel LayerNorm+SiLU, packed2 per
 class WorldModel(ref.WorldModel):
     RSSM = rssm.RSSM
     twohot = twohot
+    FeatureLinear = onehot.FeatureLinear
 
     def __init__(self, config, generator: torch.Generator | None = None):
         super().__init__(config, generator)

@@ -58,11 +58,12 @@ def kl_loss(post_logits: torch.Tensor, prior_logits: torch.Tensor, free_bits: fl
 
 
 class Head(nn.Module):
-    """out(silu(LN(in x))): [..., n_in] -> [..., n_out]."""
+    """out(silu(LN(in x))): [..., n_in] -> [..., n_out]; ``linear`` the class of ``in`` (a twin's may read its
+    own feature type; same parameters)."""
 
-    def __init__(self, n_in: int, hidden: int, n_out: int):
+    def __init__(self, n_in: int, hidden: int, n_out: int, linear: type = nn.Linear):
         super().__init__()
-        self.inp = nn.Linear(n_in, hidden, bias=False)
+        self.inp = linear(n_in, hidden, bias=False)
         self.norm = nn.LayerNorm(hidden, eps=LN_EPS)
         self.out = nn.Linear(hidden, n_out)
 
@@ -145,6 +146,7 @@ def init_weights(model: nn.Module, g: torch.Generator) -> None:
 class WorldModel(nn.Module):
     RSSM = rssm.RSSM  # the parts a twin swaps (same parameters)
     twohot = twohot
+    FeatureLinear = nn.Linear  # the first layer of the reward and continue heads
 
     def __init__(self, config: WorldModelConfig, generator: torch.Generator | None = None):
         super().__init__()
@@ -159,8 +161,8 @@ class WorldModel(nn.Module):
         with torch.random.fork_rng(devices=[]):  # torch's own init draws from the global RNG: undone
             self.encoder = ConvEncoder(c) if conv else Head(pixels, c.hidden, c.embed_dim)
             self.decoder = ConvDecoder(c) if conv else Head(c.feature_dim, c.hidden, pixels)
-            self.reward_head = Head(c.feature_dim, c.hidden, c.reward_bins)
-            self.continue_head = Head(c.feature_dim, c.hidden, 1)
+            self.reward_head = Head(c.feature_dim, c.hidden, c.reward_bins, self.FeatureLinear)
+            self.continue_head = Head(c.feature_dim, c.hidden, 1, self.FeatureLinear)
         for part in (self.encoder, self.decoder, self.reward_head, self.continue_head):
             init_weights(part, g)
 

@@ -137,9 +137,27 @@ class DreamerConfig:
                               slow_rate=self.slow_rate, slow_reg=self.slow_reg)
 
 
+def features(h: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """[..., H], [..., S, K] -> f [..., H + S·K]."""
+    return torch.cat((h, z.flatten(-2)), -1)
+
+
+def dense_features(h: torch.Tensor, z: torch.Tensor, classes: int) -> torch.Tensor:
+    """The reference kit's ``Kit.features``: ``features(h, z)`` (z one-hot [..., S, K]; ``classes`` unused)."""
+    return features(h, z)
+
+
+def same_latent(z: torch.Tensor) -> torch.Tensor:
+    """The reference kit's ``Kit.latent``: imagination carries z [..., S, K] itself."""
+    return z
+
+
 @dataclass(frozen=True)
 class Kit:
-    """The contract implementations the core calls (design.md "Engines"): reference twins here."""
+    """The contract implementations the core calls (design.md "Engines"): reference twins here. ``latent``,
+    ``features`` and ``Linear`` choose how imagination carries z and how its readers take f = [h; flatten(z)]:
+    the reference kit dense (z [..., S, K], ``torch.cat``), the fast kits as fast/onehot.py's Features (z's
+    class indices; every Linear over f a gather-sum of weight columns instead of a matmul with the one-hot)."""
 
     WorldModel: type  # contract world_model (its RSSM inside: contract rssm)
     imagine: Any  # contract behavior
@@ -147,6 +165,9 @@ class Kit:
     update_slow_critic: Any
     twohot_mean: Any  # contract twohot
     ReturnEMA: type  # contract return_ema
+    latent: Any = same_latent  # z [..., S, K] one-hot -> the latent imagination carries
+    features: Any = dense_features  # (h [..., H], latent, K) -> f, what the actor, critic and heads read
+    Linear: type = nn.Linear  # class of the actor's and critic's first layer (reads f)
 
     @classmethod
     def reference(cls) -> Kit:
@@ -164,7 +185,7 @@ class Kit:
         variants may be chosen: ``compile``, fast/world_model_compiled.py (torch.compile of the RSSM steps,
         heads and KL; compiles on the first updates, losses within ~1e-5 relative of eager); ``fused_gru``,
         fast/world_model_triton.py (the Triton LayerNorm-GRU: CUDA, or the interpreter on CPU)."""
-        from rlspec.fast import behavior, return_ema, twohot, world_model
+        from rlspec.fast import behavior, onehot, return_ema, twohot, world_model
 
         if compile and fused_gru:
             raise ValueError("Kit.fast: arguments 'compile' and 'fused_gru' are both True, expected at most one "
@@ -173,9 +194,12 @@ class Kit:
             from rlspec.fast import world_model_compiled as world_model
         elif fused_gru:
             from rlspec.fast import world_model_triton as world_model
+        # with torch.compile (heads, RSSM step) the features stay dense tensors
+        sparse = {} if compile else dict(latent=onehot.indices, features=onehot.Features,
+                                         Linear=onehot.FeatureLinear)
         return cls(WorldModel=world_model.WorldModel, imagine=behavior.imagine,
                    behavior_losses=behavior.behavior_losses, update_slow_critic=behavior.update_slow_critic,
-                   twohot_mean=twohot.mean, ReturnEMA=return_ema.ReturnEMA)
+                   twohot_mean=twohot.mean, ReturnEMA=return_ema.ReturnEMA, **sparse)
 
     @classmethod
     def named(cls, name: str) -> Kit:
@@ -225,9 +249,9 @@ def make_state(cfg: DreamerConfig, num_actions: int, kit: Kit, gen: torch.Genera
         wm.reward_head.out.weight.zero_()
         wm.reward_head.out.bias.zero_()
     feat, bins = wm.config.feature_dim, cfg.behavior_config().num_bins
-    actor = nets.actor(feat, num_actions, cfg.mlp_hidden, cfg.mlp_layers, gen)
-    critic = nets.critic(feat, bins, cfg.mlp_hidden, cfg.mlp_layers, gen)
-    slow = nets.critic(feat, bins, cfg.mlp_hidden, cfg.mlp_layers, gen)
+    actor = nets.actor(feat, num_actions, cfg.mlp_hidden, cfg.mlp_layers, gen, kit.Linear)
+    critic = nets.critic(feat, bins, cfg.mlp_hidden, cfg.mlp_layers, gen, kit.Linear)
+    slow = nets.critic(feat, bins, cfg.mlp_hidden, cfg.mlp_layers, gen, kit.Linear)
     slow.load_state_dict(critic.state_dict())
     slow.requires_grad_(False)
 
@@ -237,11 +261,6 @@ def make_state(cfg: DreamerConfig, num_actions: int, kit: Kit, gen: torch.Genera
     return DreamerState(cfg, kit, wm, actor, critic, slow, adam(wm, cfg.wm_lr, cfg.wm_eps),
                         adam(actor, cfg.actor_lr, cfg.ac_eps), adam(critic, cfg.critic_lr, cfg.ac_eps),
                         kit.ReturnEMA())
-
-
-def features(h: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    """[..., H], [..., S, K] -> f [..., H + S·K]."""
-    return torch.cat((h, z.flatten(-2)), -1)
 
 
 def _step(opt: torch.optim.Optimizer, loss: torch.Tensor, module: nn.Module, clip: float) -> torch.Tensor:
@@ -272,19 +291,20 @@ def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.G
     # 1. world model
     wm_loss, wm_metrics, post = s.wm.world_model_loss(batch, gen)
     wm_norm = _step(s.wm_opt, wm_loss, s.wm, cfg.wm_clip)
-    # 2. imagination from every posterior state, detached: [T·B] starts
-    start = (post.h.detach().flatten(0, 1), post.z.detach().flatten(0, 1))  # [T·B, H], [T·B, S, K]
+    # 2. imagination from every posterior state, detached: [T·B] starts; the state (h, latent of z) (Kit)
+    classes = cfg.classes
+    start = (post.h.detach().flatten(0, 1), kit.latent(post.z.detach().flatten(0, 1)))  # [T·B, H], [T·B, S(, K)]
 
     def img_step(st: tuple, onehot: torch.Tensor) -> tuple:
         with torch.no_grad():  # the world model is not trained through imagination
             _, h, z = s.wm.rssm.img_step(st[0], st[1], onehot.argmax(-1), gen)
-        return h, z
+        return h, kit.latent(z)
 
     def policy(st: tuple) -> torch.Tensor:
-        return s.actor(features(*st))
+        return s.actor(kit.features(*st, classes))
 
     imag = kit.imagine(img_step, policy, start, cfg.horizon, gen)
-    f = features(*imag.states)  # [H+1, T·B, F]
+    f = kit.features(*imag.states, classes)  # [H+1, T·B, F] (or Features of that leading shape)
     # 3. behaviour: heads predict out of s_t; behavior wants arrival at s_t (module docstring)
     with torch.no_grad():
         reward_logits, cont_logits = s.wm.reward_continue(f)  # [H+1, T·B, bins], [H+1, T·B]
@@ -293,7 +313,7 @@ def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.G
         reward, cont = arrival_rows(reward_out, cont_logits, cfg.head_input)  # [H+1, T·B] each, row 0 unused
         slow_logits = s.slow_critic(f)
     value_logits = s.critic(f.detach())  # [H+1, T·B, bins]
-    start_terminal = torch.zeros(f.shape[1], dtype=torch.bool, device=f.device)
+    start_terminal = torch.zeros(imag.actions.shape[1], dtype=torch.bool, device=imag.actions.device)
     out = kit.behavior_losses(reward, cont, value_logits, slow_logits, imag.logits, imag.actions, start_terminal,
                               s.return_ema, bcfg)
     actor_norm = _step(s.actor_opt, out["actor_loss"], s.actor, cfg.actor_clip)

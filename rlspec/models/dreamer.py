@@ -21,15 +21,15 @@ class MLPHead(nn.Module):
     """[..., n_in] -> [..., n_out]: ``layers`` × silu(LN(W x)), then out(x)."""
 
     def __init__(self, n_in: int, hidden: int, layers: int, n_out: int, gen: torch.Generator,
-                 zero_out: bool = False):
+                 zero_out: bool = False, linear: type = nn.Linear):
         super().__init__()
         with torch.random.fork_rng(devices=[]):  # nn.Linear's own init draws from the global RNG: undone
             blocks: list[nn.Module] = []
             for i in range(layers):
-                blocks += [nn.Linear(n_in if i == 0 else hidden, hidden, bias=False),
+                blocks += [(linear if i == 0 else nn.Linear)(n_in if i == 0 else hidden, hidden, bias=False),
                            nn.LayerNorm(hidden, eps=LN_EPS), nn.SiLU()]
             self.body = nn.Sequential(*blocks)
-            self.out = nn.Linear(hidden if layers else n_in, n_out)
+            self.out = (nn.Linear if layers else linear)(hidden if layers else n_in, n_out)
         with torch.no_grad():
             for lin in [m for m in self.body if isinstance(m, nn.Linear)] + [self.out]:
                 bound = 1 / math.sqrt(lin.in_features)
@@ -43,11 +43,13 @@ class MLPHead(nn.Module):
         return self.out(self.body(x))
 
 
-def actor(feature_dim: int, num_actions: int, hidden: int, layers: int, gen: torch.Generator) -> MLPHead:
+def actor(feature_dim: int, num_actions: int, hidden: int, layers: int, gen: torch.Generator,
+          linear: type = nn.Linear) -> MLPHead:
     """f [..., F] -> action logits [..., A]."""
-    return MLPHead(feature_dim, hidden, layers, num_actions, gen)
+    return MLPHead(feature_dim, hidden, layers, num_actions, gen, linear=linear)
 
 
-def critic(feature_dim: int, num_bins: int, hidden: int, layers: int, gen: torch.Generator) -> MLPHead:
+def critic(feature_dim: int, num_bins: int, hidden: int, layers: int, gen: torch.Generator,
+           linear: type = nn.Linear) -> MLPHead:
     """f [..., F] -> value two-hot logits [..., bins] (zero output layer: v = 0 at start)."""
-    return MLPHead(feature_dim, hidden, layers, num_bins, gen, zero_out=True)
+    return MLPHead(feature_dim, hidden, layers, num_bins, gen, zero_out=True, linear=linear)
