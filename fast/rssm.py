@@ -14,9 +14,10 @@ straight-through terms where no gradient is recorded (imagination): the same one
 interface as the reference; the sums of split matmuls round differently (float32 parity ~1e-6).
 
 ``img_step`` also takes z as its class indices [B, S] int64 (z exactly one-hot: the imagination of the fast
-kit, rlspec/algos/dreamer.py): W_z z is then a gather-sum of W_z's columns (fast/onehot.py), not a matmul with
-the [B, S·K] one-hot. No gradient reaches z that way; observe keeps the dense path (its z carries the
-straight-through gradient).
+kit, rlspec/algos/dreamer.py) and then returns z' as indices too: W_z z is a gather-sum of W_z's columns
+(fast/onehot.py), not a matmul with the [B, S·K] one-hot, and the sample is the reference's inverse CDF with
+the same draw u, its index #{k < K−1 : cdf_k < u} found by ``searchsorted`` and no one-hot built. No gradient
+reaches z that way; observe keeps the dense path (its z carries the straight-through gradient).
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ class RSSM(ref.RSSM):
 
     def img_step(self, h: torch.Tensor, z: torch.Tensor, action: torch.Tensor,
                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The reference's img_step; z one-hot [B, S, K] or its class indices [B, S] int64 (module docstring)."""
+        """The reference's img_step; z one-hot [B, S, K] or its class indices [B, S] int64, and z' in the form of
+        z (module docstring)."""
         if z.dtype != torch.int64:
             return super().img_step(h, z, action, generator)
         c = self.config
@@ -96,4 +98,11 @@ class RSSM(ref.RSSM):
         x = onehot.onehot_matmul(z, w[:, :sk], c.classes) + F.linear(a, w[:, sk:])  # W [z; a]: [B, hidden]
         h = self._gru(h, F.silu(self.img_in_norm(x)))
         prior = self._prior(h)
-        return prior, h, self._sample(prior, generator)
+        return prior, h, self._sample_index(prior, generator)
+
+    def _sample_index(self, logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """The class indices [B, S] int64 of the reference's ``_sample`` (same u from ``generator``)."""
+        u = torch.rand(logits.shape[:-1], generator=generator, device=logits.device)  # [B, S]
+        cdf = logits.softmax(-1).cumsum(-1)  # [B, S, K], non-decreasing
+        # #{k < K: cdf_k < u} clamped to K − 1 == #{k < K − 1: cdf_k < u}
+        return torch.searchsorted(cdf, u.unsqueeze(-1)).squeeze(-1).clamp_max(self.config.classes - 1)

@@ -165,7 +165,7 @@ class Kit:
     update_slow_critic: Any
     twohot_mean: Any  # contract twohot
     ReturnEMA: type  # contract return_ema
-    latent: Any = same_latent  # z [..., S, K] one-hot -> the latent imagination carries
+    latent: Any = same_latent  # z [..., S, K] one-hot -> the latent imagination carries (img_step's z form)
     features: Any = dense_features  # (h [..., H], latent, K) -> f, what the actor, critic and heads read
     Linear: type = nn.Linear  # class of the actor's and critic's first layer (reads f)
 
@@ -298,7 +298,7 @@ def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.G
     def img_step(st: tuple, onehot: torch.Tensor) -> tuple:
         with torch.no_grad():  # the world model is not trained through imagination
             _, h, z = s.wm.rssm.img_step(st[0], st[1], onehot.argmax(-1), gen)
-        return h, kit.latent(z)
+        return h, z  # z in the form it was given (the fast RSSM takes and returns indices)
 
     def policy(st: tuple) -> torch.Tensor:
         return s.actor(kit.features(*st, classes))

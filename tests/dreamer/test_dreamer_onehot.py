@@ -104,10 +104,29 @@ def test_fast_rssm_img_step_on_indices_equals_img_step_on_the_one_hot():
     action = torch.randint(0, 3, (9,), generator=g)
     want = rssm.img_step(h, F.one_hot(idx, 5).float(), action, torch.Generator().manual_seed(9))
     got = rssm.img_step(h, idx, action, torch.Generator().manual_seed(9))
-    for a, b in zip(got, want):
+    for a, b in zip(got[:2], want[:2]):  # prior, h'
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
-    with pytest.raises(ValueError, match=r"argument 'z' \(class indices, int64\) has shape \[9, 5\]"):
-        rssm.img_step(h, idx[:, :1].expand(9, 5), action, g)
+    assert got[2].dtype == torch.int64 and torch.equal(F.one_hot(got[2], 5).float(), want[2])  # z' as indices
+
+
+def test_sample_index_is_the_reference_sample_on_every_cdf_edge(monkeypatch):
+    """u on and around every cdf value (the inverse CDF's ties and its last-class clamp) in place of the
+    generator's draw: the indices are those of the reference's one-hot sample."""
+    rssm = RSSM(RSSMConfig(num_actions=2, deter=4, stoch=3, classes=4, hidden=4, embed_dim=2))
+    x = torch.randn(64, 4, generator=torch.Generator().manual_seed(0)) * 3
+    short = x[x.softmax(-1).cumsum(-1)[:, -1] < 1][0]  # a cdf ending below 1: u above it takes the clamp to K − 1
+    logits = torch.stack((torch.tensor([0.25, 0.25, 0.25, 0.25]).log(), torch.tensor([0.0, 0.5, 0.0, 0.5]).log(),
+                          short)).expand(2, 3, 4)  # [B, S, K]: ties, empty classes, the short cdf
+    cdf = logits[0].softmax(-1).cumsum(-1)  # [S, K]
+    edges = torch.cat((cdf, cdf.nextafter(torch.zeros(())), cdf.nextafter(torch.ones(())), torch.zeros(3, 1),
+                       torch.ones(3, 1)), 1)  # [S, 14] values of u per latent
+    g = torch.Generator()
+    for col in range(edges.shape[1]):
+        u = edges[:, col].expand(2, 3)  # [B, S]
+        monkeypatch.setattr(torch, "rand", lambda shape, generator=None, device=None, u=u: u.clone())
+        want = rssm._sample(logits, g)
+        got = rssm._sample_index(logits, g)
+        assert torch.equal(F.one_hot(got, 4).float(), want), (col, u[0], got[0], want[0].argmax(-1))
 
 
 def test_fast_kit_reads_features_with_the_reference_kit_parameters():
