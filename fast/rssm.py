@@ -10,14 +10,15 @@ depend on the recurrence taken out of the time loop, as sheeprl 0.8.4 does (``pr
 Per step the loop keeps W_z z, the GRU, W_h h and the posterior head (``_observe_step``, the piece that
 fast/world_model_compiled.py compiles), then the sample. The sample is the reference's inverse CDF, the same
 comparisons as a binary search (``torch.searchsorted``: the count of cumsum entries below u), and without the
-straight-through terms where no gradient is recorded (imagination): the same one-hot either way. Same parameters (state_dict) and
-interface as the reference; the sums of split matmuls round differently (float32 parity ~1e-6).
+straight-through terms where no gradient is recorded (imagination): the same one-hot either way. Same
+parameters (state_dict) and interface as the reference; the sums of split matmuls round differently (float32
+parity ~1e-6).
 
 ``img_step`` also takes z as its class indices [B, S] int64 (z exactly one-hot: the imagination of the fast
 kit, rlspec/algos/dreamer.py) and then returns z' as indices too: W_z z is a gather-sum of W_z's columns
-(fast/onehot.py), not a matmul with the [B, S·K] one-hot, and the sample is the reference's inverse CDF with
-the same draw u, its index #{k < K−1 : cdf_k < u} found by ``searchsorted`` and no one-hot built. No gradient
-reaches z that way; observe keeps the dense path (its z carries the straight-through gradient).
+(fast/onehot.py), not a matmul with the [B, S·K] one-hot, and the sample's index is returned, no one-hot
+built. No gradient reaches z that way; observe keeps the dense path (its z carries the straight-through
+gradient).
 """
 
 from __future__ import annotations
@@ -33,16 +34,24 @@ BACKEND_NOTE = "split projections hoisted out of the scan"
 
 
 class RSSM(ref.RSSM):
-    def _sample(self, logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """The reference's sample [B, S, K] from the same uniforms: index = #{k < K−1: cumsum_k < u}."""
+    def _draw(self, logits: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """The reference's draw from the same uniforms: (probs [B, S, K], index [B, S] = #{k < K−1: cumsum_k < u})."""
         u = torch.rand(logits.shape[:-1], generator=generator, device=logits.device)  # [B, S]
         probs = logits.softmax(-1)  # [B, S, K]
         cdf = probs.cumsum(-1)[..., :-1].contiguous()  # [B, S, K−1] non-decreasing
-        index = torch.searchsorted(cdf, u.unsqueeze(-1)).squeeze(-1)  # [B, S]: entries < u (side left)
+        return probs, torch.searchsorted(cdf, u.unsqueeze(-1)).squeeze(-1)  # [B, S]: entries < u (side left)
+
+    def _sample(self, logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """The reference's sample [B, S, K] (``_draw``)."""
+        probs, index = self._draw(logits, generator)
         one_hot = F.one_hot(index, self.config.classes).to(probs.dtype)
         if not (torch.is_grad_enabled() and probs.requires_grad):
             return one_hot
         return one_hot + (probs - probs.detach())  # straight-through: forward one-hot, gradient of probs
+
+    def _sample_index(self, logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """The class indices [B, S] int64 of ``_sample`` (the same draw, no one-hot built)."""
+        return self._draw(logits, generator)[1]
 
     def _observe_step(self, h, z, first, h0, z0, action_proj, embed_proj, w_z, w_h):
         """One posterior step up to the sample: reset where ``first`` [B, 1], then (h_t [B, H], post_t [B, S, K])
@@ -99,10 +108,3 @@ class RSSM(ref.RSSM):
         h = self._gru(h, F.silu(self.img_in_norm(x)))
         prior = self._prior(h)
         return prior, h, self._sample_index(prior, generator)
-
-    def _sample_index(self, logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """The class indices [B, S] int64 of the reference's ``_sample`` (same u from ``generator``)."""
-        u = torch.rand(logits.shape[:-1], generator=generator, device=logits.device)  # [B, S]
-        cdf = logits.softmax(-1).cumsum(-1)  # [B, S, K], non-decreasing
-        # #{k < K: cdf_k < u} clamped to K − 1 == #{k < K − 1: cdf_k < u}
-        return torch.searchsorted(cdf, u.unsqueeze(-1)).squeeze(-1).clamp_max(self.config.classes - 1)

@@ -14,6 +14,7 @@ from rlspec.algos import dreamer as core
 from rlspec.contracts.rssm import RSSMConfig
 from rlspec.fast import onehot
 from rlspec.fast.rssm import RSSM
+from rlspec.reference.rssm import RSSM as Reference
 
 
 def _case(lead: tuple, H: int, S: int, K: int, out: int, dtype: torch.dtype, seed: int):
@@ -124,7 +125,7 @@ def test_sample_index_is_the_reference_sample_on_every_cdf_edge(monkeypatch):
     for col in range(edges.shape[1]):
         u = edges[:, col].expand(2, 3)  # [B, S]
         monkeypatch.setattr(torch, "rand", lambda shape, generator=None, device=None, u=u: u.clone())
-        want = rssm._sample(logits, g)
+        want = Reference._sample(rssm, logits, g)
         got = rssm._sample_index(logits, g)
         assert torch.equal(F.one_hot(got, 4).float(), want), (col, u[0], got[0], want[0].argmax(-1))
 
