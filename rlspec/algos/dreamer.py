@@ -293,7 +293,8 @@ def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.G
     wm_norm = _step(s.wm_opt, wm_loss, s.wm, cfg.wm_clip)
     # 2. imagination from every posterior state, detached: [T·B] starts; the state (h, latent of z) (Kit)
     classes = cfg.classes
-    start = (post.h.detach().flatten(0, 1), kit.latent(post.z.detach().flatten(0, 1)))  # [T·B, H], [T·B, S(, K)]
+    # [T·B, H], and [T·B, S, K] one-hot (reference kit) or [T·B, S] indices (fast kits)
+    start = (post.h.detach().flatten(0, 1), kit.latent(post.z.detach().flatten(0, 1)))
 
     def img_step(st: tuple, onehot: torch.Tensor) -> tuple:
         with torch.no_grad():  # the world model is not trained through imagination
