@@ -4,8 +4,8 @@ straight-through sample's forward value, contract rssm), kept as the class indic
 A Linear over f splits as W f = W_h h + W_z flatten(z), and W_z flatten(z) is the sum of one column of W_z per
 latent: Σ_s W_z[:, s·K + idx_s]. At DreamerV3-XS (S = K = 32, 16k imagined rows) the gather-sum costs ~6 ms
 where the dense [16k, 1024] @ [1024, 256] costs ~54 ms. The weight gradient is a per-latent ``index_add_`` of
-the output gradient into the rows idx_s of W_zᵀ (~33 vs ~59 ms dense at XS; ~9 vs ~7 ms at S = K = 16, out
-128: one path kept, the difference is below a millisecond per update there).
+the output gradient into the rows idx_s of W_zᵀ (~33 vs ~59 ms dense per 16k rows at XS; ~9 vs ~7 ms at
+S = K = 16, out 128: one path kept, a few milliseconds per update there).
 
     f = features(h, z)                   # Features(h [..., H], idx [..., S] int64, classes K)
     y = linear(f, weight, bias)          # == F.linear(f.dense(), weight, bias); a dense tensor: F.linear
@@ -45,7 +45,7 @@ class Features:
         return self.h.shape[:-1]
 
     @property
-    def dim(self) -> int:
+    def feature_dim(self) -> int:
         """H + S·K."""
         return self.h.shape[-1] + self.idx.shape[-1] * self.classes
 
@@ -101,8 +101,8 @@ def linear(x: torch.Tensor | Features, weight: torch.Tensor, bias: torch.Tensor 
     """F.linear(x, weight, bias) for a tensor x [..., F]; for Features, W_h h + Σ_s W_z[:, s·K + idx_s] + b."""
     if not isinstance(x, Features):
         return F.linear(x, weight, bias)
-    if x.dim != weight.shape[1]:
-        raise ValueError(f"linear: Features of dimension {x.dim} (H {x.h.shape[-1]} + S·K "
+    if x.feature_dim != weight.shape[1]:
+        raise ValueError(f"linear: Features of dimension {x.feature_dim} (H {x.h.shape[-1]} + S·K "
                          f"{x.idx.shape[-1]}·{x.classes}), expected weight's in_features {weight.shape[1]}")
     H = x.h.shape[-1]
     return F.linear(x.h, weight[:, :H], bias) + onehot_matmul(x.idx, weight[:, H:], x.classes)

@@ -33,7 +33,7 @@ def _case(lead: tuple, H: int, S: int, K: int, out: int, dtype: torch.dtype, see
 def test_linear_of_features_equals_dense_linear_forward_and_gradients(dtype, lead, H, S, K, out):
     f, weight, bias = _case(lead, H, S, K, out, dtype, seed=S * 100 + K)
     dense = f.dense()  # [..., H + S·K]
-    assert dense.shape == (*lead, H + S * K) and f.lead_shape == lead and f.dim == H + S * K
+    assert dense.shape == (*lead, H + S * K) and f.lead_shape == lead and f.feature_dim == H + S * K
     assert torch.equal(dense[..., H:].unflatten(-1, (S, K)).argmax(-1), f.idx)
     y = onehot.linear(f, weight, bias)
     want = F.linear(dense, weight, bias)
