@@ -38,6 +38,11 @@ Differences that remain (stated, not corrected): sheeprl's inputs are normalized
 [0, 1]; initializations and learning rates differ (no effect on cost); sheeprl zeroes the first action row and
 runs its learned initial state through the first step, ours resets on is_first (same number of steps).
 
+Also recorded per step: the system (kernel) CPU seconds and the minor page faults (getrusage). On this machine
+the kernel's part is mostly the zeroing of fresh pages for new activations: a large share of sheeprl's and the
+reference's step at XS, and one reason the fast kit is faster (fused kernels allocate less, its outputs are
+prefaulted with huge pages); its cost per page varies between runs of the machine, and the ratios with it.
+
 Reported, never asserted (except the parameter match). On a machine shared with other jobs the wall times
 measure the neighbours too: run it under ``nice`` with enough steps, or on a quiet machine.
 """
@@ -49,6 +54,7 @@ import dataclasses
 import json
 import os
 import platform
+import resource
 import statistics
 import time
 from pathlib import Path
@@ -67,7 +73,7 @@ CONFIGS = {
     "1m": dict(dense=128, recurrent=128, stoch=16, classes=16, cnn_mult=8, mlp_layers=1),
     "xs": dict(dense=256, recurrent=256, stoch=32, classes=32, cnn_mult=24, mlp_layers=1),  # sheeprl dreamer_v3_XS
 }
-FAIRNESS = __doc__[__doc__.index("How the comparison"):__doc__.index("Reported, never")].strip()
+FAIRNESS = __doc__[__doc__.index("How the comparison"):__doc__.index("Also recorded per step")].strip()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -172,19 +178,24 @@ def measure(name: str, size: dict, T: int, B: int, steps: int, warmup: int) -> d
     assert spread <= 0.01, f"parameter counts differ by {spread:.2%} (> 1 %): {params}"
     walls: dict[str, list[float]] = {k: [] for k in steppers}
     cpus: dict[str, list[float]] = {k: [] for k in steppers}
+    kernel: dict[str, list[float]] = {k: [] for k in steppers}  # system CPU s: mostly page faults here
+    faults: dict[str, list[int]] = {k: [] for k in steppers}  # minor page faults (fresh pages touched)
     for i in range(warmup + steps):  # round-robin: background load falls on all three alike
         for k, (step, _, _) in steppers.items():
-            w0, c0 = time.perf_counter(), time.process_time()
+            w0, c0, r0 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
             step()
-            w, c = time.perf_counter() - w0, time.process_time() - c0
+            w, c, r1 = time.perf_counter() - w0, time.process_time() - c0, resource.getrusage(resource.RUSAGE_SELF)
             if i >= warmup:
                 walls[k].append(w)
                 cpus[k].append(c)
-            print(f"[{name}] {k:9s} step {i}{' (warm-up)' if i < warmup else ''}: {w:.3f} s wall, {c:.3f} s CPU",
-                  flush=True)
+                kernel[k].append(r1.ru_stime - r0.ru_stime)
+                faults[k].append(r1.ru_minflt - r0.ru_minflt)
+            print(f"[{name}] {k:9s} step {i}{' (warm-up)' if i < warmup else ''}: {w:.3f} s wall, {c:.3f} s CPU "
+                  f"({r1.ru_stime - r0.ru_stime:.3f} s system, {r1.ru_minflt - r0.ru_minflt} page faults)", flush=True)
     impls = {k: {"params": params[k], "wall_s_per_step": statistics.median(walls[k]),
-                 "cpu_s_per_step": statistics.median(cpus[k]), "wall_s": walls[k], "cpu_s": cpus[k],
-                 "config": steppers[k][2]} for k in steppers}
+                 "cpu_s_per_step": statistics.median(cpus[k]), "system_s_per_step": statistics.median(kernel[k]),
+                 "page_faults_per_step": statistics.median(faults[k]), "wall_s": walls[k], "cpu_s": cpus[k],
+                 "system_s": kernel[k], "page_faults": faults[k], "config": steppers[k][2]} for k in steppers}
     anchor = impls["sheeprl"]
     ratios = {k: {"wall": anchor["wall_s_per_step"] / v["wall_s_per_step"],
                   "cpu": anchor["cpu_s_per_step"] / v["cpu_s_per_step"]} for k, v in impls.items() if k != "sheeprl"}
@@ -208,6 +219,10 @@ def plot(results: dict, path: Path, title: str) -> None:
             xs = [i + (j - 1) * width for i in range(len(results))]
             ys = [r["implementations"][impl][f"{clock}_s_per_step"] for r in results.values()]
             bars = ax.bar(xs, ys, width, label=impl, color=colors[impl])
+            if clock == "cpu":  # the system (kernel) part of the CPU time, hatched at the bottom of each bar
+                ax.bar(xs, [r["implementations"][impl]["system_s_per_step"] for r in results.values()], width,
+                       fill=False, hatch="///", edgecolor="black", linewidth=0,
+                       label="system (page faults)" if j == len(names) - 1 else None)
             for bar, r in zip(bars, results.values()):
                 ratio = "" if impl == "sheeprl" else f"\n{r['ratios_vs_sheeprl'][impl][clock]:.2f}×"
                 ax.annotate(f"{bar.get_height():.2f}s{ratio}", (bar.get_x() + width / 2, bar.get_height()),
@@ -218,6 +233,7 @@ def plot(results: dict, path: Path, title: str) -> None:
         ax.set_ylabel(f"s / train step ({'wall' if clock == 'wall' else 'process CPU'}, median)")
         ax.margins(y=0.25)
     axes[0].legend(fontsize=8)
+    axes[1].legend(fontsize=8)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
@@ -263,7 +279,8 @@ def main(argv: list[str] | None = None) -> None:
     (args.out / "dreamer_train_step.json").write_text(json.dumps(report, indent=2) + "\n")
     plot(results, args.out / "dreamer_train_step.png", title(report))
     for name, r in results.items():
-        row = ", ".join(f"{k} {v['wall_s_per_step']:.3f} s ({v['cpu_s_per_step']:.3f} CPU)"
+        row = ", ".join(f"{k} {v['wall_s_per_step']:.3f} s ({v['cpu_s_per_step']:.3f} CPU, "
+                        f"{v['system_s_per_step']:.3f} system)"
                         for k, v in r["implementations"].items())
         ratio = ", ".join(f"{k} {v['wall']:.2f}× wall / {v['cpu']:.2f}× CPU"
                           for k, v in r["ratios_vs_sheeprl"].items())
