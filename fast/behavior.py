@@ -55,7 +55,7 @@ def behavior_losses(reward: torch.Tensor, cont_logits: torch.Tensor, value_logit
 
     log_p = torch.log_softmax(actor_logits, dim=-1)  # [H+1, B, A]
     p = log_p.exp()
-    entropy = -torch.where(p > 0, p * log_p, torch.zeros_like(p)).sum(-1)  # [H+1, B]
+    entropy = -(p * torch.where(p > 0, log_p, torch.zeros_like(log_p))).sum(-1)  # [H+1, B]: 0·log 0 = 0, no NaN grad
     chosen = log_p.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)  # [H+1, B]
     a_loss = -(w[:-1] * (chosen[:-1] * adv + cfg.entropy_coef * entropy[:-1])).mean()
 

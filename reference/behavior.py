@@ -85,7 +85,9 @@ def actor_loss(actor_logits: torch.Tensor, actions: torch.Tensor, adv: torch.Ten
     """(−mean_{t<H}(w_t·(log π(a_t|s_t)·adv_t + η·H[π(·|s_t)])), entropy [H+1, B]): REINFORCE."""
     log_p = torch.log_softmax(actor_logits.to(F64), dim=-1)  # [H+1, B, A]
     p = log_p.exp()
-    entropy = -torch.where(p > 0, p * log_p, torch.zeros_like(p)).sum(-1)  # [H+1, B]; 0·log 0 = 0
+    # 0·log 0 = 0, with log 0 replaced before the product: a masked action (logit −inf) has p = 0 and
+    # log p = −inf, and p·log p there would give the logits a NaN gradient even where its value is masked out
+    entropy = -(p * torch.where(p > 0, log_p, torch.zeros_like(log_p))).sum(-1)  # [H+1, B]
     chosen = log_p.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)  # [H+1, B]
     objective = chosen[:-1] * adv.to(F64) + cfg.entropy_coef * entropy[:-1]  # [H, B]; adv, w: already sg
     loss = -(w[:-1].to(F64) * objective).mean()

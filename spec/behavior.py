@@ -81,7 +81,8 @@ CLAUSES = {
     "BEHAV-4": "values = twohot mean of the critic, R = λ-returns over rows 1..H, (offset, invscale) = "
                "return_ema.update(R), advantage = (R − o)/s − (v − o)/s (vs float64 closed form)",
     "BEHAV-5": "actor_loss = −mean(w·(log π(a)·adv + η·entropy)) and critic_loss = mean(w·(−log p(R) − "
-               "β·log p(slow mean))), values and gradients w.r.t. actor_logits / value_logits (float64 closed form)",
+               "β·log p(slow mean))), values and gradients w.r.t. actor_logits / value_logits (float64 closed form; "
+               "an action masked by a −inf logit has 0·log 0 = 0 in the entropy and gradient 0, not NaN)",
     "BEHAV-6": "gradient routing: actor_loss has no gradient to reward, cont_logits, value_logits, "
                "slow_value_logits; critic_loss none to actor_logits, reward, cont_logits, slow_value_logits; "
                "the returned diagnostics (returns, values, continues, weights, advantage, entropy) carry no "
@@ -136,6 +137,9 @@ def make_batch(case: dict) -> dict:
                  ema_state=dict(low=r(()) - 1, high=r(()) + 1))
     if case.get("zero_cont"):  # logits exactly 0 (σ = 0.5): the mode's boundary, 1[l > 0] = 0
         batch["cont_logits"][1:, 0] = 0.0
+    if case.get("masked"):  # the last action masked out (logit −inf, p = 0) and never taken: 0·log 0 = 0
+        batch["actor_logits"][..., -1] = -math.inf
+        batch["actions"] = batch["actions"] % (A - 1)
     return batch
 
 
@@ -177,7 +181,8 @@ def closed_form(batch: dict, cfg: BehaviorConfig, dtype: torch.dtype) -> dict:
 
     def actor_loss(logits):  # [H+1, B, A] float64
         log_p = torch.log_softmax(logits, -1)
-        ent = -(log_p.exp() * log_p).sum(-1)
+        p = log_p.exp()
+        ent = -(p * torch.where(p > 0, log_p, torch.zeros_like(log_p))).sum(-1)  # 0·log 0 = 0 (masked actions)
         chosen = log_p.gather(-1, batch["actions"].unsqueeze(-1)).squeeze(-1)
         return -(w[:-1] * (chosen[:-1] * adv + cfg.entropy_coef * ent[:-1])).mean()
 
@@ -207,8 +212,9 @@ dtypes = st.sampled_from((torch.float32, torch.float64))
 @st.composite
 def loss_cases(draw, mode: str | None = None):
     n, (lo, hi) = draw(st.sampled_from([(255, (-20.0, 20.0)), (21, (-5.0, 5.0)), (5, (-3.0, 3.0))]))
-    return dict(seed=draw(seeds), H=draw(st.integers(1, 6)), B=draw(st.integers(1, 4)), A=draw(st.integers(1, 4)),
-                num_bins=n, low=lo, high=hi, dtype=draw(dtypes),
+    A = draw(st.integers(1, 4))
+    return dict(seed=draw(seeds), H=draw(st.integers(1, 6)), B=draw(st.integers(1, 4)), A=A,
+                masked=A >= 2 and draw(st.booleans()), num_bins=n, low=lo, high=hi, dtype=draw(dtypes),
                 continue_mode=mode or draw(st.sampled_from(["mode", "prob"])),
                 gamma=draw(st.sampled_from([1 - 1 / 333, 0.9])), lam=draw(st.sampled_from([0.95, 0.5, 1.0])),
                 entropy_coef=draw(st.sampled_from([3e-4, 0.1])), slow_reg=draw(st.sampled_from([1.0, 0.5])))
@@ -221,6 +227,8 @@ LOSS_EXAMPLES = (
          gamma=0.9, lam=0.5, entropy_coef=0.1, slow_reg=0.5),
     dict(seed=2, H=4, B=2, A=2, num_bins=21, low=-5.0, high=5.0, dtype=torch.float32, continue_mode="mode",
          gamma=0.9, lam=0.95, entropy_coef=3e-4, slow_reg=1.0, zero_cont=True),
+    dict(seed=3, H=3, B=2, A=3, num_bins=21, low=-5.0, high=5.0, dtype=torch.float32, continue_mode="prob",
+         gamma=0.9, lam=0.95, entropy_coef=0.1, slow_reg=1.0, masked=True),
 )
 
 

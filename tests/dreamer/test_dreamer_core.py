@@ -170,3 +170,32 @@ def test_fast_kit_same_weights_and_updates_within_float32_rounding():
         assert a.keys() == b.keys()
         for k in a:
             torch.testing.assert_close(b[k], a[k], rtol=1e-5, atol=1e-5, msg=k)
+
+
+@pytest.mark.parametrize("kit", ["reference", "fast"])
+def test_a_masked_action_is_an_absent_action(kit):
+    """An action masked out by a −inf logit (p = 0): the behaviour losses and their gradients are those of the
+    policy without that action, and the masked logit gets gradient 0 — not NaN (0·log 0 in the entropy)."""
+    k = core.Kit.named(kit)
+    cfg = CFG.behavior_config()
+    H, B, A = cfg.horizon, 3, 4
+    g = torch.Generator().manual_seed(0)
+    inputs = dict(reward=torch.randn(H + 1, B, generator=g), cont_logits=torch.randn(H + 1, B, generator=g),
+                  value_logits=torch.randn(H + 1, B, cfg.num_bins, generator=g),
+                  slow_value_logits=torch.randn(H + 1, B, cfg.num_bins, generator=g),
+                  actions=torch.randint(0, A - 1, (H + 1, B), generator=g),
+                  start_terminal=torch.zeros(B, dtype=torch.bool))
+    logits = torch.randn(H + 1, B, A, generator=g)
+    logits[..., -1] = float("-inf")  # action A−1 masked everywhere
+    results = []
+    for actor_logits in (logits, logits[..., :-1]):  # masked, and the same policy without the action
+        actor_logits = actor_logits.clone().requires_grad_(True)
+        out = k.behavior_losses(actor_logits=actor_logits, return_ema=k.ReturnEMA(), cfg=cfg, **inputs)
+        out["actor_loss"].backward()
+        results.append((out["actor_loss"].detach(), out["entropy"], actor_logits.grad))
+    (loss, entropy, grad), (loss_without, entropy_without, grad_without) = results
+    assert torch.isfinite(grad).all(), "a masked logit gave the actor a non-finite gradient"
+    torch.testing.assert_close(loss, loss_without)
+    torch.testing.assert_close(entropy, entropy_without)
+    torch.testing.assert_close(grad[..., :-1], grad_without)
+    assert torch.equal(grad[..., -1], torch.zeros(H + 1, B))
