@@ -105,15 +105,17 @@ def bench_sheeprl(session: nox.Session) -> None:
     """DreamerV3 train step of the reference and fast kits against sheeprl 0.8.4's own build_agent/train at an
     identical configuration (tests/bench/dreamer_train_step.py: fairness stated there and in the JSON); writes
     docs/bench/dreamer_train_step.{json,png}. sheeprl lives in this session's venv only (torch stays 2.13.0;
-    rlspec installed --no-deps beside it). `nox -s bench_sheeprl -- --configs 1m xs --steps 10`. Not part of
-    cpu_gate: the committed JSON and plot are what the README shows."""
+    rlspec installed --no-deps beside it). `nox -s bench_sheeprl -- --configs 1m xs --steps 10`; on a GPU
+    `-- --device cuda` (writes *_cuda.json/png, records host syncs). Not part of cpu_gate: the committed JSON
+    and plot are what the README shows."""
     tmp = Path(session.create_tmp())
     constraints = tmp / "constraints.txt"
     constraints.write_text(TORCH + "\n")  # sheeprl may not pull another torch
     session.install(TORCH)
     session.install("-c", str(constraints), SHEEPRL, "matplotlib>=3.8")
     session.install("--no-deps", "-e", ".")
-    session.env.update(CUDA_VISIBLE_DEVICES="")
+    if "cuda" not in " ".join(session.posargs):
+        session.env.update(CUDA_VISIBLE_DEVICES="")  # CPU unless `-- --device cuda` (the GPU comparison)
     session.run("nice", "python", "tests/bench/dreamer_train_step.py", *session.posargs, external=True)
 
 

@@ -5,6 +5,12 @@ configuration, in one run. sheeprl is the anchor: every ratio is sheeprl's s/ste
     nox -s bench_sheeprl [-- --configs 1m xs --steps 5 --threads 1]
     python tests/bench/dreamer_train_step.py [--configs 1m xs] [--steps 5] [--warmup 2] [--threads 1]
                                              [--out docs/bench]   (writes dreamer_train_step.json and .png)
+    python tests/bench/dreamer_train_step.py --device cuda ...    (dreamer_train_step_cuda.json and .png)
+
+With --device cuda all three train on the GPU; each step is synchronized before and after for its wall time,
+ours runs as the fast engine's hot loop does (``without_value_checks``), and one more step of each under
+torch.cuda.set_sync_debug_mode("error") records whether it waits for the device (``host_sync``: None, or the
+first synchronizing call; the issue's "no host sync in the step").
 
 Needs sheeprl==0.8.4 beside rlspec (the bench_sheeprl session's own venv; runtime code never imports sheeprl).
 
@@ -63,6 +69,7 @@ import torch
 import torch.nn.functional as F
 
 from rlspec.algos import dreamer
+from rlspec.contracts.validate import without_value_checks
 from rlspec.reference import packed2
 
 NUM_ACTIONS, HORIZON, SCREEN = 6, 15, 64
@@ -101,22 +108,26 @@ def make_batches(T: int, B: int, seed: int) -> tuple[dict, dict]:
 # --------------------------------------------------------------------------------------------------
 # The three steppers: each () -> None runs one train step on a fresh copy of its batch
 # --------------------------------------------------------------------------------------------------
-def ours(kit: str, size: dict, T: int, B: int, batch: dict):
+def ours(kit: str, size: dict, T: int, B: int, batch: dict, device: torch.device):
     cfg = dreamer.DreamerConfig(deter=size["recurrent"], hidden=size["dense"], stoch=size["stoch"],
                                 classes=size["classes"], mlp_hidden=size["dense"], mlp_layers=size["mlp_layers"],
                                 encoder="conv", frame=FRAME, pool=1, cnn_mult=size["cnn_mult"], cnn_stages=4,
                                 horizon=HORIZON, batch_size=B, seq_len=T)
     state = dreamer.make_state(cfg, NUM_ACTIONS, dreamer.Kit.named(kit), torch.Generator().manual_seed(0))
-    gen = torch.Generator().manual_seed(1)
+    for m in (state.wm, state.actor, state.critic, state.slow_critic):  # as the fast engine does
+        m.to(device)
+    batch = {k: v.to(device) for k, v in batch.items()}
+    gen = torch.Generator(device).manual_seed(1)
     params = sum(p.numel() for m in (state.wm, state.actor, state.critic) for p in m.parameters())
 
     def step() -> None:
-        dreamer.train_step(state, batch, gen)
+        with without_value_checks():  # the engine's hot loop: no value reads back to the host (none on CPU)
+            dreamer.train_step(state, batch, gen)
 
     return step, params, dataclasses.asdict(cfg)
 
 
-def sheeprl(size: dict, T: int, B: int, batch: dict):
+def sheeprl(size: dict, T: int, B: int, batch: dict, device: torch.device):
     """sheeprl 0.8.4's DreamerV3 from its own config (exp=dreamer_v3, algo=dreamer_v3_XS with the sizes
     overridden), ``build_agent``, its optimizers through hydra and a plain CPU lightning Fabric, as its ``main``
     does; one step = its ``train``."""
@@ -135,7 +146,7 @@ def sheeprl(size: dict, T: int, B: int, batch: dict):
     wm = "algo.world_model"
     overrides = [
         "exp=dreamer_v3", "algo=dreamer_v3_XS", "env=dummy", f"env.screen_size={SCREEN}", "env.num_envs=1",
-        "algo.cnn_keys.encoder=[rgb]", "algo.mlp_keys.encoder=[]", "fabric.accelerator=cpu", "metric.log_level=0",
+        "algo.cnn_keys.encoder=[rgb]", "algo.mlp_keys.encoder=[]", f"fabric.accelerator={device.type}", "metric.log_level=0",
         f"algo.dense_units={size['dense']}", f"algo.mlp_layers={size['mlp_layers']}",
         f"{wm}.recurrent_model.recurrent_state_size={size['recurrent']}",
         f"{wm}.transition_model.hidden_size={size['dense']}", f"{wm}.representation_model.hidden_size={size['dense']}",
@@ -147,7 +158,7 @@ def sheeprl(size: dict, T: int, B: int, batch: dict):
     with initialize_config_module("sheeprl.configs", version_base="1.3"):
         cfg = dotdict(OmegaConf.to_container(compose("config", overrides=overrides), resolve=True))
     MetricAggregator.disabled = True  # what its main does at metric.log_level 0
-    fabric = Fabric(accelerator="cpu", devices=1, precision="32-true")
+    fabric = Fabric(accelerator=device.type, devices=1, precision="32-true")
     obs_space = gymnasium.spaces.Dict({"rgb": gymnasium.spaces.Box(0, 255, (1, SCREEN, SCREEN), np.uint8)})
     world_model, actor, critic, target_critic, _ = build_agent(fabric, [NUM_ACTIONS], False, cfg, obs_space)
     opts = [hydra.utils.instantiate(cfg.algo[k].optimizer, params=m.parameters(), _convert_="all")
@@ -156,6 +167,7 @@ def sheeprl(size: dict, T: int, B: int, batch: dict):
     m = cfg.algo.actor.moments
     moments = Moments(m.decay, m.max, m.percentile.low, m.percentile.high)
     params = sum(p.numel() for mod in (world_model, actor, critic) for p in mod.parameters())
+    batch = {k: v.to(device) for k, v in batch.items()}
 
     def step() -> None:
         data = {k: v.clone() for k, v in batch.items()}  # train writes is_first[0] in place
@@ -168,10 +180,25 @@ def sheeprl(size: dict, T: int, B: int, batch: dict):
 # --------------------------------------------------------------------------------------------------
 # Measurement
 # --------------------------------------------------------------------------------------------------
-def measure(name: str, size: dict, T: int, B: int, steps: int, warmup: int) -> dict:
+def host_sync(step) -> str | None:
+    """CUDA: None if one step never waits for the device (torch.cuda.set_sync_debug_mode 'error'), else the
+    first synchronizing call's message."""
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+        return None
+    except RuntimeError as e:
+        return str(e).splitlines()[0]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def measure(name: str, size: dict, T: int, B: int, steps: int, warmup: int, device: torch.device) -> dict:
     batch_ours, batch_theirs = make_batches(T, B, seed=0)
-    steppers = {"sheeprl": sheeprl(size, T, B, batch_theirs), "reference": ours("reference", size, T, B, batch_ours),
-                "fast": ours("fast", size, T, B, batch_ours)}
+    steppers = {"sheeprl": sheeprl(size, T, B, batch_theirs, device),
+                "reference": ours("reference", size, T, B, batch_ours, device),
+                "fast": ours("fast", size, T, B, batch_ours, device)}
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     params = {k: v[1] for k, v in steppers.items()}
     print(f"[{name}] parameters (world model + actor + critic): {params}", flush=True)
     spread = max(params.values()) / min(params.values()) - 1
@@ -182,8 +209,10 @@ def measure(name: str, size: dict, T: int, B: int, steps: int, warmup: int) -> d
     faults: dict[str, list[int]] = {k: [] for k in steppers}  # minor page faults (fresh pages touched)
     for i in range(warmup + steps):  # round-robin: background load falls on all three alike
         for k, (step, _, _) in steppers.items():
+            sync()
             w0, c0, r0 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
             step()
+            sync()
             w, c, r1 = time.perf_counter() - w0, time.process_time() - c0, resource.getrusage(resource.RUSAGE_SELF)
             if i >= warmup:
                 walls[k].append(w)
@@ -195,7 +224,8 @@ def measure(name: str, size: dict, T: int, B: int, steps: int, warmup: int) -> d
     impls = {k: {"params": params[k], "wall_s_per_step": statistics.median(walls[k]),
                  "cpu_s_per_step": statistics.median(cpus[k]), "system_s_per_step": statistics.median(kernel[k]),
                  "page_faults_per_step": statistics.median(faults[k]), "wall_s": walls[k], "cpu_s": cpus[k],
-                 "system_s": kernel[k], "page_faults": faults[k], "config": steppers[k][2]} for k in steppers}
+                 "system_s": kernel[k], "page_faults": faults[k], "config": steppers[k][2],
+                 "host_sync": host_sync(steppers[k][0]) if device.type == "cuda" else None} for k in steppers}
     anchor = impls["sheeprl"]
     ratios = {k: {"wall": anchor["wall_s_per_step"] / v["wall_s_per_step"],
                   "cpu": anchor["cpu_s_per_step"] / v["cpu_s_per_step"]} for k, v in impls.items() if k != "sheeprl"}
@@ -249,8 +279,9 @@ def cpu_model() -> str:
 
 def title(report: dict) -> str:
     r = next(iter(report["results"].values()))
-    return (f"DreamerV3 train step on CPU: B{r['batch']}×T{r['seq_len']}, 64×64×1 frames, {r['actions']} actions, "
-            f"H{r['horizon']}, fp32, {report['torch_threads']} thread(s); ratio = sheeprl {report['sheeprl']} / ours")
+    return (f"DreamerV3 train step on {report['device']}: B{r['batch']}×T{r['seq_len']}, 64×64×1 frames, "
+            f"{r['actions']} actions, H{r['horizon']}, fp32, {report['torch_threads']} thread(s); "
+            f"ratio = sheeprl {report['sheeprl']} / ours")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -262,11 +293,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=64)
     p.add_argument("--flush-denormals", action="store_true", help="flush denormals to zero (all three)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:K]: all three on it (files *_cuda.json/png)")
     p.add_argument("--out", type=Path, default=Path("docs/bench"))
     args = p.parse_args(argv)
+    device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     flush = args.flush_denormals and torch.set_flush_denormal(True)
-    results = {name: measure(name, CONFIGS[name], args.seq_len, args.batch, args.steps, args.warmup)
+    results = {name: measure(name, CONFIGS[name], args.seq_len, args.batch, args.steps, args.warmup, device)
                for name in args.configs}
     import sheeprl as sheeprl_pkg
 
@@ -274,10 +307,12 @@ def main(argv: list[str] | None = None) -> None:
                       "faster)", "fairness": FAIRNESS, "torch": torch.__version__, "sheeprl": sheeprl_pkg.__version__,
               "torch_threads": torch.get_num_threads(), "flush_denormal": flush, "niceness": os.nice(0),
               "steps": args.steps, "warmup": args.warmup, "cpu": cpu_model(), "cores": os.cpu_count(),
+              "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
               "python": platform.python_version(), "results": results}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "dreamer_train_step.json").write_text(json.dumps(report, indent=2) + "\n")
-    plot(results, args.out / "dreamer_train_step.png", title(report))
+    stem = "dreamer_train_step" + ("" if device.type == "cpu" else "_cuda")
+    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
+    plot(results, args.out / f"{stem}.png", title(report))
     for name, r in results.items():
         row = ", ".join(f"{k} {v['wall_s_per_step']:.3f} s ({v['cpu_s_per_step']:.3f} CPU, "
                         f"{v['system_s_per_step']:.3f} system)"
