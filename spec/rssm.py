@@ -105,7 +105,7 @@ configs = st.builds(
     lambda e, a, h, s, k, hid, m, init: dict(embed_dim=e, num_actions=a, deter=h, stoch=s, classes=k, hidden=hid,
                                              unimix=m, initial=init),
     st.integers(1, 6), st.integers(1, 4), st.sampled_from([8, 16, 32]), st.integers(1, 4), st.integers(2, 4),
-    st.sampled_from([4, 8, 16]), st.sampled_from([0.01, 0.01, 0.1]), st.sampled_from(["learned", "zeros"]))
+    st.sampled_from([4, 8, 16]), st.sampled_from([0.01, 0.01, 0.1, 0.0]), st.sampled_from(["learned", "zeros"]))
 cases = st.fixed_dictionaries(dict(
     config=configs, T=st.integers(1, 8), B=st.integers(1, 3), seed=seeds,
     scale=st.sampled_from([1.0, 8.0]),  # 8: peaked latent distributions (where unimix matters)
@@ -117,6 +117,7 @@ EXAMPLES = (
     dict(config=dict(_SMALL, initial="zeros"), T=6, B=2, seed=2, scale=8.0, resets=[(0, 0), (2, 1), (4, 1)]),
     dict(config=dict(_SMALL, unimix=0.1), T=8, B=3, seed=3, scale=50.0, resets=[]),  # nearly one-hot raw probs
     dict(config=dict(_SMALL, num_actions=1, stoch=1, classes=2), T=1, B=1, seed=4, scale=1.0, resets=[(0, 0)]),
+    dict(config=dict(_SMALL, unimix=0.0), T=5, B=3, seed=5, scale=8.0, resets=[(2, 1)]),  # no mixture: log_softmax
 )
 
 
