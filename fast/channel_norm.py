@@ -60,15 +60,19 @@ def library() -> ctypes.CDLL:
     key = hashlib.sha256("\0".join([SOURCE.read_text(), *FLAGS, version, _cpu_id()]).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("RLSPEC_CACHE", Path.home() / ".cache" / "rlspec")) / "kernels"
     target = cache / f"channel_norm_silu-{key}.so"
-    if not target.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache) as tmp:  # build aside, then one atomic rename
-            built = Path(tmp) / target.name
-            run = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", str(built)], capture_output=True, text=True)
-            if run.returncode:
-                raise RuntimeError(f"fast.channel_norm: building {SOURCE.name} with {cxx} failed:\n{run.stderr}")
-            os.replace(built, target)
-    lib = ctypes.CDLL(str(target))
+    try:
+        if not target.exists():
+            cache.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=cache) as tmp:  # build aside, then one atomic rename
+                built = Path(tmp) / target.name
+                run = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", str(built)], capture_output=True, text=True)
+                if run.returncode:
+                    raise RuntimeError(f"fast.channel_norm: building {SOURCE.name} with {cxx} failed:\n{run.stderr}")
+                os.replace(built, target)
+        lib = ctypes.CDLL(str(target))
+    except OSError as e:  # an unwritable cache ($RLSPEC_CACHE), a library that does not load
+        raise RuntimeError(f"fast.channel_norm: cannot build or load {target} ({e}); set $RLSPEC_CACHE to a "
+                           f"writable directory") from e
     for name in KERNEL_DTYPES.values():
         getattr(lib, f"cn_silu_forward_{name}").restype = None
         getattr(lib, f"cn_silu_backward_{name}").restype = None

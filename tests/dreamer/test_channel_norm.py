@@ -99,3 +99,15 @@ def test_unusable_compiler_is_a_clear_error(monkeypatch, tmp_path):
     finally:
         channel_norm.library.cache_clear()
         channel_norm._usable.cache_clear()
+
+
+def test_unwritable_cache_is_a_clear_error(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"  # a file where the cache directory would go: mkdir fails
+    blocker.write_text("")
+    monkeypatch.setenv("RLSPEC_CACHE", str(blocker))
+    channel_norm.library.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match=r"cannot build or load .*RLSPEC_CACHE"):
+            channel_norm.library()
+    finally:
+        channel_norm.library.cache_clear()
