@@ -12,8 +12,8 @@ composition, which is the reference's formula; so does a machine where the kerne
 compiler), with one warning saying why (the tests call ``library()`` directly, so there it is an error).
 The library is compiled on first use with the system C++ compiler ($CXX, default c++: `-O3 -march=native
 -fopenmp-simd`, no -ffast-math) into $RLSPEC_CACHE (default ~/.cache/rlspec)/kernels/, keyed by the source,
-the flags, the compiler and the CPU, and loaded with ctypes (no torch headers, ~1 s to build). float32 results agree with the eager composition
-to rounding (tests/dreamer/test_channel_norm.py).
+the flags, the compiler and the CPU, and loaded with ctypes (no torch headers, ~1 s to build). float32
+results agree with the eager composition to rounding (tests/dreamer/test_channel_norm.py).
 """
 
 from __future__ import annotations
