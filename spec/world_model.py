@@ -42,7 +42,8 @@ CLAUSES = {
             "rep_scale·mean(max(fb, rep)) (a batch mixing KLs below and above fb)",
     "WM-4": "defaults and totals: WorldModelConfig defaults dyn_scale = rep_scale = 1, free_bits = 1, the paper "
             "preset 0.5 / 0.1; world_model_loss's loss = recon + reward + continue + kl, its kl term = kl_loss of "
-            "the returned logits with the config's free bits and scales",
+            "the returned logits with the config's free bits and scales; every returned metric detached (a "
+            "metric with a graph keeps the whole step's graph alive)",
     "WM-5": "continue head target: the replay's continue, 1 on a truncation (reset without termination) and 0 "
             "on a termination: continue_loss = mean BCE(cont_logits, continue)",
     "WM-6": "reward loss = −mean twohot.log_prob(reward_logits, reward): the two-hot of symlog(reward) "
@@ -57,6 +58,9 @@ CLAUSES = {
     "WM-12": "head_input 'next' (action-conditioned heads): reward_loss and continue_loss are WM-6's and WM-5's "
              "on f⁺_t = img_step(h_t, z_t, action_t) of the posterior, its prior samples drawn from the generator "
              "after the scan; the decoder still reads f_t; changing only the last row's action changes both",
+    "WM-13": "initialization from the caller's generator only: WorldModel(config, generator) built twice from "
+             "the same seed has identical parameters (whatever the global RNG's state), from another seed "
+             "different ones, and the global RNG is not advanced",
     "WM-11": "bad inputs are rejected naming the argument, the expected and the actual value (obs dtype and "
              "shape, action dtype, shape and ids, continue values, missing keys, kl_loss shapes and free bits)",
 }
@@ -253,10 +257,34 @@ def check_totals(impl, **case):
     parts = sum(metrics[k].double() for k in ("recon_loss", "reward_loss", "continue_loss", "kl_loss"))
     assert_close("WM-4", "loss vs recon + reward + continue + kl metrics", loss.detach(), parts, atol=TOL,
                  rtol=TOL, case=case)
+    graphs = [k for k, v in metrics.items() if isinstance(v, torch.Tensor) and v.requires_grad]
+    if graphs:
+        fail("WM-4", f"metrics {graphs} carry a graph (expected every metric detached)", case=case)
     kl = kl64(out.post_logits.detach(), out.prior_logits.detach())
     assert_close("WM-4", f"kl_loss metric vs 0.5·mean(max(0.5, dyn)) + 0.1·mean(max(0.5, rep)) (config "
                          f"dyn_scale={c.dyn_scale}, rep_scale={c.rep_scale})", metrics["kl_loss"],
                  total64(kl, 0.5, c.dyn_scale, c.rep_scale), atol=TOL, rtol=TOL, case=case)
+
+
+def check_init(impl, config, T, B, seed):
+    """WM-13."""
+    cfg = WorldModelConfig(**config)
+    torch.manual_seed(seed)
+    rng = torch.random.get_rng_state()
+    first = impl.WorldModel(cfg, gen(seed)).state_dict()
+    if not torch.equal(torch.random.get_rng_state(), rng):
+        fail("WM-13", "building WorldModel advanced the global RNG (expected only the generator drawn from)",
+             config=config, seed=seed)
+    torch.manual_seed(seed + 1)  # another global state: an init that reads it changes now
+    again = impl.WorldModel(cfg, gen(seed)).state_dict()
+    other = impl.WorldModel(cfg, gen(seed + 1)).state_dict()
+    changed = [k for k in first if not torch.equal(first[k], again[k])]
+    if changed:
+        fail("WM-13", f"the same generator seed gave different parameters {changed[:3]} (the global RNG's state "
+                      f"leaks into the initialization)", config=config, seed=seed)
+    if all(torch.equal(first[k], other[k]) for k in first):
+        fail("WM-13", "generators of seeds s and s + 1 gave identical parameters (the generator is ignored)",
+             config=config, seed=seed)
 
 
 def check_continue_target(impl, **case):
@@ -469,6 +497,7 @@ PROPERTIES = (
     Property("WM-9", check_overfit, None, (), ("WorldModel",)),
     Property("WM-10", check_parity, cases, EXAMPLES, ("WorldModel",), max_examples=5),
     Property("WM-12", check_next_heads, cases, EXAMPLES, ("WorldModel",), max_examples=5),
+    Property("WM-13", check_init, cases, EXAMPLES, ("WorldModel",), max_examples=3),
     Property("WM-11", check_rejects,
              st.builds(lambda c, bad: dict(c, bad=bad), cases, st.sampled_from(BAD_INPUTS)),
              tuple(dict(EXAMPLES[0], bad=b) for b in BAD_INPUTS), INTERFACE, max_examples=len(BAD_INPUTS)),

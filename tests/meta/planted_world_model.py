@@ -71,6 +71,21 @@ class _NextHeadsReadTheState(ref.WorldModel):
         return torch.cat((out.h, out.z.flatten(-2)), -1)
 
 
+class _MetricsWithGraph(ref.WorldModel):
+    """the loss metric returned with its graph (a logger holding it keeps the whole step alive)."""
+
+    def world_model_loss(self, batch, generator):
+        loss, metrics, out = super().world_model_loss(batch, generator)
+        return loss, dict(metrics, loss=loss), out
+
+
+class _InitIgnoresGenerator(ref.WorldModel):
+    """the initialization drawn from a fixed seed whatever generator the caller passes."""
+
+    def __init__(self, config, generator=None):
+        super().__init__(config, torch.Generator().manual_seed(0))
+
+
 def _wm(kl_loss=ref.kl_loss, cls=ref.WorldModel) -> types.SimpleNamespace:
     return types.SimpleNamespace(kl_loss=kl_loss, WorldModel=cls)
 
@@ -90,4 +105,8 @@ PLANTED_WORLD_MODEL = (
             "closed form", ("WM-5", "WM-6")),
     Planted("action-conditioned heads read the state before the action", "world_model",
             _wm(cls=_NextHeadsReadTheState), "WM-12", "img_step", ("WM-5", "WM-6")),
+    Planted("a metric returned with its graph", "world_model", _wm(cls=_MetricsWithGraph), "WM-4", "carry a graph",
+            ("WM-5", "WM-6")),
+    Planted("initialization ignores the caller's generator", "world_model", _wm(cls=_InitIgnoresGenerator), "WM-13",
+            "generator is ignored", ("WM-4", "WM-10")),
 )
