@@ -38,6 +38,9 @@ def _run(env, actions: torch.Tensor) -> list:
 
 @pytest.mark.parametrize("n, against", [(64, "warp-cpu"), (3, "pyboy")])
 def test_cuda_equals_cpu_and_the_rom(n, against):
+    if against == "warp-cpu" and not warp_room.wp.is_cpu_available():
+        pytest.skip("this Warp has no CPU kernel compiler (a CUDA-only build, e.g. the offline GPU gate's); "
+                    "the ROM comparison still runs")
     case = spec._case(num_envs=n, seed=5, step_limit=20, steps=150, greed=0.7)
     _, actions, _ = spec._plan(case)
     kwargs = dict(step_limit=case["step_limit"], seed=case["seed"])
