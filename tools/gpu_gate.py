@@ -419,8 +419,13 @@ def check_install(gate: Gate, check: Check) -> None:
     check.details["wheels"] = [w.name for w in wheels]
     if not wheels:
         check.details["note"] = f"no bundle at {gate.bundle}: the checkout alone (run prepare where pip has network)"
+    # built from a copy: an in-tree build would leave build/ in the checkout, whose stale files a later build
+    # would package again
+    source = Path(tempfile.mkdtemp(prefix="gpu-gate-src-")) / "rlspec"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".nox", ".venv", "build", "*.egg-info",
+                                                                 ".gpu-offline", "bench-results", "__pycache__"))
     cmd = [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--no-build-isolation", "--no-compile",
-           "--no-cache-dir", "--upgrade", "--target", str(gate.site), *map(str, wheels), str(ROOT)]
+           "--no-cache-dir", "--upgrade", "--target", str(gate.site), *map(str, wheels), str(source)]
     done = gate.sh(check, cmd, 180)
     if done is not None:
         check.status = "passed" if done.returncode == 0 else "failed"

@@ -135,6 +135,7 @@ def run_gate(tmp_path: Path, bundle: Path, *extra: str) -> tuple[int, dict]:
 
 
 def test_run_installs_offline_and_skips_every_gpu_check_without_cuda(tmp_path):
+    started = gpu_gate.time.time()
     code, summary = run_gate(tmp_path, bundle_with_probe(tmp_path))
     checks = {c["name"]: c for c in summary["checks"]}
     assert checks["install"]["status"] == "passed", checks["install"]
@@ -152,6 +153,7 @@ def test_run_installs_offline_and_skips_every_gpu_check_without_cuda(tmp_path):
     value, where = probe.stdout.split()
     assert value == "7" and Path(where).is_relative_to(site)  # the checkout itself was installed into the target
     assert (tmp_path / "out" / "gpu_gate.log").read_text().count("--no-index") == 1
+    assert not (ROOT / "build").exists() or (ROOT / "build").stat().st_mtime < started  # nothing built in the tree
 
 
 def test_run_joins_parts_and_refuses_a_damaged_one(tmp_path):
