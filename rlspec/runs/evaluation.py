@@ -1,0 +1,206 @@
+"""Seed 000's evaluation protocol as a tool (seed 000 §10 "Evaluation Plan" and §12): runs grouped by
+algorithm, mean ± 95% bootstrap CI over seeds, and per group
+
+- steps to a return threshold: the first logged env step whose return reaches it (runs that never do are
+  counted, not averaged in);
+- final return and cost: the mean over the last `late` fraction of each run's logged rows;
+- cost-violation rate: the share of late rows whose episode cost is above the limit (rows are epoch means of
+  episodes in every format read here, so this is a rate over epochs, not single episodes);
+- late-cost variance: the variance of the late rows' episode cost;
+- λ oscillation amplitude: √2 × the standard deviation of the late rows' multiplier around its centred moving
+  average (window 5, where it fits) — the amplitude of a sinusoid with that spread; 0 for a multiplier that
+  only drifts. Its late rows are at least twice the window.
+
+Readers turn three formats into one Curve: an rlspec run directory (config.json + metrics.csv), OmniSafe's
+own log directory (progress.csv with `Metrics/EpRet`, `Metrics/EpCost`, `Metrics/LagrangeMultiplier`,
+`TotalEnvSteps`, its config.json naming the algorithm) and Stable-Baselines3's CSV log (progress.csv with
+`time/total_timesteps`, `rollout/ep_rew_mean`; SB3 knows no cost). Imports no torch.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+KEYS = ("return", "cost", "multiplier")
+LATE = 0.1
+CI_LEVEL = 0.95
+OSCILLATION_WINDOW = 5
+
+
+class EvaluationError(ValueError):
+    """A run that cannot be read or evaluated; the message names the path and what is missing."""
+
+
+@dataclass
+class Curve:
+    """One run: env steps [N] and, per key of KEYS present, values [N] (NaN where a row has none)."""
+    group: str
+    path: Path
+    source: str  # rlspec | omnisafe | sb3
+    steps: np.ndarray
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """(column names, rows) of a CSV log."""
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def _column(rows: list[dict[str, str]], key: str) -> np.ndarray:
+    return np.array([float(r[key]) if r.get(key) not in (None, "") else math.nan for r in rows])
+
+
+def _curve(group: str, path: Path, source: str, table: tuple[list[str], list[dict[str, str]]], step_key: str,
+           names: dict[str, str]) -> Curve:
+    columns, rows = table
+    if step_key not in columns:
+        raise EvaluationError(f"{path}: no column {step_key!r} (env steps); columns: {', '.join(columns)}")
+    if not rows:
+        raise EvaluationError(f"{path}: no logged rows")
+    values = {key: _column(rows, col) for key, col in names.items() if col in columns}
+    if "return" not in values:
+        raise EvaluationError(f"{path}: no return column {names['return']!r}")
+    return Curve(group, path, source, _column(rows, step_key), values)
+
+
+OMNISAFE_NAMES = {"return": "Metrics/EpRet", "cost": "Metrics/EpCost", "multiplier": "Metrics/LagrangeMultiplier"}
+
+
+def read_run(path: Path, group_by: str = "algo") -> Curve:
+    """The Curve of a run directory in any of the three formats (see the module docstring)."""
+    path = Path(path)
+    progress, metrics, config = path / "progress.csv", path / "metrics.csv", path / "config.json"
+    if metrics.is_file() and config.is_file():  # rlspec: OmniSafe's metric names, the step in column `step`
+        cfg = json.loads(config.read_text())
+        label = cfg.get("config", {}).get(group_by, cfg.get("engine", path.name))
+        return _curve(f"rlspec {label}", path, "rlspec", _read_csv(metrics), "step", OMNISAFE_NAMES)
+    if progress.is_file():
+        table = _read_csv(progress)
+        if "TotalEnvSteps" in table[0]:  # OmniSafe: runs/<Algo>-{<env>}/seed-XXX-<time>/
+            cfg = json.loads(config.read_text()) if config.is_file() else {}
+            label = cfg.get(group_by, path.parent.name.split("-{")[0])
+            return _curve(f"omnisafe {label}", path, "omnisafe", table, "TotalEnvSteps", OMNISAFE_NAMES)
+        if "time/total_timesteps" in table[0]:
+            return _curve("sb3 PPO", path, "sb3", table, "time/total_timesteps", {"return": "rollout/ep_rew_mean"})
+        raise EvaluationError(f"{progress}: neither OmniSafe's (TotalEnvSteps) nor SB3's (time/total_timesteps) "
+                              "columns")
+    raise EvaluationError(f"{path}: not a run directory (no metrics.csv + config.json, no progress.csv)")
+
+
+def bootstrap_ci(samples, level: float = CI_LEVEL, resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+    """(mean, low, high): the percentile bootstrap of the mean of `samples` (NaN dropped; a single sample has
+    no spread: low = high = it). Seeded, so a report is reproducible."""
+    x = np.asarray([s for s in samples if not math.isnan(s)], dtype=float)
+    if x.size == 0:
+        return math.nan, math.nan, math.nan
+    means = x[np.random.default_rng(seed).integers(0, x.size, (resamples, x.size))].mean(axis=1)
+    tail = (1 - level) / 2 * 100
+    return float(x.mean()), float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))
+
+
+def _late(curve: Curve, key: str, late: float) -> np.ndarray:
+    values = curve.values.get(key)
+    if values is None:
+        return np.array([])
+    n = max(1, math.ceil(late * len(values)))
+    return values[-n:][~np.isnan(values[-n:])]
+
+
+def steps_to_threshold(curve: Curve, threshold: float) -> float:
+    """The first logged env step whose return is ≥ threshold; NaN when the run never gets there."""
+    hit = np.flatnonzero(curve.values["return"] >= threshold)
+    return float(curve.steps[hit[0]]) if hit.size else math.nan
+
+
+def oscillation_amplitude(values: np.ndarray, window: int = OSCILLATION_WINDOW) -> float:
+    """√2 × std of values around their centred moving average, where the whole window fits (NaN when fewer
+    than `window` values): 0 for a straight drift, A·√2·(1 − 1/window) for a drift plus ±A alternating."""
+    if values.size < window:
+        return math.nan
+    trend = np.convolve(values, np.ones(window) / window, "valid")  # [N - window + 1], centred
+    inner = values[window // 2: window // 2 + trend.size]
+    return float(math.sqrt(2) * np.std(inner - trend))
+
+
+def run_metrics(curve: Curve, threshold: float | None, cost_limit: float | None, late: float = LATE) -> dict:
+    cost = _late(curve, "cost", late)
+    multiplier = _late(curve, "multiplier", max(late, 2 * OSCILLATION_WINDOW / len(curve.steps)))
+    return {
+        "path": str(curve.path), "source": curve.source, "env_steps": float(curve.steps[-1]),
+        "final_return": float(np.mean(_late(curve, "return", late))),
+        "final_cost": float(np.mean(cost)) if cost.size else math.nan,
+        "steps_to_threshold": steps_to_threshold(curve, threshold) if threshold is not None else math.nan,
+        "violation_rate": float(np.mean(cost > cost_limit)) if cost.size and cost_limit is not None else math.nan,
+        "late_cost_variance": float(np.var(cost)) if cost.size else math.nan,
+        "multiplier_oscillation": oscillation_amplitude(multiplier) if multiplier.size else math.nan,
+    }
+
+
+METRICS = ("final_return", "final_cost", "steps_to_threshold", "violation_rate", "late_cost_variance",
+           "multiplier_oscillation")
+
+
+def group_report(curves: list[Curve], threshold: float | None = None, cost_limit: float | None = None,
+                 late: float = LATE) -> dict:
+    """Per group: each run's metrics and, per metric, mean and 95% bootstrap CI over the runs (seeds)."""
+    if not curves:
+        raise EvaluationError("no runs to evaluate")
+    report = {"threshold": threshold, "cost_limit": cost_limit, "late_fraction": late, "ci_level": CI_LEVEL,
+              "groups": {}}
+    for group in sorted({c.group for c in curves}):
+        runs = [run_metrics(c, threshold, cost_limit, late) for c in curves if c.group == group]
+        summary = {m: dict(zip(("mean", "ci_low", "ci_high"), bootstrap_ci([r[m] for r in runs]))) for m in METRICS}
+        reached = sum(not math.isnan(r["steps_to_threshold"]) for r in runs)
+        summary["steps_to_threshold"]["reached"] = f"{reached}/{len(runs)}"
+        report["groups"][group] = {"runs": runs, "summary": summary}
+    return report
+
+
+def _grid_band(curves: list[Curve], key: str, points: int = 100) -> tuple[np.ndarray, np.ndarray] | None:
+    """Common env-step grid [points] and the runs' values interpolated on it [runs, points]."""
+    curves = [c for c in curves if key in c.values]
+    if not curves:
+        return None
+    grid = np.linspace(0, min(c.steps[-1] for c in curves), points)
+    return grid, np.stack([np.interp(grid, c.steps, c.values[key]) for c in curves])
+
+
+def plot_groups(curves: list[Curve], path: Path, cost_limit: float | None = None) -> Path:
+    """Return, cost and multiplier against env steps: each group's mean with its 95% bootstrap band, each
+    seed as a thin line."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for i, group in enumerate(sorted({c.group for c in curves})):
+        color = f"C{i}"
+        for ax, key in zip(axes, KEYS):
+            band = _grid_band([c for c in curves if c.group == group], key)
+            if band is None:
+                continue
+            grid, ys = band
+            for y in ys:
+                ax.plot(grid, y, color=color, lw=0.6, alpha=0.35)
+            cis = np.array([bootstrap_ci(col)[1:] for col in ys.T])
+            ax.plot(grid, ys.mean(axis=0), color=color, lw=2, label=f"{group} (n={len(ys)})")
+            ax.fill_between(grid, cis[:, 0], cis[:, 1], color=color, alpha=0.2)
+    for ax, key in zip(axes, KEYS):
+        ax.set_title(key)
+        ax.set_xlabel("env steps")
+    if cost_limit is not None:
+        axes[1].axhline(cost_limit, color="k", ls="--", lw=1, label="cost limit")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,129 @@
+"""rlspec.runs.evaluation: seed 000's metrics against closed forms, the three log readers on logs written in
+each tool's own format, and the grouped plot."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlspec.runs import evaluation as ev
+
+
+def write_csv(path: Path, columns: dict[str, list[float]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(columns)
+        w.writerows(zip(*columns.values()))
+
+
+def rlspec_run(root: Path, name: str, algo: str, steps, ret, cost, lam) -> Path:
+    path = root / name
+    write_csv(path / "metrics.csv", {"step": steps, "Metrics/EpRet": ret, "Metrics/EpCost": cost,
+                                     "Metrics/LagrangeMultiplier": lam, "Time/FPS": [1.0] * len(steps)})
+    (path / "config.json").write_text(json.dumps({"engine": "safe", "config": {"algo": algo, "seed": 0}}))
+    return path
+
+
+def omnisafe_run(root: Path, algo: str, seed: int, steps, ret, cost, lam) -> Path:
+    path = root / f"{algo}-{{SafetyPointGoal1-v0}}" / f"seed-{seed:03d}-2026-11-27-15-00-00"
+    write_csv(path / "progress.csv", {"Metrics/EpRet": ret, "Metrics/EpCost": cost, "Metrics/EpLen": [1000] * len(ret),
+                                      "Train/Epoch": list(range(len(ret))), "TotalEnvSteps": steps,
+                                      "Metrics/LagrangeMultiplier": lam})
+    return path
+
+
+def sb3_run(root: Path, name: str, steps, ret) -> Path:
+    path = root / name
+    write_csv(path / "progress.csv", {"rollout/ep_len_mean": [1000] * len(ret), "rollout/ep_rew_mean": ret,
+                                      "time/fps": [600] * len(ret), "time/total_timesteps": steps})
+    return path
+
+
+STEPS = [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000]
+
+
+def test_metrics_match_their_closed_forms(tmp_path):
+    ret = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    cost = [60, 50, 40, 35, 30, 28, 20, 30, 10, 40]
+    ramp = np.linspace(1, 2, 10)
+    lam = list(ramp + 0.3 * np.array([1, -1] * 5))
+    curve = ev.read_run(rlspec_run(tmp_path, "a", "PPOLag", STEPS, ret, cost, lam))
+    m = ev.run_metrics(curve, threshold=4.5, cost_limit=25, late=0.5)
+    late_cost = np.array([28, 20, 30, 10, 40])
+    assert m["steps_to_threshold"] == 6000  # the first row whose return is ≥ 4.5
+    assert m["final_return"] == pytest.approx(np.mean([5, 6, 7, 8, 9]))
+    assert m["final_cost"] == pytest.approx(late_cost.mean())
+    assert m["violation_rate"] == pytest.approx(3 / 5)
+    assert m["late_cost_variance"] == pytest.approx(late_cost.var())
+    assert m["multiplier_oscillation"] == pytest.approx(0.3 * math.sqrt(2) * (1 - 1 / 5))
+    assert ev.oscillation_amplitude(ramp) == pytest.approx(0, abs=1e-12)  # drift alone does not oscillate
+    assert math.isnan(ev.run_metrics(curve, threshold=100, cost_limit=25)["steps_to_threshold"])
+
+
+def test_bootstrap_ci_is_the_mean_with_a_seeded_percentile_band():
+    assert ev.bootstrap_ci([3.0]) == (3.0, 3.0, 3.0)
+    assert ev.bootstrap_ci([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)
+    x = [1.0, 2.0, 4.0, 8.0, float("nan")]
+    mean, lo, hi = ev.bootstrap_ci(x)
+    assert mean == pytest.approx(3.75) and 1.0 <= lo < mean < hi <= 8.0
+    assert ev.bootstrap_ci(x) == (mean, lo, hi)  # reproducible
+    wide = ev.bootstrap_ci(x, level=0.99)
+    assert wide[1] <= lo and wide[2] >= hi
+    assert all(math.isnan(v) for v in ev.bootstrap_ci([float("nan")]))
+
+
+def test_readers_bring_three_formats_to_one_curve(tmp_path):
+    ours = ev.read_run(rlspec_run(tmp_path, "r", "CPO", STEPS[:3], [1, 2, 3], [9, 8, 7], [0, 0, 0]))
+    theirs = ev.read_run(omnisafe_run(tmp_path, "PPOLag", 1, STEPS[:3], [1, 2, 3], [9, 8, 7], [0.1, 0.2, 0.3]))
+    sb3 = ev.read_run(sb3_run(tmp_path, "PPO_1", STEPS[:3], [5, 6, 7]))
+    assert (ours.group, ours.source) == ("rlspec CPO", "rlspec")
+    assert (theirs.group, theirs.source) == ("omnisafe PPOLag", "omnisafe")
+    assert (sb3.group, sb3.source) == ("sb3 PPO", "sb3")
+    np.testing.assert_array_equal(theirs.steps, STEPS[:3])
+    np.testing.assert_array_equal(theirs.values["multiplier"], [0.1, 0.2, 0.3])
+    np.testing.assert_array_equal(sb3.values["return"], [5, 6, 7])
+    assert set(sb3.values) == {"return"}  # SB3 knows no cost
+    assert math.isnan(ev.run_metrics(sb3, threshold=6, cost_limit=25)["final_cost"])
+
+
+def test_unreadable_runs_say_what_is_missing(tmp_path):
+    with pytest.raises(ev.EvaluationError, match="not a run directory"):
+        ev.read_run(tmp_path / "nothing")
+    write_csv(tmp_path / "odd" / "progress.csv", {"a": [1], "b": [2]})
+    with pytest.raises(ev.EvaluationError, match="neither OmniSafe's"):
+        ev.read_run(tmp_path / "odd")
+    write_csv(tmp_path / "empty" / "progress.csv", {"TotalEnvSteps": []})
+    with pytest.raises(ev.EvaluationError, match="no logged rows"):
+        ev.read_run(tmp_path / "empty")
+
+
+def test_group_report_gives_each_group_its_seeds_and_cis(tmp_path):
+    curves = [ev.read_run(omnisafe_run(tmp_path, "PPOLag", s, STEPS, [s + i for i in range(10)], [30 - s] * 10,
+                                       [1.0] * 10)) for s in range(3)]
+    curves.append(ev.read_run(rlspec_run(tmp_path, "x", "PPOLag", STEPS, [0] * 10, [20] * 10, [1.0] * 10)))
+    report = ev.group_report(curves, threshold=9, cost_limit=25)
+    theirs = report["groups"]["omnisafe PPOLag"]
+    assert len(theirs["runs"]) == 3 and theirs["summary"]["steps_to_threshold"]["reached"] == "3/3"
+    assert theirs["summary"]["final_cost"]["mean"] == pytest.approx(29)
+    assert theirs["summary"]["steps_to_threshold"]["mean"] == pytest.approx(np.mean([10000, 9000, 8000]))
+    ours = report["groups"]["rlspec PPOLag"]["summary"]
+    assert ours["steps_to_threshold"]["reached"] == "0/1" and math.isnan(ours["steps_to_threshold"]["mean"])
+    assert ours["violation_rate"]["mean"] == 0.0
+    with pytest.raises(ev.EvaluationError, match="no runs"):
+        ev.group_report([])
+
+
+def test_plot_draws_each_group_with_its_seeds(tmp_path):
+    pytest.importorskip("matplotlib")
+    curves = [ev.read_run(omnisafe_run(tmp_path, "CPO", s, STEPS, list(range(10)), [25] * 10, [0] * 10))
+              for s in range(2)] + [ev.read_run(sb3_run(tmp_path, "PPO_1", STEPS, list(range(10))))]
+    path = ev.plot_groups(curves, tmp_path / "plots" / "groups.png", cost_limit=25)
+    from matplotlib.image import imread
+    image = imread(path)
+    assert image.shape[1] > image.shape[0] > 200 and image[..., :3].std() > 0.05  # a drawn figure, not blank
