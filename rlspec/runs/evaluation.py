@@ -11,10 +11,13 @@ algorithm, mean ± 95% bootstrap CI over seeds, and per group
   average (window 5, where it fits) — the amplitude of a sinusoid with that spread; 0 for a multiplier that
   only drifts. Its late rows are at least twice the window.
 
-Readers turn three formats into one Curve: an rlspec run directory (config.json + metrics.csv), OmniSafe's
-own log directory (progress.csv with `Metrics/EpRet`, `Metrics/EpCost`, `Metrics/LagrangeMultiplier`,
-`TotalEnvSteps`, its config.json naming the algorithm) and Stable-Baselines3's CSV log (progress.csv with
-`time/total_timesteps`, `rollout/ep_rew_mean`; SB3 knows no cost). Imports no torch.
+Readers turn four formats into one Curve with one vocabulary (NAMES): an rlspec run directory (config.json +
+metrics.csv, any engine), OmniSafe's own log directory (progress.csv with `Metrics/EpRet`, `Metrics/EpCost`,
+`Metrics/LagrangeMultiplier`, `TotalEnvSteps`, its config.json naming the algorithm), Stable-Baselines3's CSV
+log (progress.csv with `time/total_timesteps`, `rollout/ep_rew_mean`; SB3 knows no cost) and sheeprl's
+TensorBoard events (`Rewards/rew_avg`, `Loss/world_model_loss`, ... against its policy step; read with the
+`tensorboard` package of the `runs` extra). Names are mapped, values are as each tool logs them: a loss may be
+scaled differently in another tool (e.g. summed over pixels instead of averaged). Imports no torch.
 """
 
 from __future__ import annotations
@@ -27,7 +30,29 @@ from pathlib import Path
 
 import numpy as np
 
-KEYS = ("return", "cost", "multiplier")
+# canonical name -> the name each tool logs it under (None: the tool does not log it)
+NAMES: dict[str, dict[str, str | None]] = {
+    "return": {"rlspec": "Metrics/EpRet", "omnisafe": "Metrics/EpRet", "sb3": "rollout/ep_rew_mean",
+               "sheeprl": "Rewards/rew_avg"},
+    "cost": {"rlspec": "Metrics/EpCost", "omnisafe": "Metrics/EpCost", "sb3": None, "sheeprl": None},
+    "multiplier": {"rlspec": "Metrics/LagrangeMultiplier", "omnisafe": "Metrics/LagrangeMultiplier", "sb3": None,
+                   "sheeprl": None},
+    "success": {"rlspec": "Metrics/SuccessRate", "omnisafe": None, "sb3": None, "sheeprl": None},
+    "episode_length": {"rlspec": "Metrics/EpLen", "omnisafe": "Metrics/EpLen", "sb3": "rollout/ep_len_mean",
+                       "sheeprl": "Game/ep_len_avg"},
+    "world_model_loss": {"rlspec": "Loss/loss", "omnisafe": None, "sb3": None, "sheeprl": "Loss/world_model_loss"},
+    "observation_loss": {"rlspec": "Loss/recon_loss", "omnisafe": None, "sb3": None,
+                         "sheeprl": "Loss/observation_loss"},
+    "reward_loss": {"rlspec": "Loss/reward_loss", "omnisafe": None, "sb3": None, "sheeprl": "Loss/reward_loss"},
+    "continue_loss": {"rlspec": "Loss/continue_loss", "omnisafe": None, "sb3": None,
+                      "sheeprl": "Loss/continue_loss"},
+    "kl_loss": {"rlspec": "Loss/kl_loss", "omnisafe": None, "sb3": None, "sheeprl": "Loss/state_loss"},
+    "policy_loss": {"rlspec": "Loss/actor_loss", "omnisafe": "Loss/Loss_pi", "sb3": "train/policy_gradient_loss",
+                    "sheeprl": "Loss/policy_loss"},
+    "value_loss": {"rlspec": "Loss/critic_loss", "omnisafe": "Loss/Loss_reward_critic", "sb3": "train/value_loss",
+                   "sheeprl": "Loss/value_loss"},
+}
+KEYS = tuple(NAMES)
 LATE = 0.1
 CI_LEVEL = 0.95
 OSCILLATION_WINDOW = 5
@@ -58,20 +83,36 @@ def _column(rows: list[dict[str, str]], key: str) -> np.ndarray:
     return np.array([float(r[key]) if r.get(key) not in (None, "") else math.nan for r in rows])
 
 
-def _curve(group: str, path: Path, source: str, table: tuple[list[str], list[dict[str, str]]], step_key: str,
-           names: dict[str, str]) -> Curve:
+def _curve(group: str, path: Path, source: str, table: tuple[list[str], list[dict[str, str]]],
+           step_key: str) -> Curve:
     columns, rows = table
     if step_key not in columns:
         raise EvaluationError(f"{path}: no column {step_key!r} (env steps); columns: {', '.join(columns)}")
     if not rows:
         raise EvaluationError(f"{path}: no logged rows")
-    values = {key: _column(rows, col) for key, col in names.items() if col in columns}
-    if "return" not in values:
-        raise EvaluationError(f"{path}: no return column {names['return']!r}")
-    return Curve(group, path, source, _column(rows, step_key), values)
+    names = {key: tools[source] for key, tools in NAMES.items() if tools[source] in columns}
+    if "return" not in names:
+        raise EvaluationError(f"{path}: no return column {NAMES['return'][source]!r}")
+    return Curve(group, path, source, _column(rows, step_key), {key: _column(rows, col) for key, col in names.items()})
 
 
-OMNISAFE_NAMES = {"return": "Metrics/EpRet", "cost": "Metrics/EpCost", "multiplier": "Metrics/LagrangeMultiplier"}
+def _read_events(path: Path, group: str) -> Curve:
+    """sheeprl's TensorBoard scalars: steps = the union of the logged steps, each metric NaN where not logged."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    scalars: dict[str, dict[int, float]] = {}
+    for events in sorted(path.rglob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
+        acc.Reload()
+        for tag in acc.Tags()["scalars"]:
+            scalars.setdefault(tag, {}).update({e.step: e.value for e in acc.Scalars(tag)})
+    names = {key: tools["sheeprl"] for key, tools in NAMES.items() if tools["sheeprl"] in scalars}
+    if "return" not in names:
+        raise EvaluationError(f"{path}: TensorBoard events without sheeprl's return {NAMES['return']['sheeprl']!r}; "
+                              f"tags: {', '.join(sorted(scalars)) or 'none'}")
+    steps = np.array(sorted({step for tag in names.values() for step in scalars[tag]}), dtype=float)
+    values = {key: np.array([scalars[tag].get(int(step), math.nan) for step in steps]) for key, tag in names.items()}
+    return Curve(group, path, "sheeprl", steps, values)
 
 
 def read_run(path: Path, group_by: str = "algo") -> Curve:
@@ -81,18 +122,21 @@ def read_run(path: Path, group_by: str = "algo") -> Curve:
     if metrics.is_file() and config.is_file():  # rlspec: OmniSafe's metric names, the step in column `step`
         cfg = json.loads(config.read_text())
         label = cfg.get("config", {}).get(group_by, cfg.get("engine", path.name))
-        return _curve(f"rlspec {label}", path, "rlspec", _read_csv(metrics), "step", OMNISAFE_NAMES)
+        return _curve(f"rlspec {label}", path, "rlspec", _read_csv(metrics), "step")
     if progress.is_file():
         table = _read_csv(progress)
         if "TotalEnvSteps" in table[0]:  # OmniSafe: runs/<Algo>-{<env>}/seed-XXX-<time>/
             cfg = json.loads(config.read_text()) if config.is_file() else {}
             label = cfg.get(group_by, path.parent.name.split("-{")[0])
-            return _curve(f"omnisafe {label}", path, "omnisafe", table, "TotalEnvSteps", OMNISAFE_NAMES)
+            return _curve(f"omnisafe {label}", path, "omnisafe", table, "TotalEnvSteps")
         if "time/total_timesteps" in table[0]:
-            return _curve("sb3 PPO", path, "sb3", table, "time/total_timesteps", {"return": "rollout/ep_rew_mean"})
+            return _curve("sb3 PPO", path, "sb3", table, "time/total_timesteps")
         raise EvaluationError(f"{progress}: neither OmniSafe's (TotalEnvSteps) nor SB3's (time/total_timesteps) "
                               "columns")
-    raise EvaluationError(f"{path}: not a run directory (no metrics.csv + config.json, no progress.csv)")
+    if path.is_dir() and next(path.rglob("events.out.tfevents.*"), None) is not None:
+        return _read_events(path, "sheeprl dreamer_v3" if group_by == "algo" else path.name)
+    raise EvaluationError(f"{path}: not a run directory (no metrics.csv + config.json, no progress.csv, no "
+                          "TensorBoard events)")
 
 
 def bootstrap_ci(samples, level: float = CI_LEVEL, resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
@@ -170,35 +214,41 @@ def _grid_band(curves: list[Curve], key: str, points: int = 100) -> tuple[np.nda
     if not curves:
         return None
     grid = np.linspace(0, min(c.steps[-1] for c in curves), points)
-    return grid, np.stack([np.interp(grid, c.steps, c.values[key]) for c in curves])
+    def on_grid(c: Curve) -> np.ndarray:
+        ok = ~np.isnan(c.values[key])
+        return np.interp(grid, c.steps[ok], c.values[key][ok]) if ok.any() else np.full(points, math.nan)
+    return grid, np.stack([on_grid(c) for c in curves])
 
 
-def plot_groups(curves: list[Curve], path: Path, cost_limit: float | None = None) -> Path:
-    """Return, cost and multiplier against env steps: each group's mean with its 95% bootstrap band, each
-    seed as a thin line."""
+def plot_groups(curves: list[Curve], path: Path, cost_limit: float | None = None, cols: int = 3) -> Path:
+    """One panel per metric that any run logs, against env steps: each group's mean with its 95% bootstrap
+    band (over seeds, at each step of a common grid) and each seed as a thin line."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    for i, group in enumerate(sorted({c.group for c in curves})):
-        color = f"C{i}"
-        for ax, key in zip(axes, KEYS):
+    keys = [k for k in KEYS if any(k in c.values for c in curves)]
+    rows = math.ceil(len(keys) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    groups = sorted({c.group for c in curves})
+    for ax, key in zip(axes.flat, keys):
+        for i, group in enumerate(groups):
             band = _grid_band([c for c in curves if c.group == group], key)
             if band is None:
                 continue
             grid, ys = band
             for y in ys:
-                ax.plot(grid, y, color=color, lw=0.6, alpha=0.35)
+                ax.plot(grid, y, color=f"C{i}", lw=0.6, alpha=0.35)
             cis = np.array([bootstrap_ci(col)[1:] for col in ys.T])
-            ax.plot(grid, ys.mean(axis=0), color=color, lw=2, label=f"{group} (n={len(ys)})")
-            ax.fill_between(grid, cis[:, 0], cis[:, 1], color=color, alpha=0.2)
-    for ax, key in zip(axes, KEYS):
-        ax.set_title(key)
+            ax.plot(grid, np.nanmean(ys, axis=0), color=f"C{i}", lw=2, label=f"{group} (n={len(ys)})")
+            ax.fill_between(grid, cis[:, 0], cis[:, 1], color=f"C{i}", alpha=0.2)
+        if key == "cost" and cost_limit is not None:
+            ax.axhline(cost_limit, color="k", ls="--", lw=1, label="cost limit")
+        ax.set_title(key.replace("_", " "))
         ax.set_xlabel("env steps")
-    if cost_limit is not None:
-        axes[1].axhline(cost_limit, color="k", ls="--", lw=1, label="cost limit")
-    axes[0].legend(fontsize=8)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(keys):]:
+        ax.set_visible(False)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

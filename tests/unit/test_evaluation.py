@@ -88,7 +88,7 @@ def test_readers_bring_three_formats_to_one_curve(tmp_path):
     np.testing.assert_array_equal(theirs.steps, STEPS[:3])
     np.testing.assert_array_equal(theirs.values["multiplier"], [0.1, 0.2, 0.3])
     np.testing.assert_array_equal(sb3.values["return"], [5, 6, 7])
-    assert set(sb3.values) == {"return"}  # SB3 knows no cost
+    assert set(sb3.values) == {"return", "episode_length"}  # SB3 knows no cost
     assert math.isnan(ev.run_metrics(sb3, threshold=6, cost_limit=25)["final_cost"])
 
 
@@ -127,3 +127,32 @@ def test_plot_draws_each_group_with_its_seeds(tmp_path):
     from matplotlib.image import imread
     image = imread(path)
     assert image.shape[1] > image.shape[0] > 200 and image[..., :3].std() > 0.05  # a drawn figure, not blank
+
+
+def test_sheeprl_events_map_to_our_names(tmp_path):
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = tmp_path / "logs" / "runs" / "dreamer_v3" / "room" / "2026-11-27_exp_5" / "version_0"
+    writer = SummaryWriter(str(run))
+    for step, ret in ((256, 0.0), (512, 0.5), (1024, 1.0)):  # rewards at episode ends
+        writer.add_scalar("Rewards/rew_avg", ret, step)
+    for step in (512, 1024):  # losses at log intervals
+        writer.add_scalar("Loss/world_model_loss", 10.0 / step, step)
+        writer.add_scalar("Loss/state_loss", 1.0, step)
+        writer.add_scalar("Time/sps_train", 3.0, step)
+    writer.close()
+    curve = ev.read_run(tmp_path / "logs")
+    assert (curve.group, curve.source) == ("sheeprl dreamer_v3", "sheeprl")
+    np.testing.assert_array_equal(curve.steps, [256, 512, 1024])
+    np.testing.assert_array_equal(curve.values["return"], [0.0, 0.5, 1.0])
+    np.testing.assert_allclose(curve.values["world_model_loss"], [math.nan, 10 / 512, 10 / 1024])
+    assert set(curve.values) == {"return", "world_model_loss", "kl_loss"}  # Time/* has no counterpart
+    assert ev.steps_to_threshold(curve, 0.9) == 1024
+    other = tmp_path / "other"
+    SummaryWriter(str(other)).close()
+    w = SummaryWriter(str(other))
+    w.add_scalar("train/reward", 1.0, 1)
+    w.close()
+    with pytest.raises(ev.EvaluationError, match="tags: train/reward"):
+        ev.read_run(other)
