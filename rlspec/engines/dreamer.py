@@ -373,8 +373,8 @@ def nonfinite_as_diverged(state: DreamerState, env_steps: int):
     except (ValueError, RuntimeError) as err:
         bad = nonfinite_tensors(params(state))
         if bad:
-            raise Diverged(env_steps, f"parameters in {bad} (update {state.updates + 1}: train_step stopped with "
-                                      f"{type(err).__name__}: {str(err).splitlines()[0]})") from err
+            raise Diverged(env_steps, f"parameters of {', '.join(bad)} (update {state.updates + 1}: train_step "
+                                      f"stopped with {type(err).__name__}: {str(err).splitlines()[0]})") from err
         raise
 
 
