@@ -129,8 +129,7 @@ def validate(cfg: SafeConfig) -> None:
                                                    "checkpoint_every", "torch_threads", "ppo.update_iters",
                                                    "ppo.batch_size"), 1) | {"frame_size": 8})
     runconfig.check(cfg, {**dict.fromkeys(("ppo.gamma", "ppo.cost_gamma", "ppo.lam", "ppo.lam_c"), runconfig.UNIT),
-                          **dict.fromkeys(("ppo.actor_lr", "ppo.critic_lr", "ppo.clip", "safety.lambda_lr"),
-                                          runconfig.POSITIVE)})
+                          **dict.fromkeys(("ppo.actor_lr", "ppo.critic_lr", "ppo.clip"), runconfig.POSITIVE)})
     if cfg.steps_per_epoch % cfg.num_envs:
         raise runconfig.ConfigError(f"config key 'steps_per_epoch': {cfg.steps_per_epoch} is not a multiple of "
                                     f"num_envs = {cfg.num_envs}")
