@@ -377,7 +377,8 @@ class World:
 
     def params(self) -> dict:
         """The learner's networks' parameters by name (what must stay finite)."""
-        return {"policy": self.learner.learner.policy.parameters(), "critic": self.learner.learner.critic.parameters()}
+        nets = self.learner.learner
+        return {"policy": nets.policy.parameters(), "critic": nets.critic.parameters()}
 
     def load_state_dict(self, s: dict) -> None:
         self.gen.set_state(s["gen"])
