@@ -189,11 +189,7 @@ class RunDir:
         if cut:
             print(f"rlspec: {self.path / 'metrics.csv'}: its last row was cut mid-write ({cut}); dropped it",
                   file=sys.stderr)
-        rows = [r for r in rows if r["step"] <= resume_step]
-        if not rows or rows[-1]["step"] != resume_step:
-            print(f"rlspec: {self.path / 'metrics.csv'}: no row at the checkpoint's step {resume_step} (it ends at "
-                  f"step {rows[-1]['step'] if rows else 'none'}): the rows between are missing", file=sys.stderr)
-        return rows
+        return [r for r in rows if r["step"] <= resume_step]
 
     @staticmethod
     def read_config(path: Path, engine: str | None = None) -> dict[str, Any]:
