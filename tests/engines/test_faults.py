@@ -225,3 +225,32 @@ def test_sigint_to_a_training_process_exits_130_without_a_traceback(tmp_path):
     err = proc.communicate(timeout=120)[1]
     assert proc.returncode == 130 and "interrupted at step" in err and "Traceback" not in err, err
     assert load_checkpoint(run / "checkpoints/last.pt")["step"] >= 1000
+
+
+# ----------------------------------------------------------------------------- damaged files, eval input
+@pytest.mark.parametrize("engine", ["safe", "bonus"])
+def test_damaged_checkpoint_or_config_and_another_engine_are_clear_errors_that_change_nothing(tmp_path, capsys,
+                                                                                               engine):
+    run = tmp_path / "run"
+    assert _train(ENGINES[engine], run, *{"safe": ["--stop-after-epochs", "1"],
+                                          "bonus": ["--stop-after-updates", "2"]}[engine]) == 0
+    ckpt = (run / "checkpoints/last.pt").read_bytes()
+    (run / "checkpoints/last.pt").write_bytes(ckpt[:3000])  # truncated
+    before = {k: v for k, v in _files(run).items() if k.name != ".lock"}
+    capsys.readouterr()
+    assert _resume(engine, run) == 2 and cli.main(["eval", str(run), "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("is corrupted or not an rlspec checkpoint") == 2 and "nothing was changed" in err, err
+    (run / "checkpoints/last.pt").write_bytes(ckpt)
+    other = "bonus" if engine == "safe" else "safe"
+    assert _resume(other, run) == 2
+    assert f"is a run of engine {engine!r}, not {other!r}: use rlspec train {engine} --resume" in capsys.readouterr().err
+    config = (run / "config.json").read_bytes()
+    (run / "config.json").write_bytes(config[:20])  # cut mid-write by hand
+    assert _resume(engine, run) == 2 and "config.json is damaged" in capsys.readouterr().err
+    (run / "config.json").write_bytes(config)
+    assert {k: v for k, v in _files(run).items() if k.name != ".lock"} == {
+        **before, run.joinpath("checkpoints/last.pt").relative_to(run): ckpt}
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["eval", str(run), "--episodes", "0"])
+    assert stop.value.code == 2 and "--episodes: expected an int >= 1, got 0" in capsys.readouterr().err
