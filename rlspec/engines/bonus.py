@@ -51,7 +51,8 @@ from rlspec.contracts.success_set import SuccessSetConfig
 from rlspec.envs.token_reach import TokenReachVector
 from rlspec.runs import config as runconfig
 from rlspec.runs.plots import Panel, draw, overlay
-from rlspec.runs.rundir import Progress, RunDir, load_checkpoint, read_metrics, save_checkpoint
+from rlspec.runs.faults import check_finite, outcome
+from rlspec.runs.rundir import Progress, RunDir, has_checkpoint, load_checkpoint, read_metrics, resume_config
 
 ENGINE = "bonus"
 METAWORLD = "metaworld:"
@@ -149,7 +150,12 @@ def validate(cfg: BonusConfig) -> None:
     runconfig.require_at_least(cfg, dict.fromkeys(("num_envs", "fragment_len", "total_steps", "replay_capacity",
                                                    "pool_size", "queue_size", "ep_window", "checkpoint_every",
                                                    "torch_threads", "rollout_workers", "trainers", "episode_steps"), 1)
-                               | {"replay_fragments": 0})
+                               | {"replay_fragments": 0, "learner.epochs": 1})
+    smallest = cfg.fragment_len * cfg.num_envs  # samples of one fragment: the least a trainer's batch holds
+    runconfig.check(cfg, {"learner.minibatches": runconfig.at_most(smallest, "fragment_len · num_envs: at least "
+                                                                   "one sample per minibatch"),
+                          "learner.gamma": runconfig.UNIT,
+                          **dict.fromkeys(("learner.lr", "learner.bonus_lr", "learner.clip"), runconfig.POSITIVE)})
     if not 0 <= cfg.best_workers < cfg.rollout_workers:
         raise runconfig.ConfigError(f"config key 'best_workers': expected 0 <= best_workers < rollout_workers = "
                                     f"{cfg.rollout_workers} (one worker at least stays on-policy), got {cfg.best_workers}")
@@ -369,6 +375,11 @@ class World:
         return {"gen": self.gen.get_state(), "rollout": self.rollout.state_dict(), "replay": self.replay.state_dict(),
                 "learner": self.learner.state_dict()}
 
+    def params(self) -> dict:
+        """The learner's networks' parameters by name (what must stay finite)."""
+        nets = self.learner.learner
+        return {"policy": nets.policy.parameters(), "critic": nets.critic.parameters()}
+
     def load_state_dict(self, s: dict) -> None:
         self.gen.set_state(s["gen"])
         for side in ("rollout", "replay", "learner"):
@@ -403,32 +414,44 @@ def run(cfg: BonusConfig, out: Path, resume: bool = False, stop_after_updates: i
     per_update = steps_per_update(cfg)
     w = make_world(cfg)
     updates, start = cfg.total_steps // per_update, 0
-    if resume:
-        ckpt = load_checkpoint(Path(out) / "checkpoints/last.pt")
-        w.load_state_dict(ckpt["world"])
-        start = ckpt["update"]
-        rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), resume_step=start * per_update)
-    else:
-        rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg))
+    try:
+        if resume:
+            ckpt = load_checkpoint(Path(out) / "checkpoints/last.pt", ("update", "world"))
+            w.load_state_dict(ckpt["world"])
+            start = ckpt["update"]
+            rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), resume_step=start * per_update,
+                            final_step=updates * per_update)
+        else:
+            rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg))
+        with rundir:
+            _loop(cfg, w, rundir, start, min(updates, start + stop_after_updates) if stop_after_updates is not None
+                  else updates, show_progress)
+    finally:
+        w.close()
+    draw(rundir.path, panels())
+    return Path(out)
+
+
+def _loop(cfg: BonusConfig, w, rundir: RunDir, start: int, stop: int, show_progress: bool) -> None:
+    """Updates ``start`` .. ``stop`` − 1: rollout, update, check that losses and parameters are finite, log,
+    checkpoint."""
+    per_update = steps_per_update(cfg)
+    updates = cfg.total_steps // per_update
     bar = Progress(updates * per_update) if show_progress else None
-    last = min(updates, start + stop_after_updates) if stop_after_updates is not None else updates
-    for k in range(start, last):
+    for k in range(start, stop):
         t0 = time.perf_counter()
         step = (k + 1) * per_update
         metrics = w.train_update(step)
+        check_finite(step, {key: v for key, v in metrics.items() if key.startswith("Loss/")}, w.params())
         metrics["Time/FPS"] = per_update / max(time.perf_counter() - t0, 1e-9)
         rundir.log(step, metrics)
         if bar is not None:
             bar.update(step, {"success": metrics["Metrics/SuccessRate"], "ret": metrics["Metrics/EpRet"],
                               "queue": metrics.get("pairs/queue", 0.0)}, force=True)
         if (k + 1) % cfg.checkpoint_every == 0 or k + 1 == updates:
-            save_checkpoint(rundir.checkpoint_path, {"update": k + 1, "world": w.state_dict()})
+            rundir.save(step, {"update": k + 1, "world": w.state_dict()}, w.params())
     if bar is not None:
         bar.close()
-    w.close()
-    rundir.close()
-    draw(rundir.path, panels())
-    return Path(out)
 
 
 # ------------------------------------------------------------------------------------ CLI entry points
@@ -440,28 +463,27 @@ def train(argv: list[str]) -> int:
     p.add_argument("--ablation", choices=ABLATIONS, help="shorthand for --set ablation=...")
     p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
     p.add_argument("--out", type=Path, help="run directory (default: runs/bonus-TASK-ABLATION-sSEED)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key (with --resume: total_steps only, to extend the run)")
     p.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
     p.add_argument("--stop-after-updates", type=int, help="stop after this many updates (a later --resume goes on)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     args = p.parse_args(argv)
-    try:
+
+    def work() -> Path:
         if args.resume:
-            if args.set or args.task or args.ablation or args.preset != "default" or args.out:
+            if args.task or args.ablation or args.preset != "default" or args.out:
                 raise runconfig.ConfigError("--resume continues a run with its own config.json: give no "
-                                            "--task/--ablation/--preset/--set/--out")
-            cfg, out = runconfig.from_dict(BonusConfig, RunDir.read_config(args.resume)["config"]), args.resume
+                                            "--task/--ablation/--preset/--out")
+            cfg, out = resume_config(BonusConfig, args.resume, ENGINE, args.set), args.resume
         else:
             cfg = build_config(args.preset, args.set, args.task, args.ablation)
-            validate(cfg)
             out = args.out or Path("runs") / f"bonus-{cfg.task}-{cfg.ablation}-s{cfg.seed}"
-        path = run(cfg, out, resume=bool(args.resume), stop_after_updates=args.stop_after_updates,
-                   show_progress=not args.quiet)
-    except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
-        print(f"rlspec train bonus: error: {err}", file=sys.stderr)
-        return 2
-    print(f"run: {path}")
-    return 0
+        validate(cfg)  # before anything is created
+        return run(cfg, out, resume=bool(args.resume) and has_checkpoint(out),
+                   stop_after_updates=args.stop_after_updates, show_progress=not args.quiet)
+
+    return outcome("rlspec train bonus", work)
 
 
 def build_config(preset: str = "default", overrides: list[str] = (), task: str | None = None,
@@ -483,10 +505,16 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="rlspec eval RUN")
     p.add_argument("--episodes", type=int, default=20, help="episodes to average (default 20)")
     args = p.parse_args(argv)
-    cfg = runconfig.from_dict(BonusConfig, RunDir.read_config(run_dir)["config"])
+    if args.episodes < 1:
+        p.error(f"--episodes: expected an int >= 1, got {args.episodes}")
+    try:
+        cfg = runconfig.from_dict(BonusConfig, RunDir.read_config(run_dir)["config"])
+        ckpt = load_checkpoint(Path(run_dir) / "checkpoints/last.pt", ("update", "world"))
+    except (runconfig.ConfigError, FileNotFoundError) as err:
+        print(f"rlspec eval: error: {err}", file=sys.stderr)
+        return 2
     w = World(cfg)
-    w.learner.learner.policy.load_state_dict(
-        load_checkpoint(Path(run_dir) / "checkpoints/last.pt")["world"]["learner"]["policy"])
+    w.learner.learner.policy.load_state_dict(ckpt["world"]["learner"]["policy"])
     envs = make_envs(cfg, 1, 1_000_003)  # an env index no training run uses
     obs, ret, results = torch.from_numpy(envs.reset()), 0.0, []
     while len(results) < args.episodes:

@@ -270,6 +270,11 @@ class RayWorld:
         self.round += 1
         return {**metrics[0], **ray.get(self.replay.metrics.remote())}
 
+    def params(self) -> dict:
+        """Trainer 0's policy weights of this round (the trainers all-reduce: every rank holds the same); its
+        critic shows through the value loss."""
+        return {"policy": self.weights.values()}
+
     def _collect(self) -> list:
         """Every worker's fragment of this round (object refs, in worker order)."""
         if self.inference is not None:

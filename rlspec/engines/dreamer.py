@@ -42,6 +42,7 @@ rlspec/envs/room/recorded.py).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
@@ -55,8 +56,17 @@ import torch
 from rlspec.algos.dreamer import DreamerConfig, DreamerState, Kit, make_state, policy_step, reconstruct, train_step
 from rlspec.contracts.room_env import MASK32, MIN_FRAMESKIP, NUM_ACTIONS, SCENARIOS
 from rlspec.runs import config as runconfig
+from rlspec.runs.faults import Diverged, check_finite, nonfinite_tensors, outcome
 from rlspec.runs.plots import Panel, draw
-from rlspec.runs.rundir import Progress, RunDir, atomic_write_bytes, load_checkpoint, peak_memory, save_checkpoint
+from rlspec.runs.rundir import (
+    Progress,
+    RunDir,
+    atomic_write_bytes,
+    has_checkpoint,
+    load_checkpoint,
+    peak_memory,
+    resume_config,
+)
 
 ENGINE = "dreamer"
 ENGINES = ("reference", "fast")  # --engine: DreamerV3EngineCPU here, DreamerV3Engine in engines/dreamer_fast.py
@@ -184,9 +194,7 @@ def validate(cfg: DreamerRunConfig) -> None:
                   "sequence in every env column before the first update)", cfg.min_ready_steps)
     if cfg.replay_capacity < d.seq_len:
         raise bad("replay_capacity", f">= dreamer.seq_len = {d.seq_len}", cfg.replay_capacity)
-    for key in POSITIVE:
-        if not (math.isfinite(getattr(d, key)) and getattr(d, key) > 0):
-            raise bad(f"dreamer.{key}", "a finite float > 0", getattr(d, key))
+    runconfig.check(cfg, {f"dreamer.{key}": runconfig.POSITIVE for key in POSITIVE})
     try:
         d.world_model_config(num_actions(cfg)), d.behavior_config()
     except (TypeError, ValueError) as err:
@@ -278,10 +286,6 @@ def updates_due(cfg: DreamerRunConfig, env_steps: int) -> int:
     return math.floor((env_steps - cfg.min_ready_steps) * cfg.train_ratio / (d.batch_size * d.seq_len))
 
 
-class RunStopped(RuntimeError):
-    """The run stopped on a fault it detected (e.g. non-finite losses in the fast engine); exit status 3."""
-
-
 # ------------------------------------------------------------------------------------------ the loop
 @dataclass
 class Loop:
@@ -340,12 +344,38 @@ def advance(cfg: DreamerRunConfig, loop: Loop, out, action: torch.Tensor) -> Non
 
 
 def learn(cfg: DreamerRunConfig, state: DreamerState, ring, loop: Loop, gen: torch.Generator) -> None:
+    """The due updates; Diverged at the first non-finite metric, or non-finite parameters after them."""
     d = cfg.dreamer
-    for _ in range(updates_due(cfg, loop.env_steps) - state.updates):
-        metrics = train_step(state, ring.sample_sequences(d.batch_size, d.seq_len, gen), gen)
+    due = updates_due(cfg, loop.env_steps) - state.updates
+    for _ in range(due):
+        batch = ring.sample_sequences(d.batch_size, d.seq_len, gen)
+        with nonfinite_as_diverged(state, loop.env_steps):
+            metrics = {k: float(v) for k, v in train_step(state, batch, gen).items()}
+        check_finite(loop.env_steps, metrics, {})
         for k, v in metrics.items():
-            loop.sums[k] = loop.sums.get(k, 0.0) + float(v)
+            loop.sums[k] = loop.sums.get(k, 0.0) + v
         loop.count += 1
+    if due > 0:
+        check_finite(loop.env_steps, {}, params(state))
+
+
+def params(state: DreamerState) -> dict:
+    """The learner's networks' parameters by name (what must stay finite)."""
+    return {name: getattr(state, name).parameters() for name in ("wm", "actor", "critic", "slow_critic")}
+
+
+@contextlib.contextmanager
+def nonfinite_as_diverged(state: DreamerState, env_steps: int):
+    """A validator or sampler inside train_step that meets non-finite parameters first raises ValueError or
+    RuntimeError: Diverged naming the networks instead (any other error goes on as it is)."""
+    try:
+        yield
+    except (ValueError, RuntimeError) as err:
+        bad = nonfinite_tensors(params(state))
+        if bad:
+            raise Diverged(env_steps, f"parameters of {', '.join(bad)} (update {state.updates + 1}: train_step "
+                                      f"stopped with {type(err).__name__}: {str(err).splitlines()[0]})") from err
+        raise
 
 
 def row(cfg: DreamerRunConfig, state: DreamerState, loop: Loop) -> dict[str, float]:
@@ -416,19 +446,7 @@ def checkpoint(state: DreamerState, ring, envs, loop: Loop, gen: torch.Generator
 
 def read_checkpoint(path: Path) -> dict:
     """The run's last checkpoint, with a clear error when it is missing or unreadable."""
-    try:
-        ckpt = load_checkpoint(path)
-    except FileNotFoundError:
-        raise
-    except Exception as err:  # torch.load's errors on a truncated or foreign file vary (pickle, zip, EOF)
-        raise runconfig.ConfigError(f"checkpoint {path} is corrupted or not an rlspec dreamer checkpoint "
-                                    f"({type(err).__name__}: {err}); nothing was changed") from None
-    missing = [k for k in ("env_steps", "state", "ring", "envs", "loop", "gen") if not isinstance(ckpt, dict)
-               or k not in ckpt]
-    if missing:
-        raise runconfig.ConfigError(f"checkpoint {path} is not an rlspec dreamer checkpoint (lacks {missing}); "
-                                    "nothing was changed")
-    return ckpt
+    return load_checkpoint(path, ("env_steps", "state", "ring", "envs", "loop", "gen"))
 
 
 def build(cfg: DreamerRunConfig, gen: torch.Generator) -> DreamerState:
@@ -463,26 +481,29 @@ class DreamerV3EngineCPU:
             gen.set_state(ckpt["gen"])
         else:
             loop = Loop.start(cfg, envs.reset())
-        rundir = open_rundir(cfg, out, loop.env_steps if ckpt is not None else None)
-        end = cfg.total_steps if stop_after_steps is None else min(cfg.total_steps,
-                                                                   loop.env_steps + stop_after_steps)
-        log = Logger(cfg, rundir, loop.env_steps, state.updates, show_progress)
-        while loop.env_steps < end:
-            env_step(cfg, envs, ring, loop, act(cfg, state, loop, gen))
-            learn(cfg, state, ring, loop, gen)
-            if log.due(loop.env_steps):
-                log.row(loop.env_steps, state.updates, row(cfg, state, loop))
-            if loop.env_steps % cfg.checkpoint_every == 0 or loop.env_steps == end:
-                save_checkpoint(rundir.checkpoint_path, checkpoint(state, ring, envs, loop, gen))
-        envs.close()
-        log.close(state, ring)
+        try:
+            rundir = open_rundir(cfg, out, loop.env_steps if ckpt is not None else None)
+            end = cfg.total_steps if stop_after_steps is None else min(cfg.total_steps,
+                                                                       loop.env_steps + stop_after_steps)
+            with rundir:
+                log = Logger(cfg, rundir, loop.env_steps, state.updates, show_progress)
+                while loop.env_steps < end:
+                    env_step(cfg, envs, ring, loop, act(cfg, state, loop, gen))
+                    learn(cfg, state, ring, loop, gen)
+                    if log.due(loop.env_steps):
+                        log.row(loop.env_steps, state.updates, row(cfg, state, loop))
+                    if loop.env_steps % cfg.checkpoint_every == 0 or loop.env_steps >= end:  # end: any step
+                        rundir.save(loop.env_steps, checkpoint(state, ring, envs, loop, gen), params(state))
+                log.close(state, ring)
+        finally:
+            envs.close()
         return Path(out)
 
 
 def open_rundir(cfg: DreamerRunConfig, out: Path, resume_step: int | None) -> RunDir:
     """A new run directory (config.json, versions.json), or the run in ``out`` reopened at ``resume_step``."""
     if resume_step is not None:
-        return RunDir(out, ENGINE, runconfig.to_dict(cfg), resume_step=resume_step)
+        return RunDir(out, ENGINE, runconfig.to_dict(cfg), resume_step=resume_step, final_step=cfg.total_steps)
     return RunDir(out, ENGINE, runconfig.to_dict(cfg), extra_versions=_versions(cfg))
 
 
@@ -573,7 +594,8 @@ def _parser() -> argparse.ArgumentParser:
                                     "(functions reward(memory), done(memory); rlspec/envs/pyboy_env.py)")
     p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
     p.add_argument("--out", type=Path, help="run directory (default: runs/dreamer-TASK-sSEED)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key (with --resume: total_steps only, to extend the run)")
     p.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
     p.add_argument("--stop-after-steps", type=int, help="stop after this many env steps (a later --resume goes on)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
@@ -588,30 +610,25 @@ def build_config(preset: str = "default", overrides: list[str] = (), task: str |
 def train(argv: list[str]) -> int:
     """`rlspec train dreamer ...`"""
     args = _parser().parse_args(argv)
-    try:
+
+    def work() -> Path:
         if args.resume:
-            if (args.set or args.task or args.preset != "default" or args.out or args.engine
-                    or any(user_env_args(args))):
+            if args.task or args.preset != "default" or args.out or args.engine or any(user_env_args(args)):
                 raise runconfig.ConfigError("--resume continues a run with its own config.json: give no "
-                                            "--engine/--task/--preset/--set/--out/--env/--rom/--state/--plugin")
-            cfg = load_config(args.resume)
-            out = args.resume
+                                            "--engine/--task/--preset/--out/--env/--rom/--state/--plugin")
+            cfg, out = resume_config(DreamerRunConfig, args.resume, ENGINE, args.set), args.resume
         else:
             cfg = build_config(args.preset, [f"engine={args.engine or 'reference'}", *user_env_args(args), *args.set],
                                args.task)
-            validate(cfg)
             name = cfg.task if cfg.env == "room" else f"pyboy-{Path(cfg.rom).stem}"
             out = args.out or Path("runs") / f"{ENGINE}{'-fast' * (cfg.engine == 'fast')}-{name}-s{cfg.seed}"
-        path = engine(cfg).run(out, resume=bool(args.resume), stop_after_steps=args.stop_after_steps,
-                               show_progress=not args.quiet)
-    except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
-        print(f"rlspec train {ENGINE}: error: {err}", file=sys.stderr)
-        return 2
-    except RunStopped as err:
-        print(f"rlspec train {ENGINE}: stopped: {err}", file=sys.stderr)
-        return 3
-    print(f"run: {path}")
-    return 0
+        validate(cfg)  # before anything is created
+        if args.stop_after_steps is not None and args.stop_after_steps < 1:
+            raise runconfig.ConfigError(f"--stop-after-steps: expected an int >= 1, got {args.stop_after_steps}")
+        return engine(cfg).run(out, resume=bool(args.resume) and has_checkpoint(out),
+                               stop_after_steps=args.stop_after_steps, show_progress=not args.quiet)
+
+    return outcome(f"rlspec train {ENGINE}", work)
 
 
 def user_env_args(args) -> list[str]:
@@ -694,8 +711,8 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
     for key in ("episodes", "scale", "fps"):
         if getattr(args, key) < 1:
             p.error(f"--{key}: expected an int >= 1, got {getattr(args, key)}")
-    cfg = load_config(run_dir)
     try:
+        cfg = load_config(run_dir)
         ckpt = read_checkpoint(Path(run_dir) / "checkpoints/last.pt")
     except (runconfig.ConfigError, FileNotFoundError) as err:
         print(f"rlspec eval: error: {err}", file=sys.stderr)

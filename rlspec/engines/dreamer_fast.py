@@ -73,11 +73,12 @@ from rlspec.engines.dreamer import DreamerRunConfig
 from rlspec.contracts.validate import without_value_checks
 from rlspec.runs import config as runconfig
 from rlspec.runs import device as devices
-from rlspec.runs.rundir import read_metrics, save_checkpoint
+from rlspec.runs.faults import Diverged, RunStopped
+from rlspec.runs.rundir import read_metrics
 from rlspec.runs.plots import overlay
 
 
-class NonFiniteError(ref.RunStopped):
+class NonFiniteError(Diverged):
     """A train step produced a non-finite metric (the run stops; nothing poisoned is checkpointed)."""
 
 
@@ -362,22 +363,23 @@ class DreamerV3Engine:
         p = self.setup(ckpt)
         rundir = ref.open_rundir(cfg, out, p.loop.env_steps if ckpt is not None else None)
         end = cfg.total_steps if stop_after_steps is None else min(cfg.total_steps, p.loop.env_steps + stop_after_steps)
-        log = ref.Logger(cfg, rundir, p.loop.env_steps, p.state.updates, show_progress, self.dev)
-        try:
-            while p.loop.env_steps < end:
-                self.iterate(p)
-                if log.due(p.loop.env_steps):
-                    self._synchronize()
-                    log.row(p.loop.env_steps, p.state.updates, {**p.learner.row(p.state, p.loop, p.ring),
-                                                                **self.times.take()})
-                if p.loop.env_steps % cfg.checkpoint_every == 0 or p.loop.env_steps >= end:
-                    self._synchronize()
-                    p.learner.check_finite(p.state)
-                    save_checkpoint(rundir.checkpoint_path, p.checkpoint())
-        except ref.RunStopped:
-            log.close()
-            raise
-        log.close(*self._on_cpu(p.state, p.ring))
+        with rundir:
+            log = ref.Logger(cfg, rundir, p.loop.env_steps, p.state.updates, show_progress, self.dev)
+            try:
+                while p.loop.env_steps < end:
+                    self.iterate(p)
+                    if log.due(p.loop.env_steps):
+                        self._synchronize()
+                        log.row(p.loop.env_steps, p.state.updates, {**p.learner.row(p.state, p.loop, p.ring),
+                                                                    **self.times.take()})
+                    if p.loop.env_steps % cfg.checkpoint_every == 0 or p.loop.env_steps >= end:
+                        self._synchronize()
+                        p.learner.check_finite(p.state, p.loop.env_steps)
+                        rundir.save(p.loop.env_steps, p.checkpoint(), ref.params(p.state))
+            except RunStopped:
+                log.close()
+                raise
+            log.close(*self._on_cpu(p.state, p.ring))
         return Path(out)
 
     def _on_cpu(self, state: DreamerState, ring) -> tuple:
@@ -437,12 +439,6 @@ def sync_weights(learner: DreamerState, policy: DreamerState) -> None:
             torch._foreach_copy_(list(dst.state_dict().values()), list(src.state_dict().values()))
 
 
-def nonfinite_modules(state: DreamerState) -> list[str]:
-    """The learner's networks holding a non-finite parameter (a host read: error paths only)."""
-    return [name for name in ("wm", "actor", "critic", "slow_critic")
-            if not all(bool(torch.isfinite(p).all()) for p in getattr(state, name).parameters())]
-
-
 class Learner:
     """The learner part's bookkeeping: metric sums and the non-finite count on the device, starved phases,
     the last weight sync."""
@@ -465,14 +461,8 @@ class Learner:
             return
         for _ in range(due):
             batch = ring.sample_sequences(d.batch_size, d.seq_len, gen)
-            try:
+            with ref.nonfinite_as_diverged(state, env_steps):
                 metrics = train_step(state, batch, gen)
-            except (ValueError, RuntimeError) as err:  # a validator or sampler met the non-finite values first
-                bad = nonfinite_modules(state)
-                if bad:
-                    raise NonFiniteError(f"DreamerV3Engine: update {state.updates + 1}: non-finite parameters in "
-                                         f"{bad}; train_step stopped with {type(err).__name__}: {err}") from err
-                raise
             values = torch.stack([v.to(torch.float64) for v in metrics.values()])  # [K]
             if self.sums is None:
                 self.keys, self.sums = list(metrics), torch.zeros_like(values)
@@ -480,27 +470,26 @@ class Learner:
             self.nonfinite += (~torch.isfinite(values)).sum()
             self.count += 1
 
-    def check_finite(self, state: DreamerState) -> None:
+    def check_finite(self, state: DreamerState, env_steps: int) -> None:
         """Raise NonFiniteError if any update since the start gave a non-finite metric (a host read)."""
         bad = int(self.nonfinite)
         if bad:
             sums = self.sums.tolist() if self.sums is not None else []
             worst = [k for k, v in zip(self.keys, sums) if not math.isfinite(v)]
-            raise NonFiniteError(f"DreamerV3Engine: {bad} non-finite metric value(s) in updates "
-                                 f"{self.checked_updates + 1}..{state.updates} (non-finite sums since the last row: "
-                                 f"{worst or 'already logged'}); the run stops, its last checkpoint is the one before")
+            raise NonFiniteError(env_steps, f"metric values ({bad}) in updates {self.checked_updates + 1}.."
+                                 f"{state.updates} (non-finite sums since the last row: {worst or 'already logged'})")
         self.checked_updates = state.updates
 
     def row(self, state: DreamerState, loop: ActorLoop, ring) -> dict[str, float]:
         """The reference engine's metrics row (same keys), plus Train/starved; resets the sums."""
-        self.check_finite(state)
+        self.check_finite(state, loop.env_steps)
         m = {k: v / self.count for k, v in zip(self.keys, self.sums.tolist())} if self.count else {}
         self.sums = None if self.sums is None else torch.zeros_like(self.sums)
         self.count = 0
         m.update({**ref.ratio_metrics(self.cfg, state.updates, loop.env_steps),
                   **loop.episode_stats(self.cfg.ep_window), "Train/starved": float(self.starved)})
         if not ring.check_values and int(ring.violations):  # unchecked pushes (CUDA)
-            raise ref.RunStopped(f"DreamerV3Engine: {int(ring.violations)} replay rows broke the ring's value rules "
+            raise RunStopped(f"DreamerV3Engine: {int(ring.violations)} replay rows broke the ring's value rules "
                                  "(rlspec/contracts/replay.py)")
         return m
 

@@ -24,6 +24,7 @@ hooks' state. With ``semantic.enable`` False nothing semantic is imported or bui
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -54,8 +55,9 @@ from rlspec.algos.trust_region import TrustRegionConfig, update, validate_config
 from rlspec.envs import safety_gym
 from rlspec.envs.safe_vector import SafeVectorEnv
 from rlspec.runs import config as runconfig
+from rlspec.runs.faults import check_finite, outcome
 from rlspec.runs.plots import Panel, draw
-from rlspec.runs.rundir import Progress, RunDir, atomic_write_bytes, load_checkpoint, save_checkpoint
+from rlspec.runs.rundir import Progress, RunDir, atomic_write_bytes, has_checkpoint, load_checkpoint, resume_config
 from rlspec.runs.video import write_mp4
 from rlspec.semantics import build_hooks
 from rlspec.semantics.config import SemanticConfig
@@ -124,7 +126,10 @@ def validate(cfg: SafeConfig) -> None:
         key, expected, got = bad[0]
         raise runconfig.ConfigError(f"config key 'trust_region.{key}': expected {expected}, got {got!r}")
     runconfig.require_at_least(cfg, dict.fromkeys(("num_envs", "total_steps", "steps_per_epoch", "ep_window",
-                                                   "checkpoint_every", "torch_threads"), 1) | {"frame_size": 8})
+                                                   "checkpoint_every", "torch_threads", "ppo.update_iters",
+                                                   "ppo.batch_size"), 1) | {"frame_size": 8})
+    runconfig.check(cfg, {**dict.fromkeys(("ppo.gamma", "ppo.cost_gamma", "ppo.lam", "ppo.lam_c"), runconfig.UNIT),
+                          **dict.fromkeys(("ppo.actor_lr", "ppo.critic_lr", "ppo.clip"), runconfig.POSITIVE)})
     if cfg.steps_per_epoch % cfg.num_envs:
         raise runconfig.ConfigError(f"config key 'steps_per_epoch': {cfg.steps_per_epoch} is not a multiple of "
                                     f"num_envs = {cfg.num_envs}")
@@ -212,6 +217,11 @@ def checkpoint(state: SafePPOState, envs: SafeVectorEnv, gen: torch.Generator, w
             **({"semantics": hooks.state_dict()} if hooks is not None else {})}
 
 
+def params(state: SafePPOState) -> dict:
+    """The networks' parameters by name (what must stay finite)."""
+    return {k: getattr(state, k).parameters() for k in _NETS if getattr(state, k) is not None}
+
+
 def restore(ckpt: dict, state: SafePPOState, envs: SafeVectorEnv, gen: torch.Generator, window: deque,
             hooks=None) -> None:
     for k in _NETS + _OPTS:
@@ -251,22 +261,40 @@ def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int
         raise runconfig.ConfigError(f"config key 'semantic.enable': PPOLagSem renders frames from in-process envs "
                                     f"(SafeVectorEnv), got {type(envs).__name__} (set env_workers=0)")
     window: deque = deque(maxlen=cfg.ep_window)
-    epochs, steps = cfg.total_steps // cfg.steps_per_epoch, cfg.steps_per_epoch // (world * cfg.num_envs)
+    epochs = cfg.total_steps // cfg.steps_per_epoch
     start, rundir = 0, None
-    if resume:
-        ckpt = load_checkpoint(Path(out) / "checkpoints/last.pt")
-        restore(ckpt, state, envs, gen, window, hooks)
-        start = ckpt["epoch"]
-        rundir = RunDir(out, ex.engine, runconfig.to_dict(cfg), resume_step=ckpt["step"])
-    else:
-        envs.reset()
-        if io:
-            rundir = RunDir(out, ex.engine, runconfig.to_dict(cfg), extra_versions=safety_gym.versions())
-            if hooks is not None:  # §13: prompts, their hash, load status, model identity
-                atomic_write_bytes(rundir.path / "semantics.json", json.dumps(hooks.metadata(), indent=2).encode())
-    progress = _Progress(cfg.total_steps, show_progress and io)
-    last = start + stop_after_epochs if stop_after_epochs is not None else epochs
-    for epoch in range(start, min(epochs, last)):
+    try:
+        if resume:
+            ckpt = load_checkpoint(Path(out) / "checkpoints/last.pt", ("epoch", "step", "gen", "envs", "window"))
+            restore(ckpt, state, envs, gen, window, hooks)
+            start = ckpt["epoch"]
+            rundir = RunDir(out, ex.engine, runconfig.to_dict(cfg), resume_step=ckpt["step"],
+                            final_step=epochs * cfg.steps_per_epoch)
+        else:
+            envs.reset()
+            if io:
+                rundir = RunDir(out, ex.engine, runconfig.to_dict(cfg), extra_versions=safety_gym.versions())
+                if hooks is not None:  # §13: prompts, their hash, load status, model identity
+                    atomic_write_bytes(rundir.path / "semantics.json",
+                                       json.dumps(hooks.metadata(), indent=2).encode())
+        with rundir or contextlib.nullcontext():
+            _loop(cfg, ex, kit, state, envs, gen, window, hooks, rundir, start,
+                  min(epochs, start + stop_after_epochs if stop_after_epochs is not None else epochs), show_progress)
+    finally:
+        envs.close()
+    if rundir is not None:
+        draw(rundir.path, panels(cfg))
+    return Path(out)
+
+
+def _loop(cfg: SafeConfig, ex: Execution, kit: Kit, state: SafePPOState, envs: SafeVectorEnv, gen: torch.Generator,
+          window: deque, hooks, rundir: RunDir | None, start: int, stop: int, show_progress: bool) -> None:
+    """Epochs ``start`` .. ``stop`` − 1: collect, update, check that losses and parameters are finite, log,
+    checkpoint."""
+    epochs = cfg.total_steps // cfg.steps_per_epoch
+    steps = cfg.steps_per_epoch // (ex.comm.world_size * cfg.num_envs)  # vector steps per epoch
+    progress = _Progress(cfg.total_steps, show_progress and rundir is not None)
+    for epoch in range(start, stop):
         t0 = time.perf_counter()
         rollout = collect(state, envs, steps, gen, hooks, epoch * cfg.steps_per_epoch)
         window.extend(envs.pop_finished())
@@ -278,6 +306,7 @@ def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int
         if hooks is not None:  # the risk head learns after the PPO update (§25.15)
             metrics.update(hooks.after_update())
         step = (epoch + 1) * cfg.steps_per_epoch
+        check_finite(step, {k: v for k, v in metrics.items() if k.startswith("Loss/")}, params(state))
         t2 = time.perf_counter()
         metrics.update(_window_means(window, ex.comm))
         metrics.update({"Train/Epoch": float(epoch + 1), "TotalEnvSteps": float(step), "Time/Rollout": t1 - t0,
@@ -288,13 +317,8 @@ def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int
         if rundir is not None:
             rundir.log(step, metrics)
             if (epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == epochs:
-                save_checkpoint(rundir.checkpoint_path, checkpoint(state, envs, gen, window, epoch + 1, step, hooks))
+                rundir.save(step, checkpoint(state, envs, gen, window, epoch + 1, step, hooks), params(state))
     progress.close()
-    envs.close()
-    if rundir is not None:
-        rundir.close()
-        draw(rundir.path, panels(cfg))
-    return Path(out)
 
 
 def _semantic_hooks(cfg: SafeConfig, world: int):
@@ -329,7 +353,8 @@ def _parser(cls: type, engine: str, doc: str) -> argparse.ArgumentParser:
     p.add_argument("--env", help="shorthand for --set env_id=...")
     p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
     p.add_argument("--out", type=Path, help=f"run directory (default: runs/{engine}-ALGO-ENV-sSEED)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key (with --resume: total_steps only, to extend the run)")
     p.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
     p.add_argument("--stop-after-epochs", type=int, help="stop after this many epochs (a later --resume goes on)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
@@ -347,24 +372,21 @@ def train(argv: list[str], cls: type = SafeConfig, engine: str = ENGINE,
           execution: Callable[[SafeConfig], Execution] = lambda cfg: Execution()) -> int:
     """`rlspec train safe ...`, or with (``cls``, ``engine``, ``execution``) an engine built on this loop."""
     args = _parser(cls, engine, sys.modules[cls.__module__].__doc__).parse_args(argv)
-    try:
+
+    def work() -> Path:
         if args.resume:
-            if args.set or args.algo or args.env or args.preset != "default" or args.out:
+            if args.algo or args.env or args.preset != "default" or args.out:
                 raise runconfig.ConfigError("--resume continues a run with its own config.json: give no "
-                                            "--algo/--env/--preset/--set/--out")
-            cfg = runconfig.from_dict(cls, RunDir.read_config(args.resume)["config"])
-            out = args.resume
+                                            "--algo/--env/--preset/--out")
+            cfg, out = resume_config(cls, args.resume, engine, args.set), args.resume
         else:
             cfg = build_config(args.preset, args.set, args.algo, args.env, cls)
-            validate(cfg)
             out = args.out or Path("runs") / f"{engine}-{cfg.algo}-{cfg.env_id}-s{cfg.seed}"
-        path = run(cfg, out, resume=bool(args.resume), stop_after_epochs=args.stop_after_epochs,
-                   show_progress=not args.quiet, execution=execution(cfg))
-    except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
-        print(f"rlspec train {engine}: error: {err}", file=sys.stderr)
-        return 2
-    print(f"run: {path}")
-    return 0
+        validate(cfg)  # before anything is created
+        return run(cfg, out, resume=bool(args.resume) and has_checkpoint(out),
+                   stop_after_epochs=args.stop_after_epochs, show_progress=not args.quiet, execution=execution(cfg))
+
+    return outcome(f"rlspec train {engine}", work)
 
 
 def plot(run_dir: Path, cls: type = SafeConfig) -> int:
@@ -384,8 +406,14 @@ def evaluate(run_dir: Path, argv: list[str], cls: type = SafeConfig) -> int:
     p.add_argument("--size", type=int, default=256, help="video frame width and height (default 256)")
     p.add_argument("--max-frames", type=int, default=1000, help="frames at most in the video (default 1000)")
     args = p.parse_args(argv)
-    cfg = runconfig.from_dict(cls, RunDir.read_config(run_dir)["config"])
-    ckpt = load_checkpoint(Path(run_dir) / "checkpoints/last.pt")
+    if args.episodes < 1:
+        p.error(f"--episodes: expected an int >= 1, got {args.episodes}")
+    try:
+        cfg = runconfig.from_dict(cls, RunDir.read_config(run_dir)["config"])
+        ckpt = load_checkpoint(Path(run_dir) / "checkpoints/last.pt", ("actor", "controllers"))
+    except (runconfig.ConfigError, FileNotFoundError) as err:
+        print(f"rlspec eval: error: {err}", file=sys.stderr)
+        return 2
     render = dict(render_mode="rgb_array", width=args.size, height=args.size) if args.video else {}
     envs = safety_gym.make_vector(cfg.env_id, 1, cfg.seed + 1_000_003, cfg.forced_cost, **render)
     state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, 1, Kit.reference(),

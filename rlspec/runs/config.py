@@ -11,11 +11,12 @@ import ast
 import dataclasses
 import inspect
 import json
+import math
 import textwrap
 import types
 import typing
 from functools import cache
-from typing import Any
+from typing import Any, Callable
 
 
 class ConfigError(ValueError):
@@ -86,7 +87,7 @@ def parse_value(key: str, text: str, tp: Any) -> Any:
         if tp is int:
             return int(text)
         if tp is float:
-            return float(text)
+            return _not_nan(key, float(text))
         if tp is str:
             return text
         if origin in (tuple, list):
@@ -116,6 +117,13 @@ def _check_value(key: str, value: Any, tp: Any) -> Any:
         return float(value)
     if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
         raise ConfigError(f"config key {key!r}: expected {tp.__name__}, got {value!r} ({type(value).__name__})")
+    return _not_nan(key, value) if tp is float else value
+
+
+def _not_nan(key: str, value: float) -> float:
+    """NaN is no setting of any key (it would only poison the run later)."""
+    if math.isnan(value):
+        raise ConfigError(f"config key {key!r}: expected a number, got nan")
     return value
 
 
@@ -164,14 +172,40 @@ def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
     return replace(cfg, values, "--set")
 
 
-def require_at_least(cfg: Any, minimums: dict[str, int]) -> None:
-    """ConfigError for the first int key (dotted for nested groups) below its least value."""
-    for key, least in minimums.items():
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """What a key's value must be: in words (the error message) and as a test."""
+
+    expected: str
+    ok: Callable[[Any], bool]
+
+
+POSITIVE = Rule("a finite float > 0", lambda v: math.isfinite(v) and v > 0)
+UNIT = Rule("a float in [0, 1]", lambda v: 0 <= v <= 1)
+
+
+def at_least(least: int) -> Rule:
+    return Rule(f"an int >= {least}", lambda v: v >= least)
+
+
+def at_most(most: int, why: str) -> Rule:
+    return Rule(f"an int in 1..{most} ({why})", lambda v: 1 <= v <= most)
+
+
+def check(cfg: Any, rules: dict[str, Rule]) -> None:
+    """ConfigError naming the first key (dotted for nested groups) whose value breaks its rule (field,
+    expected, actual); a None value (an optional feature off) passes."""
+    for key, rule in rules.items():
         value = cfg
         for part in key.split("."):
             value = getattr(value, part)
-        if value < least:
-            raise ConfigError(f"config key {key!r}: expected an int >= {least}, got {value!r}")
+        if value is not None and not rule.ok(value):
+            raise ConfigError(f"config key {key!r}: expected {rule.expected}, got {value!r}")
+
+
+def require_at_least(cfg: Any, minimums: dict[str, int]) -> None:
+    """ConfigError for the first int key (dotted for nested groups) below its least value."""
+    check(cfg, {key: at_least(least) for key, least in minimums.items()})
 
 
 def _field_type(cls: type, key: str) -> Any:

@@ -6,31 +6,41 @@ RUN/versions.json    python, torch, numpy, rlspec commit, plus what the engine a
 RUN/metrics.csv      one row per logged step; columns are the metric keys (OmniSafe names where they exist)
 RUN/tb/              TensorBoard events of the same scalars
 RUN/plots/*.png      rlspec.runs.plots
-RUN/checkpoints/last.pt   written to a temporary file in the same folder, then renamed (atomic)
+RUN/checkpoints/last.pt   written to a temporary file in the same folder, then renamed (atomic); never with
+                          non-finite parameters
+RUN/.lock            flock'ed by the process writing the run (released when it ends, however it ends)
 ```
 Resuming truncates metrics.csv (and TensorBoard, through ``purge_step``) after the checkpoint's step, so
-a resumed run's files are those of a straight run.
+a resumed run's files are those of a straight run; a row cut mid-write (a killed process) is dropped, and
+said so. A directory whose run stopped before its first checkpoint starts afresh when run again.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import fcntl
 import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import torch
 
+from rlspec.runs import config as runconfig
+from rlspec.runs.faults import AlreadyFinished, Diverged, Interrupted, RunLocked, nonfinite_tensors
+
 CHECKPOINT = "checkpoints/last.pt"
+LOCK = ".lock"
+RESUMABLE = ("total_steps",)  # the config keys --resume may change (to extend a finished run)
 
 
 def versions(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -70,42 +80,133 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def load_checkpoint(path: Path) -> dict[str, Any]:
-    """A checkpoint this package wrote (it holds plain Python objects too: only load your own runs)."""
+def load_checkpoint(path: Path, keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A checkpoint this package wrote (it holds plain Python objects too: only load your own runs), with
+    ``keys``; a ConfigError when it is truncated, foreign or lacks one of them."""
+    path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"load_checkpoint: no checkpoint at {path}")
-    return torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # torch.load's errors on a truncated or foreign file vary (pickle, zip, EOF)
+        raise runconfig.ConfigError(f"checkpoint {path} is corrupted or not an rlspec checkpoint "
+                                    f"({type(err).__name__}: {err}); nothing was changed") from None
+    missing = [k for k in keys if not isinstance(ckpt, dict) or k not in ckpt]
+    if missing:
+        raise runconfig.ConfigError(f"checkpoint {path} is not this engine's checkpoint (lacks {missing}); "
+                                    "nothing was changed")
+    return ckpt
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    return (Path(run_dir) / CHECKPOINT).is_file()
+
+
+def lock(run_dir: Path):
+    """RUN/.lock, flock'ed (exclusive) and holding this process's id; a RunLocked naming the holder's id when
+    another process holds it. The lock goes with the returned file (close it) or with the process."""
+    f = open(Path(run_dir) / LOCK, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "unknown"
+        f.close()
+        raise RunLocked(f"{run_dir} is in use by process {holder} (it holds {Path(run_dir) / LOCK}); wait for it "
+                        "to end or stop it; nothing was changed") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
+
+
+def resume_config(cls: type, run_dir: Path, engine: str, overrides: list[str] = ()) -> Any:
+    """RUN's config (config.json, written by ``engine``) for --resume, with the ``--set`` ``overrides`` of the
+    RESUMABLE keys only: any other key is refused by name."""
+    refused = [item.partition("=")[0].strip() for item in overrides
+               if item.partition("=")[0].strip() not in RESUMABLE]
+    if refused:
+        raise runconfig.ConfigError(f"--resume: config key {refused[0]!r} cannot change on resume (the run was "
+                                    f"made with it); only {', '.join(RESUMABLE)} can (to extend the run)")
+    cfg = runconfig.from_dict(cls, RunDir.read_config(run_dir, engine)["config"], f"{run_dir}/config.json")
+    return runconfig.apply_overrides(cfg, list(overrides))
 
 
 class RunDir:
-    """Creates (or reopens, for --resume) a run directory and logs scalars to CSV and TensorBoard."""
+    """Creates (or reopens, for --resume) a run directory, holds its lock, logs scalars to CSV and
+    TensorBoard and writes checkpoints. Used as a context manager around the loop, it closes itself and
+    turns a Ctrl-C into ``Interrupted`` and a ``Diverged`` into one saying which checkpoint is kept."""
 
     def __init__(self, path: Path, engine: str, config: dict[str, Any], extra_versions: dict | None = None,
-                 resume_step: int | None = None):
+                 resume_step: int | None = None, final_step: int | None = None):
+        """``resume_step``: reopen the run at its checkpoint's step; ``final_step``: the step the run ends at
+        (a resumed run already there is ``AlreadyFinished``, nothing touched)."""
         self.path = Path(path)
         self.engine = engine
-        if resume_step is None:
-            if (self.path / "config.json").exists():
-                raise FileExistsError(f"RunDir: {self.path} already holds a run; use --resume {self.path} to "
-                                      "continue it or choose another --out")
-            self.path.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(self.path / "config.json",
-                               json.dumps({"engine": engine, "config": config}, indent=2).encode())
-            atomic_write_bytes(self.path / "versions.json", json.dumps(versions(extra_versions), indent=2).encode())
-            self._rows: list[dict[str, float]] = []
-        else:
-            self._rows = [r for r in read_metrics(self.path) if r["step"] <= resume_step]
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock = lock(self.path)
+        try:
+            if resume_step is None:
+                self._start(config, extra_versions)
+            else:
+                self._reopen(config, resume_step, final_step)
+        except BaseException:
+            self._lock.close()
+            raise
         self._keys: list[str] = list(dict.fromkeys(k for r in self._rows for k in r))
         self._write_csv()
         self._tb = None
         self._tb_purge = resume_step
+        self.step = self.checkpoint_step = resume_step  # the last row's step, the last checkpoint's step
+
+    def _start(self, config: dict[str, Any], extra_versions: dict | None) -> None:
+        if (self.path / "config.json").exists():
+            if has_checkpoint(self.path):
+                raise FileExistsError(f"RunDir: {self.path} already holds a run; use --resume {self.path} to "
+                                      "continue it or choose another --out")
+            print(f"rlspec: {self.path} holds a run that stopped before its first checkpoint: starting afresh",
+                  file=sys.stderr)
+            shutil.rmtree(self.path / "tb", ignore_errors=True)
+            (self.path / "summary.json").unlink(missing_ok=True)
+        atomic_write_bytes(self.path / "config.json",
+                           json.dumps({"engine": self.engine, "config": config}, indent=2).encode())
+        atomic_write_bytes(self.path / "versions.json", json.dumps(versions(extra_versions), indent=2).encode())
+        self._rows: list[dict[str, float]] = []
+
+    def _reopen(self, config: dict[str, Any], resume_step: int, final_step: int | None) -> None:
+        if final_step is not None and resume_step >= final_step:
+            raise AlreadyFinished(f"{self.path} already finished at step {resume_step}; nothing was changed "
+                                  f"(to go on: --resume {self.path} --set total_steps=MORE)")
+        if self.read_config(self.path, self.engine)["config"] != config:  # a RESUMABLE key changed
+            atomic_write_bytes(self.path / "config.json",
+                               json.dumps({"engine": self.engine, "config": config}, indent=2).encode())
+        self._rows = self._recover(resume_step)
+
+    def _recover(self, resume_step: int) -> list[dict[str, float]]:
+        """metrics.csv's rows up to the checkpoint's step; a row cut mid-write is dropped, and said."""
+        rows, cut = _parse_metrics(self.path / "metrics.csv")
+        if cut:
+            print(f"rlspec: {self.path / 'metrics.csv'}: its last row was cut mid-write ({cut}); dropped it",
+                  file=sys.stderr)
+        return [r for r in rows if r["step"] <= resume_step]
 
     @staticmethod
-    def read_config(path: Path) -> dict[str, Any]:
+    def read_config(path: Path, engine: str | None = None) -> dict[str, Any]:
+        """RUN/config.json (of ``engine``'s runs, if given), with a clear error when it is damaged."""
         file = Path(path) / "config.json"
         if not file.is_file():
             raise FileNotFoundError(f"{path} is not a run directory (no config.json)")
-        return json.loads(file.read_text())
+        try:
+            data = json.loads(file.read_text())
+            made_by, _ = data["engine"], dict(data["config"])
+        except (ValueError, KeyError, TypeError) as err:
+            raise runconfig.ConfigError(f"{file} is damaged ({type(err).__name__}: {err}); nothing was "
+                                        "changed") from None
+        if engine is not None and made_by != engine:
+            raise runconfig.ConfigError(f"{path} is a run of engine {made_by!r}, not {engine!r}: use "
+                                        f"rlspec train {made_by} --resume {path}")
+        return data
 
     @property
     def checkpoint_path(self) -> Path:
@@ -121,8 +222,39 @@ class RunDir:
             self._write_csv()
         else:
             with open(self.path / "metrics.csv", "a", newline="") as f:
-                csv.DictWriter(f, self._keys, restval="nan").writerow(row)
+                csv.DictWriter(f, self._keys, restval="nan", lineterminator="\n").writerow(row)
+        self.step = step
         self._tensorboard(step, scalars)
+
+    def save(self, step: int, state: dict[str, Any], params: dict[str, Iterable[torch.Tensor]]) -> None:
+        """RUN/checkpoints/last.pt of ``state`` at env step ``step``; never with non-finite ``params`` (groups
+        of tensors by name): ``Diverged`` then, and the last checkpoint stays."""
+        bad = nonfinite_tensors(params)
+        if bad:
+            raise Diverged(step, f"parameters of {', '.join(bad)}")
+        save_checkpoint(self.checkpoint_path, state)
+        self.checkpoint_step = step
+
+    def kept(self) -> str:
+        """What a stopped run keeps, in words."""
+        if self.checkpoint_step is None:
+            return "no checkpoint was written yet (running the same command again starts afresh)"
+        return f"the last clean checkpoint (step {self.checkpoint_step}) is kept: {self.checkpoint_path}"
+
+    def __enter__(self) -> "RunDir":
+        return self
+
+    def __exit__(self, kind, err, tb) -> None:
+        self.close()
+        if isinstance(err, Diverged) and err.kept is None:
+            err.kept = self.kept()
+        elif isinstance(err, KeyboardInterrupt) and not isinstance(err, Interrupted):
+            at = f"interrupted at step {self.step or 0}; resume with --resume {self.path}"
+            if self.checkpoint_step is None:
+                at += " (no checkpoint yet: it starts afresh)"
+            elif self.checkpoint_step != self.step:
+                at += f" (it goes on from its checkpoint at step {self.checkpoint_step})"
+            raise Interrupted(at) from None
 
     def _write_csv(self) -> None:
         keys = self._keys or ["step"]
@@ -142,18 +274,39 @@ class RunDir:
                 self._tb.add_scalar(key, float(value), step)
 
     def close(self) -> None:
+        """Close TensorBoard and release the lock (again: nothing)."""
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+        self._lock.close()
 
 
 def read_metrics(path: Path) -> list[dict[str, float]]:
-    """metrics.csv as a list of rows (floats; missing values NaN)."""
-    file = Path(path) / "metrics.csv"
+    """metrics.csv as a list of rows (floats; missing values NaN); a last row cut mid-write is left out."""
+    return _parse_metrics(Path(path) / "metrics.csv")[0]
+
+
+def _parse_metrics(file: Path) -> tuple[list[dict[str, float]], str]:
+    """The complete rows of a metrics.csv, and what was cut ("" if nothing): a last line without its line end,
+    or a line whose field count is not the header's (it and the lines after it are left out)."""
     if not file.is_file():
-        return []
-    with open(file, newline="") as f:
-        return [{k: float(v) if v not in ("", None) else math.nan for k, v in row.items()} for row in csv.DictReader(f)]
+        return [], ""
+    lines = file.read_text().split("\n")
+    tail = lines.pop()  # "" when the file ends with a line end
+    cut = f"{len(tail)} characters without a line end" if tail else ""
+    if not lines:
+        return [], cut
+    keys = next(csv.reader([lines[0].rstrip("\r")]))
+    rows = []
+    for i, line in enumerate(lines[1:], 2):
+        values = next(csv.reader([line.rstrip("\r")]), [])
+        if len(values) != len(keys):
+            return rows, f"line {i} has {len(values)} fields, the header {len(keys)}"
+        try:
+            rows.append({k: float(v) if v else math.nan for k, v in zip(keys, values)})
+        except ValueError as err:
+            return rows, f"line {i}: {err}"
+    return rows, cut
 
 
 def peak_memory(device: torch.device | None = None) -> dict[str, float]:

@@ -18,6 +18,7 @@ def test_run_directory_files(tmp_path):
     run = RunDir(tmp_path / "r", "toy", {"seed": 1}, extra_versions={"env": "1.0"})
     run.log(10, {"Metrics/EpRet": 1.0})
     run.log(20, {"Metrics/EpRet": 2.0, "Metrics/EpCost": 3.0})  # a new key rewrites the header
+    run.save(20, {"v": 1}, {})
     run.close()
     assert json.loads((tmp_path / "r/config.json").read_text()) == {"engine": "toy", "config": {"seed": 1}}
     v = json.loads((tmp_path / "r/versions.json").read_text())

@@ -1,0 +1,88 @@
+"""How a run fails: loudly, losing nothing. Every engine's `rlspec train` ends through ``outcome``:
+
+=====  ==========================================================================================
+exit   meaning
+=====  ==========================================================================================
+0      the run finished (or was already finished: nothing was changed)
+2      a bad command line, config, checkpoint or run directory (or one in use by another process):
+       nothing was created or changed
+3      the run stopped on a fault it detected (non-finite losses or parameters): its last clean
+       checkpoint is kept (none is written with non-finite parameters)
+130    interrupted (Ctrl-C): the last checkpoint is kept; ``--resume RUN`` goes on from it
+=====  ==========================================================================================
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Callable, Iterable
+
+import torch
+
+from rlspec.runs.config import ConfigError
+
+
+class RunStopped(RuntimeError):
+    """The run stopped on a fault it detected; exit status 3."""
+
+
+class Diverged(RunStopped):
+    """Non-finite losses or parameters at env step ``step``. ``kept``: what the run directory keeps (filled in
+    by the RunDir the run writes, which knows its last checkpoint)."""
+
+    def __init__(self, step: int, what: str, kept: str | None = None):
+        super().__init__(step, what)
+        self.step, self.what, self.kept = step, what, kept
+
+    def __str__(self) -> str:
+        return f"non-finite {self.what} at step {self.step}" + (f"; {self.kept}" if self.kept else "")
+
+
+class RunLocked(RuntimeError):
+    """Another process holds the run directory; exit status 2."""
+
+
+class AlreadyFinished(Exception):
+    """--resume of a run that reached its total_steps: nothing to do, nothing changed; exit status 0."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C inside a run, with what was kept and how to go on; exit status 130."""
+
+
+def nonfinite_tensors(groups: dict[str, Iterable[torch.Tensor]]) -> list[str]:
+    """The names of the groups (a module's parameters, a state dict's values) holding a non-finite float."""
+    return [name for name, tensors in groups.items()
+            if not all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point())]
+
+
+def check_finite(step: int, losses: dict[str, float], params: dict[str, Iterable[torch.Tensor]]) -> None:
+    """Diverged naming the non-finite ``losses`` and parameter groups, if any."""
+    bad = [k for k, v in losses.items() if not math.isfinite(float(v))]
+    bad_params = nonfinite_tensors(params)
+    if bad or bad_params:
+        raise Diverged(step, ", ".join(bad + [f"parameters of {', '.join(bad_params)}"] * bool(bad_params)))
+
+
+def outcome(prog: str, work: Callable[[], Path]) -> int:
+    """Run ``work`` (it returns the run directory) and turn its end into one line and an exit status (the
+    table in the module docstring); no traceback for any of these."""
+    try:
+        path = work()
+    except AlreadyFinished as done:
+        print(f"{prog}: {done}")
+        return 0
+    except (ConfigError, FileExistsError, FileNotFoundError, RunLocked) as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    except RunStopped as err:
+        print(f"{prog}: stopped: {err}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt as err:
+        said = str(err) if isinstance(err, Interrupted) else "interrupted before the run began; nothing was written"
+        print(f"{prog}: {said}", file=sys.stderr)
+        return 130
+    print(f"run: {path}")
+    return 0

@@ -1,0 +1,256 @@
+"""Engines that fail loudly and lose nothing, one behaviour for all three (rlspec/runs/faults.py, rundir.py):
+a diverged run stops with exit 3 keeping its last clean checkpoint; checkpoints at any stop step; a finished
+run is left alone by --resume and extended by --resume --set total_steps=...; metrics.csv is one line ending
+and a row cut mid-write is dropped on resume; a run directory has one writer (flock); a bad config is
+refused by name before anything is created; Ctrl-C exits 130 with how to go on."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from rlspec import cli
+from rlspec.engines import bonus, dreamer, safe
+from rlspec.runs.rundir import load_checkpoint, read_metrics
+
+SAFE = ["train", "safe", "--algo", "PPOLag", "--env", "ToyGoal-v0", "--preset", "smoke", "--quiet"]  # 4 × 1000 steps
+# 2 envs × 48 env steps, 16 of prefill, then one update per env step; checkpoints at 16, 32, 48
+DREAMER = ["train", "dreamer", "--quiet", *[a for kv in (
+    "num_envs=2", "total_steps=48", "min_ready_steps=16", "train_ratio=16", "replay_capacity=64", "step_limit=10",
+    "log_every=8", "checkpoint_every=16", "ep_window=5", "dreamer.deter=16", "dreamer.stoch=4", "dreamer.classes=4",
+    "dreamer.hidden=16", "dreamer.embed_dim=16", "dreamer.pool=8", "dreamer.mlp_hidden=16", "dreamer.mlp_layers=1",
+    "dreamer.horizon=4", "dreamer.batch_size=2", "dreamer.seq_len=8") for a in ("--set", kv)]]
+# 4 updates of 4 envs × 64 steps; checkpoints after updates 2 and 4
+BONUS = ["train", "bonus", "--preset", "smoke", "--quiet", "--set", "total_steps=1024", "--set", "checkpoint_every=2"]
+ENGINES = {"safe": SAFE, "dreamer": DREAMER, "bonus": BONUS}
+STEP = {"safe": lambda c: c["step"], "dreamer": lambda c: c["env_steps"], "bonus": lambda c: c["update"] * 256}
+
+
+def _train(argv, out, *extra) -> int:
+    return cli.main([*argv, "--out", str(out), *extra])
+
+
+def _resume(engine: str, out, *extra) -> int:
+    return cli.main(["train", engine, "--quiet", "--resume", str(out), *extra])
+
+
+def _files(run) -> dict:
+    """Every file of a run directory: path -> bytes."""
+    return {p.relative_to(run): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+
+
+def _no_time(data: bytes) -> list[list[bytes]]:
+    """metrics.csv split on \\n alone, without its Time/* and Memory/* columns (wall clock)."""
+    lines = [line.split(b",") for line in data.split(b"\n")]
+    keep = [i for i, k in enumerate(lines[0]) if not k.startswith((b"Time/", b"Memory/"))]
+    return [[f[i] for i in keep if i < len(f)] for f in lines]
+
+
+def _poison_after(monkeypatch, module, name: str, calls: int, poison):
+    """``module.name`` (an update function) runs ``poison(args, result)`` on every call after ``calls``."""
+    real, seen = getattr(module, name), []
+
+    def wrapped(*args, **kwargs):
+        seen.append(1)
+        out = real(*args, **kwargs)
+        return poison(args, out) if len(seen) > calls else out
+
+    monkeypatch.setattr(module, name, wrapped)
+
+
+# ----------------------------------------------------------------------------------------- 1. divergence
+def test_safe_divergence_exits_3_keeping_the_clean_checkpoint(tmp_path):
+    """The learning rates of 1e9 (the command of the report): the losses turn NaN in epoch 2; exit 3, one line."""
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "rlspec.cli", *SAFE, "--out", str(run), "--set", "ppo.actor_lr=1e9",
+                           "--set", "ppo.critic_lr=1e9"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 3, proc.stderr
+    err = proc.stderr.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    assert "non-finite Loss/Loss_pi" in err and "at step 2000" in err and "last clean checkpoint (step 1000)" in err
+    ckpt = load_checkpoint(run / "checkpoints/last.pt")
+    assert ckpt["step"] == 1000 and all(torch.isfinite(v).all() for v in ckpt["actor"].values())
+    assert [r["step"] for r in read_metrics(run)] == [1000]  # nothing non-finite logged
+
+
+def _nan_params(state):
+    with torch.no_grad():
+        next(state.wm.parameters()).fill_(math.nan)
+
+
+@pytest.mark.parametrize("engine", ["safe", "dreamer", "bonus"])
+def test_divergence_stops_with_exit_3_and_keeps_the_last_clean_checkpoint(tmp_path, monkeypatch, capsys, engine):
+    """A loss (safe, bonus) or a world-model weight (dreamer) turns NaN after the second checkpoint's step."""
+    if engine == "safe":  # update 3 (step 3000) returns a NaN loss; checkpoints every epoch
+        _poison_after(monkeypatch, safe, "update", 2, lambda a, m: {**m, "Loss/Loss_pi": math.nan})
+        kept, at, what = 2000, 3000, "non-finite Loss/Loss_pi"
+    elif engine == "bonus":  # update 3 of 4 returns a NaN loss; checkpoints after updates 2 and 4
+        _poison_after(monkeypatch, bonus, "ppo_vtrace_update", 2, lambda a, m: {**m, "Loss/Loss_value": math.nan})
+        kept, at, what = 512, 768, "non-finite Loss/Loss_value"
+    else:  # the weights turn NaN in update 21 (env step 38); checkpoints at 16 and 32
+        _poison_after(monkeypatch, dreamer, "train_step", 20, lambda a, m: (_nan_params(a[0]), m)[1])
+        kept, at, what = 32, 38, "non-finite parameters of wm"
+    code, err = _train(ENGINES[engine], tmp_path / "run"), capsys.readouterr().err
+    assert code == 3 and what in err and f"last clean checkpoint (step {kept}) is kept" in err, err
+    assert f"at step {at};" in err and "\n" not in err.strip() and "Traceback" not in err, err
+    assert STEP[engine](load_checkpoint(tmp_path / "run/checkpoints/last.pt")) == kept
+
+
+# ---------------------------------------------------------------------------------------- 2. checkpoints
+def test_dreamer_stop_after_a_step_count_between_vector_steps_writes_a_checkpoint(tmp_path):
+    """2 envs: 7 env steps end at 8 (the loop overshoots 7): the checkpoint is at 8, and resume goes on."""
+    assert _train(DREAMER, tmp_path / "run", "--stop-after-steps", "7") == 0
+    assert load_checkpoint(tmp_path / "run/checkpoints/last.pt")["env_steps"] == 8
+
+
+@pytest.mark.parametrize("engine", ["safe", "dreamer", "bonus"])
+def test_resume_of_a_finished_run_changes_nothing_and_a_larger_total_extends_it(tmp_path, capsys, engine):
+    run = tmp_path / "run"
+    assert _train(ENGINES[engine], run) == 0
+    before = _files(run)
+    end = STEP[engine](load_checkpoint(run / "checkpoints/last.pt"))
+    capsys.readouterr()
+    assert _resume(engine, run) == 0
+    assert f"already finished at step {end}" in capsys.readouterr().out
+    assert _files(run) == before  # summary.json (dreamer) and metrics.csv untouched
+    key = {"safe": "ppo.gamma=0.9", "dreamer": "dreamer.wm_lr=0.001", "bonus": "learner.lr=0.001"}[engine]
+    assert _resume(engine, run, "--set", key) == 2
+    assert f"config key {key.split('=')[0]!r} cannot change on resume" in capsys.readouterr().err
+    assert _files(run) == before
+    assert _resume(engine, run, "--set", f"total_steps={2 * end}") == 0
+    assert STEP[engine](load_checkpoint(run / "checkpoints/last.pt")) == 2 * end
+    assert read_metrics(run)[-1]["step"] == 2 * end
+    assert json.loads((run / "config.json").read_text())["config"]["total_steps"] == 2 * end
+
+
+def test_safe_resumed_metrics_file_is_the_straight_runs_and_a_cut_row_is_dropped(tmp_path, capsys):
+    """One line ending (\\n) everywhere; a row cut mid-write (a killed process) is dropped on resume, and said."""
+    assert _train(SAFE, tmp_path / "straight") == 0
+    assert _train(SAFE, tmp_path / "part", "--stop-after-epochs", "2") == 0
+    with open(tmp_path / "part/metrics.csv", "ab") as f:
+        f.write(b"3000.0,0.5,0.1")  # the start of epoch 3's row, then the process died
+    capsys.readouterr()
+    assert _resume("safe", tmp_path / "part") == 0
+    assert "its last row was cut mid-write" in capsys.readouterr().err
+    straight, part = ((tmp_path / r / "metrics.csv").read_bytes() for r in ("straight", "part"))
+    assert b"\r" not in straight and b"\r" not in part
+    assert _no_time(part) == _no_time(straight) and len(_no_time(part)) == 6  # header, 4 rows, final ""
+
+
+# ----------------------------------------------------------------------------------------------- 3. lock
+_HOLD = "import sys, time; from rlspec.runs.rundir import lock; f = lock(sys.argv[1]); print('held', flush=True); " \
+        "time.sleep(120)"
+
+
+@pytest.mark.parametrize("engine", ["safe", "dreamer", "bonus"])
+def test_a_second_writer_is_refused_naming_the_holder_and_a_killed_holder_leaves_no_lock(tmp_path, capsys, engine):
+    run = tmp_path / "run"
+    assert _train(ENGINES[engine], run, *{"safe": ["--stop-after-epochs", "2"], "bonus": ["--stop-after-updates", "2"],
+                                          "dreamer": ["--stop-after-steps", "16"]}[engine]) == 0
+    before = _files(run)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(run)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        capsys.readouterr()
+        assert _resume(engine, run) == 2
+        assert f"in use by process {holder.pid}" in capsys.readouterr().err
+        assert _train(ENGINES[engine], run) == 2  # a fresh run into it too
+        assert {k: v for k, v in _files(run).items() if k.name != ".lock"} == {
+            k: v for k, v in before.items() if k.name != ".lock"}
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert _resume(engine, run) == 0  # kill -9 left no stale lock
+
+
+# ------------------------------------------------------------------------------------------ 4. validation
+@pytest.mark.parametrize("engine,setting", [
+    ("safe", "ppo.gamma=2"), ("safe", "ppo.batch_size=0"), ("safe", "ppo.update_iters=0"),
+    ("safe", "ppo.actor_lr=nan"), ("bonus", "learner.epochs=0"), ("bonus", "learner.minibatches=100000"),
+    ("bonus", "learner.lr=nan")])  # (Dreamer's validate already named each bad value: no case here)
+def test_a_bad_setting_is_refused_by_name_before_anything_is_created(tmp_path, capsys, engine, setting):
+    key, _, value = setting.partition("=")
+    assert _train(ENGINES[engine], tmp_path / "run", "--set", setting) == 2
+    err = capsys.readouterr().err
+    assert f"config key {key!r}: expected" in err and value in err and "Traceback" not in err, err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("again", [[], ["--resume"]])
+def test_a_run_stopped_before_its_first_checkpoint_can_be_run_again(tmp_path, monkeypatch, capsys, again):
+    """Ctrl-C in epoch 1 leaves config.json and no checkpoint: the same command, or --resume, starts afresh."""
+    real = safe.update
+    monkeypatch.setattr(safe, "update", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    assert _train(SAFE, tmp_path / "run") == 130
+    assert (tmp_path / "run/config.json").is_file() and not (tmp_path / "run/checkpoints").exists()
+    monkeypatch.setattr(safe, "update", real)
+    code = _resume("safe", tmp_path / "run") if again else _train(SAFE, tmp_path / "run")
+    assert code == 0 and "starting afresh" in capsys.readouterr().err
+    assert [r["step"] for r in read_metrics(tmp_path / "run")] == [1000, 2000, 3000, 4000]
+
+
+# ------------------------------------------------------------------------------------------------ 5. Ctrl-C
+@pytest.mark.parametrize("engine", ["safe", "dreamer", "bonus"])
+def test_ctrl_c_exits_130_saying_how_to_resume_and_keeps_the_checkpoint(tmp_path, monkeypatch, capsys, engine):
+    """Ctrl-C in the update after the second checkpoint's step; then --resume finishes the run."""
+    module, name, calls = {"safe": (safe, "update", 2), "bonus": (bonus, "ppo_vtrace_update", 2),
+                           "dreamer": (dreamer, "train_step", 20)}[engine]
+    real = getattr(module, name)
+    _poison_after(monkeypatch, module, name, calls, lambda a, m: (_ for _ in ()).throw(KeyboardInterrupt))
+    run = tmp_path / "run"
+    code, err = _train(ENGINES[engine], run), capsys.readouterr().err
+    kept = STEP[engine](load_checkpoint(run / "checkpoints/last.pt"))
+    assert code == 130 and "Traceback" not in err and f"resume with --resume {run}" in err, err
+    assert f"interrupted at step {kept}" in err or f"checkpoint at step {kept}" in err, err
+    monkeypatch.setattr(module, name, real)
+    assert _resume(engine, run) == 0
+
+
+def test_sigint_to_a_training_process_exits_130_without_a_traceback(tmp_path):
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "rlspec.cli", *SAFE, "--out", str(run), "--set",
+                             "total_steps=1000000"], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not (run / "checkpoints/last.pt").exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGINT)
+    err = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 130 and "interrupted at step" in err and "Traceback" not in err, err
+    assert load_checkpoint(run / "checkpoints/last.pt")["step"] >= 1000
+
+
+# ----------------------------------------------------------------------------- damaged files, eval input
+@pytest.mark.parametrize("engine", ["safe", "bonus"])
+def test_damaged_checkpoint_or_config_and_another_engine_are_clear_errors_that_change_nothing(tmp_path, capsys,
+                                                                                               engine):
+    run = tmp_path / "run"
+    assert _train(ENGINES[engine], run, *{"safe": ["--stop-after-epochs", "1"],
+                                          "bonus": ["--stop-after-updates", "2"]}[engine]) == 0
+    ckpt = (run / "checkpoints/last.pt").read_bytes()
+    (run / "checkpoints/last.pt").write_bytes(ckpt[:3000])  # truncated
+    before = {k: v for k, v in _files(run).items() if k.name != ".lock"}
+    capsys.readouterr()
+    assert _resume(engine, run) == 2 and cli.main(["eval", str(run), "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("is corrupted or not an rlspec checkpoint") == 2 and "nothing was changed" in err, err
+    (run / "checkpoints/last.pt").write_bytes(ckpt)
+    other = "bonus" if engine == "safe" else "safe"
+    assert _resume(other, run) == 2
+    assert f"is a run of engine {engine!r}, not {other!r}: use rlspec train {engine} --resume" in capsys.readouterr().err
+    config = (run / "config.json").read_bytes()
+    (run / "config.json").write_bytes(config[:20])  # cut mid-write by hand
+    assert _resume(engine, run) == 2 and "config.json is damaged" in capsys.readouterr().err
+    (run / "config.json").write_bytes(config)
+    assert {k: v for k, v in _files(run).items() if k.name != ".lock"} == {
+        **before, run.joinpath("checkpoints/last.pt").relative_to(run): ckpt}
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["eval", str(run), "--episodes", "0"])
+    assert stop.value.code == 2 and "--episodes: expected an int >= 1, got 0" in capsys.readouterr().err
