@@ -111,7 +111,8 @@ def make_batches(T: int, B: int, seed: int) -> tuple[dict, dict]:
 
 
 # --------------------------------------------------------------------------------------------------
-# The three steppers: each () -> None runs one train step on a fresh copy of its batch
+# The three steppers: (step, parameter count, config, parts); step () -> None runs one train step on a fresh
+# copy of its batch; parts: the objects it trains (tests/bench/dreamer_phase_profile.py labels their calls)
 # --------------------------------------------------------------------------------------------------
 def ours(kit: str, size: dict, T: int, B: int, batch: dict, device: torch.device):
     cfg = dreamer.DreamerConfig(deter=size["recurrent"], hidden=size["dense"], stoch=size["stoch"],
@@ -129,7 +130,7 @@ def ours(kit: str, size: dict, T: int, B: int, batch: dict, device: torch.device
         with without_value_checks():  # the engine's hot loop: no value reads back to the host (none on CPU)
             dreamer.train_step(state, batch, gen)
 
-    return step, params, dataclasses.asdict(cfg)
+    return step, params, dataclasses.asdict(cfg), {"state": state}
 
 
 def sheeprl(size: dict, T: int, B: int, batch: dict, device: torch.device):
@@ -179,7 +180,8 @@ def sheeprl(size: dict, T: int, B: int, batch: dict, device: torch.device):
         train(fabric, world_model, actor, critic, target_critic, *opts, data, None, cfg, False, [NUM_ACTIONS],
               moments)
 
-    return step, params, {"overrides": overrides}
+    return step, params, {"overrides": overrides}, {"world_model": world_model, "actor": actor, "critic": critic,
+                                                     "target_critic": target_critic}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -213,7 +215,7 @@ def measure(name: str, size: dict, T: int, B: int, steps: int, warmup: int, devi
     kernel: dict[str, list[float]] = {k: [] for k in steppers}  # system CPU s: mostly page faults here
     faults: dict[str, list[int]] = {k: [] for k in steppers}  # minor page faults (fresh pages touched)
     for i in range(warmup + steps):  # round-robin: background load falls on all three alike
-        for k, (step, _, _) in steppers.items():
+        for k, (step, *_) in steppers.items():
             sync()
             w0, c0, r0 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
             step()
