@@ -11,9 +11,11 @@ The kernel runs for CPU float32/float64 tensors; anything else (CUDA, bf16 under
 composition, which is the reference's formula; so does a machine where the kernel cannot be built (no C++
 compiler), with one warning saying why (the tests call ``library()`` directly, so there it is an error).
 The library is compiled on first use with the system C++ compiler ($CXX, default c++: `-O3 -march=native
--fopenmp-simd`, no -ffast-math) into $RLSPEC_CACHE (default ~/.cache/rlspec)/kernels/, keyed by the source,
-the flags, the compiler and the CPU (the flags line of /proc/cpuinfo: one library per instruction set in a
-shared cache), and loaded with ctypes (no torch headers, ~1 s to build). float32 results agree with the eager composition to rounding
+-fopenmp-simd -fno-trapping-math`, no -ffast-math; without -fno-trapping-math the σ loops stay scalar on AVX2
+and the kernel loses to the eager composition there: docs/bench/channel_norm_vectorization.md) into
+$RLSPEC_CACHE (default ~/.cache/rlspec)/kernels/, keyed by the source, the flags, the compiler and the CPU
+(the flags line of /proc/cpuinfo: one library per instruction set in a shared cache), and loaded with ctypes
+(no torch headers, ~1 s to build). float32 results agree with the eager composition to rounding
 (tests/dreamer/test_channel_norm.py).
 """
 
@@ -36,7 +38,7 @@ from torch.autograd.function import once_differentiable
 from rlspec.reference.world_model import norm_silu as eager  # the composition the kernel fuses
 
 SOURCE = Path(__file__).with_name("channel_norm_silu.cpp")
-FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-std=c++17", "-shared", "-fPIC", "-pthread")
+FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math", "-std=c++17", "-shared", "-fPIC", "-pthread")
 KERNEL_DTYPES = {torch.float32: "f32", torch.float64: "f64"}
 MIN_ROWS_PER_THREAD = 4096  # below this a std::thread costs more than it saves
 
