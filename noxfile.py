@@ -95,6 +95,7 @@ def bench(session: nox.Session) -> None:
     _install_project(session)
     session.install(SHEEPRL)
     session.env.update(TRITON_INTERPRET="1")
+    Path("bench-results").mkdir(exist_ok=True)  # pytest-benchmark opens --benchmark-json while parsing options
     session.run("pytest", "tests/bench", "-m", "bench", "-p", "no:cacheprovider", "--benchmark-enable",
                 "--benchmark-json=bench-results/bench.json", *session.posargs)
     session.run("python", "tests/bench/ratios.py", "bench-results/bench.json")

@@ -11,9 +11,12 @@ The kernel runs for CPU float32/float64 tensors; anything else (CUDA, bf16 under
 composition, which is the reference's formula; so does a machine where the kernel cannot be built (no C++
 compiler), with one warning saying why (the tests call ``library()`` directly, so there it is an error).
 The library is compiled on first use with the system C++ compiler ($CXX, default c++: `-O3 -march=native
--fopenmp-simd`, no -ffast-math) into $RLSPEC_CACHE (default ~/.cache/rlspec)/kernels/, keyed by the source,
-the flags, the compiler and the CPU, and loaded with ctypes (no torch headers, ~1 s to build). float32
-results agree with the eager composition to rounding (tests/dreamer/test_channel_norm.py).
+-fopenmp-simd -fno-trapping-math`, no -ffast-math; without -fno-trapping-math the σ loops stay scalar on AVX2
+and the kernel loses to the eager composition there: docs/bench/channel_norm_vectorization.md) into
+$RLSPEC_CACHE (default ~/.cache/rlspec)/kernels/, keyed by the source, the flags, the compiler and the CPU
+(the flags line of /proc/cpuinfo: one library per instruction set in a shared cache), and loaded with ctypes
+(no torch headers, ~1 s to build). float32 results agree with the eager composition to rounding
+(tests/dreamer/test_channel_norm.py).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from torch.autograd.function import once_differentiable
 from rlspec.reference.world_model import norm_silu as eager  # the composition the kernel fuses
 
 SOURCE = Path(__file__).with_name("channel_norm_silu.cpp")
-FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-std=c++17", "-shared", "-fPIC", "-pthread")
+FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math", "-std=c++17", "-shared", "-fPIC", "-pthread")
 KERNEL_DTYPES = {torch.float32: "f32", torch.float64: "f64"}
 MIN_ROWS_PER_THREAD = 4096  # below this a std::thread costs more than it saves
 
@@ -49,15 +52,16 @@ def _cpu_id() -> str:
 
 
 @functools.cache
-def library() -> ctypes.CDLL:
-    """The compiled kernel (built once per source × flags × compiler × CPU, then loaded from the cache)."""
+def library(flags: tuple[str, ...] = FLAGS) -> ctypes.CDLL:
+    """The compiled kernel (built once per source × flags × compiler × CPU, then loaded from the cache);
+    ``flags`` other than FLAGS only for comparing builds (tests/bench/dreamer_phase_profile.py)."""
     cxx = os.environ.get("CXX", "c++")
     try:
         version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         raise RuntimeError(f"fast.channel_norm: the C++ compiler {cxx!r} ($CXX) is not usable ({e}); the fused "
                            f"kernel needs one (Debian: apt-get install g++)") from e
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), *FLAGS, version, _cpu_id()]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([SOURCE.read_text(), *flags, version, _cpu_id()]).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("RLSPEC_CACHE", Path.home() / ".cache" / "rlspec")) / "kernels"
     target = cache / f"channel_norm_silu-{key}.so"
     try:
@@ -65,7 +69,7 @@ def library() -> ctypes.CDLL:
             cache.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=cache) as tmp:  # build aside, then one atomic rename
                 built = Path(tmp) / target.name
-                run = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", str(built)], capture_output=True, text=True)
+                run = subprocess.run([cxx, *flags, str(SOURCE), "-o", str(built)], capture_output=True, text=True)
                 if run.returncode:
                     raise RuntimeError(f"fast.channel_norm: building {SOURCE.name} with {cxx} failed:\n{run.stderr}")
                 os.replace(built, target)

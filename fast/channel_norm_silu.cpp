@@ -9,7 +9,11 @@
 // One read and one write of the activations per direction (the eager composition makes two of each and
 // allocates twice). The row loops vectorize over the channels (`omp simd`, -fopenmp-simd: no OpenMP runtime);
 // σ uses a polynomial expf (Cephes coefficients, ~1 ulp) because std::exp does not vectorize without
-// -ffast-math. dw, db accumulate in double per thread. Rows are split over `threads` std::threads.
+// -ffast-math. Built with -fno-trapping-math (no value changes: floating-point exception flags are not
+// read): without it GCC keeps both σ loops scalar on AVX2, because the clamp in exp_nonpositive becomes a
+// branch around a multiply that "could trap" and only AVX-512's masked instructions let it if-convert
+// (docs/bench/channel_norm_vectorization.md). dw, db accumulate in double per thread. Rows are split over
+// `threads` std::threads.
 #include <sys/mman.h>
 
 #include <algorithm>

@@ -6,20 +6,20 @@ Each benchmark is labelled for tests/bench/ratios.py through ``extra_info``: ``o
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
+
+from rlspec.runs import cpu
 
 NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
 AGREE = dict(rtol=1e-3, atol=1e-3, check_dtype=False)  # loose: only "the same work was done"
 
 
-def pytest_configure(config):
-    """pytest-benchmark does not create the folder of --benchmark-json (bench-results/ is git-ignored)."""
-    json_path = config.getoption("benchmark_json", None)
-    if json_path is not None:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+@pytest.hookimpl(optionalhook=True)
+def pytest_benchmark_update_machine_info(config, machine_info):
+    """The CPU identity (model, x86-64 level, vector flags, caches) in the JSON's machine_info: every ratio is
+    only true of the CPU it was measured on; tests/bench/ratios.py prints and keeps it."""
+    machine_info["cpu_identity"] = cpu.identity()
 
 
 @pytest.fixture(autouse=True)

@@ -28,6 +28,7 @@ import torch
 
 from rlspec.algos import dreamer as core
 from rlspec.engines.dreamer import NUM_ACTIONS, PRESETS
+from rlspec.runs.cpu import identity as cpu_identity
 
 SMOKE = core.DreamerConfig(**{k.split(".", 1)[1]: v for k, v in PRESETS["smoke"].items() if k.startswith("dreamer.")})
 SIZES = {"smoke": SMOKE, "default": core.DreamerConfig()}
@@ -90,7 +91,7 @@ def main() -> None:
               f"{arms['fast-compiled']['first_steps_s']:.0f} s), speedup {eager / compiled:.2f}x", flush=True)
     report = dict(benchmark="dreamer train_step: eager fast kit vs Kit.fast(compile=True)", anchor="fast (eager)",
                   device="cpu", threads=args.threads, torch=torch.__version__, machine=platform.machine(),
-                  cpus=os.cpu_count(), warmup=args.warmup, steps=args.steps, results=results)
+                  cpu=cpu_identity(), cpus=os.cpu_count(), warmup=args.warmup, steps=args.steps, results=results)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "dreamer_compile_cpu.json"
     path.write_text(json.dumps(report, indent=2) + "\n")

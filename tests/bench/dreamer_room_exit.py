@@ -36,6 +36,7 @@ import torch
 
 from rlspec.contracts.room_env import NUM_ACTIONS, STEP_LIMIT
 from rlspec.engines import dreamer
+from rlspec.runs.cpu import identity as cpu_identity
 
 GOAL = 0.9  # greedy success rate (issue 10)
 RATIO_TOLERANCE = 0.2  # fast env steps within ±20% of the reference's
@@ -112,7 +113,7 @@ def report(runs: Path, out_dir: Path, engines: list[str], episodes: int, rate: f
         meets_goal=bool(ref and fast and abs(ratio - 1) <= RATIO_TOLERANCE), note=note,
         config=dict(overrides=OVERRIDES, frameskip=cfg.frameskip, gamma=cfg.dreamer.gamma, lam=cfg.dreamer.lam,
                     entropy_coef=cfg.dreamer.entropy_coef, head_input=cfg.dreamer.head_input),
-        machine=dict(cpu=platform.processor() or platform.machine(), cores=os.cpu_count(),
+        machine=dict(cpu=cpu_identity(), cores=os.cpu_count(),
                      load_average=os.getloadavg(), python=platform.python_version(), torch=torch.__version__,
                      note="2 cores shared with other jobs; every run niced, one torch thread"),
         curves=curves,

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from rlspec.engines import dreamer
+from rlspec.runs.cpu import identity as cpu_identity
 from rlspec.runs.rundir import read_metrics
 
 N_UPDATES = 200
@@ -60,7 +61,7 @@ def main(out_dir: Path) -> dict:
         cpu_s=round(cpu, 1), peak_rss_mib=rows[-1].get("Memory/peak_rss_mib"),
         config=dict(preset="smoke", overrides=OVERRIDES, batch_size=d.batch_size, seq_len=d.seq_len,
                     deter=d.deter, stoch=d.stoch, classes=d.classes, pool=d.pool, frameskip=cfg.frameskip),
-        machine=dict(cpu=platform.processor() or platform.machine(), cores=os.cpu_count(),
+        machine=dict(cpu=cpu_identity(), cores=os.cpu_count(),
                      load_average=os.getloadavg(), python=platform.python_version(), torch=torch.__version__),
         curve=[[u, round(loss, 4)] for u, loss in curve],
     )

@@ -51,6 +51,10 @@ prefaulted with huge pages); its cost per page varies between runs of the machin
 
 Reported, never asserted (except the parameter match). On a machine shared with other jobs the wall times
 measure the neighbours too: run it under ``nice`` with enough steps, or on a quiet machine.
+
+The ratios hold for the CPU they were measured on, which the JSON's ``cpu`` and the plot's title name
+(rlspec/runs/cpu.py: model, x86-64 level, vector flags, caches): oneDNN's convolutions and our kernel's
+vector width both follow the instruction set (docs/bench/dreamer_phase_profile_avx2.md: an AVX2 EPYC).
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ import torch.nn.functional as F
 
 from rlspec.algos import dreamer
 from rlspec.contracts.validate import without_value_checks
+from rlspec.runs import cpu
 from rlspec.reference import packed2
 
 NUM_ACTIONS, HORIZON, SCREEN = 6, 15, 64
@@ -106,7 +111,8 @@ def make_batches(T: int, B: int, seed: int) -> tuple[dict, dict]:
 
 
 # --------------------------------------------------------------------------------------------------
-# The three steppers: each () -> None runs one train step on a fresh copy of its batch
+# The three steppers: (step, parameter count, config, parts); step () -> None runs one train step on a fresh
+# copy of its batch; parts: the objects it trains (tests/bench/dreamer_phase_profile.py labels their calls)
 # --------------------------------------------------------------------------------------------------
 def ours(kit: str, size: dict, T: int, B: int, batch: dict, device: torch.device):
     cfg = dreamer.DreamerConfig(deter=size["recurrent"], hidden=size["dense"], stoch=size["stoch"],
@@ -124,7 +130,7 @@ def ours(kit: str, size: dict, T: int, B: int, batch: dict, device: torch.device
         with without_value_checks():  # the engine's hot loop: no value reads back to the host (none on CPU)
             dreamer.train_step(state, batch, gen)
 
-    return step, params, dataclasses.asdict(cfg)
+    return step, params, dataclasses.asdict(cfg), {"state": state}
 
 
 def sheeprl(size: dict, T: int, B: int, batch: dict, device: torch.device):
@@ -174,7 +180,8 @@ def sheeprl(size: dict, T: int, B: int, batch: dict, device: torch.device):
         train(fabric, world_model, actor, critic, target_critic, *opts, data, None, cfg, False, [NUM_ACTIONS],
               moments)
 
-    return step, params, {"overrides": overrides}
+    return step, params, {"overrides": overrides}, {"world_model": world_model, "actor": actor, "critic": critic,
+                                                     "target_critic": target_critic}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -208,7 +215,7 @@ def measure(name: str, size: dict, T: int, B: int, steps: int, warmup: int, devi
     kernel: dict[str, list[float]] = {k: [] for k in steppers}  # system CPU s: mostly page faults here
     faults: dict[str, list[int]] = {k: [] for k in steppers}  # minor page faults (fresh pages touched)
     for i in range(warmup + steps):  # round-robin: background load falls on all three alike
-        for k, (step, _, _) in steppers.items():
+        for k, (step, *_) in steppers.items():
             sync()
             w0, c0, r0 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
             step()
@@ -270,18 +277,12 @@ def plot(results: dict, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
 def title(report: dict) -> str:
     r = next(iter(report["results"].values()))
     return (f"DreamerV3 train step on {report['device']}: B{r['batch']}×T{r['seq_len']}, 64×64×1 frames, "
             f"{r['actions']} actions, H{r['horizon']}, fp32, {report['torch_threads']} thread(s); "
-            f"ratio = sheeprl {report['sheeprl']} / ours")
+            f"ratio = sheeprl {report['sheeprl']} / ours"
+            + ("" if report["device"] != "CPU" else f"\n{cpu.label(report['cpu'])}"))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -306,7 +307,7 @@ def main(argv: list[str] | None = None) -> None:
     report = {"what": "DreamerV3 train step (world model + behaviour), s/step; ratios = sheeprl / ours (> 1: ours "
                       "faster)", "fairness": FAIRNESS, "torch": torch.__version__, "sheeprl": sheeprl_pkg.__version__,
               "torch_threads": torch.get_num_threads(), "flush_denormal": flush, "niceness": os.nice(0),
-              "steps": args.steps, "warmup": args.warmup, "cpu": cpu_model(), "cores": os.cpu_count(),
+              "steps": args.steps, "warmup": args.warmup, "cpu": cpu.identity(),
               "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
               "python": platform.python_version(), "results": results}
     args.out.mkdir(parents=True, exist_ok=True)

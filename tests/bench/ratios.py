@@ -1,5 +1,6 @@
 """Read a pytest-benchmark JSON (tests/bench), print each group's medians and the fast implementations'
-speedups, check the issue's targets, and write ratios.json next to the input (bench-results/ratios.json).
+speedups, check the issue's targets, and write ratios.json next to the input (bench-results/ratios.json):
+{"cpu": the CPU identity the run recorded (rlspec/runs/cpu.py, via tests/bench/conftest.py), "groups": [...]}.
 
     python tests/bench/ratios.py bench-results/bench.json
 
@@ -15,6 +16,8 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+from rlspec.runs import cpu
 
 BASELINES = ("reference", "sheeprl", "cleanrl-loop", "fast-torch", "per-frame")
 TARGETS = {  # op: (baseline, factor) from the issues' "Speed" sections
@@ -65,13 +68,14 @@ def summarize(op: str, device: str, stats: dict[str, dict]) -> dict:
 def main(path: str) -> None:
     report = json.loads(Path(path).read_text())
     machine = report.get("machine_info", {})
-    cpu = machine.get("cpu", {}).get("brand_raw", "?")
-    print(f"machine: {cpu}, python {machine.get('python_version', '?')}")
+    ident = machine.get("cpu_identity")  # absent in a JSON written before it was recorded
+    name = cpu.label(ident) if ident else machine.get("cpu", {}).get("brand_raw", "?")
+    print(f"machine: {name}, python {machine.get('python_version', '?')}")
     rows = [summarize(op, device, stats) for (op, device), stats in group_stats(report).items()]
     if not rows:
         print("no benchmarks in the report (were they run with -m bench --benchmark-enable?)")
     out = Path(path).with_name("ratios.json")
-    out.write_text(json.dumps(rows, indent=2) + "\n")
+    out.write_text(json.dumps({"cpu": ident, "groups": rows}, indent=2) + "\n")
     print(f"\nwrote {out}")
 
 

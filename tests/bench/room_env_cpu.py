@@ -31,6 +31,7 @@ import torch
 
 from rlspec.contracts.room_env import FRAMESKIP, NUM_ACTIONS, OBS_SHAPE, STEP_LIMIT
 from rlspec.envs.room import pyboy_room, warp_room
+from rlspec.runs.cpu import identity as cpu_identity
 
 BACKENDS = {"pyboy": pyboy_room.RoomVecEnv, "warp-cpu": warp_room.RoomVecEnv}
 SIZES = {"pyboy": (1, 4, 16), "warp-cpu": (1, 4, 16, 64, 256, 1024, 4096)}
@@ -103,7 +104,7 @@ def main(out_dir: Path) -> None:
     check = random_episodes("pyboy", 8, STEP_LIMIT) == random_episodes("warp-cpu", 8, STEP_LIMIT)
     report = dict(
         what="room env steps/s on CPU (Warp twin vs the ROM in PyBoy) and the random policy's success rate",
-        machine=dict(cpu=platform.processor() or platform.machine(), cores=os.cpu_count(),
+        machine=dict(cpu=cpu_identity(), cores=os.cpu_count(),
                      load_average=os.getloadavg(), torch_threads=1, python=platform.python_version(),
                      torch=torch.__version__),
         setup=dict(scenario="room-exit", step_limit=STEP_LIMIT, frameskip_pyboy=FRAMESKIP, repeats=REPEATS,

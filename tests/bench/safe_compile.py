@@ -31,6 +31,7 @@ from rlspec.algos.safe_ppo import Kit, PPOConfig, SafetyConfig, act, make_state
 from rlspec.algos.trust_region import update
 from rlspec.engines.safe import collect
 from rlspec.envs import safety_gym
+from rlspec.runs.cpu import identity as cpu_identity
 
 VARIANTS = ("eager", "compiled-nets", "adam-foreach", "adam-fused")
 
@@ -108,7 +109,7 @@ def main() -> None:
     result = {"env": a.env, "num_envs": a.envs, "rollout_steps": a.steps, "update_iters": a.iters,
               "minibatch": ppo.batch_size, "hidden": list(ppo.hidden), "torch_threads": 1,
               "torch": torch.__version__, "machine": f"{platform.machine()}, {torch.get_num_threads()} thread",
-              "update": upd, "act": acts,
+              "cpu": cpu_identity(), "update": upd, "act": acts,
               "anchor": "eager engine (ratio = eager seconds / variant seconds; above 1 pays)"}
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "safe_compile.json").write_text(json.dumps(result, indent=2))

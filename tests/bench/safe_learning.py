@@ -32,6 +32,8 @@ from pathlib import Path
 
 from curves import TAIL, plot_groups, tail_mean  # tests/bench/curves.py (this script's directory is on sys.path)
 
+from rlspec.runs.cpu import identity as cpu_identity
+
 # OmniSafe 0.5.0's benchmark table, SafetyPointGoal1-v0, 1e7 steps, cost limit 25: (EpRet, EpCost)
 OMNISAFE_ANCHOR = {
     "PPO": (25.44, 55.72), "PPOLag": (12.96, 25.80), "CPPOPID": (8.43, 25.74), "PPOSaute": (7.06, 20.04),
@@ -98,7 +100,7 @@ def summarize(runs: Path, out: Path) -> dict:
     groups = {algo: entry.pop("rows") for algo, entry in per_algo.items()}
     result = {"budget": {"overrides": BUDGET_SET, "tail_fraction": TAIL, "engine": "reference (rlspec train safe)",
                          "torch_threads": 1},
-              "machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine()},
+              "machine": {"python": platform.python_version(), "cpu": cpu_identity()},
               "checks": checks, "algos": per_algo}
     out.mkdir(parents=True, exist_ok=True)
     (out / "safe_learning.json").write_text(json.dumps(result, indent=1))

@@ -32,6 +32,7 @@ from rlspec.algos.safe_ppo import Kit, PPOConfig, SafetyConfig, make_state
 from rlspec.engines.safe import collect
 from rlspec.envs import safety_gym
 from rlspec.envs.subproc_vector import SubprocSafeVectorEnv
+from rlspec.runs.cpu import identity as cpu_identity
 
 
 def measure(envs, steps_per_env: int, rounds: int = 3) -> dict:
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:28s} {r['wall_steps_per_s']:8.0f} steps/s wall  ({r['wall_ratio_vs_baseline']:.2f}× baseline)")
     args.out.mkdir(parents=True, exist_ok=True)
     report = {"env": args.env, "num_envs": args.envs, "machine": platform.machine(), "python": platform.python_version(),
-              "torch": torch.__version__, "versions": safety_gym.versions(), "results": results}
+              "cpu": cpu_identity(), "torch": torch.__version__, "versions": safety_gym.versions(), "results": results}
     (args.out / "safe_throughput.json").write_text(json.dumps(report, indent=2) + "\n")
     plot(results, args.out / "safe_throughput.png", f"{args.env}, {args.envs} envs: rollout env steps/s (wall)")
     return 0

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rlspec.runs.cpu import identity as cpu_identity
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ENVS = 8
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                    speedup=ms["per-frame"] / ms["batched"])
     report = dict(envs=ENVS, frame="64x64 uint8", rounds=args.rounds,
                   model="tiny random CLIP (rlspec.semantics.tiny, float32, cpu)",
-                  machine="shared 2-core CPU machine (other jobs running)", results=results)
+                  machine="shared 2-core CPU machine (other jobs running)", cpu=cpu_identity(), results=results)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "semantic_batching.json").write_text(json.dumps(report, indent=1))
     plot(results, args.out / "semantic_batching.png")

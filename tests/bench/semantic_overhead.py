@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from rlspec.runs.cpu import identity as cpu_identity
+
 ENGINE_ARGS = ["-m", "rlspec.cli", "train", "safe", "--quiet"]  # rlspec/engines/safe.py's CLI
 ROLLOUT, UPDATE = "Time/Rollout", "Time/Update"  # seconds of each epoch (metrics.csv columns)
 STEPS_PER_EPOCH = 1000
@@ -127,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     report = dict(env=args.env, steps=args.steps, repeats=args.repeats, seed=args.seed, frame_size=args.frame_size,
                   update_iters=args.update_iters, model="tiny random CLIP (rlspec.semantics.tiny, float32, cpu)",
                   machine="shared 2-core CPU machine (other jobs running): compare arms, not absolute numbers",
-                  components_ms=parts, runs=runs, drop_vs_PPOLag=drops,
+                  cpu=cpu_identity(), components_ms=parts, runs=runs, drop_vs_PPOLag=drops,
                   goal_P6="training steps/s drop < 10% at capture_interval 20",
                   goal_P6_met=drops["PPOLagSem@20"]["training_steps_per_s"] < 0.10)
     args.out.mkdir(parents=True, exist_ok=True)
