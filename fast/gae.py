@@ -5,6 +5,8 @@ The TD errors δ [T, B] and the carry factors γλ·carry [T, B] are computed fo
 A_t = δ_t + (γλ·carry_t)·A_{t+1} is one fused multiply-add per step, a Python loop over time only (never
 over the batch) with no host synchronization. fast/gae_triton.py runs the same recursion as one Triton
 scan kernel (fast/returns_triton.py).
+At a cut (coefficient 0) the step selects instead of multiplying (fast/recursion.py): an inf after the
+cut never becomes 0·inf = NaN before it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import torch
 
 from rlspec.contracts.gae import validate_gae
 from rlspec.contracts.validate import scalar_args
+from rlspec.fast.recursion import carry_step
 
 
 def gae_coefficients(reward: torch.Tensor, value: torch.Tensor, term: torch.Tensor, trunc: torch.Tensor,
@@ -39,6 +42,6 @@ def gae(reward: torch.Tensor, value: torch.Tensor, terminated: torch.Tensor, tru
     adv = torch.empty_like(value)  # [T, B]
     next_adv = value.new_zeros(value.shape[1:])  # [B]
     for t in reversed(range(value.shape[0])):
-        next_adv = torch.addcmul(delta[t], carry[t], next_adv)
+        next_adv = carry_step(delta[t], carry[t], next_adv)
         adv[t] = next_adv  # a copy, not out=: autograd can differentiate through it
     return adv, adv + value

@@ -5,6 +5,8 @@ shared with the Triton backend fast/lambda_return_triton.py); the remaining recu
 R_t = base_t + (γλ·c_t)·R_{t+1} is one fused multiply-add per step, a Python loop over time only (never
 over the batch) with no host synchronization. fast/lambda_return_triton.py runs the same recursion as
 one Triton scan kernel (fast/returns_triton.py).
+At a cut (coefficient 0) the step selects instead of multiplying (fast/recursion.py): an inf after the
+cut never becomes 0·inf = NaN before it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import torch
 
 from rlspec.contracts.lambda_return import validate_lambda_return
 from rlspec.contracts.validate import scalar_args
+from rlspec.fast.recursion import carry_step
 
 
 def lambda_coefficients(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor, gamma: float,
@@ -35,5 +38,5 @@ def lambda_return(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor,
     base, carry = lambda_coefficients(reward, cont, value, gamma, lam, first)  # [T, B] each
     rows = [value[-1]]  # R_T = v_T, then R_{T-1}, ..., R_0: [B] each
     for t in reversed(range(reward.shape[0])):
-        rows.append(torch.addcmul(base[t], carry[t], rows[-1]))
+        rows.append(carry_step(base[t], carry[t], rows[-1]))
     return torch.stack(rows[::-1])[:-1]  # [T+1, B] -> [T, B]: one copy at the end, autograd-friendly

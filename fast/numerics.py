@@ -224,8 +224,10 @@ def masked_policy_loss(ratio: torch.Tensor, advantages: torch.Tensor, mask: torc
     validate_same_shape("masked_policy_loss", "ratio", ratio, advantages=advantages)
     validate_mask("masked_policy_loss", ratio, mask)
     validate_positive("masked_policy_loss", "clip_ratio", clip_ratio)
-    surrogate = torch.minimum(ratio * advantages, ratio.clamp(1 - clip_ratio, 1 + clip_ratio) * advantages)
-    return -masked_mean(surrogate, mask)
+    # select before the surrogate: masked-out garbage (NaN, inf) would give 0·NaN gradients through a later select
+    r = torch.where(mask, ratio, torch.ones_like(ratio))
+    a = torch.where(mask, advantages, torch.zeros_like(advantages))
+    return -masked_mean(torch.minimum(r * a, r.clamp(1 - clip_ratio, 1 + clip_ratio) * a), mask)
 
 
 def entropy_loss(entropy: dict[str, torch.Tensor], masks: dict[str, torch.Tensor],

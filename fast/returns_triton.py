@@ -20,7 +20,8 @@ Rounding. y_t = Σ_k (Π coef)·base_k + (Π coef)·init is summed along a tree 
 chunk (sequentially under the interpreter) and sequentially across chunks: within the contracts'
 8·(T+1)·eps·M. Zero coefficients (terminals, cuts, episode ends) stay exact whatever the grouping: every
 composed α through a zero coef is exactly 0 and every composed β through it exactly the β of the maps
-before it (finite inputs), so the bit-for-bit clauses (LAMBDA-3/6/7, GAE-4/5/6) hold.
+before it — selected, not multiplied by 0, so an inf that overflowed after a cut stays out — and the
+bit-for-bit clauses (LAMBDA-3/6/7, GAE-4/5/6) hold.
 
 dtype: float32 and float64 compute in their own dtype; float16/bfloat16 compute in float32 and are stored
 back (the interpreter cannot compute in bfloat16). Any [T, ...] is flattened to [T, B]. The outputs
@@ -46,8 +47,9 @@ NUM_WARPS = 4
 
 @triton.jit
 def _compose(a_later, b_later, a_row, b_row):
-    """(map of a row) ∘ (composed maps of the later rows): y ↦ b_row + a_row·(b_later + a_later·y)."""
-    return a_row * a_later, b_row + a_row * b_later
+    """(map of a row) ∘ (composed maps of the later rows): y ↦ b_row + a_row·(b_later + a_later·y); a cut
+    (a_row = 0) gives exactly b_row, also where b_later overflowed to inf (0·inf would be NaN)."""
+    return a_row * a_later, tl.where(a_row == 0, b_row, b_row + a_row * b_later)
 
 
 @triton.jit
@@ -64,7 +66,7 @@ def _backward_scan_kernel(base_ptr, coef_ptr, init_ptr, offset_ptr, out_ptr, shi
         a = tl.load(coef_ptr + offs, mask=mask, other=1.0)  # rows before t = 0: identity maps
         b = tl.load(base_ptr + offs, mask=mask, other=0.0)
         alpha, beta = tl.associative_scan((a, b), 0, _compose)  # [C, BB]: row ∘ ... ∘ latest row
-        out = beta + alpha * y[None, :]  # [C, BB] y_t
+        out = tl.where(alpha == 0, beta, beta + alpha * y[None, :])  # [C, BB] y_t (a cut: exactly β)
         tl.store(out_ptr + offs, out, mask=mask)
         if HAS_OFFSET:
             shift = tl.load(offset_ptr + offs, mask=mask, other=0.0)  # [C, BB]

@@ -24,6 +24,7 @@ import torch
 
 from rlspec.contracts.risk_target import validate_risk_target
 from rlspec.contracts.validate import scalar_args
+from rlspec.fast.recursion import carry_step
 
 
 def _suffix_sums(c: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
@@ -40,14 +41,14 @@ def _suffix_sums(c: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     local, decay = torch.empty_like(c), torch.empty_like(c)  # [s, n, m, B]: within-sub-block A, Π keep
     acc, prod = c.new_zeros(c.shape[1:]), c.new_ones(c.shape[1:])  # [n, m, B]
     for i in reversed(range(s)):
-        acc = torch.addcmul(c[i], keep[i], acc, out=local[i])
+        acc = local[i] = carry_step(c[i], keep[i], acc)
         prod = torch.mul(keep[i], prod, out=decay[i])
     carry = torch.empty_like(acc)  # [n, m, B]: A at the start of the next sub-block
     nxt = c.new_zeros((n, *rest))  # [n, B]
     for k in reversed(range(m)):
         carry[:, k] = nxt
-        nxt = torch.addcmul(local[0, :, k], decay[0, :, k], nxt)
-    A = torch.addcmul(local, decay, carry)  # [s, n, m, B]
+        nxt = carry_step(local[0, :, k], decay[0, :, k], nxt)
+    A = carry_step(local, decay, carry)  # [s, n, m, B]
     return A.movedim(0, 2).reshape(n, m * s, *rest)[:, :K]
 
 

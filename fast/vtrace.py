@@ -4,6 +4,8 @@ The clipped ratios, TD errors δ [T, B] and trace factors γ_t·c_t [T, B] are c
 (``vtrace_coefficients``, shared with fast/vtrace_triton.py); the remaining recursion
 (vs − V)_t = δ_t + γ_t·c_t·(vs − V)_{t+1} is one fused multiply-add per step, a Python loop over time only
 (never over the batch) with no host synchronization.
+At a cut (coefficient 0) the step selects instead of multiplying (fast/recursion.py): an inf after the
+cut never becomes 0·inf = NaN before it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import torch
 
 from rlspec.contracts.validate import scalar_args
 from rlspec.contracts.vtrace import validate_vtrace
+from rlspec.fast.recursion import carry_step
 
 
 def vtrace_coefficients(log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor, value: torch.Tensor,
@@ -29,7 +32,7 @@ def pg_advantage(ratio: torch.Tensor, vs: torch.Tensor, discount: torch.Tensor, 
                  value: torch.Tensor, bootstrap_value: torch.Tensor, pg_rho_bar: float) -> torch.Tensor:
     """min(ρ̄_pg, ρ_t)·(r_t + γ_t·vs_{t+1} − V_t) [T, B], vs_T = V_T (IMPALA §4.2)."""
     next_vs = torch.cat([vs[1:], bootstrap_value.unsqueeze(0)])  # [T, B]
-    return ratio.clamp(max=pg_rho_bar) * (reward + discount * next_vs - value)
+    return ratio.clamp(max=pg_rho_bar) * (carry_step(reward, discount, next_vs) - value)
 
 
 @scalar_args("rho_bar", "c_bar", "lam", "pg_rho_bar")
@@ -43,7 +46,7 @@ def vtrace(log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor, 
     diff = torch.empty_like(value)  # [T, B]: vs − V
     acc = value.new_zeros(value.shape[1:])  # [B]: vs_T − V_T = 0
     for t in reversed(range(value.shape[0])):
-        acc = torch.addcmul(delta[t], trace[t], acc)
+        acc = carry_step(delta[t], trace[t], acc)
         diff[t] = acc
     vs = value + diff  # [T, B]
     return vs, pg_advantage(ratio, vs, discount, reward, value, bootstrap_value, pg_rho_bar)

@@ -29,7 +29,8 @@ def gae(reward: torch.Tensor, value: torch.Tensor, terminated: torch.Tensor, tru
             else:
                 nxt, carry = v[t + 1][b], 1.0
             delta = r[t][b] + gamma * nxt - v[t][b]
-            A[t][b] = delta + gamma * lam * carry * A_next
+            coef = gamma * lam * carry
+            A[t][b] = delta + coef * A_next if coef else delta  # a cut keeps even an inf A_next out
             A_next = A[t][b]
     adv = torch.tensor(A, dtype=torch.float64).reshape(value.shape)
     returns = adv + value.double()

@@ -231,6 +231,5 @@ def entropy_loss(entropy: dict[str, torch.Tensor], masks: dict[str, torch.Tensor
     """−Σ_h c_h·masked_mean(H_h, mask_h) and the per-head masked means (seed 001 MEDIUM-3)."""
     coefs = validate_entropy_heads("entropy_loss", entropy, masks, coef)
     per_head = {head: masked_mean(h, masks[head]) for head, h in entropy.items()}
-    loss = -sum(coefs[head] * float(v) for head, v in per_head.items())
-    dtype = next(iter(entropy.values())).dtype
-    return torch.tensor(loss, dtype=torch.float64).to(dtype), per_head
+    loss = -sum(coefs[head] * v.double() for head, v in per_head.items())  # validated: at least one head
+    return loss.to(next(iter(entropy.values())).dtype), per_head  # with its graph: a loss to differentiate

@@ -37,8 +37,9 @@ def vtrace(log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor, 
             ratio = _exp(lr[t][b])
             rho, c, rho_pg = min(rho_bar, ratio), lam * min(c_bar, ratio), min(pg_rho_bar, ratio)
             delta = rho * (r[t][b] + disc[t][b] * next_v - v[t][b])
-            vs[t][b] = v[t][b] + delta + disc[t][b] * c * (next_vs - next_v)
-            pg[t][b] = rho_pg * (r[t][b] + disc[t][b] * next_vs - v[t][b])
+            trace = disc[t][b] * c  # 0 at an episode end: nothing after it enters, not even an inf vs
+            vs[t][b] = v[t][b] + delta + (trace * (next_vs - next_v) if trace else 0.0)
+            pg[t][b] = rho_pg * (r[t][b] + (disc[t][b] * next_vs if disc[t][b] else 0.0) - v[t][b])
             next_v, next_vs = v[t][b], vs[t][b]
     out = [torch.tensor(x, dtype=torch.float64).reshape(value.shape).to(value.dtype) for x in (vs, pg)]
     return out[0], out[1]

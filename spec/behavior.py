@@ -67,7 +67,8 @@ from hypothesis import strategies as st
 from rlspec.contracts.behavior import BehaviorConfig
 from rlspec.reference import twohot as ref_twohot
 from rlspec.reference.return_ema import ReturnEMA, percentile
-from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail, signatures_from_text
+from rlspec.spec.core import (Contract, Property, assert_close, assert_grads_close, expect_rejection, fail, named_grads,
+                              signatures_from_text)
 
 CLAUSES = {
     "BEHAV-1": "imagine returns [H+1, B, ...] states of the start state's structure with s_0 = start, "
@@ -86,7 +87,8 @@ CLAUSES = {
     "BEHAV-6": "gradient routing: actor_loss has no gradient to reward, cont_logits, value_logits, "
                "slow_value_logits; critic_loss none to actor_logits, reward, cont_logits, slow_value_logits; "
                "the returned diagnostics (returns, values, continues, weights, advantage, entropy) carry no "
-               "graph; imagine's logits none to the start state",
+               "graph; imagine's logits none to the start state, its states img_step's whole graph (∂Σw·s_t "
+               "w.r.t. the start state equals the float64 closed form's)",
     "BEHAV-7": "scaling rewards and values by c > 0 leaves the advantage and actor_loss unchanged once the EMA "
                "has converged (range >= 1/max_range at both scales)",
     "BEHAV-8": "a true terminal stops bootstrapping (c_k = 0: R_{k−1} = r_k, later rows change no earlier R, "
@@ -412,6 +414,24 @@ def check_routing(impl, **case):
         grads = torch.autograd.grad(out.logits.sum(), list(start.values()), allow_unused=True)
         if any(g is not None and bool((g != 0).any()) for g in grads):
             fail("BEHAV-6", "imagine's logits have a gradient to the start state (policy must see sg(s_t))", **case)
+    _check_states_graph(impl, world, case)
+
+
+def _check_states_graph(impl, world: LinearWorld, case: dict) -> None:
+    """Σw·states of imagine differentiated w.r.t. the start state vs the float64 unroll with its actions."""
+    start = {k: v.detach().requires_grad_(True) for k, v in world.start.items()}
+    out = impl.imagine(world.img_step, world.policy, start, case["H"], _gen(case["seed"]))
+    x = world.flat(out.states)  # [H+1, B, 2D]
+    w = torch.randn(x.shape, generator=_gen(case["seed"] + 3), dtype=F64)
+    got = named_grads((w.to(x.dtype) * x).sum(), start)
+    start64 = {k: v.detach().to(F64).requires_grad_(True) for k, v in start.items()}
+    rows = [world.flat(start64)]
+    for a in out.actions[:-1]:
+        rows.append(rows[-1] @ world.M.to(F64) + torch.nn.functional.one_hot(a, case["A"]).to(F64) @ world.N.to(F64))
+    want = named_grads((w * torch.stack(rows)).sum(), start64)
+    eps = tol(case["dtype"])
+    assert_grads_close("BEHAV-6", "Σw·states of imagine w.r.t. the start state (img_step's graph kept)", got, want,
+                       atol=eps, rtol=eps, **case)
 
 
 @st.composite

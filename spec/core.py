@@ -199,6 +199,25 @@ def assert_identical(clause: str, what: str, got: Any, expected: torch.Tensor, *
     fail(clause, f"{what}: {int(bad.sum())} of {bad.numel()} elements differ; first: {points}", **inputs)
 
 
+def named_grads(loss: torch.Tensor, wrt: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """{name: ∂loss/∂x} for each named tensor of ``wrt``; zeros where no path exists (also when the loss
+    carries no graph at all), so a dropped path compares as a zero gradient."""
+    xs = list(wrt.values())
+    grads = torch.autograd.grad(loss, xs, allow_unused=True) if loss.requires_grad else [None] * len(xs)
+    return {k: torch.zeros_like(x) if g is None else g for (k, x), g in zip(wrt.items(), grads)}
+
+
+def assert_grads_close(clause: str, what: str, got: Mapping[str, torch.Tensor], want: Mapping[str, torch.Tensor],
+                       *, atol: float = 1e-5, rtol: float = 1e-4, **inputs: Any) -> None:
+    """Gradient parity: the same names, and each ∂ within ``atol``·max(1, max|want|) + ``rtol``·|want| of the
+    oracle's (a backward that drops or reroutes a path fails although the loss values agree)."""
+    if set(got) != set(want):
+        fail(clause, f"{what}: gradients w.r.t. {sorted(got)}, expected {sorted(want)}", **inputs)
+    for name, w in want.items():
+        scale = max(1.0, float(w.detach().abs().max())) if w.numel() else 1.0
+        assert_close(clause, f"{what}: ∂/∂{name}", got[name], w, atol=atol * scale, rtol=rtol, **inputs)
+
+
 def expect_rejection(clause: str, call: Callable[[], Any], *, names: Sequence[str],
                      mentions: Sequence[str] = (), what: str) -> None:
     """The call must raise ValueError/TypeError whose message names every string in ``names``

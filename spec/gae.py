@@ -56,9 +56,11 @@ from hypothesis import strategies as st
 from rlspec.reference import gae as reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, fail
 from rlspec.spec.returns import (
+    HUGE,
     BadInput,
     bad_discounting,
     noise_like,
+    perturbation,
     seeds,
     unit_params,
 )
@@ -71,7 +73,8 @@ CLAUSES = {
              "γ·Δ·(γλ)^(t−s) for s ≤ t in the same episode and nothing else",
     "GAE-4": "next_value is ignored on terminated steps and on steps neither truncated nor last "
              "(bit for bit)",
-    "GAE-5": "episodes are isolated: changing one episode's rows changes nothing outside it (bit for bit)",
+    "GAE-5": "episodes are isolated: changing one episode's rows changes nothing outside it (bit for bit), also "
+             "to the dtype's largest finite values (its advantages overflow to inf; outside it nothing turns NaN)",
     "GAE-6": "envs are independent: changing one env's inputs changes nothing in the others (bit for bit)",
     "GAE-7": "shape and dtype: advantages and returns have value's shape [T, ...] and dtype; T = 0 is empty",
     "GAE-8": "a step both terminated and truncated is terminal: the result equals the one with truncated "
@@ -249,14 +252,16 @@ def check_episodes_isolated(impl, pos, col, seed, later, **case):
     else:  # the episode that ends at pos
         first, end = _episode(done, pos), pos
     g = torch.Generator().manual_seed(seed)
-    changed = dict(case)
-    for k in ("reward", "value", "next_value"):
-        changed[k] = case[k].clone()
-        changed[k][first:end + 1, col] = noise_like(changed[k][first:end + 1, col], g)
     outside = torch.ones(case["value"].shape, dtype=torch.bool)
     outside[first:end + 1, col] = False
-    _assert_unchanged("GAE-5", f"rows {first}..{end} of env {col} (one episode) changed; outside that "
-                               "episode", _call(impl, changed), _call(impl, case), outside, case)
+    base = _call(impl, case)
+    for huge, note in HUGE.items():
+        changed = dict(case)
+        for k in ("reward", "value", "next_value"):
+            changed[k] = case[k].clone()
+            changed[k][first:end + 1, col] = perturbation(changed[k][first:end + 1, col], g, huge)
+        _assert_unchanged("GAE-5", f"rows {first}..{end} of env {col} (one episode) changed{note}; outside "
+                                   "that episode", _call(impl, changed), base, outside, case)
 
 
 def check_envs_independent(impl, pos, col, seed, **case):

@@ -66,9 +66,11 @@ from hypothesis import strategies as st
 from rlspec.reference import lambda_return as reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, fail
 from rlspec.spec.returns import (
+    HUGE,
     BadInput,
     bad_discounting,
     noise_like,
+    perturbation,
     seeds,
     unit_params,
     with_position,
@@ -80,11 +82,13 @@ CLAUSES = {
                 "(vs float64 reference, within 8·(T+1)·eps·M)",
     "LAMBDA-2": "R is linear in rewards: R(r + α·Δ; v) = R(r; v) + α·R(Δ; v=0)",
     "LAMBDA-3": "c_t = 0 cuts the future: nothing in rows after t (r, c, v, is_first) changes R_0..R_t "
-                "(bit for bit)",
+                "(bit for bit), also when r and v there are the dtype's largest finite values (R overflows to inf "
+                "there; nothing turns NaN before the cut)",
     "LAMBDA-4": "λ = 1 gives the discounted return plus bootstrap: "
                 "Σ_k (Π_{j<k} γc_j)·r_k + (Π_j γc_j)·v_T",
     "LAMBDA-5": "λ = 0 gives the one-step TD target r_t + γ·c_t·v_{t+1}",
-    "LAMBDA-6": "nothing at or after an episode start (is_first[t+1]) changes R_0..R_t (bit for bit)",
+    "LAMBDA-6": "nothing at or after an episode start (is_first[t+1]) changes R_0..R_t (bit for bit), also the "
+                "dtype's largest finite r and v there (overflowing to inf)",
     "LAMBDA-7": "at a cut (is_first[t+1]) R_t = r_t exactly, whatever c_t; is_first[0] changes nothing",
     "LAMBDA-8": "shape and dtype: R has reward's shape [T, ...] and dtype; T = 0 gives an empty result",
     "LAMBDA-9": "mismatched shapes or dtypes of cont/value/is_first are rejected naming the argument",
@@ -192,13 +196,14 @@ def check_linear(impl, reward, cont, value, gamma, lam, is_first, alpha, seed):
                  delta=delta, alpha=alpha, cont=cont, value=value, gamma=gamma, lam=lam)
 
 
-def _perturb_after(row: int, reward, cont, value, is_first, seed):
-    """Fresh values in every row after ``row`` (values and flags of s_{row+1} on)."""
+def _perturb_after(row: int, reward, cont, value, is_first, seed, huge: bool):
+    """Fresh values in every row after ``row`` (values and flags of s_{row+1} on); rewards and values the
+    dtype's largest if ``huge``."""
     g = torch.Generator().manual_seed(seed)
     r, c, v = reward.clone(), cont.clone(), value.clone()
-    r[row + 1:] = noise_like(r[row + 1:], g)
+    r[row + 1:] = perturbation(r[row + 1:], g, huge)
     c[row + 1:] = torch.rand(c[row + 1:].shape, generator=g).to(c.dtype)
-    v[row + 1:] = noise_like(v[row + 1:], g)
+    v[row + 1:] = perturbation(v[row + 1:], g, huge)
     f = None if is_first is None else is_first.clone()
     if f is not None:
         f[row + 2:] = torch.rand(f[row + 2:].shape, generator=g) < 0.5
@@ -209,12 +214,13 @@ def check_cut(impl, reward, cont, value, gamma, lam, is_first, pos, seed):
     cont = cont.clone()
     cont[pos] = 0  # s_{pos+1} is terminal in every env
     base = _call(impl, reward, cont, value, gamma, lam, is_first)
-    r, c, v, f = _perturb_after(pos, reward, cont, value, is_first, seed)
-    if f is not None:
-        f[pos + 1] = torch.rand(f[pos + 1].shape, generator=torch.Generator().manual_seed(seed)) < 0.5
-    got = _call(impl, r, c, v, gamma, lam, f)
-    _assert_unchanged("LAMBDA-3", f"cont[{pos}] = 0, then rows after {pos} changed", got[: pos + 1],
-                      base[: pos + 1], reward=reward, cont=cont, value=value, gamma=gamma, lam=lam)
+    for huge, note in HUGE.items():
+        r, c, v, f = _perturb_after(pos, reward, cont, value, is_first, seed, huge)
+        if f is not None:
+            f[pos + 1] = torch.rand(f[pos + 1].shape, generator=torch.Generator().manual_seed(seed)) < 0.5
+        got = _call(impl, r, c, v, gamma, lam, f)
+        _assert_unchanged("LAMBDA-3", f"cont[{pos}] = 0, then rows after {pos} changed{note}", got[: pos + 1],
+                          base[: pos + 1], reward=reward, cont=cont, value=value, gamma=gamma, lam=lam)
 
 
 def check_lambda_one(impl, reward, cont, value, gamma, lam, is_first):
@@ -245,11 +251,12 @@ def check_is_first_isolates(impl, reward, cont, value, gamma, lam, is_first, pos
     is_first = is_first.clone()
     is_first[pos + 1] = True  # every env resets after transition pos
     base = _call(impl, reward, cont, value, gamma, lam, is_first)
-    r, c, v, f = _perturb_after(pos, reward, cont, value, is_first, seed)
-    got = _call(impl, r, c, v, gamma, lam, f)
-    _assert_unchanged("LAMBDA-6", f"is_first[{pos + 1}] set, then rows from {pos + 1} on changed",
-                      got[: pos + 1], base[: pos + 1], reward=reward, cont=cont, value=value, gamma=gamma,
-                      lam=lam, is_first=is_first)
+    for huge, note in HUGE.items():
+        r, c, v, f = _perturb_after(pos, reward, cont, value, is_first, seed, huge)
+        got = _call(impl, r, c, v, gamma, lam, f)
+        _assert_unchanged("LAMBDA-6", f"is_first[{pos + 1}] set, then rows from {pos + 1} on changed{note}",
+                          got[: pos + 1], base[: pos + 1], reward=reward, cont=cont, value=value, gamma=gamma,
+                          lam=lam, is_first=is_first)
 
 
 def check_is_first_rule(impl, reward, cont, value, gamma, lam, is_first):

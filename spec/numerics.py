@@ -108,7 +108,8 @@ from rlspec.contracts.numerics import (
     component_std,
 )
 from rlspec.reference import numerics as reference  # the oracle
-from rlspec.spec.core import Contract, Property, assert_close, describe, expect_rejection, fail
+from rlspec.spec.core import (Contract, Property, assert_close, assert_grads_close, describe, expect_rejection, fail,
+                              named_grads)
 from rlspec.spec.power import same_with_defaults
 from rlspec.spec.scalars import check_scalar_types
 
@@ -148,6 +149,9 @@ CLAUSES = {
               "nothing; kl_guarded_updates' KL estimates do not require grad",
     "NUM-28": "ratio_guard's gradient is finite for any finite log-ratio, also where e^Δ overflows (|Δ| ~ 800): "
               "0 wherever the ratio is clamped",
+    "NUM-29": "gradient parity of the composite losses: value_loss, masked_policy_loss and entropy_loss have the "
+              "float64 closed form's gradient w.r.t. every floating input (values, old_values, returns; ratio, "
+              "advantages; each head's entropy); masked-out entries get exactly 0, also when they hold NaN/inf",
 }
 
 INTERFACE = ("safe_standardize", "safe_zero_center", "RunningMeanStd", "ObsNormalizer", "ratio_guard",
@@ -824,6 +828,66 @@ def check_entropy(impl, op_actions, entropy, coef, poison):
                      names=["coef", "op"], mentions=["-1.0"], what="entropy_loss with a negative coefficient")
 
 
+def _leaves(tensors: dict, dtype=None) -> dict:
+    """Fresh leaves requiring grad (in ``dtype`` if given) of the floating tensors of ``tensors``."""
+    return {k: v.detach().to(dtype or v.dtype).clone().requires_grad_(True) for k, v in tensors.items()}
+
+
+def _value_loss64(values, old_values, returns, value_clip):
+    unclipped = (values - returns) ** 2
+    if value_clip is None:
+        return 0.5 * unclipped.mean()
+    clipped = (old_values + (values - old_values).clamp(-value_clip, value_clip) - returns) ** 2
+    return 0.5 * torch.maximum(unclipped, clipped).mean()
+
+
+def _policy_loss64(ratio, advantages, mask, clip_ratio):
+    r, a = ratio[mask], advantages[mask]
+    return -torch.minimum(r * a, r.clamp(1 - clip_ratio, 1 + clip_ratio) * a).sum() / mask.sum().clamp(min=1)
+
+
+def _entropy_loss64(entropy, masks, coef):
+    return -sum((coef or {}).get(h, 1.0) * e[masks[h]].sum() / masks[h].sum().clamp(min=1) for h, e in entropy.items())
+
+
+def _tol(dtype: torch.dtype) -> dict:
+    return dict(atol=64 * _eps(dtype), rtol=64 * _eps(dtype))
+
+
+def check_value_loss_gradient(impl, values, old_values, returns, value_clip):
+    got_in = _leaves(dict(values=values, old_values=old_values, returns=returns))
+    want_in = _leaves(got_in, torch.float64)
+    got = named_grads(impl.value_loss(*got_in.values(), value_clip=value_clip), got_in)
+    want = named_grads(_value_loss64(*want_in.values(), value_clip), want_in)
+    assert_grads_close("NUM-29", f"value_loss (value_clip={value_clip})", got, want, **_tol(values.dtype),
+                       values=values, old_values=old_values, returns=returns)
+
+
+def check_policy_loss_gradient(impl, op_actions, ratio, advantages, clip_ratio, poison):
+    for head, mask in causal_head_masks(op_actions).items():
+        r, a = ratio.clone(), advantages.clone()
+        if poison:  # garbage where the head did nothing: its gradient there must be 0, not NaN
+            r[~mask], a[~mask] = math.nan, math.inf
+        got_in = _leaves(dict(ratio=r, advantages=a))
+        want_in = _leaves(got_in, torch.float64)
+        got = named_grads(impl.masked_policy_loss(*got_in.values(), mask, clip_ratio=clip_ratio), got_in)
+        want = named_grads(_policy_loss64(*want_in.values(), mask, clip_ratio), want_in)
+        assert_grads_close("NUM-29", f"masked_policy_loss for head '{head}' ({int(mask.sum())} relevant)", got, want,
+                           **_tol(ratio.dtype), mask=mask, ratio=r, advantages=a, clip_ratio=clip_ratio)
+
+
+def check_entropy_gradient(impl, op_actions, entropy, coef, poison):
+    masks = causal_head_masks(op_actions)
+    if poison:
+        entropy = {h: torch.where(masks[h], e, torch.full_like(e, math.nan)) for h, e in entropy.items()}
+    got_in = _leaves(entropy)
+    want_in = _leaves(entropy, torch.float64)
+    got = named_grads(impl.entropy_loss(got_in, masks, coef)[0], got_in)
+    want = named_grads(_entropy_loss64(want_in, masks, coef), want_in)
+    assert_grads_close("NUM-29", f"entropy_loss (coef {coef})", got, want, **_tol(next(iter(entropy.values())).dtype),
+                       op_actions=op_actions)
+
+
 ENTROPY_EXAMPLES = (
     dict(op_actions=torch.tensor([WAIT] * 5 + [GERMINATE]), coef=None, poison=True,
          entropy={h: torch.linspace(0.1, 1.0, 6) for h in ("op", "slot", "blueprint", "blend")}),
@@ -1035,6 +1099,9 @@ PROPERTIES = (
              ("RunningMeanStd", "ObsNormalizer", "kl_guarded_updates"), max_examples=5),
     Property("NUM-28", check_ratio_gradient, st.builds(lambda d: dict(dtype=d), dtypes),
              (dict(dtype=torch.float64), dict(dtype=torch.float32)), ("ratio_guard",), max_examples=2),
+    Property("NUM-29", check_value_loss_gradient, value_cases(), VALUE_EXAMPLES, ("value_loss",)),
+    Property("NUM-29", check_policy_loss_gradient, masked_cases(), MASKED_EXAMPLES, ("masked_policy_loss",)),
+    Property("NUM-29", check_entropy_gradient, entropy_cases(), ENTROPY_EXAMPLES, ("entropy_loss",)),
 )
 
 CONTRACT = Contract("numerics", CLAUSES, INTERFACE, PROPERTIES)

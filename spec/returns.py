@@ -27,6 +27,16 @@ def noise_like(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     return (10 * torch.randn(t.shape, generator=g, dtype=torch.float64)).to(t.dtype)
 
 
+def perturbation(t: torch.Tensor, g: torch.Generator, huge: bool) -> torch.Tensor:
+    """``noise_like``, or with ``huge`` the dtype's largest finite value everywhere: accepted as finite, but
+    sums of it overflow to inf, so a cut that multiplies by 0 instead of selecting turns 0·inf into NaN."""
+    return torch.full_like(t, torch.finfo(t.dtype).max) if huge else noise_like(t, g)
+
+
+# the isolation clauses perturb with noise, then with overflowing values: {huge: what the message adds}
+HUGE = {False: "", True: " to the dtype's largest finite value (overflowing to inf)"}
+
+
 @st.composite
 def with_position(draw, case_strategy, time_major: str):
     """A case plus ``pos`` (a row in 0..T−1 of the argument ``time_major``) and ``seed`` (for perturbations)."""

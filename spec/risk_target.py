@@ -62,14 +62,15 @@ from hypothesis import strategies as st
 
 from rlspec.reference import risk_target as reference  # the oracle
 from rlspec.spec.core import Contract, Property, fail
-from rlspec.spec.returns import BadInput, assert_within, noise_like, seeds, unit_params, with_position
+from rlspec.spec.returns import HUGE, BadInput, assert_within, perturbation, seeds, unit_params, with_position
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
     "RISK-1": "g_t = Σ_{k<m_t} γ^k·c_{t+k} (window: H steps, to the episode's last step, to the buffer's "
               "end) vs float64 reference, within (2H+8)·eps·G_t + 2(H+1)·tiny·(1+C_t)",
     "RISK-2": "horizon cap: costs and flags H or more steps ahead of t do not change g_t (bit for bit)",
-    "RISK-3": "no leakage across done: if done_t, nothing after t changes g_0..g_t, and g_t = c_t exactly",
+    "RISK-3": "no leakage across done: if done_t, nothing after t changes g_0..g_t, and g_t = c_t exactly; also "
+              "costs after t at the dtype's largest finite value (their sums overflow to inf; none turns NaN before)",
     "RISK-4": "H = 1 gives g = c exactly",
     "RISK-5": "the window slides: g_t = c_t + γ·(1−d_t)·g_{t+1} − γ^H·[no done in t..t+H−1]·c_{t+H} "
               "(no block resets)",
@@ -175,11 +176,11 @@ def _assert_unchanged(clause: str, what: str, got: torch.Tensor, base: torch.Ten
              **_inputs(case))
 
 
-def _perturb_from(row: int, case: dict, seed: int) -> dict:
-    """Fresh costs and flags at steps row, row+1, ..."""
+def _perturb_from(row: int, case: dict, seed: int, huge: bool = False) -> dict:
+    """Fresh costs and flags at steps row, row+1, ...; the costs the dtype's largest if ``huge``."""
     g = torch.Generator().manual_seed(seed)
     cost, done = case["cost"].clone(), case["done"].clone()
-    cost[row:] = noise_like(cost[row:], g)
+    cost[row:] = perturbation(cost[row:], g, huge)
     done[row:] = torch.rand(done[row:].shape, generator=g) < 0.3
     return dict(case, cost=cost, done=done)
 
@@ -208,8 +209,9 @@ def check_no_leak(impl, pos, seed, **case):
     if not torch.equal(base[pos], case["cost"][pos]):
         fail("RISK-3", f"done[{pos}] set: g[{pos}] = {base[pos].tolist()!r}, expected c[{pos}] = "
                        f"{case['cost'][pos].tolist()!r} exactly", **_inputs(case))
-    _assert_unchanged("RISK-3", f"done[{pos}] set, then steps after {pos} changed",
-                      _call(impl, _perturb_from(pos + 1, case, seed)), base, slice(0, pos + 1), case)
+    for huge, note in HUGE.items():
+        _assert_unchanged("RISK-3", f"done[{pos}] set, then steps after {pos} changed{note}",
+                          _call(impl, _perturb_from(pos + 1, case, seed, huge)), base, slice(0, pos + 1), case)
 
 
 def check_horizon_one(impl, **case):

@@ -24,8 +24,8 @@ Differences from sheeprl (the spec's choice, converted explicitly by a golden br
 carries the *previous* action at row t (its replay shifts actions by one and inserts a zero at t = 0); the
 spec takes the seed's layout (the action taken at obs t) and shifts inside. sheeprl resets with
 ``(1 − f)·x + f·x0`` (a NaN before a reset survives as 0·NaN); the spec requires a select: nothing before
-a reset reaches the rows after it. sheeprl samples from the global RNG; the spec pins the inverse-CDF
-sampler to the caller's generator.
+a reset reaches the rows after it, not even a NaN or an inf (RSSM-16). sheeprl samples from the global
+RNG; the spec pins the inverse-CDF sampler to the caller's generator.
 
 Precision policy (seed §3 M3, mandatory): under torch.autocast (bf16 on CPU, bf16/fp16 on CUDA) the GRU
 gates and the state update run in float32 and h, z and the returned state are float32; logits come back
@@ -46,7 +46,8 @@ from hypothesis import strategies as st
 
 from rlspec.contracts.rssm import RSSMConfig, RSSMState
 from rlspec.reference.rssm import RSSM as Reference  # the oracle of RSSM-2
-from rlspec.spec.core import Contract, Property, assert_close, assert_identical, expect_rejection, fail
+from rlspec.spec.core import (Contract, Property, assert_close, assert_grads_close, assert_identical, expect_rejection,
+                              fail, named_grads)
 
 CLAUSES = {
     "RSSM-1": "observe returns prior/post logits [T, B, S, K], h [T, B, H], z [T, B, S, K] (float32) and the "
@@ -81,6 +82,9 @@ CLAUSES = {
     "RSSM-15": "gradients match the reference's: ∂ of a fixed weighted sum of observe's prior/post logits, h and z "
                "(straight-through) with respect to embed and every parameter (by state_dict name), up to the first "
                "step where the samples differ (a backward that drops a path is caught, not only wrong values)",
+    "RSSM-16": "non-finite history: NaN/±inf embeddings before a reset and a NaN/±inf carried state (h, z, action) "
+               "leave every row from the reset on finite and bit-identical to the run with a finite history (a "
+               "reset by multiplication, (1 − f)·x + f·x0, lets 0·NaN through)",
 }
 
 INTERFACE = ("RSSM",)
@@ -327,6 +331,36 @@ def check_isolation(impl, **case):
                         **s.inputs(reset=(t0, b)))
 
 
+def _poison(x: torch.Tensor) -> torch.Tensor:
+    """x's shape filled with NaN, +inf, −inf in turn."""
+    values = torch.tensor([float("nan"), float("inf"), float("-inf")], dtype=x.dtype)
+    return values[torch.arange(x.numel()) % 3].reshape(x.shape)
+
+
+def check_nonfinite_history(impl, **case):
+    """One run: every row with a reset gets NaN/±inf embeddings before its first reset and a NaN/±inf carried
+    state; its rows from that reset on (later resets included) must equal the finite run's."""
+    s = Setup(impl, **case)
+    s.is_first[s.seed % s.T, s.seed % s.B] = True  # at least one reset
+    carried = random_state(s.cfg, s.B, s.seed + 13)
+    base = s.observe(state=carried)
+    has_reset = s.is_first.any(0)  # [B]
+    first = s.is_first.int().argmax(0)  # [B]: the first reset of each row that has one
+    before = (torch.arange(s.T).unsqueeze(-1) < first) & has_reset  # [T, B]
+    embed = torch.where(before.unsqueeze(-1), _poison(s.embed), s.embed)
+    poisoned = RSSMState(*(torch.where(has_reset.reshape(-1, *[1] * (x.dim() - 1)), _poison(x), x) for x in carried))
+    other = s.observe(embed, state=poisoned)
+    for b in has_reset.nonzero().flatten().tolist():
+        t0 = int(first[b])
+        for name in ("prior_logits", "post_logits", "h", "z"):
+            if not bool(getattr(other, name)[t0:, b].isfinite().all()):
+                fail("RSSM-16", f"{name}[{t0}:, {b}] is not finite after a reset at t={t0}: NaN/inf embeddings "
+                                f"before it and a NaN/inf carried state leaked through the reset",
+                     **s.inputs(reset=(t0, b), got=getattr(other, name)[t0:, b]))
+        _identical_from("RSSM-16", f"reset at t={t0}, row {b}, NaN/inf history before it", other, base, t0, b,
+                        **s.inputs(reset=(t0, b)))
+
+
 def check_closed_form(impl, **case):
     s = Setup(impl, **case)
     cfg, B = s.cfg, s.B
@@ -544,10 +578,7 @@ def _observe_grads(model, s: Setup, T: int) -> dict[str, torch.Tensor]:
     out = model.observe(embed, s.action[:T], s.is_first[:T], gen(s.seed))
     g = torch.Generator().manual_seed(s.seed + 29)
     loss = sum((torch.randn(t.shape, generator=g) * t).sum() for t in (out.prior_logits, out.post_logits, out.h, out.z))
-    params = dict(model.named_parameters())
-    wrt = {"embed": embed, **params}
-    grads = torch.autograd.grad(loss, list(wrt.values()), allow_unused=True)
-    return {k: torch.zeros_like(x) if d is None else d for (k, x), d in zip(wrt.items(), grads)}
+    return named_grads(loss, {"embed": embed, **dict(model.named_parameters())})
 
 
 def check_gradients(impl, **case):
@@ -556,13 +587,8 @@ def check_gradients(impl, **case):
     T = int(_flips(s.observe().z, s.observe(model=ref).z).min())  # rows before the first differing sample
     if T == 0:
         return  # the very first samples differ: no shared trajectory to differentiate
-    got, want = _observe_grads(s.model, s, T), _observe_grads(ref, s, T)
-    if set(got) != set(want):
-        fail("RSSM-15", f"parameters {sorted(got)} are not the reference's {sorted(want)}", **s.inputs())
-    for name, w in want.items():
-        scale = max(1.0, float(w.abs().max()))
-        assert_close("RSSM-15", f"∂L/∂{name} over t < {T}", got[name], w, atol=1e-5 * scale, rtol=1e-4,
-                     **s.inputs())
+    assert_grads_close("RSSM-15", f"L over t < {T}", _observe_grads(s.model, s, T), _observe_grads(ref, s, T),
+                       **s.inputs())
 
 
 def _bad_inputs(s: Setup, bad: str):
@@ -625,6 +651,7 @@ PROPERTIES = (
              st.builds(lambda c, bad: dict(c, bad=bad), cases, st.sampled_from(BAD_INPUTS)),
              tuple(dict(EXAMPLES[0], bad=b) for b in BAD_INPUTS), INTERFACE),
     Property("RSSM-15", check_gradients, cases, EXAMPLES, INTERFACE, max_examples=10),
+    Property("RSSM-16", check_nonfinite_history, cases, EXAMPLES, INTERFACE, max_examples=10),
 )
 
 CONTRACT = Contract("rssm", CLAUSES, INTERFACE, PROPERTIES)

@@ -62,7 +62,7 @@ from rlspec.contracts.vtrace import ARGS, DEFAULTS, PARAMS
 from rlspec.reference import gae, lambda_return
 from rlspec.reference import vtrace as reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
-from rlspec.spec.returns import BadInput, assert_within, noise_like, seeds, unit_params, with_position
+from rlspec.spec.returns import HUGE, BadInput, assert_within, perturbation, seeds, unit_params, with_position
 from rlspec.spec.power import defaults_check, with_omitted
 from rlspec.spec.scalars import check_scalar_types
 
@@ -76,7 +76,8 @@ CLAUSES = {
                 "changes nothing (bit for bit)",
     "VTRACE-5": "no gradient through targets: vs and pg_advantage are detached even when inputs require grad",
     "VTRACE-6": "a zero discount cuts: nothing in rows after t changes vs or pg_advantage at rows <= t "
-                "(bit for bit)",
+                "(bit for bit), also the dtype's largest finite rewards and values there (vs overflows to inf there; "
+                "nothing turns NaN before the cut)",
     "VTRACE-7": "λ = 0 gives the one-step target vs_t = V_t + ρ_t·(r_t + γ_t·V_{t+1} − V_t)",
     "VTRACE-8": "shape and dtype: vs and pg_advantage have value's shape [T, ...] and dtype; T = 0 is empty",
     "VTRACE-9": "mismatched shapes or dtypes are rejected naming the argument",
@@ -280,16 +281,17 @@ def check_cut(impl, pos, seed, **case):
     case["discount"][pos] = 0  # every env's episode ends with transition pos
     base = _call(impl, case)
     g = torch.Generator().manual_seed(seed)
-    changed = dict(case)
-    for k in ("log_rho", "reward", "value"):
-        changed[k] = case[k].clone()
-        changed[k][pos + 1:] = noise_like(changed[k][pos + 1:], g)
-    changed["discount"] = case["discount"].clone()
-    changed["discount"][pos + 1:] = torch.rand(changed["discount"][pos + 1:].shape, generator=g).to(
-        case["discount"].dtype)
-    changed["bootstrap_value"] = noise_like(case["bootstrap_value"], g)
-    _assert_unchanged("VTRACE-6", f"discount[{pos}] = 0, then rows after {pos} and V_T changed",
-                      _call(impl, changed), base, slice(0, pos + 1), case)
+    for huge, note in HUGE.items():
+        changed = dict(case)
+        for k in ("log_rho", "reward", "value"):
+            changed[k] = case[k].clone()
+            changed[k][pos + 1:] = perturbation(changed[k][pos + 1:], g, huge and k != "log_rho")
+        changed["discount"] = case["discount"].clone()
+        changed["discount"][pos + 1:] = torch.rand(changed["discount"][pos + 1:].shape, generator=g).to(
+            case["discount"].dtype)
+        changed["bootstrap_value"] = perturbation(case["bootstrap_value"], g, huge)
+        _assert_unchanged("VTRACE-6", f"discount[{pos}] = 0, then rows after {pos} and V_T changed{note}",
+                          _call(impl, changed), base, slice(0, pos + 1), case)
 
 
 def check_lambda_zero(impl, **case):

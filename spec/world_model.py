@@ -31,7 +31,8 @@ from hypothesis import strategies as st
 from rlspec.contracts.world_model import PAPER_KL_SCALES, UNPACK_MODULES, WorldModelConfig, conv_latent_shape
 from rlspec.reference import packed2, twohot
 from rlspec.reference.world_model import WorldModel as Reference
-from rlspec.spec.core import Contract, Property, assert_close, assert_identical, expect_rejection, fail
+from rlspec.spec.core import (Contract, Property, assert_close, assert_grads_close, assert_identical, expect_rejection,
+                              fail, named_grads)
 
 CLAUSES = {
     "WM-1": "kl_loss's dyn and rep [T, B] equal the float64 closed form Σ_{s,k} p (log p − log q) of S "
@@ -61,6 +62,10 @@ CLAUSES = {
     "WM-13": "initialization from the caller's generator only: WorldModel(config, generator) built twice from "
              "the same seed has identical parameters (whatever the global RNG's state), from another seed "
              "different ones, and the global RNG is not advanced",
+    "WM-14": "gradient parity at unequal KL scales: kl_loss's ∂/∂post_logits and ∂/∂prior_logits equal the float64 "
+             "closed form's (stop-gradient sides, free bits per (t, b)), and world_model_loss's ∂loss/∂θ equals the "
+             "reference's for every parameter (dyn_scale 0.5, rep_scale 0.1, free bits 0): a loss with the right "
+             "value that routes a gradient wrongly (scales swapped between the stop-gradient sides) fails",
     "WM-11": "bad inputs are rejected naming the argument, the expected and the actual value (obs dtype and "
              "shape, action dtype, shape and ids, continue values, missing keys, kl_loss shapes and free bits)",
 }
@@ -208,6 +213,26 @@ def check_gradient_routing(impl, free_bits, scales, **case):
                  **inputs)
         if (post - prior).abs().max() > 1e-3 and not bool(grads[trained].ne(0).any()):
             fail("WM-2", f"the {term} term gives no gradient to {trained}_logits, which it must train", **inputs)
+
+
+def kl_loss64(post: torch.Tensor, prior: torch.Tensor, free_bits: float, dyn_scale: float,
+               rep_scale: float) -> torch.Tensor:
+    """The module docstring's L_kl in float64: dyn trains the prior only, rep the posterior only."""
+    log_p, log_q = post.log_softmax(-1), prior.log_softmax(-1)
+    kl = lambda lp, lq: (lp.exp() * (lp - lq)).sum((-2, -1))  # noqa: E731 - [T, B]
+    dyn, rep = kl(log_p.detach(), log_q), kl(log_p, log_q.detach())
+    return dyn_scale * dyn.clamp_min(free_bits).mean() + rep_scale * rep.clamp_min(free_bits).mean()
+
+
+def check_kl_gradients(impl, free_bits, scales, **case):
+    post, prior = kl_inputs(**case)
+    scales = (scales[0] + 0.25, scales[1] + 0.5)  # unequal and non-zero: swapped sides differ
+    got_in = dict(post_logits=post.clone().requires_grad_(True), prior_logits=prior.clone().requires_grad_(True))
+    want_in = {k: v.detach().double().requires_grad_(True) for k, v in got_in.items()}
+    got = named_grads(impl.kl_loss(*got_in.values(), free_bits, *scales).loss, got_in)
+    want = named_grads(kl_loss64(*want_in.values(), free_bits, *scales), want_in)
+    assert_grads_close("WM-14", f"kl_loss (free_bits={free_bits}, dyn_scale={scales[0]}, rep_scale={scales[1]}) vs "
+                                "the float64 closed form", got, want, case=case)
 
 
 def mixed_kl_inputs(T, B, S, K, seed, scale, free_bits, **_):
@@ -436,6 +461,17 @@ def check_parity(impl, **case):
                      rtol=PARITY_TOL, case=case)
 
 
+def _loss_grads(impl, case: dict) -> dict[str, torch.Tensor]:
+    model, _, loss, _, _ = run_loss(impl, **case, **PAPER_KL_SCALES, free_bits=0.0)
+    return named_grads(loss, dict(model.named_parameters()))
+
+
+def check_loss_gradients(impl, **case):
+    assert_grads_close("WM-14", "world_model_loss (dyn_scale 0.5, rep_scale 0.1, free bits 0) vs the reference",
+                       _loss_grads(impl, case), _loss_grads(_REFERENCE, case), atol=PARITY_TOL, rtol=PARITY_TOL,
+                       case=case)
+
+
 class _ReferenceImpl:
     WorldModel = Reference
 
@@ -498,6 +534,8 @@ PROPERTIES = (
     Property("WM-10", check_parity, cases, EXAMPLES, ("WorldModel",), max_examples=5),
     Property("WM-12", check_next_heads, cases, EXAMPLES, ("WorldModel",), max_examples=5),
     Property("WM-13", check_init, cases, EXAMPLES, ("WorldModel",), max_examples=3),
+    Property("WM-14", check_kl_gradients, kl_cases, KL_EXAMPLES, ("kl_loss",)),
+    Property("WM-14", check_loss_gradients, cases, EXAMPLES, ("WorldModel",), max_examples=5),
     Property("WM-11", check_rejects,
              st.builds(lambda c, bad: dict(c, bad=bad), cases, st.sampled_from(BAD_INPUTS)),
              tuple(dict(EXAMPLES[0], bad=b) for b in BAD_INPUTS), INTERFACE, max_examples=len(BAD_INPUTS)),

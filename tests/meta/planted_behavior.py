@@ -96,3 +96,15 @@ PLANTED_BEHAVIOR = (
     Planted("sampling on the global RNG", "behavior", _behavior(imagine=_global_rng_imagine),
             "BEHAV-2", "global RNG", ("BEHAV-1", "BEHAV-6")),
 )
+
+
+def _imagine_detached_states(img_step, policy, start_state, horizon, gen):
+    """every imagined state cut from the graph: the same values, no gradient back to the start state."""
+    return ref.imagine(lambda s, onehot: ref.map_state(torch.Tensor.detach, img_step(s, onehot)), policy,
+                       start_state, horizon, gen)
+
+
+PLANTED_BEHAVIOR_GRAPH = (
+    Planted("imagined states detached from img_step's graph", "behavior", _behavior(imagine=_imagine_detached_states),
+            "BEHAV-6", "img_step's graph kept", ("BEHAV-1", "BEHAV-2")),
+)

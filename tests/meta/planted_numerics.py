@@ -103,6 +103,29 @@ def _entropy_over_all_steps(entropy, masks, coef=None):
     return -sum((coef or {}).get(head, 1.0) * v for head, v in per_head.items()), per_head
 
 
+def _entropy_loss_constant(entropy, masks, coef=None):
+    """the right value as a new tensor: no gradient reaches any head's entropy."""
+    loss, per_head = ref.entropy_loss(entropy, masks, coef)
+    return loss.detach(), per_head
+
+
+def _value_loss_clipped_side_detached(values, old_values, returns, value_clip=10.0):
+    """the clipped branch on detached inputs: the same value, no gradient where it is the larger term."""
+    if value_clip is None:
+        return ref.value_loss(values, old_values, returns, None)
+    v, o, r = values.double(), old_values.double(), returns.double()
+    clipped = (o + (v - o).clamp(-value_clip, value_clip) - r).square().detach()
+    return (0.5 * torch.maximum((v - r).square(), clipped).mean()).to(values.dtype)
+
+
+def _policy_loss_select_after(ratio, advantages, mask, clip_ratio=0.2):
+    """the surrogate of every entry, then a select: right values, but NaN/inf garbage in masked-out entries
+    sends 0·NaN = NaN gradients."""
+    validate_mask("masked_policy_loss", ratio, mask)
+    surrogate = torch.minimum(ratio * advantages, ratio.clamp(1 - clip_ratio, 1 + clip_ratio) * advantages)
+    return -torch.where(mask, surrogate, torch.zeros_like(surrogate)).sum() / mask.sum().clamp(min=1)
+
+
 def _spared(*failing: str) -> tuple[str, ...]:
     return tuple(f"NUM-{i}" for i in range(1, 23) if f"NUM-{i}" not in failing)
 
@@ -131,4 +154,10 @@ PLANTED_NUMERICS = (
     Planted("entropy averaged over steps where the head did nothing", "numerics",
             _numerics(entropy_loss=_entropy_over_all_steps), "NUM-22", "entropy of head",
             _spared("NUM-22")),
+    Planted("entropy loss without a graph", "numerics", _numerics(entropy_loss=_entropy_loss_constant), "NUM-29",
+            "entropy_loss", ("NUM-22",)),
+    Planted("value loss with its clipped branch detached", "numerics",
+            _numerics(value_loss=_value_loss_clipped_side_detached), "NUM-29", "value_loss", ("NUM-19", "NUM-24")),
+    Planted("masked policy loss selecting after the surrogate", "numerics",
+            _numerics(masked_policy_loss=_policy_loss_select_after), "NUM-29", "masked_policy_loss", ("NUM-20",)),
 )

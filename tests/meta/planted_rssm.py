@@ -149,9 +149,9 @@ def _rssm(cls) -> types.SimpleNamespace:
 
 
 PLANTED_RSSM = (
-    Planted("posterior reads a detached embed", "rssm", _rssm(_EmbedDetached), "RSSM-15", "∂L/∂embed",
+    Planted("posterior reads a detached embed", "rssm", _rssm(_EmbedDetached), "RSSM-15", "∂/∂embed",
             ("RSSM-2", "RSSM-4")),
-    Planted("recurrence detached between steps", "rssm", _rssm(_TruncatedRecurrence), "RSSM-15", "∂L/∂",
+    Planted("recurrence detached between steps", "rssm", _rssm(_TruncatedRecurrence), "RSSM-15", "∂/∂",
             ("RSSM-2", "RSSM-4")),
     Planted("h not reset at is_first", "rssm", _rssm(_NoResetH), "RSSM-3", "history before it replaced",
             ("RSSM-7", "RSSM-8")),
@@ -179,4 +179,20 @@ PLANTED_RSSM = (
             ("RSSM-3", "RSSM-5")),
     Planted("final state forgets the last action", "rssm", _rssm(_FinalStateWithoutAction), "RSSM-13",
             "split at", ("RSSM-3", "RSSM-4")),
+)
+
+
+class _ResetByMultiplication(ref.RSSM):
+    """sheeprl's reset (1 − f)·x + f·x0: the same values for a finite history, but 0·NaN = NaN leaks."""
+
+    def _reset(self, first, state, init):
+        f = first.unsqueeze(-1).float()
+        h0, z0 = init
+        return RSSMState((1 - f) * state.h + f * h0, (1 - f.unsqueeze(-1)) * state.z + f.unsqueeze(-1) * z0,
+                         (1 - f) * state.action)
+
+
+PLANTED_RSSM_NONFINITE = (
+    Planted("reset by multiplication (NaN before a reset leaks)", "rssm", _rssm(_ResetByMultiplication), "RSSM-16",
+            "not finite", ("RSSM-3", "RSSM-5", "RSSM-6")),
 )

@@ -57,7 +57,7 @@ def _state_detached(y, w, b, h, eps):  # the fused cell's ∂h' / ∂h (the (1 �
 
 
 PLANTED_RSSM_TRITON = () if rssm_triton is None else (
-    Planted("fused GRU: no gradient through the carried state", "rssm", _fused(_state_detached), "RSSM-15", "∂L/∂",
+    Planted("fused GRU: no gradient through the carried state", "rssm", _fused(_state_detached), "RSSM-15", "∂/∂",
             ("RSSM-2", "RSSM-4")),
     Planted("fused GRU: update gate sigma(u) instead of sigma(u - 1)", "rssm", _fused(_no_update_shift), "RSSM-4",
             "h[", ("RSSM-3", "RSSM-8")),

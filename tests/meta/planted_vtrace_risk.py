@@ -16,6 +16,7 @@ from planted import Planted
 
 from rlspec.contracts.risk_target import validate_risk_target
 from rlspec.contracts.vtrace import validate_vtrace
+from rlspec.fast.recursion import carry_step
 from rlspec.reference import risk_target as ref_risk
 from rlspec.reference import vtrace as ref_vtrace
 
@@ -34,10 +35,10 @@ def _vtrace_loop(log_rho, discount, reward, value, bootstrap_value, rho_bar, c_b
     trace = (d if trace_discount else torch.ones_like(d)) * lam * ratio.clamp(max=c_bar)
     diff, acc = torch.zeros_like(v), v.new_zeros(v.shape[1:])
     for t in reversed(range(v.shape[0])):
-        acc = diff[t] = delta[t] + trace[t] * acc
+        acc = diff[t] = carry_step(delta[t], trace[t], acc)  # a cut selects (VTRACE-6)
     vs = v + diff
     boot = vs if not pg_next else torch.cat([vs[1:], bootstrap_value.unsqueeze(0)])
-    pg = ratio.clamp(max=pg_rho_bar) * (r + d * boot - v)
+    pg = ratio.clamp(max=pg_rho_bar) * (carry_step(r, d, boot) - v)
     return vs.to(dtype), pg.to(dtype)
 
 
@@ -115,7 +116,7 @@ def _running_minus_leaving(cost, done, gamma, horizon):
     dones = torch.cat([torch.zeros_like(flags[:1], dtype=torch.long), torch.cumsum(flags.long(), 0)])
     out, running = torch.zeros_like(cost), cost.new_zeros(cost.shape[1:])
     for t in reversed(range(L)):
-        running = cost[t] + gamma * (~flags[t]) * running
+        running = carry_step(cost[t], gamma * (~flags[t]).to(cost.dtype), running)  # a done selects (RISK-3)
         if t + horizon < L:
             running = running - gamma ** horizon * (dones[t + horizon] == dones[t]) * cost[t + horizon]
         out[t] = running

@@ -86,6 +86,23 @@ class _InitIgnoresGenerator(ref.WorldModel):
         super().__init__(config, torch.Generator().manual_seed(0))
 
 
+def _kl_free_bits_straight_through(post_logits, prior_logits, free_bits=FREE_BITS, dyn_scale=1.0, rep_scale=1.0):
+    """free bits as x + sg(max(fb, x) − x): the right value, but a KL below the floor still trains."""
+    ref.validate_kl_args(post_logits, prior_logits, free_bits, dyn_scale, rep_scale)
+    dyn, rep = _dyn(post_logits, prior_logits), _rep(post_logits, prior_logits)
+    floor = lambda x: x + (x.clamp_min(free_bits) - x).detach()  # noqa: E731
+    return ref.KLTerms(dyn_scale * floor(dyn).mean() + rep_scale * floor(rep).mean(), dyn, rep)
+
+
+class _KLScalesSwapped(ref.WorldModel):
+    """the model passes rep_scale as dyn_scale and back: the same loss value (dyn = rep in value), but the
+    prior is trained with the representation scale and the posterior with the dynamics one."""
+
+    def kl(self, out):
+        c = self.config
+        return ref.kl_loss(out.post_logits, out.prior_logits, c.free_bits, c.rep_scale, c.dyn_scale)
+
+
 def _wm(kl_loss=ref.kl_loss, cls=ref.WorldModel) -> types.SimpleNamespace:
     return types.SimpleNamespace(kl_loss=kl_loss, WorldModel=cls)
 
@@ -109,4 +126,8 @@ PLANTED_WORLD_MODEL = (
             ("WM-5", "WM-6")),
     Planted("initialization ignores the caller's generator", "world_model", _wm(cls=_InitIgnoresGenerator), "WM-13",
             "generator is ignored", ("WM-4", "WM-10")),
+    Planted("free bits by straight-through (a KL below the floor still trains)", "world_model",
+            _wm(_kl_free_bits_straight_through), "WM-14", "∂/∂", ("WM-1", "WM-2", "WM-3")),
+    Planted("KL scales swapped between the stop-gradient sides", "world_model", _wm(cls=_KLScalesSwapped), "WM-14",
+            "∂/∂", ("WM-4", "WM-8", "WM-10")),
 )

@@ -1,0 +1,40 @@
+"""Planted bugs for the returns family's cuts: the fast twins with their recursion step ``carry_step`` as
+it was, base + coef·y multiplied through a cut (coef = 0) instead of selecting base. Equal to the right
+step on every finite carry; after a cut whose later episode overflowed to inf, 0·inf = NaN leaks back."""
+
+from __future__ import annotations
+
+import types
+from unittest import mock
+
+import torch
+from planted import Planted
+
+from rlspec.fast import gae as fast_gae
+from rlspec.fast import lambda_return as fast_lambda
+from rlspec.fast import risk_target as fast_risk
+from rlspec.fast import vtrace as fast_vtrace
+
+
+def _multiplied(module, name: str):
+    """``module.name`` run with carry_step = addcmul (no select at a cut)."""
+
+    def run(*args, **kwargs):
+        with mock.patch.object(module, "carry_step", torch.addcmul):
+            return getattr(module, name)(*args, **kwargs)
+
+    return types.SimpleNamespace(**{name: run})
+
+
+PLANTED_CUTS = (
+    Planted("gae: cut by multiplication (0·inf from an overflowing episode)", "gae", _multiplied(fast_gae, "gae"),
+            "GAE-5", "overflowing to inf", ("GAE-1", "GAE-4", "GAE-6")),
+    Planted("lambda_return: continue cut by multiplication", "lambda_return",
+            _multiplied(fast_lambda, "lambda_return"), "LAMBDA-3", "overflowing to inf", ("LAMBDA-1", "LAMBDA-7")),
+    Planted("lambda_return: is_first cut by multiplication", "lambda_return",
+            _multiplied(fast_lambda, "lambda_return"), "LAMBDA-6", "overflowing to inf", ("LAMBDA-1", "LAMBDA-7")),
+    Planted("vtrace: zero discount cut by multiplication", "vtrace", _multiplied(fast_vtrace, "vtrace"),
+            "VTRACE-6", "overflowing to inf", ("VTRACE-1", "VTRACE-2")),
+    Planted("risk_target: done cut by multiplication", "risk_target", _multiplied(fast_risk, "risk_target"),
+            "RISK-3", "overflowing to inf", ("RISK-1", "RISK-2", "RISK-5")),
+)
