@@ -1,6 +1,6 @@
 """One golden fixture as a generator returns it, and ``fixtures/MANIFEST.json`` built from them.
 
-Manifest entry (design.md "Golden fixtures"): path (relative to fixtures/), sha256, contract,
+Manifest entry (README, golden fixtures): path (relative to fixtures/), sha256, contract,
 source {package, version, qualname}, generator (module:function), seed, tolerance {atol, rtol, why},
 convention (how the third party's layout was converted into ours).
 

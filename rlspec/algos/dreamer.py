@@ -1,4 +1,4 @@
-"""DreamerV3's functional core (seed 004 M3–M5; design.md "Engines"): one learner update and one acting step
+"""DreamerV3's functional core (seed 004 M3–M5; README "Layout"): one learner update and one acting step
 over explicit state, the contract implementations injected through a ``Kit``; no IO, no global RNG (every
 draw from the caller's ``torch.Generator``). Engines only decide where and when these run.
 
@@ -154,7 +154,7 @@ def same_latent(z: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Kit:
-    """The contract implementations the core calls (design.md "Engines"): reference twins here. ``latent``,
+    """The contract implementations the core calls: reference twins here, fast twins in the fast kits. ``latent``,
     ``features`` and ``Linear`` choose how imagination carries z and how its readers take f = [h; flatten(z)]:
     the reference kit dense (z [..., S, K], ``torch.cat``), the fast kits as fast/onehot.py's Features (z's
     class indices; every Linear over f a gather-sum of weight columns instead of a matmul with the one-hot)."""

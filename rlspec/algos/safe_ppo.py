@@ -163,7 +163,7 @@ class SafetyConfig:
 
 @dataclass
 class Kit:
-    """The contract implementations the core calls (design.md "Engines": a kit of reference or fast twins)."""
+    """The contract implementations the core calls (a kit of reference or fast twins)."""
 
     gae: object
     ratio_guard: object

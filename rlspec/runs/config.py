@@ -1,4 +1,4 @@
-"""Config dataclasses as the command line (design.md "Runs"): one docstring per field, which is its help.
+"""Config dataclasses as the command line: one docstring per field, which is its help.
 
 A config is a dataclass whose fields may themselves be dataclasses (``ppo.clip``). Values come from the
 defaults, a preset (a dict of dotted keys), ``--set key=value`` overrides, or a run's config.json; an

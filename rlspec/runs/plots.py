@@ -1,4 +1,4 @@
-"""Plots a person would rather look at than read (design.md "Runs"), drawn from RUN/metrics.csv into
+"""Plots a person would rather look at than read, drawn from RUN/metrics.csv into
 RUN/plots/. Each panel is one metric against env steps, with optional horizontal reference lines (the
 cost limit on the cost panel)."""
 

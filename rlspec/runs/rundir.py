@@ -1,4 +1,4 @@
-"""A run directory (design.md "Runs") and what is written into it.
+"""A run directory and what is written into it.
 
 ```
 RUN/config.json      {"engine": ..., "config": {...}}: enough to resume or evaluate the run

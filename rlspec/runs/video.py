@@ -1,4 +1,4 @@
-"""Episode videos of ``rlspec eval RUN --video`` (design.md "Runs"), shared by the engines: a list of RGB or
+"""Episode videos of ``rlspec eval RUN --video``, shared by the engines: a list of RGB or
 grayscale frames written as an MP4 through imageio (needs ``imageio`` and ``imageio-ffmpeg``: the semantic
 and safety extras)."""
 
