@@ -499,6 +499,13 @@ def plot(run_dir: Path) -> int:
     return 0
 
 
+def policy_state(world: dict) -> dict:
+    """The policy's weights in a checkpoint's world: the local learner's, or (execution=ray) trainer 0's — the
+    trainers average their gradients, so every one holds the same."""
+    side = world["learner"] if "learner" in world else world["trainers"][0]["side"]
+    return side["policy"]
+
+
 def evaluate(run_dir: Path, argv: list[str]) -> int:
     """Success rate and mean return of the greedy policy (argmax token per dimension) over K episodes drawn
     from a seed the run never trained on; RUN/eval/eval.json."""
@@ -514,7 +521,7 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
         print(f"rlspec eval: error: {err}", file=sys.stderr)
         return 2
     w = World(cfg)
-    w.learner.learner.policy.load_state_dict(ckpt["world"]["learner"]["policy"])
+    w.learner.learner.policy.load_state_dict(policy_state(ckpt["world"]))
     envs = make_envs(cfg, 1, 1_000_003)  # an env index no training run uses
     obs, ret, results = torch.from_numpy(envs.reset()), 0.0, []
     while len(results) < args.episodes:

@@ -168,3 +168,5 @@ def test_compare_runs_local_and_ray_side_by_side(tmp_path, ray_session):
                 if math.isfinite(r["Metrics/SuccessRate"])]
         assert result[name]["rows"] == len(rows) and result[name]["SuccessRate"] == pytest.approx(sum(tail) / len(tail))
         assert json.loads((out / name / "config.json").read_text())["config"]["execution"] == name
+        assert cli.main(["eval", str(out / name), "--episodes", "2"]) == 0  # a Ray run's checkpoint evaluates too
+        assert json.loads((out / name / "eval" / "eval.json").read_text())["episodes"] == 2
