@@ -20,6 +20,7 @@ is the manager's job (the §15.3 precision matrix).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,13 +63,21 @@ def resolve_device(requested: str) -> tuple[torch.device, str]:
     return device, "ok"
 
 
+def require(module: str):
+    """The module, or LoadError("MissingDependency") naming the extra that installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise LoadError("MissingDependency", f"{module} is not installed: the semantic side needs the `semantic` "
+                                             "extra (pip install -e '.[semantic]')") from exc
+
+
 def resolve_model_dir(model_name: str, cache_dir: str = "") -> tuple[Path, str | None]:
     """(folder, cache revision or None): a local folder, else the model id's snapshot in the local cache."""
     path = Path(model_name).expanduser()
     if path.is_dir():
         return path, None
-    from huggingface_hub import snapshot_download
-
+    snapshot_download = require("huggingface_hub").snapshot_download
     try:
         snapshot = snapshot_download(model_name, cache_dir=cache_dir or None, local_files_only=True)
     except Exception as exc:  # not a repo id, or not cached: both mean "not here"
@@ -121,6 +130,7 @@ class VisionLanguageBackend:
         device, device_status = resolve_device(model_device)
         report = LoadReport(device_status=device_status)
         try:
+            transformers = require("transformers")  # only on this path (PARITY-3)
             model_dir, revision = resolve_model_dir(model_name, cache_dir)
             if not list(model_dir.glob("*.safetensors")):
                 found = sorted(p.name for p in model_dir.iterdir())
@@ -130,7 +140,7 @@ class VisionLanguageBackend:
             report.status, report.message = f"load_error:{exc.code}", str(exc)
             log.warning("semantic model not loaded: %s", report.message)
             return None, report
-        from transformers import AutoModel, AutoProcessor  # only on this path (PARITY-3)
+        AutoModel, AutoProcessor = transformers.AutoModel, transformers.AutoProcessor
 
         error = LoadError("NoDtype", "dtype_preference is empty")
         for name in dtype_preference:

@@ -48,7 +48,7 @@ MODULATION_KEYS = ("Risk/ModulationScale", "Risk/ModulationActive")
 # Semantics/Debug/ClipStatus: > 0 loaded (the dtype), 0 not loaded yet, < 0 the load error
 CLIP_STATUS = {"ok_st_float32": 1, "ok_st_float16": 2, "ok_st_bfloat16": 3, "not_loaded": 0,
                "load_error:NoSafeTensorsWeights": -1, "load_error:ModelNotFound": -2,
-               "load_error:NonFiniteEmbeddings": -3}
+               "load_error:NonFiniteEmbeddings": -3, "load_error:MissingDependency": -5}
 OTHER_LOAD_ERROR = -4
 
 

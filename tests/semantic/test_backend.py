@@ -4,6 +4,7 @@ safetensors only, the dtype fallback chain, the cache lookup, the device fallbac
 from __future__ import annotations
 
 import shutil
+import sys
 
 import pytest
 import torch
@@ -130,3 +131,14 @@ def test_bad_frames_are_rejected_naming_the_argument():
         as_frame_list([frames(1)[0], frames(1)[0].astype("float64")])
     with pytest.raises(ValueError, match=r"'frames' must be uint8 \[N, H, W, 3\], got shape \(40, 40, 3\)"):
         as_frame_list(frames(1)[0])
+
+
+@pytest.mark.parametrize("missing", ["transformers", "huggingface_hub"])
+def test_without_the_semantic_extra_the_load_fails_soft(clip_dir, monkeypatch, missing):
+    """transformers (or the Hub client a model id needs) not installed: a load_error status naming the extra,
+    never an ImportError out of load (fail-soft: the run goes on as PPOLag)."""
+    monkeypatch.setitem(sys.modules, missing, None)  # `import missing` now raises ImportError
+    name = str(clip_dir) if missing == "transformers" else "local/tiny-clip"
+    backend, report = VisionLanguageBackend.load(name, model_device="cpu")
+    assert backend is None and report.status == "load_error:MissingDependency", report
+    assert missing in report.message and "semantic" in report.message
