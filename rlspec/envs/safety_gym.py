@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import functools
 from typing import Iterator
 
@@ -63,6 +64,21 @@ def import_safety_gymnasium():
             "(pip install -e '.[safety]' then pip install safety-gymnasium==1.0.0 --no-deps; or nox -s safety)"
         ) from err
     return safety_gymnasium
+
+
+def env_problem(env_id: str) -> str | None:
+    """Why ``env_id`` cannot be made here (a sentence for the user), or None."""
+    if env_id in TOY_ENVS:
+        return None
+    try:
+        registered = import_safety_gymnasium().utils.registration.safe_registry
+    except ModuleNotFoundError as err:
+        return f"{env_id!r} is not a built-in env ({', '.join(TOY_ENVS)}) and needs Safety-Gymnasium: {err}"
+    if env_id in registered:
+        return None
+    close = difflib.get_close_matches(env_id, sorted(registered), n=3)
+    return (f"{env_id!r} is not a Safety-Gymnasium env" + (f"; did you mean {', '.join(close)}?" if close else
+                                                           f" ({len(registered)} are, e.g. SafetyPointGoal1-v0)"))
 
 
 def versions() -> dict[str, str]:

@@ -184,6 +184,14 @@ def test_a_bad_setting_is_refused_by_name_before_anything_is_created(tmp_path, c
     assert not (tmp_path / "run").exists()
 
 
+def test_an_unknown_env_is_refused_by_name_before_anything_is_created(tmp_path, capsys):
+    """Not 'Safety-Gymnasium is not installed' after a traceback: the key, the id, and what would provide it."""
+    assert _train(SAFE, tmp_path / "run", "--env", "Nope-v0") == 2
+    err = capsys.readouterr().err
+    assert "config key 'env_id' (--env): 'Nope-v0' is not" in err and "Traceback" not in err, err
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("again", [[], ["--resume"]])
 def test_a_run_stopped_before_its_first_checkpoint_can_be_run_again(tmp_path, monkeypatch, capsys, again):
     """Ctrl-C in epoch 1 leaves config.json and no checkpoint: the same command, or --resume, starts afresh."""

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlspec.envs.safety_gym import import_safety_gymnasium, make_env, make_vector
+from rlspec.envs.safety_gym import env_problem, import_safety_gymnasium, make_env, make_vector
 
 try:
     import_safety_gymnasium()
@@ -35,6 +35,14 @@ def test_shim_imports_and_env_follows_the_safe_api():
     assert obs.shape == (60,) and env.action_space.shape == (2,)
     out = env.step(np.zeros(2))
     assert len(out) == 6 and np.isfinite(out[1]) and out[2] >= 0
+
+
+def test_an_unregistered_id_gets_the_nearest_registered_ones():
+    assert env_problem("SafetyPointGoal1-v0") is None and env_problem("ToyGoal-v0") is None
+    assert env_problem("SafetyPointGoal9-v0") == ("'SafetyPointGoal9-v0' is not a Safety-Gymnasium env; did you mean "
+                                                  + env_problem("SafetyPointGoal9-v0").split("did you mean ")[1])
+    assert "SafetyPointGoal1-v0" in env_problem("SafetyPointGoal9-v0")
+    assert "are, e.g. SafetyPointGoal1-v0" in env_problem("Nope-v0")
 
 
 def test_vector_checkpoint_replays_bit_identically():
