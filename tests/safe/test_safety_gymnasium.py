@@ -39,9 +39,9 @@ def test_shim_imports_and_env_follows_the_safe_api():
 
 def test_an_unregistered_id_gets_the_nearest_registered_ones():
     assert env_problem("SafetyPointGoal1-v0") is None and env_problem("ToyGoal-v0") is None
-    assert env_problem("SafetyPointGoal9-v0") == ("'SafetyPointGoal9-v0' is not a Safety-Gymnasium env; did you mean "
-                                                  + env_problem("SafetyPointGoal9-v0").split("did you mean ")[1])
-    assert "SafetyPointGoal1-v0" in env_problem("SafetyPointGoal9-v0")
+    near = env_problem("SafetyPointGoal9-v0")
+    assert near.startswith("'SafetyPointGoal9-v0' is not a Safety-Gymnasium env; did you mean ") and \
+        "SafetyPointGoal1-v0" in near
     assert "are, e.g. SafetyPointGoal1-v0" in env_problem("Nope-v0")
 
 
