@@ -26,6 +26,7 @@ from rlspec.fast.packed2 import NORMALIZED_DTYPES, level_bits, pack
 
 __all__ = ["NORMALIZED_DTYPES", "pack", "unpack", "unpack_normalized"]
 
+wp.config.log_level = wp.LOG_WARNING  # no banner or module-load lines on stdout: a command's stdout is its result
 wp.init()
 wp.set_module_options({"enable_backward": False})  # forward-only kernels: no adjoint code to compile
 

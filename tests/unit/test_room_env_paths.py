@@ -4,6 +4,10 @@ uses the project's own ROM in a real PyBoy and the real Warp kernels (device="cp
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -202,3 +206,13 @@ def test_load_task_from_a_file(tmp_path):
     assert (task.address, task.reward) == (game.RAM["EXITED"], 5.0)
     with pytest.raises(FileNotFoundError, match="target"):
         load_task(f"{tmp_path / 'missing.py'}:ExitedTask")
+
+
+def test_warp_backends_print_nothing_on_stdout():
+    """A command's stdout is its result (a JSON line, a table): Warp's banner and module-load lines stay off it."""
+    code = ("import torch\nfrom rlspec.envs.room import warp_room\nfrom rlspec.fast import packed2_warp\n"
+            "env = warp_room.RoomVecEnv(2)\nenv.reset()\nenv.step(torch.zeros(2, dtype=torch.int32))\n"
+            "packed2_warp.unpack(env.reset().obs)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert done.stdout == ""

@@ -26,6 +26,7 @@ from rlspec.contracts import room_env as game
 from rlspec.contracts.room_env import OBS_SHAPE, STEP_LIMIT, Step, validate_actions, validate_config, validate_out
 from rlspec.fast.packed2 import pack
 
+wp.config.log_level = wp.LOG_WARNING  # no banner or module-load lines on stdout: a command's stdout is its result
 wp.init()
 wp.set_module_options({"enable_backward": False})
 
