@@ -141,8 +141,11 @@ def test_non_finite_weights_stop_the_run_naming_the_network(tmp_path, monkeypatc
 def _compare(tmp_path, capsys, *extra):
     code = cli.main(["compare", "dreamer", "--quiet", "--out", str(tmp_path / "cmp"), "--updates", "32",
                      *[a for kv in TINY + DETERMINISTIC[1:] + list(extra) for a in ("--set", kv)]])
-    capsys.readouterr()
-    return code, json.loads((tmp_path / "cmp/compare.json").read_text())
+    result = json.loads((tmp_path / "cmp/compare.json").read_text())
+    said = capsys.readouterr().out
+    assert (f"agree within {result['rtol']:g}: yes" in said) == (result["deterministic"] and result["agree"]), said
+    assert ("no agreement is checked" in said) == (not result["deterministic"]), said
+    return code, result
 
 
 def test_compare_deterministic_mode_same_kit_is_the_reference_run(tmp_path, capsys):
