@@ -334,18 +334,24 @@ class Progress:
         self.total, self.stream, self.every_s = total_steps, stream or sys.stderr, every_s
         self._t0 = self._last = time.perf_counter()
         self._step0: int | None = None
+        self._write(f"started ({total_steps} env steps in all); a line per metrics row from the first one on")
 
     def update(self, step: int, figures: dict[str, float], force: bool = False) -> None:
+        """A line for this metrics row: the first one at once (steps/s from the second on: the first row
+        starts the clock), later ones at most every ``every_s`` seconds unless ``force``."""
         now = time.perf_counter()
         if self._step0 is None:
             self._step0, self._t0 = step, now
-            return
-        if not force and now - self._last < self.every_s:
+            rate = "… steps/s"
+        elif force or now - self._last >= self.every_s:
+            rate = f"{(step - self._step0) / max(now - self._t0, 1e-9):.0f} steps/s"
+        else:
             return
         self._last = now
-        rate = (step - self._step0) / max(now - self._t0, 1e-9)
         shown = "  ".join(f"{k} {v:.3g}" for k, v in figures.items())
-        line = f"{step}/{self.total} ({100 * step / max(self.total, 1):.0f}%)  {rate:.0f} steps/s  {shown}"
+        self._write(f"{step}/{self.total} ({100 * step / max(self.total, 1):.0f}%)  {rate}  {shown}")
+
+    def _write(self, line: str) -> None:
         tty = getattr(self.stream, "isatty", lambda: False)()
         self.stream.write(("\r" + line + "\x1b[K") if tty else line + "\n")
         self.stream.flush()

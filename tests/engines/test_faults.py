@@ -262,3 +262,11 @@ def test_damaged_checkpoint_or_config_and_another_engine_are_clear_errors_that_c
     with pytest.raises(SystemExit) as stop:
         cli.main(["eval", str(run), "--episodes", "0"])
     assert stop.value.code == 2 and "--episodes: expected an int >= 1, got 0" in capsys.readouterr().err
+
+
+def test_a_safe_run_reports_progress_from_its_first_row(tmp_path, capsys):
+    argv = [a for a in SAFE if a != "--quiet"]
+    assert _train(argv, tmp_path / "run") == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("started (4000 env steps in all)")
+    assert lines[1].startswith("1000/4000 (25%)"), lines  # the first metrics row, not the second

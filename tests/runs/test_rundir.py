@@ -79,3 +79,22 @@ def test_plots_draw_limit_line(tmp_path):
     files = draw(tmp_path, [Panel("Metrics/EpCost", "cost.png", hlines={"cost limit": 25.0}),
                             Panel("Metrics/Missing", "none.png")])
     assert [f.name for f in files] == ["cost.png"] and files[0].stat().st_size > 1000
+
+
+def test_progress_speaks_at_the_start_and_at_the_first_row():
+    """No silent first epoch: a line when the run starts and one for its first metrics row at once (steps/s
+    from the second row on), then at most one a second unless forced."""
+    import io
+
+    from rlspec.runs.rundir import Progress
+
+    out = io.StringIO()
+    bar = Progress(4000, stream=out, every_s=3600)
+    assert out.getvalue() == "started (4000 env steps in all); a line per metrics row from the first one on\n"
+    bar.update(1000, {"EpRet": 1.5})
+    assert out.getvalue().splitlines()[1] == "1000/4000 (25%)  … steps/s  EpRet 1.5"
+    bar.update(2000, {"EpRet": 2.0})  # within every_s: nothing
+    assert len(out.getvalue().splitlines()) == 2
+    bar.update(3000, {"EpRet": 2.5}, force=True)
+    last = out.getvalue().splitlines()[-1]
+    assert last.startswith("3000/4000 (75%)  ") and last.endswith(" steps/s  EpRet 2.5") and "…" not in last
