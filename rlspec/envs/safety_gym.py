@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import difflib
 import functools
+import os
 from typing import Iterator
 
 import numpy as np
@@ -55,6 +56,8 @@ def import_safety_gymnasium():
 
     if "safety_gymnasium" in sys.modules:
         return sys.modules["safety_gymnasium"]
+    if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
+        os.environ["MUJOCO_GL"] = "egl"  # headless: MuJoCo reads it once, when it is first imported
     try:
         with _ndarray_defaults_as_factories():
             import safety_gymnasium

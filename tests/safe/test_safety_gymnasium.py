@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -111,3 +113,14 @@ def test_eval_writes_a_video(tmp_path):
 
     frames = imageio.mimread(run / "eval/episode0.mp4")
     assert len(frames) == 12 and frames[0].shape == (48, 48, 3) and np.ptp(frames[0]) > 0  # a picture, not a blank
+
+
+def test_eval_video_without_mujoco_gl_set_renders_headless(tmp_path):
+    """A user on a headless machine need not know MUJOCO_GL: `rlspec eval RUN --video` sets egl for them."""
+    cfg = safe.build_config(overrides=["algo=PPO", f"env_id={ENV}", "num_envs=1", "total_steps=500",
+                                       "steps_per_epoch=500", "ppo.update_iters=1", "ppo.batch_size=500"])
+    run = safe.run(cfg, tmp_path, show_progress=False)
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY")}
+    done = subprocess.run([sys.executable, "-m", "rlspec.cli", "eval", str(run), "--episodes", "1", "--video",
+                           "--size", "32", "--max-frames", "4"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and (run / "eval/episode0.mp4").is_file(), done.stderr[-2000:]
