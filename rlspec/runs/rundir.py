@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -40,6 +41,7 @@ from rlspec.runs.faults import AlreadyFinished, Diverged, Interrupted, RunLocked
 
 CHECKPOINT = "checkpoints/last.pt"
 LOCK = ".lock"
+RUN_ID = "run_id"  # in config.json and every checkpoint: a checkpoint resumes only the run that wrote it
 RESUMABLE = ("total_steps",)  # the config keys --resume may change (to extend a finished run)
 
 
@@ -95,7 +97,20 @@ def load_checkpoint(path: Path, keys: tuple[str, ...] = ()) -> dict[str, Any]:
     if missing:
         raise runconfig.ConfigError(f"checkpoint {path} is not this engine's checkpoint (lacks {missing}); "
                                     "nothing was changed")
+    owner = _run_id(path.parent.parent) if path.parent.name == "checkpoints" else None
+    if owner is not None and ckpt.get(RUN_ID) != owner:
+        raise runconfig.ConfigError(f"checkpoint {path} belongs to another run (run id {ckpt.get(RUN_ID)}; "
+                                    f"{path.parent.parent / 'config.json'} says {owner}): a checkpoint copied in "
+                                    "from elsewhere is never resumed; nothing was changed")
     return ckpt
+
+
+def _run_id(run_dir: Path) -> str | None:
+    """The run id in RUN/config.json (None for a run made before run ids, or no readable config)."""
+    try:
+        return json.loads((run_dir / "config.json").read_text()).get(RUN_ID)
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def has_checkpoint(run_dir: Path) -> bool:
@@ -169,18 +184,23 @@ class RunDir:
                   file=sys.stderr)
             shutil.rmtree(self.path / "tb", ignore_errors=True)
             (self.path / "summary.json").unlink(missing_ok=True)
-        atomic_write_bytes(self.path / "config.json",
-                           json.dumps({"engine": self.engine, "config": config}, indent=2).encode())
+        self.run_id = uuid.uuid4().hex
+        self._write_config(config)
         atomic_write_bytes(self.path / "versions.json", json.dumps(versions(extra_versions), indent=2).encode())
         self._rows: list[dict[str, float]] = []
+
+    def _write_config(self, config: dict[str, Any]) -> None:
+        atomic_write_bytes(self.path / "config.json", json.dumps(
+            {"engine": self.engine, RUN_ID: self.run_id, "config": config}, indent=2).encode())
 
     def _reopen(self, config: dict[str, Any], resume_step: int, final_step: int | None) -> None:
         if final_step is not None and resume_step >= final_step:
             raise AlreadyFinished(f"{self.path} already finished at step {resume_step}; nothing was changed "
                                   f"(to go on: --resume {self.path} --set total_steps=MORE)")
-        if self.read_config(self.path, self.engine)["config"] != config:  # a RESUMABLE key changed
-            atomic_write_bytes(self.path / "config.json",
-                               json.dumps({"engine": self.engine, "config": config}, indent=2).encode())
+        saved = self.read_config(self.path, self.engine)
+        self.run_id = saved.get(RUN_ID)
+        if saved["config"] != config:  # a RESUMABLE key changed
+            self._write_config(config)
         self._rows = self._recover(resume_step)
 
     def _recover(self, resume_step: int) -> list[dict[str, float]]:
@@ -232,7 +252,7 @@ class RunDir:
         bad = nonfinite_tensors(params)
         if bad:
             raise Diverged(step, f"parameters of {', '.join(bad)}")
-        save_checkpoint(self.checkpoint_path, state)
+        save_checkpoint(self.checkpoint_path, {**state, RUN_ID: self.run_id})
         self.checkpoint_step = step
 
     def kept(self) -> str:

@@ -270,3 +270,16 @@ def test_a_safe_run_reports_progress_from_its_first_row(tmp_path, capsys):
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("started (4000 env steps in all)")
     assert lines[1].startswith("1000/4000 (25%)"), lines  # the first metrics row, not the second
+
+
+@pytest.mark.parametrize("engine", ["safe"])  # every engine loads through rundir.load_checkpoint
+def test_a_checkpoint_copied_in_from_another_run_is_refused(tmp_path, capsys, engine):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert _train(ENGINES[engine], a) == 0 and _train(ENGINES[engine], b) == 0
+    (b / "checkpoints/last.pt").write_bytes((a / "checkpoints/last.pt").read_bytes())
+    before = _files(b)
+    assert _resume(engine, b, "--set", "total_steps=100000") == 2
+    err = capsys.readouterr().err
+    assert "belongs to another run" in err and "Traceback" not in err, err
+    assert {k: v for k, v in _files(b).items() if k.name != ".lock"} == {
+        k: v for k, v in before.items() if k.name != ".lock"}
