@@ -218,10 +218,18 @@ def validate_env(cfg: DreamerRunConfig, bad) -> None:
         return
     if cfg.engine != "reference":
         raise bad("engine", "reference with env pyboy (the fast engine runs the Warp room only)", cfg.engine)
+    from rlspec.envs import pyboy_env  # needs PyBoy: only on this path
+
     if not cfg.rom or not Path(cfg.rom).is_file():
         raise bad("rom", "an existing Game Boy ROM file (--rom PATH)", cfg.rom)
+    problem = pyboy_env.rom_problem(Path(cfg.rom))
+    if problem:
+        raise bad("rom", "a Game Boy ROM file (--rom PATH)", f"{cfg.rom} ({problem})")
     if cfg.state and not Path(cfg.state).is_file():
         raise bad("state", "an existing PyBoy save state file (--state PATH) or empty", cfg.state)
+    problem = cfg.state and pyboy_env.state_problem(Path(cfg.rom), Path(cfg.state))
+    if problem:
+        raise bad("state", "a PyBoy save state of this ROM (--state PATH) or empty", f"{cfg.state} ({problem})")
     if not cfg.plugin:
         raise bad("plugin", "a reward/termination plug-in, a .py file or a module name (--plugin; "
                   "interface: rlspec/envs/pyboy_env.py)", cfg.plugin)

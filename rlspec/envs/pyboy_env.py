@@ -194,6 +194,36 @@ def pack_frames(shades: np.ndarray) -> torch.Tensor:
     return pack(sub).unsqueeze(-3)
 
 
+ROM_BANK = 16 * 1024
+HEADER = slice(0x134, 0x14D)  # the bytes the cartridge header checksum at 0x14D covers (Pan Docs, "0x14D")
+
+
+def rom_problem(rom: Path) -> str | None:
+    """Why ``rom`` is not a Game Boy ROM (a sentence), or None: whole 16 KiB banks, at least two, and the
+    cartridge header checksum the boot ROM checks (x = x − byte − 1 over 0x134..0x14C)."""
+    data = Path(rom).read_bytes()
+    if len(data) < 2 * ROM_BANK or len(data) % ROM_BANK:
+        return f"{len(data)} bytes, not a whole number (≥ 2) of {ROM_BANK}-byte banks"
+    checksum = 0
+    for byte in data[HEADER]:
+        checksum = (checksum - byte - 1) & 0xFF
+    if checksum != data[0x14D]:
+        return f"its header checksum at 0x14D is {data[0x14D]:#04x}, its header gives {checksum:#04x}"
+    return None
+
+
+def state_problem(rom: Path, state: Path) -> str | None:
+    """Why ``state`` is not a PyBoy save state that loads into ``rom`` (PyBoy's own words), or None."""
+    pyboy = PyBoy(str(rom), window="null", sound_emulated=False, cgb=False, ram_file=io.BytesIO(), log_level="ERROR")
+    try:
+        pyboy.load_state(io.BytesIO(Path(state).read_bytes()))
+    except Exception as err:  # PyBoy's errors on a foreign or damaged state vary
+        return f"{type(err).__name__}: {err}"
+    finally:
+        pyboy.stop(save=False)
+    return None
+
+
 class PyBoyGame:
     """One emulator, stepped by action ids; ``reset``/``step`` return the frame as packed2 [1, 72, 20]."""
 

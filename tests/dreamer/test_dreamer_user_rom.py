@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -146,6 +147,9 @@ def test_train_eval_and_resume_on_a_user_rom(user_game, tmp_path, capsys):
 @pytest.mark.parametrize("change,key,expected", [
     ({"--rom": "missing.gb"}, "rom", "an existing Game Boy ROM file"),
     ({"--state": "missing.state"}, "state", "an existing PyBoy save state file"),
+    ({"--rom": "garbage.gb"}, "rom", "a Game Boy ROM file .*header checksum at 0x14D"),
+    ({"--rom": "short.gb"}, "rom", "a Game Boy ROM file .*not a whole number"),
+    ({"--state": "garbage.state"}, "state", "a PyBoy save state of this ROM .*garbage.state"),
     ({"--plugin": "missing.py"}, "plugin", "a plug-in that loads.*FileNotFoundError"),
     ({"--plugin": "no_done.py"}, "plugin", r"lacks \['done'\]"),
     ({"--env": "room"}, "rom", "empty with env room"),
@@ -154,6 +158,11 @@ def test_train_eval_and_resume_on_a_user_rom(user_game, tmp_path, capsys):
 def test_bad_user_rom_input_names_the_key_and_loses_nothing(user_game, tmp_path, capsys, change, key, expected):
     rom, state, plugin = user_game
     (tmp_path / "no_done.py").write_text("def reward(memory):\n    return 0.0\n")
+    noise = torch.Generator().manual_seed(0)
+    (tmp_path / "garbage.gb").write_bytes(bytes(torch.randint(0, 256, (32768,), generator=noise, dtype=torch.uint8)
+                                                .tolist()))
+    (tmp_path / "short.gb").write_bytes(Path(rom).read_bytes()[:20000])
+    (tmp_path / "garbage.state").write_bytes(b"not a save state\n" * 64)
     out = tmp_path / "run"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
