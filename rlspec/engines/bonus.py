@@ -52,7 +52,15 @@ from rlspec.envs.token_reach import TokenReachVector
 from rlspec.runs import config as runconfig
 from rlspec.runs.plots import Panel, draw, overlay
 from rlspec.runs.faults import check_finite, outcome
-from rlspec.runs.rundir import Progress, RunDir, has_checkpoint, load_checkpoint, read_metrics, resume_config
+from rlspec.runs.rundir import (
+    EpisodeProgress,
+    Progress,
+    RunDir,
+    has_checkpoint,
+    load_checkpoint,
+    read_metrics,
+    resume_config,
+)
 
 ENGINE = "bonus"
 METAWORLD = "metaworld:"
@@ -523,13 +531,14 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
     w = World(cfg)
     w.learner.learner.policy.load_state_dict(policy_state(ckpt["world"]))
     envs = make_envs(cfg, 1, 1_000_003)  # an env index no training run uses
-    obs, ret, results = torch.from_numpy(envs.reset()), 0.0, []
+    obs, ret, results, progress = torch.from_numpy(envs.reset()), 0.0, [], EpisodeProgress(args.episodes)
     while len(results) < args.episodes:
         with torch.no_grad():
             out = envs.step(w.learner.learner.policy(obs).argmax(-1).numpy())
         ret += float(out.reward[0])
         if out.terminated[0] or out.truncated[0]:
             results.append((ret, float(out.success[0])))
+            progress.update(len(results))
             ret = 0.0
         obs = torch.from_numpy(out.obs)
     result = {"episodes": len(results), "EpRet": sum(r[0] for r in results) / len(results),

@@ -59,6 +59,7 @@ from rlspec.runs import config as runconfig
 from rlspec.runs.faults import Diverged, check_finite, nonfinite_tensors, outcome
 from rlspec.runs.plots import Panel, draw
 from rlspec.runs.rundir import (
+    EpisodeProgress,
     Progress,
     RunDir,
     atomic_write_bytes,
@@ -730,7 +731,7 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
     state = build(cfg, gen)
     state.load_state_dict(ckpt["state"])
     frames = [] if args.video else None
-    result = run_episodes(cfg, state, args.episodes, seed, gen, frames)
+    result = run_episodes(cfg, state, args.episodes, seed, gen, frames, EpisodeProgress(args.episodes))
     if frames is not None:
         from rlspec.runs.video import write_mp4
 
@@ -756,7 +757,7 @@ def video_frame(obs: torch.Tensor, scale: int, bar: int = 2):
 
 
 def run_episodes(cfg: DreamerRunConfig, state: DreamerState, episodes: int, seed: int,
-                 gen: torch.Generator, frames: list | None = None) -> dict:
+                 gen: torch.Generator, frames: list | None = None, progress: EpisodeProgress | None = None) -> dict:
     """The greedy policy on ``cfg.num_envs`` fresh envs until ``episodes`` episodes end (the first ones, in
     order of env step then env index). ``frames``: receives the observations [N, 1, 72, 20], the reset's and
     then one per vector step (an ended episode shows the next one's first frame, as the policy sees it)."""
@@ -770,6 +771,8 @@ def run_episodes(cfg: DreamerRunConfig, state: DreamerState, episodes: int, seed
                                          greedy=True)
         advance(cfg, loop, envs.step(action), action)
         steps += 1
+        if progress is not None:
+            progress.update(len(loop.finished))
     if frames is not None:
         frames.append(loop.obs.clone())
     envs.close()

@@ -57,7 +57,15 @@ from rlspec.envs.safe_vector import SafeVectorEnv
 from rlspec.runs import config as runconfig
 from rlspec.runs.faults import check_finite, outcome
 from rlspec.runs.plots import Panel, draw
-from rlspec.runs.rundir import Progress, RunDir, atomic_write_bytes, has_checkpoint, load_checkpoint, resume_config
+from rlspec.runs.rundir import (
+    EpisodeProgress,
+    Progress,
+    RunDir,
+    atomic_write_bytes,
+    has_checkpoint,
+    load_checkpoint,
+    resume_config,
+)
 from rlspec.runs.video import write_mp4
 from rlspec.semantics import build_hooks
 from rlspec.semantics.config import SemanticConfig
@@ -428,10 +436,12 @@ def evaluate(run_dir: Path, argv: list[str], cls: type = SafeConfig) -> int:
         state.budget.num_envs, state.budget.z = 1, torch.ones(1, dtype=state.budget.z.dtype)
     envs.reset()
     frames = [envs.envs[0].render()] if args.video else []
+    progress = EpisodeProgress(args.episodes)
     while len(envs.finished) < args.episodes:
         with torch.no_grad():
             out = envs.step(state.actor(policy_input(state, envs.obs)).mean)
         env_feedback(state, out.reward, out.cost, out.terminated | out.truncated)
+        progress.update(len(envs.finished))
         if args.video and not envs.finished and len(frames) < args.max_frames:
             frames.append(envs.envs[0].render())
     eps = envs.finished[:args.episodes]

@@ -346,6 +346,19 @@ def peak_memory(device: torch.device | None = None) -> dict[str, float]:
     return out
 
 
+class EpisodeProgress:
+    """`rlspec eval`'s progress: a line on stderr each time an episode ends ("eval: 3/10 episodes")."""
+
+    def __init__(self, total: int, stream=None):
+        self.total, self.stream, self.done = total, stream or sys.stderr, 0
+
+    def update(self, finished: int) -> None:
+        while self.done < min(finished, self.total):
+            self.done += 1
+            self.stream.write(f"eval: {self.done}/{self.total} episodes\n")
+            self.stream.flush()
+
+
 class Progress:
     """One status line (rewritten in place on a terminal, one line per update otherwise): env steps/s and
     the figures a person watches (EpRet, EpCost, λ, ...)."""

@@ -283,3 +283,10 @@ def test_a_checkpoint_copied_in_from_another_run_is_refused(tmp_path, capsys, en
     assert "belongs to another run" in err and "Traceback" not in err, err
     assert {k: v for k, v in _files(b).items() if k.name != ".lock"} == {
         k: v for k, v in before.items() if k.name != ".lock"}
+
+
+def test_eval_reports_each_episode(tmp_path, capsys):
+    assert _train(SAFE, tmp_path / "run") == 0
+    capsys.readouterr()
+    assert cli.main(["eval", str(tmp_path / "run"), "--episodes", "2"]) == 0
+    assert capsys.readouterr().err.splitlines()[-2:] == ["eval: 1/2 episodes", "eval: 2/2 episodes"]
