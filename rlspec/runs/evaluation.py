@@ -254,3 +254,51 @@ def plot_groups(curves: list[Curve], path: Path, cost_limit: float | None = None
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _fmt(stat: dict) -> str:
+    mean, lo, hi = stat["mean"], stat["ci_low"], stat["ci_high"]
+    return "—" if math.isnan(mean) else f"{mean:.4g} [{lo:.4g}, {hi:.4g}]"
+
+
+def table(report: dict) -> str:
+    """The report as a Markdown table: a row per group, mean [95% CI] per metric."""
+    head = ["group", "runs", *METRICS]
+    rows = [f"| {' | '.join(head)} |", f"|{'---|' * len(head)}"]
+    for group, g in report["groups"].items():
+        cells = [_fmt(g["summary"][m]) + (f" ({g['summary'][m]['reached']} reached)" if m == "steps_to_threshold"
+                                          else "") for m in METRICS]
+        rows.append(f"| {group} | {len(g['runs'])} | {' | '.join(cells)} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`rlspec report RUN... [--threshold R] [--cost-limit L] [--late F] [--out DIR]`."""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(prog="rlspec report", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", type=Path, help="run directories: rlspec, OmniSafe, SB3 (CSV) or sheeprl "
+                                                      "(TensorBoard events), mixed freely")
+    p.add_argument("--threshold", type=float, help="the return of 'steps to threshold' (none: not reported)")
+    p.add_argument("--cost-limit", type=float, help="the cost limit of the violation rate (none: not reported)")
+    p.add_argument("--late", type=float, default=LATE, help=f"the late fraction of each run (default {LATE})")
+    p.add_argument("--out", type=Path, default=Path("rlspec-report/runs"),
+                   help="where report.json, report.md and report.png go (default rlspec-report/runs)")
+    args = p.parse_args(argv)
+    if not 0 < args.late <= 1:
+        p.error(f"--late: expected a fraction in (0, 1], got {args.late}")
+    try:
+        curves = [read_run(path) for path in args.runs]
+        report = group_report(curves, args.threshold, args.cost_limit, args.late)
+    except EvaluationError as err:
+        print(f"rlspec report: error: {err}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    (args.out / "report.md").write_text(table(report) + "\n")
+    plot_groups(curves, args.out / "report.png", args.cost_limit)
+    print(table(report))
+    print(f"written to {args.out}/report.json, report.md, report.png", file=sys.stderr)
+    return 0

@@ -156,3 +156,19 @@ def test_sheeprl_events_map_to_our_names(tmp_path):
     w.close()
     with pytest.raises(ev.EvaluationError, match="tags: train/reward"):
         ev.read_run(other)
+
+
+def test_report_command_groups_any_mix_of_runs(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    runs = [omnisafe_run(tmp_path, "PPOLag", s, STEPS, [s + i for i in range(10)], [30] * 10, [1.0] * 10)
+            for s in range(2)] + [rlspec_run(tmp_path, "ours", "PPOLag", STEPS, list(range(10)), [20] * 10, [1.0] * 10)]
+    out = tmp_path / "report"
+    assert ev.main([*map(str, runs), "--threshold", "9", "--cost-limit", "25", "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["groups"]) == {"omnisafe PPOLag", "rlspec PPOLag"} and report["cost_limit"] == 25
+    assert report["groups"]["omnisafe PPOLag"]["summary"]["violation_rate"]["mean"] == 1.0
+    printed = capsys.readouterr().out
+    assert printed.strip() == (out / "report.md").read_text().strip() and "| rlspec PPOLag | 1 |" in printed
+    assert (out / "report.png").stat().st_size > 0
+    assert ev.main([str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
+    assert "not a run directory" in capsys.readouterr().err and not (tmp_path / "x").exists()
