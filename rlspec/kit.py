@@ -15,6 +15,8 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
+import torch
+
 from rlspec import registry, report
 from rlspec.spec.core import (
     Contract,
@@ -40,8 +42,6 @@ def load_contract(cid: str) -> Contract:
 def choose_triton(mode: str) -> None:
     """The application's choice of how Triton backends run (fast/triton_mode.py); before any is imported.
     auto: keep $TRITON_INTERPRET if set, else interpret exactly when there is no CUDA device."""
-    import torch
-
     if mode == "interpret" or (mode == "auto" and "TRITON_INTERPRET" not in os.environ
                                and not torch.cuda.is_available()):
         os.environ["TRITON_INTERPRET"] = "1"
@@ -112,12 +112,15 @@ class Task:
 def run_tasks(tasks: list[Task], jobs: int, triton: str) -> list[dict]:
     """Each task's table, in the order of ``tasks``, each printed once it and those before it are done. With
     ``jobs`` > 1 the tasks run in that many spawned worker processes (a fresh interpreter each: no fork of a
-    process that holds torch threads); the rules of an --unsupported file count what every worker matched."""
+    process that holds torch threads), sharing out torch's threads; the rules of an --unsupported file count
+    what every worker matched."""
     jobs = min(jobs, len(tasks))
     if jobs <= 1:
         return [_print_table(_run_task(task, i, len(tasks))[0]) for i, task in enumerate(tasks)]
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=choose_triton, initargs=(triton,)) as pool:
+    threads = max(1, torch.get_num_threads() // jobs)  # more threads than cores: each op spins and crawls
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker,
+                             initargs=(triton, threads)) as pool:
         # each worker counts on its own copy of the rules (all still at zero here), added up below
         futures = [pool.submit(_run_task, dataclasses.replace(task, unsupported=copy.deepcopy(task.unsupported)),
                                i, len(tasks)) for i, task in enumerate(tasks)]
@@ -132,6 +135,11 @@ def run_tasks(tasks: list[Task], jobs: int, triton: str) -> list[dict]:
             pool.shutdown(cancel_futures=True)
             raise
     return tables
+
+
+def _start_worker(triton: str, threads: int) -> None:
+    choose_triton(triton)
+    torch.set_num_threads(threads)
 
 
 def _run_task(task: Task, index: int, total: int) -> tuple[dict, list[dict]]:
