@@ -3,11 +3,19 @@ prints and writes the reports. Imported only by those verbs (it loads Hypothesis
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
+import multiprocessing
+import os
 import sys
 import textwrap
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+
+import torch
 
 from rlspec import registry, report
 from rlspec.spec.core import (
@@ -31,11 +39,23 @@ def load_contract(cid: str) -> Contract:
     return dataclasses.replace(contract, signatures=signatures_from_text(text))
 
 
+def choose_triton(mode: str) -> None:
+    """The application's choice of how Triton backends run (fast/triton_mode.py); before any is imported.
+    auto: keep $TRITON_INTERPRET if set, else interpret exactly when there is no CUDA device."""
+    if mode == "interpret" or (mode == "auto" and "TRITON_INTERPRET" not in os.environ
+                               and not torch.cuda.is_available()):
+        os.environ["TRITON_INTERPRET"] = "1"
+    elif mode == "compiled":
+        os.environ["TRITON_INTERPRET"] = "0"
+
+
 def check(contract_ids: list[str], impl_target: str | None, profile: str, out_dir: Path, *,
           clauses: list[str] | None = None, unsupported_file: Path | None = None, seed: int | None = None,
-          reproduce: str | None = None) -> int:
-    """Check the contracts; exit status 1 on any violation or implementation that fails to load (or when
-    the one --impl asked for is unavailable here), 2 on a bad --clause / --unsupported / --reproduce."""
+          reproduce: str | None = None, jobs: int = 1, triton: str = "auto") -> int:
+    """Check the contracts, ``jobs`` at a time in worker processes; exit status 1 on any violation or
+    implementation that fails to load (or when the one --impl asked for is unavailable here), 2 on a bad
+    --clause / --unsupported / --reproduce. The printed tables and the report are the same for any ``jobs``."""
+    choose_triton(triton)
     contracts = {cid: load_contract(cid) for cid in contract_ids}
     if clauses:
         unknown = [c for c in clauses if not any(c in k.clauses for k in contracts.values())]
@@ -48,11 +68,16 @@ def check(contract_ids: list[str], impl_target: str | None, profile: str, out_di
         unsupported = (load_unsupported(unsupported_file, [c for cid in registry.CONTRACTS
                                                            for c in registry.load_contract(cid).clauses])
                        if unsupported_file else None)
-        tables = [check_contract(contract, impl_target, profile, clauses, unsupported, unsupported_file,
-                                 seed, reproduce) for contract in contracts.values()
-                  if not clauses or set(clauses) & set(contract.clauses)]
+        tasks = [Task(cid, _targets(cid, impl_target), profile, clauses, unsupported, unsupported_file, seed,
+                      reproduce) for cid, contract in contracts.items()
+                 if not clauses or set(clauses) & set(contract.clauses)]
+        tables = run_tasks(tasks, jobs, triton)
     except (UnsupportedFileError, ReproduceError) as err:
         return _usage(str(err))
+    except BrokenProcessPool as err:
+        print(f"rlspec check: error: a worker process died ({err}); rerun with --jobs 1 to see where",
+              file=sys.stderr)
+        return 1
     md, js = report.write(tables, out_dir)
     print(f"\nreport: {md} and {js}")
     if unsupported is not None:
@@ -64,12 +89,85 @@ def check(contract_ids: list[str], impl_target: str | None, profile: str, out_di
     return _summary(tables, impl_target)
 
 
-def check_contract(contract: Contract, impl_target: str | None, profile: str, clauses: list[str] | None,
+def _targets(cid: str, impl_target: str | None) -> list[tuple[str, str, bool]]:
+    """(label, import target, registered) of each implementation to check: --impl, else the registry's."""
+    if impl_target:
+        return [(impl_target, impl_target, False)]
+    return [(name, target, True) for name, target in registry.IMPLEMENTATIONS.get(cid, {}).items()]
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One contract to check: everything a worker process needs (picklable)."""
+    contract: str
+    targets: list[tuple[str, str, bool]]
+    profile: str
+    clauses: list[str] | None
+    unsupported: UnsupportedCases | None
+    unsupported_file: Path | None
+    seed: int | None
+    reproduce: str | None
+
+
+def run_tasks(tasks: list[Task], jobs: int, triton: str) -> list[dict]:
+    """Each task's table, in the order of ``tasks``, each printed once it and those before it are done. With
+    ``jobs`` > 1 the tasks run in that many spawned worker processes (a fresh interpreter each: no fork of a
+    process that holds torch threads), sharing out torch's threads; the rules of an --unsupported file count
+    what every worker matched."""
+    jobs = min(jobs, len(tasks))
+    if jobs <= 1:
+        return [_print_table(_run_task(task, i, len(tasks))[0]) for i, task in enumerate(tasks)]
+    context = multiprocessing.get_context("spawn")
+    threads = max(1, torch.get_num_threads() // jobs)  # more threads than cores: each op spins and crawls
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker,
+                             initargs=(triton, threads)) as pool:
+        # each worker counts on its own copy of the rules (all still at zero here), added up below
+        futures = [pool.submit(_run_task, dataclasses.replace(task, unsupported=copy.deepcopy(task.unsupported)),
+                               i, len(tasks)) for i, task in enumerate(tasks)]
+        tables = []
+        try:
+            for task, future in zip(tasks, futures):
+                table, rules = future.result()
+                if task.unsupported is not None:
+                    task.unsupported.add(rules)
+                tables.append(_print_table(table))
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+    return tables
+
+
+def _start_worker(triton: str, threads: int) -> None:
+    choose_triton(triton)
+    torch.set_num_threads(threads)
+
+
+def _run_task(task: Task, index: int, total: int) -> tuple[dict, list[dict]]:
+    """(the contract's table, what the --unsupported rules matched here); progress lines on stderr."""
+    _progress(f"{task.contract} started ({index + 1} of {total})")
+    start = time.monotonic()
+    table = check_contract(load_contract(task.contract), [registry.resolve(*t) for t in task.targets],
+                           task.profile, task.clauses, task.unsupported, task.unsupported_file, task.seed,
+                           task.reproduce)
+    counts = report.failures(table)
+    result = ", ".join(f"{n} {label}" for label, n in counts.items()) or "no violation"
+    _progress(f"{task.contract} finished in {time.monotonic() - start:.1f} s: {result}")
+    return table, task.unsupported.summary() if task.unsupported is not None else []
+
+
+def _progress(line: str) -> None:
+    print(f"rlspec check: {line}", file=sys.stderr, flush=True)
+
+
+def _print_table(table: dict) -> dict:
+    print(report.to_text(table), flush=True)
+    return table
+
+
+def check_contract(contract: Contract, resolved: list[registry.Resolved], profile: str, clauses: list[str] | None,
                    unsupported: UnsupportedCases | None, unsupported_file: Path | None, seed: int | None,
                    reproduce: str | None) -> dict:
     selected = [c for c in contract.clauses if not clauses or c in clauses]
-    resolved = ([registry.resolve(impl_target, impl_target)] if impl_target
-                else registry.implementations(contract.id))
     results = []
     for r in resolved:
         entry = dict(label=r.label, target=r.target, status="checked", reason="", clauses={})
@@ -82,9 +180,7 @@ def check_contract(contract: Contract, impl_target: str | None, profile: str, cl
                                     seed=seed, reproduce=reproduce)
             entry["clauses"] = {o.clause: report.cell(o, command) for o in outcomes}
         results.append(entry)
-    table = report.build(contract.id, {c: contract.clauses[c] for c in selected}, results)
-    print(report.to_text(table), flush=True)
-    return table
+    return report.build(contract.id, {c: contract.clauses[c] for c in selected}, results)
 
 
 def _summary(tables: list[dict], impl_target: str | None) -> int:

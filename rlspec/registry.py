@@ -15,8 +15,6 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 if TYPE_CHECKING:  # the test half is imported only when a contract is loaded
     from rlspec.spec.core import Contract
 
@@ -166,6 +164,8 @@ def load_object(target: str) -> Any:
 
 
 def _to(x: Any, device: str) -> Any:
+    import torch  # here, not at the top: `rlspec --help` reads CONTRACTS without loading torch
+
     if isinstance(x, torch.Tensor):
         return x.to(device)
     if isinstance(x, (tuple, list)):

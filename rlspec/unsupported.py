@@ -109,6 +109,12 @@ class UnsupportedCases:
                 return f"{rule.text} ({rule.where})"
         return None
 
+    def add(self, summary: list[dict]) -> None:
+        """Count what a copy of these rules matched elsewhere (its ``summary()``; a worker process's)."""
+        for rule, counted in zip(self.rules, summary, strict=True):
+            rule.examples += counted["examples"]
+            rule.clauses.update(dict.fromkeys(counted["clauses"]))
+
     def summary(self) -> list[dict]:
         return [dict(rule=r.text, where=r.where, clauses=list(r.clauses), examples=r.examples)
                 for r in self.rules]

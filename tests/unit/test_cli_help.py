@@ -1,0 +1,102 @@
+"""`rlspec --help` and every verb's --help answer without importing torch: the command line imports only the
+standard library and the registry's names, and an engine's --help (built from its config dataclasses, next
+to torch code) comes from rlspec/help_cache.py while the sources that produced it are unchanged.
+
+Each case runs `cli.main` in a fresh interpreter and reads back what it printed, its exit status and which
+heavy packages it loaded."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "hypothesis", "numpy")
+RUN = """
+import json, sys
+from rlspec import cli
+try:
+    code = cli.main(json.loads(sys.argv[1]))
+except SystemExit as exit_:
+    code = exit_.code
+print(json.dumps({"code": code, "heavy": sorted(m for m in %r if m in sys.modules)}))
+""" % (HEAVY,)
+
+
+def _main(argv: list[str], cache: Path) -> tuple[int, str, list[str]]:
+    """(exit status, what it printed before the status line, heavy packages loaded) of cli.main(argv)."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache), COLUMNS="100")
+    out = subprocess.run([sys.executable, "-c", RUN, json.dumps(argv)], capture_output=True, text=True, env=env,
+                         cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    *text, status = out.stdout.splitlines()
+    result = json.loads(status)
+    return result["code"], "\n".join(text) + "\n", result["heavy"]
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--help"], ["{check,list,train,compare,eval,plot,probe}", "train an engine"]),
+    (["check", "--help"], ["--jobs N", "--impl IMPL", "twohot, return_ema"]),
+    (["list", "--help"], ["one of twohot"]),
+    (["train", "--help"], ["one of safe, safe-fast, bonus, dreamer"]),
+    (["compare", "--help"], ["one of safe, safe-fast, bonus, dreamer"]),
+    (["eval", "--help"], ["a run directory"]),
+    (["plot", "--help"], ["a run directory"]),
+])
+def test_the_command_line_parses_without_torch(argv, says, tmp_path):
+    code, text, heavy = _main(argv, tmp_path)
+    assert code == 0 and heavy == []
+    assert text.startswith(f"usage: rlspec {' '.join(argv[:-1])}".rstrip()), text
+    for s in says:
+        assert s in text
+
+
+def _engine_help(monkeypatch) -> str:
+    """What the dreamer engine's own parser prints for --help, at the width the subprocesses use."""
+    from rlspec.engines import dreamer
+
+    monkeypatch.setenv("COLUMNS", "100")
+    return dreamer._parser().format_help()
+
+
+def test_an_engine_help_is_its_own_and_comes_back_without_torch(tmp_path, monkeypatch):
+    expected = _engine_help(monkeypatch)
+    assert "--stop-after-steps" in expected and "dreamer.deter (int, default 256)" in expected
+    code, first, heavy = _main(["train", "dreamer", "--help"], tmp_path)
+    assert code == 0 and first == expected and "torch" in heavy  # nothing kept yet: the engine was imported
+    code, again, heavy = _main(["train", "dreamer", "--help"], tmp_path)
+    assert code == 0 and again == expected and heavy == []
+
+
+def test_a_changed_source_file_invalidates_the_kept_help(tmp_path, monkeypatch):
+    expected = _engine_help(monkeypatch)
+    _main(["train", "dreamer", "-h"], tmp_path)
+    [entry_path] = (tmp_path / "rlspec/help").glob("*.json")
+    entry = json.loads(entry_path.read_text())
+    engine_file = str(ROOT / "rlspec/engines/dreamer.py")
+    assert entry["files"][engine_file]  # the engine's source is among the files it depends on
+    entry["files"][engine_file] = "0" * 64  # as if dreamer.py had been edited since
+    entry["text"] = "stale\n"
+    entry_path.write_text(json.dumps(entry))
+    code, text, heavy = _main(["train", "dreamer", "-h"], tmp_path)
+    assert code == 0 and text == expected and "torch" in heavy  # produced again, not the stale text
+    code, text, heavy = _main(["train", "dreamer", "-h"], tmp_path)
+    assert text == expected and heavy == []  # and kept again
+
+
+def test_help_is_printed_where_nothing_can_be_kept(tmp_path, monkeypatch):
+    expected = _engine_help(monkeypatch)
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    code, text, _ = _main(["train", "dreamer", "--help"], not_a_dir)
+    assert code == 0 and text == expected
+
+
+def test_a_bad_option_next_to_help_is_an_error_and_nothing_is_kept(tmp_path):
+    code, text, _ = _main(["train", "dreamer", "--preset", "nope", "--help"], tmp_path)
+    assert code == 2 and not list(tmp_path.rglob("*.json"))
