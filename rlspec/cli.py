@@ -3,7 +3,9 @@
 Kit: `rlspec check <contract> [<contract> ...]|all [--impl MODULE_OR_PATH] [--clause ID] [--jobs N]
 [--unsupported FILE]`, `rlspec list [CONTRACT]`.
 Engines: `rlspec train <engine> ...`, `rlspec eval RUN ...`, `rlspec plot RUN`, `rlspec compare <engine> ...`.
-Tools: `rlspec probe --frames DIR|VIDEO --safe ... --unsafe ...` (semantic prompt probe, seed 000 §30).
+Tools: `rlspec probe --frames DIR|VIDEO --safe ... --unsafe ...` (semantic prompt probe, seed 000 §30),
+`rlspec report RUN... [--threshold R] [--cost-limit L]` (seed 000's evaluation metrics over runs of rlspec,
+OmniSafe, Stable-Baselines3 or sheeprl, grouped, with bootstrap CIs).
 """
 
 from __future__ import annotations
@@ -92,6 +94,8 @@ def _parser() -> argparse.ArgumentParser:
         if verb != "plot":
             p.add_argument("rest", nargs=argparse.REMAINDER, help="the options of the engine's " + verb)
     sub.add_parser("probe", help="prompt-centroid separability on frames: rlspec probe --help", add_help=False)
+    sub.add_parser("report", help="evaluation metrics of runs (rlspec, OmniSafe, SB3, sheeprl) grouped, with "
+                                  "95%% bootstrap CIs, and a plot: rlspec report --help", add_help=False)
     return parser
 
 
@@ -100,17 +104,21 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["probe"]:  # its own parser: its options would be taken for rlspec's
         return _verb(argv, lambda: _probe(argv[1:]))
+    if argv[:1] == ["report"]:  # likewise
+        return _verb(argv, lambda: _report(argv[1:]))
     args = parser.parse_args(argv)
 
     if args.verb == "train":
         return _verb([args.verb, args.engine, *args.rest], lambda: _engine(args.engine).train(args.rest))
     if args.verb == "compare":
         return _verb([args.verb, args.engine, *args.rest], lambda: _engine(args.engine).compare(args.rest))
-    if args.verb == "eval":
+    if args.verb in ("eval", "plot"):
         name = _run_engine(args.run)
+        if name is None:
+            return 2
+        if args.verb == "plot":
+            return _engine(name).plot(args.run)
         return _verb([args.verb, name, *args.rest], lambda: _engine(name).evaluate(args.run, args.rest))
-    if args.verb == "plot":
-        return _engine(_run_engine(args.run)).plot(args.run)
 
     from rlspec import kit  # the checker: loads torch and Hypothesis, which train/eval/plot never need
 
@@ -143,12 +151,30 @@ def _probe(argv: list[str]) -> int:
     return probe(argv)
 
 
-def _run_engine(run_dir: Path) -> str:
-    """The name of the engine that wrote RUN, from RUN/config.json's "engine" key."""
+def _report(argv: list[str]) -> int:
+    from rlspec.runs.evaluation import main as report
+
+    return report(argv)
+
+
+def _run_engine(run_dir: Path) -> str | None:
+    """The name of the engine that wrote RUN (RUN/config.json's "engine"); None, said on stderr, when RUN is
+    not a run directory, its config.json is damaged or names no engine this rlspec has."""
     config = run_dir / "config.json"
     if not config.is_file():
-        raise SystemExit(f"rlspec: {run_dir} is not a run directory (no config.json)")
-    return json.loads(config.read_text())["engine"]
+        print(f"rlspec: error: {run_dir} is not a run directory (no config.json)", file=sys.stderr)
+        return None
+    try:
+        name = json.loads(config.read_text())["engine"]
+    except (ValueError, KeyError, TypeError) as err:
+        print(f"rlspec: error: {config} is damaged ({type(err).__name__}: {err}); nothing was changed",
+              file=sys.stderr)
+        return None
+    if name not in ENGINES:
+        print(f"rlspec: error: {config} names engine {name!r}, which this rlspec does not have (it has "
+              f"{', '.join(ENGINES)})", file=sys.stderr)
+        return None
+    return name
 
 
 if __name__ == "__main__":

@@ -290,3 +290,18 @@ def test_eval_reports_each_episode(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["eval", str(tmp_path / "run"), "--episodes", "2"]) == 0
     assert capsys.readouterr().err.splitlines()[-2:] == ["eval: 1/2 episodes", "eval: 2/2 episodes"]
+
+
+@pytest.mark.parametrize("verb", ["eval", "plot"])
+def test_eval_and_plot_of_a_damaged_or_missing_run_say_so(tmp_path, capsys, verb):
+    run = tmp_path / "run"
+    run.mkdir()
+    assert cli.main([verb, str(run)]) == 2
+    assert "is not a run directory" in capsys.readouterr().err
+    (run / "config.json").write_text('{"engine": "safe", "conf')
+    assert cli.main([verb, str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "is damaged (JSONDecodeError" in err and "Traceback" not in err, err
+    (run / "config.json").write_text('{"engine": "nope", "config": {}}')
+    assert cli.main([verb, str(run)]) == 2
+    assert "names engine 'nope'" in capsys.readouterr().err

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlspec import cli
 from rlspec.runs import evaluation as ev
 
 
@@ -163,7 +164,7 @@ def test_report_command_groups_any_mix_of_runs(tmp_path, capsys):
     runs = [omnisafe_run(tmp_path, "PPOLag", s, STEPS, [s + i for i in range(10)], [30] * 10, [1.0] * 10)
             for s in range(2)] + [rlspec_run(tmp_path, "ours", "PPOLag", STEPS, list(range(10)), [20] * 10, [1.0] * 10)]
     out = tmp_path / "report"
-    assert ev.main([*map(str, runs), "--threshold", "9", "--cost-limit", "25", "--out", str(out)]) == 0
+    assert cli.main(["report", *map(str, runs), "--threshold", "9", "--cost-limit", "25", "--out", str(out)]) == 0
     report = json.loads((out / "report.json").read_text())
     assert set(report["groups"]) == {"omnisafe PPOLag", "rlspec PPOLag"} and report["cost_limit"] == 25
     assert report["groups"]["omnisafe PPOLag"]["summary"]["violation_rate"]["mean"] == 1.0
