@@ -100,8 +100,13 @@ def _read_events(path: Path, group: str) -> Curve:
     """sheeprl's TensorBoard scalars: steps = the union of the logged steps, each metric NaN where not logged."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    files = sorted(path.rglob("events.out.tfevents.*"))
+    folders = sorted({str(f.parent.relative_to(path)) for f in files})
+    if len(folders) > 1:
+        raise EvaluationError(f"{path}: TensorBoard events of {len(folders)} runs ({', '.join(folders[:3])}"
+                              f"{', ...' if len(folders) > 3 else ''}): name each run's directory")
     scalars: dict[str, dict[int, float]] = {}
-    for events in sorted(path.rglob("events.out.tfevents.*")):
+    for events in files:
         acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
         acc.Reload()
         for tag in acc.Tags()["scalars"]:

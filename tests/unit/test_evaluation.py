@@ -157,6 +157,8 @@ def test_sheeprl_events_map_to_our_names(tmp_path):
     w.close()
     with pytest.raises(ev.EvaluationError, match="tags: train/reward"):
         ev.read_run(other)
+    with pytest.raises(ev.EvaluationError, match="events of 2 runs"):
+        ev.read_run(tmp_path)  # the logs of two runs (logs/..., other) are never merged into one curve
 
 
 def test_report_command_groups_any_mix_of_runs(tmp_path, capsys):
