@@ -41,9 +41,7 @@ class ImageObservation(gymnasium.ObservationWrapper):
 
     def __init__(self, env: gymnasium.Env, key: str = "rgb", render_mode: str | None = None):
         super().__init__(env)
-        if render_mode is not None and render_mode not in RENDER_MODES:
-            raise ValueError(f"{ENV_ID}: argument 'render_mode' must be None or one of {RENDER_MODES}, "
-                             f"got {render_mode!r}")
+        check_render_mode(render_mode)
         c, h, w = env.observation_space.shape  # [1, 72, 20] packed2
         space = gymnasium.spaces.Box(0, 255, (h, w * packed2.PIXELS_PER_BYTE, c), np.uint8)
         self.observation_space = gymnasium.spaces.Dict({key: space})
@@ -64,9 +62,15 @@ class ImageObservation(gymnasium.ObservationWrapper):
         return np.repeat(self._last, 3, axis=-1)
 
 
+def check_render_mode(render_mode: str | None) -> None:
+    if render_mode is not None and render_mode not in RENDER_MODES:
+        raise ValueError(f"{ENV_ID}: argument 'render_mode' must be None or one of {RENDER_MODES}, got {render_mode!r}")
+
+
 def make(scenario: str = "room-exit", *, step_limit: int = STEP_LIMIT, frameskip: int = FRAMESKIP,
          key: str = "rgb", render_mode: str | None = None) -> ImageObservation:
     """The entry point of ``ENV_ID``."""
+    check_render_mode(render_mode)  # before an emulator starts
     return ImageObservation(room_env(scenario, step_limit=step_limit, frameskip=frameskip), key, render_mode)
 
 
