@@ -96,12 +96,20 @@ def _curve(group: str, path: Path, source: str, table: tuple[list[str], list[dic
     return Curve(group, path, source, _column(rows, step_key), {key: _column(rows, col) for key, col in names.items()})
 
 
+def _written_at(events: Path) -> tuple[int, str]:
+    """(creation time, path) of an event file named events.out.tfevents.<unix time>.<host>...: the chunks of a
+    resumed sheeprl run (version_0, version_1, ..., version_10: not in name order) in the order they ran."""
+    stamp = events.name.split(".")[3]
+    return (int(stamp) if stamp.isdigit() else 0, str(events))
+
+
 def _read_events(path: Path, group: str) -> Curve:
-    """sheeprl's TensorBoard scalars: steps = the union of the logged steps, each metric NaN where not logged."""
+    """sheeprl's TensorBoard scalars: steps = the union of the logged steps, each metric NaN where not logged; where
+    two event files log one step (a run resumed from a checkpoint before its end), the later file's value."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     scalars: dict[str, dict[int, float]] = {}
-    for events in sorted(path.rglob("events.out.tfevents.*")):
+    for events in sorted(path.rglob("events.out.tfevents.*"), key=_written_at):  # a later run's value wins
         acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
         acc.Reload()
         for tag in acc.Tags()["scalars"]:

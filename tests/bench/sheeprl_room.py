@@ -4,12 +4,14 @@ model, budget and seeds).
 
     nox -s bench_sheeprl_room [-- --seeds 0 1 2 --total-steps 20480]
     python tests/bench/sheeprl_room.py --write-only [--preset room-exit] [--seeds 0] [--set KEY=VALUE ...]
-    python tests/bench/sheeprl_room.py [--seeds 0 1 2] [--total-steps N] [--out runs/sheeprl-room]
+    python tests/bench/sheeprl_room.py [--seeds 0 1 2] [--total-steps N] [--chunk C] [--out runs/sheeprl-room]
 
 Writes OUT/sheeprl_room.json: the rlspec config, the mapping (``TABLE``: every rlspec key, its value, the
 sheeprl keys it sets and their value), sheeprl's overrides per seed, the ``differences`` sheeprl cannot
 express, and (without --write-only) per seed its log directory and its curve as ``rlspec.runs.evaluation``
-reads it (``read_run``). A seed whose run finished (its last checkpoint at total_steps) is not run again.
+reads it (``read_run``). With --chunk C each seed runs in sheeprl runs of C env steps, each resuming the last
+one's checkpoint (``checkpoint.resume_from``, the replay buffer in it); a seed goes on from its last checkpoint
+(an interrupted run too) and a finished one is not run again.
 
 The env is ``rlspec.envs.room.sheeprl_env:RlspecRoom-v0`` (the ROM in PyBoy, the frame as PyBoy draws it in
 gray, resized by sheeprl to ``env.screen_size``); the frame skip and step limit are the env's (sheeprl's
@@ -181,27 +183,43 @@ def report(preset: str, configs: dict[int, DreamerRunConfig], out: Path) -> dict
             "overrides": {seed: overrides(cfg, out) for seed, cfg in configs.items()}, "runs": {}}
 
 
-def log_dir(out: Path, cfg: DreamerRunConfig) -> Path | None:
-    """sheeprl's log directory of the seed's run (<out>/<task>/s<seed>/version_0), None before it ran."""
-    path = out / cfg.task / f"s{cfg.seed}" / "version_0"
-    return path if path.is_dir() else None
+def seed_dir(out: Path, cfg: DreamerRunConfig) -> Path:
+    """The seed's directory: sheeprl's log directories of its chunks under it (version_0, version_1, ...)."""
+    return out / cfg.task / f"s{cfg.seed}"
 
 
-def finished(path: Path | None, cfg: DreamerRunConfig) -> bool:
-    return path is not None and any(path.glob(f"checkpoint/ckpt_{cfg.total_steps}_0.ckpt"))
+def last_checkpoint(path: Path) -> tuple[int, Path | None]:
+    """(env steps, path) of the latest of sheeprl's checkpoints under ``path`` (ckpt_<policy step>_<rank>.ckpt);
+    (0, None) before the first."""
+    found = [(int(ckpt.name.split("_")[1]), ckpt) for ckpt in path.glob("version_*/checkpoint/ckpt_*_0.ckpt")]
+    return max(found, default=(0, None))
 
 
-def run_seed(cfg: DreamerRunConfig, out: Path) -> dict:
-    """Runs sheeprl on one seed (unless it finished before) and reads its curve with rlspec's reader."""
+def chunk_ends(done: int, total: int, chunk: int | None) -> list[int]:
+    """The total_steps of the sheeprl runs still to do: from ``done`` env steps to ``total`` in ``chunk`` steps
+    (None: one run)."""
+    if done >= total:
+        return []
+    step = total - done if chunk is None else chunk
+    return [*range(done + step, total, step), total]
+
+
+def run_seed(cfg: DreamerRunConfig, out: Path, chunk: int | None) -> dict:
+    """Runs sheeprl on one seed, in chunks of ``chunk`` env steps, each resuming from the last checkpoint (also
+    one of an interrupted run; a finished seed is not run again), and reads its curve with rlspec's reader."""
     from rlspec.runs.evaluation import read_run
 
-    if not finished(log_dir(out, cfg), cfg):
-        if log_dir(out, cfg) is not None:
-            raise SystemExit(f"sheeprl_room: {log_dir(out, cfg)} holds an unfinished run: remove it to rerun")
-        subprocess.run([sys.executable, "-m", "sheeprl", *overrides(cfg, out)], check=True)
-    path = log_dir(out, cfg)
-    curve = read_run(path)
-    return {"log_dir": str(path), "steps": curve.steps.tolist(),
+    done, ckpt = last_checkpoint(seed_dir(out, cfg))
+    for end in chunk_ends(done, cfg.total_steps, chunk):
+        resume = [f"checkpoint.resume_from={ckpt}"] if ckpt else []
+        run_cfg = dataclasses.replace(cfg, total_steps=end)
+        subprocess.run([sys.executable, "-m", "sheeprl", *overrides(run_cfg, out), *resume], check=True)
+        done, ckpt = last_checkpoint(seed_dir(out, cfg))
+        if done != end:
+            raise SystemExit(f"sheeprl_room: seed {cfg.seed}: the last checkpoint is at {done} env steps, "
+                             f"expected {end}")
+    curve = read_run(seed_dir(out, cfg))
+    return {"dir": str(seed_dir(out, cfg)), "steps": curve.steps.tolist(),
             **{key: [None if math.isnan(v) else v for v in values.tolist()] for key, values in curve.values.items()}}
 
 
@@ -211,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--total-steps", type=int, help="override the preset's total_steps")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an rlspec config override")
+    p.add_argument("--chunk", type=int, help="env steps per sheeprl run, each resuming the last (default: one run)")
     p.add_argument("--out", type=Path, default=Path("runs/sheeprl-room"))
     p.add_argument("--write-only", action="store_true", help="write the JSON (mapping, overrides), run nothing")
     args = p.parse_args(argv)
@@ -220,12 +239,17 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:  # a bad preset or override: its message, no traceback
         print(f"sheeprl_room: {err}", file=sys.stderr)
         return 2
+    num_envs = next(iter(configs.values())).num_envs
+    if args.chunk is not None and (args.chunk < 1 or args.chunk % num_envs):
+        print(f"sheeprl_room: --chunk: expected a positive multiple of num_envs = {num_envs}, got {args.chunk}",
+              file=sys.stderr)
+        return 2
     result = report(args.preset, configs, out)
     out.mkdir(parents=True, exist_ok=True)
     target = out / "sheeprl_room.json"
     if not args.write_only:
         for seed, cfg in configs.items():
-            result["runs"][seed] = run_seed(cfg, out)
+            result["runs"][seed] = run_seed(cfg, out, args.chunk)
             target.write_text(json.dumps(result, indent=2) + "\n")  # after every seed
     target.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {target}" + "".join(f"\n  differences: {d}" for d in result["differences"]))

@@ -134,3 +134,21 @@ def test_env_id_makes_the_room_with_image_obs():
         env.close()
     with pytest.raises(ValueError, match="render_mode"):
         gymnasium.make("rlspec.envs.room.sheeprl_env:RlspecRoom-v0", render_mode="human")
+
+
+def test_chunks_resume_from_the_last_checkpoint(bench, tmp_path):
+    assert bench.chunk_ends(0, 2048, None) == [2048]
+    assert bench.chunk_ends(0, 2048, 512) == [512, 1024, 1536, 2048]
+    assert bench.chunk_ends(1000, 2048, 512) == [1512, 2024, 2048]  # an interrupted run: on from its checkpoint
+    assert bench.chunk_ends(2048, 2048, 512) == [] and bench.chunk_ends(0, 2048, 4096) == [2048]
+    assert bench.last_checkpoint(tmp_path) == (0, None)
+    for version, step in ((0, 256), (0, 512), (1, 1024), (10, 768)):
+        ckpt = tmp_path / f"version_{version}" / "checkpoint" / f"ckpt_{step}_0.ckpt"
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        ckpt.touch()
+    assert bench.last_checkpoint(tmp_path) == (1024, tmp_path / "version_1" / "checkpoint" / "ckpt_1024_0.ckpt")
+
+
+def test_a_chunk_sheeprl_cannot_stop_at_exits_2(bench, tmp_path, capsys):
+    assert bench.main(["--chunk", "510", "--out", str(tmp_path)]) == 2  # 4 envs: 510 is not a policy step
+    assert "--chunk: expected a positive multiple of num_envs = 4, got 510" in capsys.readouterr().err
