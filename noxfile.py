@@ -126,8 +126,9 @@ def bench_sheeprl_room(session: nox.Session) -> None:
     room-exit preset (tests/bench/sheeprl_room.py: the key mapping and the differences sheeprl cannot express in
     runs/sheeprl-room/sheeprl_room.json, each seed's TensorBoard events read by rlspec's evaluation reader).
     sheeprl lives in this session's venv only (torch stays 2.13.0). Without arguments: a smoke run (seed 0, 512
-    env steps, 256 random ones first); the comparison: `nox -s bench_sheeprl_room -- --seeds 0 1 2` (the
-    preset's 20,480 env steps each; a finished seed is not run again). CPU, one thread, under nice."""
+    env steps, 256 random ones first); the comparison: `nox -s bench_sheeprl_room -- --seeds 0 1 2 --chunk 2048`
+    (the preset's 20,480 env steps each, in resumed runs of 2,048; an interrupted seed goes on from its last
+    checkpoint, a finished one is not run again). CPU, one thread, under nice."""
     tmp = Path(session.create_tmp())
     constraints = tmp / "constraints.txt"
     constraints.write_text(TORCH + "\n")  # sheeprl may not pull another torch
