@@ -105,7 +105,7 @@ IGNORED = ("engine", "rom", "state", "plugin", "device", "kit", "steps_per_rollo
 IMPLEMENTATION = [
     "frame values: sheeprl normalizes the gray image PyBoy draws (255, 153, 85, 0) to x/255 - 0.5; rlspec the "
     "2-bit shade codes to code/3 in [0, 1] (the same content, another scale and sign)",
-    "initialization: sheeprl's Hafner initialization (zero output layers of the heads, ...); rlspec's own",
+    "weight initialization: sheeprl's (hafner_initialization) and rlspec's are different schemes",
     "episode start: sheeprl's learned initial recurrent state (learnable_initial_recurrent_state) and its "
     "zeroed first action; rlspec resets the RSSM state on is_first",
     "logged return: sheeprl's Rewards/rew_avg is the mean of the training episodes (sampled actions) that ended "
@@ -158,10 +158,9 @@ def overrides(cfg: DreamerRunConfig, out: Path) -> list[str]:
     """sheeprl's hydra overrides of ``cfg``: logs under out/<task>/s<seed>/ (its TensorBoard events there)."""
     if cfg.env != "room":
         raise SystemExit(f"sheeprl_room: config key 'env': expected 'room', got {cfg.env!r}")
-    run_dir = out / cfg.task / f"s{cfg.seed}"
     values = [f"{key}={_hydra(row['sheeprl_value'])}" for row in mapping(cfg) for key in row["sheeprl"]]
     return [*CONSTANT, *values, f"env.screen_size={geometry(cfg)[0]}", f"log_root={out}", f"root_dir={cfg.task}",
-            f"run_name=s{cfg.seed}", f"hydra.run.dir={run_dir}"]
+            f"run_name=s{cfg.seed}", f"hydra.run.dir={seed_dir(out, cfg)}"]
 
 
 def _hydra(value) -> str:
