@@ -121,6 +121,27 @@ def bench_sheeprl(session: nox.Session) -> None:
 
 
 @nox.session
+def bench_sheeprl_room(session: nox.Session) -> None:
+    """sheeprl 0.8.4's own DreamerV3, through its own CLI, on the room with the config written from rlspec's
+    room-exit preset (tests/bench/sheeprl_room.py: the key mapping and the differences sheeprl cannot express in
+    runs/sheeprl-room/sheeprl_room.json, each seed's TensorBoard events read by rlspec's evaluation reader).
+    sheeprl lives in this session's venv only (torch stays 2.13.0). Without arguments: a smoke run (seed 0, 512
+    env steps, 256 random ones first); the comparison: `nox -s bench_sheeprl_room -- --seeds 0 1 2 --chunk 2048`
+    (the preset's 20,480 env steps each, in resumed runs of 2,048; an interrupted seed goes on from its last
+    checkpoint, a finished one is not run again). CPU, one thread, under nice."""
+    tmp = Path(session.create_tmp())
+    constraints = tmp / "constraints.txt"
+    constraints.write_text(TORCH + "\n")  # sheeprl may not pull another torch
+    session.install(TORCH)
+    session.install("-c", str(constraints), SHEEPRL, "-e", ".[dreamer,runs]")
+    session.env.update(CUDA_VISIBLE_DEVICES="")
+    args = session.posargs or ["--seeds", "0", "--total-steps", "512", "--set", "min_ready_steps=256",
+                               "--set", "log_every=128", "--set", "checkpoint_every=256",
+                               "--out", "runs/sheeprl-room-smoke"]
+    session.run("nice", "python", "tests/bench/sheeprl_room.py", *args, external=True)
+
+
+@nox.session
 def thirdparty(session: nox.Session) -> None:
     """The cross-implementation conformance table: installs the pinned third parties (torch stays 2.13.0),
     downloads the CleanRL and OmniSafe wheels whose files the adapters read, runs every adapter in

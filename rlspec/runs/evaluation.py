@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,15 +97,29 @@ def _curve(group: str, path: Path, source: str, table: tuple[list[str], list[dic
     return Curve(group, path, source, _column(rows, step_key), {key: _column(rows, col) for key, col in names.items()})
 
 
+def _written_at(events: Path) -> tuple[int, str]:
+    """(creation time, path) of an event file named events.out.tfevents.<unix time>.<host>...: the chunks of a
+    resumed sheeprl run (version_0, version_1, ..., version_10: not in name order) in the order they ran."""
+    stamp = events.name.split(".")[3]
+    return (int(stamp) if stamp.isdigit() else 0, str(events))
+
+
+def _run_folder(events: Path) -> Path:
+    """The run an event file belongs to: its folder, or the folder above a version_N (a resumed chunk)."""
+    folder = events.parent
+    return folder.parent if re.fullmatch(r"version_\d+", folder.name) else folder
+
+
 def _read_events(path: Path, group: str) -> Curve:
-    """sheeprl's TensorBoard scalars: steps = the union of the logged steps, each metric NaN where not logged."""
+    """sheeprl's TensorBoard scalars: steps = the union of the logged steps, each metric NaN where not logged; where
+    two event files log one step (a run resumed from a checkpoint before its end), the later file's value."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    files = sorted(path.rglob("events.out.tfevents.*"))
-    folders = sorted({str(f.parent.relative_to(path)) for f in files})
-    if len(folders) > 1:
-        raise EvaluationError(f"{path}: TensorBoard events of {len(folders)} runs ({', '.join(folders[:3])}"
-                              f"{', ...' if len(folders) > 3 else ''}): name each run's directory")
+    files = sorted(path.rglob("events.out.tfevents.*"), key=_written_at)  # a later chunk's value wins
+    runs = sorted({str(_run_folder(f).relative_to(path)) for f in files})
+    if len(runs) > 1:
+        raise EvaluationError(f"{path}: TensorBoard events of {len(runs)} runs ({', '.join(runs[:3])}"
+                              f"{', ...' if len(runs) > 3 else ''}): name each run's directory")
     scalars: dict[str, dict[int, float]] = {}
     for events in files:
         acc = EventAccumulator(str(events), size_guidance={"scalars": 0})

@@ -76,6 +76,7 @@ from rlspec.algos import dreamer
 from rlspec.contracts.validate import without_value_checks
 from rlspec.runs import cpu
 from rlspec.reference import packed2
+from sheeprl_config import model_overrides, unfused_adam  # tests/bench/sheeprl_config.py
 
 NUM_ACTIONS, HORIZON, SCREEN = 6, 15, 64
 FRAME = (SCREEN, SCREEN)  # our centered crop of the 72 × 80 packed2 frame: sheeprl's 64 × 64 geometry
@@ -149,17 +150,13 @@ def sheeprl(size: dict, T: int, B: int, batch: dict, device: torch.device):
     from sheeprl.utils.metric import MetricAggregator
     from sheeprl.utils.utils import dotdict
 
-    wm = "algo.world_model"
     overrides = [
         "exp=dreamer_v3", "algo=dreamer_v3_XS", "env=dummy", f"env.screen_size={SCREEN}", "env.num_envs=1",
         "algo.cnn_keys.encoder=[rgb]", "algo.mlp_keys.encoder=[]", f"fabric.accelerator={device.type}", "metric.log_level=0",
-        f"algo.dense_units={size['dense']}", f"algo.mlp_layers={size['mlp_layers']}",
-        f"{wm}.recurrent_model.recurrent_state_size={size['recurrent']}",
-        f"{wm}.transition_model.hidden_size={size['dense']}", f"{wm}.representation_model.hidden_size={size['dense']}",
-        f"{wm}.stochastic_size={size['stoch']}", f"{wm}.discrete_size={size['classes']}",
-        f"{wm}.encoder.cnn_channels_multiplier={size['cnn_mult']}", f"algo.horizon={HORIZON}",
-        f"algo.per_rank_batch_size={B}", f"algo.per_rank_sequence_length={T}", "algo.compile.enabled=False",
-        *(f"algo.{part}.optimizer.fused=False" for part in ("world_model", "actor", "critic")),
+        *model_overrides(dense=size["dense"], recurrent=size["recurrent"], stoch=size["stoch"],
+                         classes=size["classes"], cnn_mult=size["cnn_mult"], mlp_layers=size["mlp_layers"]),
+        f"algo.horizon={HORIZON}", f"algo.per_rank_batch_size={B}", f"algo.per_rank_sequence_length={T}",
+        "algo.compile.enabled=False", *unfused_adam(),
     ]
     with initialize_config_module("sheeprl.configs", version_base="1.3"):
         cfg = dotdict(OmegaConf.to_container(compose("config", overrides=overrides), resolve=True))

@@ -175,3 +175,23 @@ def test_report_command_groups_any_mix_of_runs(tmp_path, capsys):
     assert (out / "report.png").stat().st_size > 0
     assert ev.main([str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
     assert "not a run directory" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_sheeprl_resumed_chunks_read_in_the_order_they_ran(tmp_path):
+    """A resumed sheeprl run logs into version_0, version_1, ... of its run directory; one resumed from a
+    checkpoint before its end logs some steps again: the later file's value counts (version_10 ran after
+    version_2, whatever the names' order)."""
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    for version, stamp, rows in ((2, 1000, ((256, 0.0), (512, 0.25))), (10, 2000, ((512, 0.5), (768, 1.0)))):
+        run = tmp_path / "s0" / f"version_{version}"
+        writer = SummaryWriter(str(run))
+        for step, ret in rows:
+            writer.add_scalar("Rewards/rew_avg", ret, step)
+        writer.close()
+        (events,) = run.glob("events.out.tfevents.*")
+        events.rename(run / f"events.out.tfevents.{stamp}.host.1.0")
+    curve = ev.read_run(tmp_path / "s0")
+    np.testing.assert_array_equal(curve.steps, [256, 512, 768])
+    np.testing.assert_array_equal(curve.values["return"], [0.0, 0.5, 1.0])
