@@ -1,81 +1,238 @@
 """``SubprocSafeVectorEnv``: SafeVectorEnv's interface and episodes with the envs stepped in worker processes.
 
-The ``num_envs`` envs are split into contiguous slices, one ``SafeVectorEnv`` per worker process (spawned);
-``step`` sends every worker its actions before reading any answer, so the slices step in parallel. Each
-slice keeps its envs' global indices (``first_index``), so the episodes (seeds), the observations and the
-order of finished episodes are exactly those of one ``SafeVectorEnv(num_envs)``: the fast engine collects
-the same data as the reference engine for the same actions.
+The ``num_envs`` envs are split into contiguous slices, one ``SafeVectorEnv`` per worker process (spawned).
+Each slice keeps its envs' global indices (``first_index``), so the episodes (seeds), the observations and
+the order of finished episodes are exactly those of one ``SafeVectorEnv(num_envs)``: the fast engine
+collects the same data as the reference engine for the same actions.
+
+Transport. The actions and every per-step output (obs, final_obs, reward, cost, terminated, truncated) live
+in one shared-memory block of [num_envs, ...] arrays; worker w reads and writes its rows only. A vector step
+is one byte to every worker (all sent before any answer is read, so the slices step in parallel) and one
+byte back: nothing is pickled on the hot path. Rare commands (reset, finished episodes, checkpoints, the
+errors) travel pickled over the same pipe. A worker's exception, or its death, is raised here as
+``EnvWorkerError``: one line naming the worker, its envs, the command and the cause. ``close()`` stops the
+workers and unlinks the block.
 """
 
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
+import pickle
+import signal
+import traceback
+from multiprocessing import shared_memory
+from typing import Callable
 
+import numpy as np
 import torch
 
 from rlspec.envs.safe_vector import VectorStep
+from rlspec.runs.faults import RunStopped
+
+STEP, OK = b"s", b"."  # the hot path's two one-byte messages (a pickle never equals either)
+OUTPUTS = ("obs", "final_obs", "reward", "cost", "terminated", "truncated")  # VectorStep's fields, no frames
 
 
-def _worker(conn, env_id: str, num_envs: int, seed: int, forced_cost: float, first_index: int) -> None:
-    from rlspec.envs.safety_gym import make_vector
+class EnvWorkerError(RunStopped):
+    """An env worker raised or died; the message is its one-line cause."""
 
+
+def _layout(num_envs: int, obs_dim: int, act_dim: int) -> dict[str, tuple[np.dtype, tuple[int, ...], int]]:
+    """field -> (dtype, shape, byte offset) in the shared block; every field 8-byte aligned."""
+    fields = {"act": (np.float64, (num_envs, act_dim)), "obs": (np.float32, (num_envs, obs_dim)),
+              "final_obs": (np.float32, (num_envs, obs_dim)), "reward": (np.float32, (num_envs,)),
+              "cost": (np.float32, (num_envs,)), "terminated": (np.bool_, (num_envs,)),
+              "truncated": (np.bool_, (num_envs,))}
+    out, offset = {}, 0
+    for name, (dtype, shape) in fields.items():
+        out[name] = (np.dtype(dtype), shape, offset)
+        offset += -(-np.dtype(dtype).itemsize * int(np.prod(shape)) // 8) * 8
+    return out
+
+
+def _views(shm: shared_memory.SharedMemory, layout: dict) -> dict[str, np.ndarray]:
+    return {name: np.ndarray(shape, dtype, shm.buf, offset) for name, (dtype, shape, offset) in layout.items()}
+
+
+def _block_size(layout: dict) -> int:
+    dtype, shape, offset = layout["truncated"]  # the last field
+    return offset + dtype.itemsize * int(np.prod(shape))
+
+
+def describe(err: BaseException) -> str:
+    """One line: ``Type: message (file:line in function)`` of the innermost frame."""
+    where = ""
+    frames = traceback.extract_tb(err.__traceback__)
+    if frames:
+        f = frames[-1]
+        where = f" ({f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name})"
+    return f"{type(err).__name__}: {' '.join(str(err).split())}{where}"
+
+
+class _Worker:
+    """The worker side: a SafeVectorEnv over this slice, its rows of the shared block once attached."""
+
+    def __init__(self, envs):
+        self.envs, self.shm, self.view = envs, None, None
+
+    def attach(self, arg) -> None:
+        name, num_envs, start = arg
+        self.shm = shared_memory.SharedMemory(name=name)
+        full = _views(self.shm, _layout(num_envs, self.envs.obs_dim, self.envs.act_dim))
+        self.view = {k: v[start:start + self.envs.num_envs] for k, v in full.items()}  # this slice's rows
+
+    def publish_obs(self, obs: torch.Tensor) -> None:
+        self.view["obs"][:] = obs.numpy()
+
+    def step(self, _) -> None:
+        out = self.envs.step(torch.from_numpy(self.view["act"].copy()))
+        for name in OUTPUTS:
+            self.view[name][:] = getattr(out, name).numpy()
+
+    def handle(self, cmd: str, arg):
+        if cmd == "step":
+            return self.step(arg)
+        if cmd == "reset":
+            return self.publish_obs(self.envs.reset())
+        if cmd == "load":
+            self.envs.load_state_dict(arg)
+            return self.publish_obs(self.envs.obs)
+        if cmd == "pop":
+            return self.envs.pop_finished()
+        if cmd == "state":
+            return self.envs.state_dict()
+        if cmd == "attach":
+            return self.attach(arg)
+        raise ValueError(f"unknown command {cmd!r}")
+
+    def close(self) -> None:
+        self.envs.close()
+        self.view = None
+        if self.shm is not None:
+            self.shm.close()
+
+
+def _worker(conn, make: Callable[[], object]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle; it closes us
     torch.set_num_threads(1)
-    envs = make_vector(env_id, num_envs, seed, forced_cost, first_index)
-    conn.send((envs.obs_dim, envs.act_dim))
-    handlers = {"reset": lambda _: envs.reset(), "step": envs.step, "pop": lambda _: envs.pop_finished(),
-                "state": lambda _: envs.state_dict(), "load": lambda s: (envs.load_state_dict(s), envs.obs)[1]}
-    while True:
-        cmd, arg = conn.recv()
-        if cmd == "close":
-            envs.close()
-            conn.close()
-            return
-        conn.send(handlers[cmd](arg))
+    try:
+        worker = _Worker(make())
+    except Exception as err:  # noqa: BLE001 - any failure is reported, as one line
+        conn.send(("error", describe(err)))
+        return
+    conn.send(("ok", (worker.envs.obs_dim, worker.envs.act_dim)))
+    try:
+        while True:
+            msg = conn.recv_bytes()
+            cmd, arg = ("step", None) if msg == STEP else pickle.loads(msg)
+            if cmd == "close":
+                break
+            try:
+                result = worker.handle(cmd, arg)
+            except Exception as err:  # noqa: BLE001
+                conn.send(("error", describe(err)))
+                continue
+            conn.send_bytes(OK) if cmd == "step" else conn.send(("ok", result))
+    except EOFError:  # the main process is gone
+        pass
+    finally:
+        worker.close()
+        conn.close()
 
 
 class SubprocSafeVectorEnv:
     def __init__(self, env_id: str, num_envs: int, seed: int, workers: int, forced_cost: float = 0.0,
-                 first_index: int = 0):
+                 first_index: int = 0, make_vector: Callable | None = None):
+        """``make_vector``: (env_id, num_envs, seed, forced_cost, first_index) -> SafeVectorEnv, run in each
+        worker (picklable; default rlspec.envs.safety_gym.make_vector)."""
         if not 1 <= workers <= num_envs:
             raise ValueError(f"SubprocSafeVectorEnv: argument 'workers' must be in [1, num_envs = {num_envs}], "
                              f"got {workers}")
-        self.num_envs, self.seed = num_envs, seed
+        if make_vector is None:
+            from rlspec.envs.safety_gym import make_vector
+        self.num_envs, self.seed, self.first_index = num_envs, seed, first_index
         self.sizes = [num_envs // workers + (w < num_envs % workers) for w in range(workers)]  # contiguous slices
+        self.starts = [sum(self.sizes[:w]) for w in range(workers)]  # local row of each worker's first env
         ctx = mp.get_context("spawn")
-        self.conns, self.procs = [], []
-        start = first_index
-        for size in self.sizes:
+        self.conns, self.procs, self.shm, self.view = [], [], None, None
+        for size, start in zip(self.sizes, self.starts):
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker, args=(child, env_id, size, seed, forced_cost, start), daemon=True)
+            make = functools.partial(make_vector, env_id, size, seed, forced_cost, first_index + start)
+            proc = ctx.Process(target=_worker, args=(child, make), daemon=True)
             proc.start()
             child.close()
             self.conns.append(parent)
             self.procs.append(proc)
-            start += size
-        dims = [c.recv() for c in self.conns]
-        self.obs_dim, self.act_dim = dims[0]
+        try:
+            self.obs_dim, self.act_dim = self._gather("make")[0]
+            layout = _layout(num_envs, self.obs_dim, self.act_dim)
+            self.shm = shared_memory.SharedMemory(create=True, size=_block_size(layout))
+            self.view = _views(self.shm, layout)
+            self._all("attach", [(self.shm.name, num_envs, start) for start in self.starts])
+        except BaseException:
+            self.close()
+            raise
         self._obs: torch.Tensor | None = None
 
-    def _all(self, cmd: str, args=None) -> list:
-        args = args if args is not None else [None] * len(self.conns)
-        for conn, arg in zip(self.conns, args):
-            conn.send((cmd, arg))
-        return [conn.recv() for conn in self.conns]
+    # ---------------------------------------------------------------------------------- the pipe
+    def _fail(self, w: int, cmd: str, cause: str) -> EnvWorkerError:
+        first = self.first_index + self.starts[w]
+        return EnvWorkerError(f"env worker {w} (envs {first}..{first + self.sizes[w] - 1}) failed in {cmd}: {cause}")
 
+    def _gather(self, cmd: str) -> list:
+        """Every worker's answer to ``cmd`` (all read, so the pipes stay in step); the first failure raised."""
+        results, failures = [], []
+        for w, (conn, proc) in enumerate(zip(self.conns, self.procs)):
+            try:
+                msg = conn.recv_bytes()
+            except (EOFError, OSError):
+                proc.join(timeout=5)
+                failures.append(self._fail(w, cmd, f"the process exited (exit code {proc.exitcode})"))
+                continue
+            tag, value = ("ok", None) if msg == OK else pickle.loads(msg)
+            if tag == "error":
+                failures.append(self._fail(w, cmd, value))
+            results.append(value)
+        if failures:
+            raise failures[0]
+        return results
+
+    def _all(self, cmd: str, args: list | None = None) -> list:
+        """Send ``cmd`` (with worker w's ``args[w]``) to every worker, then gather the answers."""
+        for w in range(len(self.conns)):
+            self._send(w, cmd, pickle.dumps((cmd, None if args is None else args[w])))
+        return self._gather(cmd)
+
+    def _send(self, w: int, cmd: str, msg: bytes) -> None:
+        try:
+            self.conns[w].send_bytes(msg)
+        except OSError:  # BrokenPipeError: the worker is gone
+            self.procs[w].join(timeout=5)
+            raise self._fail(w, cmd, f"the process exited (exit code {self.procs[w].exitcode})") from None
+
+    # ---------------------------------------------------------------------------------- the interface
     @property
     def obs(self) -> torch.Tensor:
         if self._obs is None:
             raise RuntimeError("SubprocSafeVectorEnv: call reset() or load_state_dict() first")
         return self._obs
 
-    def reset(self) -> torch.Tensor:
-        self._obs = torch.cat(self._all("reset"))
+    def _read_obs(self) -> torch.Tensor:
+        self._obs = torch.from_numpy(self.view["obs"].copy())  # [N, D], a copy: the next step overwrites it
         return self._obs
 
+    def reset(self) -> torch.Tensor:
+        self._all("reset")
+        return self._read_obs()
+
     def step(self, actions: torch.Tensor) -> VectorStep:
-        parts = self._all("step", list(actions.detach().split(self.sizes)))
-        tensors = [f for f in VectorStep.__dataclass_fields__ if f != "frames"]  # no rendering in workers
-        out = VectorStep(**{f: torch.cat([getattr(p, f) for p in parts]) for f in tensors})
+        """actions [N, A] -> one step of every env (SafeVectorEnv.step without frames)."""
+        self.view["act"][:] = actions.detach().to("cpu", torch.float64).numpy()  # exact: float32 ⊂ float64
+        for w in range(len(self.conns)):
+            self._send(w, "step", STEP)
+        self._gather("step")
+        out = VectorStep(**{f: torch.from_numpy(self.view[f].copy()) for f in OUTPUTS})
         self._obs = out.obs
         return out
 
@@ -90,10 +247,25 @@ class SubprocSafeVectorEnv:
         if len(state["workers"]) != len(self.conns):
             raise ValueError(f"SubprocSafeVectorEnv.load_state_dict: state has {len(state['workers'])} workers, "
                              f"this vector has {len(self.conns)}")
-        self._obs = torch.cat(self._all("load", state["workers"]))
+        self._all("load", state["workers"])
+        self._read_obs()
 
     def close(self) -> None:
+        """Stop the workers (those that do not exit in 10 s are killed) and unlink the shared block; idempotent."""
         for conn in self.conns:
-            conn.send(("close", None))
+            try:
+                conn.send(("close", None))
+            except OSError:  # already gone
+                pass
         for proc in self.procs:
             proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for conn in self.conns:
+            conn.close()
+        self.conns, self.procs, self.view = [], [], None
+        if self.shm is not None:
+            self.shm.close()
+            self.shm.unlink()
+            self.shm = None

@@ -29,11 +29,23 @@ def _rows(run):
             for r in read_metrics(run)]
 
 
-def test_workers_give_the_reference_run(tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_workers_give_the_reference_run(tmp_path, workers):
     ref = safe.run(safe.build_config(overrides=["algo=CPPOPID", *TINY]), tmp_path / "ref", show_progress=False)
-    cfg = safe.build_config(overrides=["algo=CPPOPID", *TINY, "env_workers=2"], cls=safe_fast.FastConfig)
+    cfg = safe.build_config(overrides=["algo=CPPOPID", *TINY, f"env_workers={workers}"], cls=safe_fast.FastConfig)
     fast = safe.run(cfg, tmp_path / "fast", show_progress=False, execution=safe_fast.execution(cfg))
     a, b = _rows(ref), _rows(fast)
+    assert len(a) == 2 and a == b
+
+
+def test_a_resumed_run_with_workers_is_the_reference_run(tmp_path):
+    ref = safe.run(safe.build_config(overrides=["algo=PPOLag", *TINY]), tmp_path / "ref", show_progress=False)
+    cfg = safe.build_config(overrides=["algo=PPOLag", *TINY, "env_workers=2"], cls=safe_fast.FastConfig)
+    part = safe.run(cfg, tmp_path / "fast", stop_after_epochs=1, show_progress=False,
+                    execution=safe_fast.execution(cfg))
+    assert len(read_metrics(part)) == 1
+    safe.run(cfg, part, resume=True, show_progress=False, execution=safe_fast.execution(cfg))
+    a, b = _rows(ref), _rows(part)
     assert len(a) == 2 and a == b
 
 

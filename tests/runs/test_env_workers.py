@@ -1,0 +1,131 @@
+"""Env workers over shared memory (rlspec/envs/subproc_vector.py): the in-process vector's steps, episodes and
+checkpoints bit for bit with 1 and 2 workers; a worker's exception or death raised as one line naming it; no
+shared-memory segment left behind."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlspec.engines import safe
+from rlspec.envs.safe_vector import SafeVectorEnv
+from rlspec.envs.safety_gym import make_vector
+from rlspec.envs.subproc_vector import OUTPUTS, EnvWorkerError, SubprocSafeVectorEnv
+from rlspec.envs.toy_safe import ToyGoal
+from rlspec.runs.faults import outcome
+
+SHM = Path("/dev/shm")
+
+
+class Exploding(ToyGoal):
+    """ToyGoal that raises on its 3rd step."""
+
+    def step(self, action):
+        if self.t == 2:
+            raise RuntimeError("boom at step 3")
+        return super().step(action)
+
+
+def make_exploding(env_id, num_envs, seed, forced_cost, first_index):
+    """make_vector's signature; the envs from global index 2 on explode (they run in a spawned worker)."""
+    if first_index >= 2:
+        return SafeVectorEnv(Exploding, num_envs, seed, first_index)
+    return make_vector(env_id, num_envs, seed, forced_cost, first_index)
+
+
+def make_failing(env_id, num_envs, seed, forced_cost, first_index):
+    raise ValueError(f"no env {env_id!r}")
+
+
+def _actions(gen: torch.Generator, n: int) -> torch.Tensor:
+    return 1.5 * torch.randn(n, 2, generator=gen)  # float32, beyond the bounds: clipping is exercised
+
+
+def _assert_same_step(a, b):
+    for f in OUTPUTS:
+        x, y = getattr(a, f), getattr(b, f)
+        assert x.dtype == y.dtype and torch.equal(x, y), f
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_workers_step_the_in_process_episodes_and_restore_them(workers):
+    ref, vec = make_vector("ToyGoal-v0", 5, 3, 0.25), SubprocSafeVectorEnv("ToyGoal-v0", 5, 3, workers, 0.25)
+    try:
+        assert torch.equal(ref.reset(), vec.reset())
+        gen = torch.Generator().manual_seed(0)
+        for t in range(230):  # past ToyGoal's 100-step truncation: autoresets and finished episodes
+            acts = _actions(gen, 5)
+            _assert_same_step(ref.step(acts), vec.step(acts))
+            if t == 120:
+                state, ref_state = vec.state_dict(), ref.state_dict()
+        finished = ref.pop_finished()
+        assert len(finished) >= 10 and vec.pop_finished() == finished
+        again = SubprocSafeVectorEnv("ToyGoal-v0", 5, 3, workers, 0.25)  # restore at t = 120, step on
+        try:
+            again.load_state_dict(state)
+            gen.manual_seed(1)
+            ref.load_state_dict(ref_state)
+            assert torch.equal(again.obs, ref.obs)
+            for _ in range(100):
+                acts = _actions(gen, 5)
+                _assert_same_step(ref.step(acts), again.step(acts))
+            assert again.pop_finished() == ref.pop_finished()
+        finally:
+            again.close()
+    finally:
+        vec.close()
+
+
+def test_a_worker_exception_is_one_line_naming_it_and_close_unlinks_the_block():
+    vec = SubprocSafeVectorEnv("ToyGoal-v0", 4, 0, 2, make_vector=make_exploding)
+    name = vec.shm.name
+    assert (SHM / name).exists()
+    vec.reset()
+    vec.step(torch.zeros(4, 2))
+    vec.step(torch.zeros(4, 2))
+    with pytest.raises(EnvWorkerError) as info:
+        vec.step(torch.zeros(4, 2))
+    msg = str(info.value)
+    assert msg.startswith("env worker 1 (envs 2..3) failed in step: RuntimeError: boom at step 3 "
+                          "(test_env_workers.py:") and "\n" not in msg
+    vec.pop_finished()  # the pipes are still in step: worker 0 answered and is read
+    vec.close()
+    assert not (SHM / name).exists() and all(not p.is_alive() for p in vec.procs)
+    vec.close()  # idempotent
+
+
+def test_a_dead_worker_is_named_with_its_exit_code():
+    vec = SubprocSafeVectorEnv("ToyGoal-v0", 3, 0, 2, first_index=6)
+    name, proc = vec.shm.name, vec.procs[0]
+    vec.reset()
+    proc.kill()
+    proc.join()
+    with pytest.raises(EnvWorkerError, match=r"^env worker 0 \(envs 6\.\.7\) failed in step: the process exited "
+                                             r"\(exit code -9\)$"):
+        vec.step(torch.zeros(3, 2))
+    vec.close()
+    assert not (SHM / name).exists()
+
+
+def test_a_worker_that_cannot_make_its_envs_is_named_and_nothing_is_left(tmp_path):
+    before = set(os.listdir(SHM))
+    with pytest.raises(EnvWorkerError, match=r"^env worker 0 \(envs 0\.\.1\) failed in make: ValueError: no env "
+                                             r"'Nope-v0' \(test_env_workers\.py:\d+ in make_failing\)$"):
+        SubprocSafeVectorEnv("Nope-v0", 3, 0, 2, make_vector=make_failing)
+    assert not {n for n in set(os.listdir(SHM)) - before if n.startswith("psm_")}
+
+
+def test_a_worker_exception_stops_the_run_with_exit_3_and_one_line(tmp_path, capsys):
+    cfg = safe.build_config(overrides=["env_id=ToyGoal-v0", "total_steps=40", "steps_per_epoch=20", "num_envs=4"])
+    make = lambda c, first: SubprocSafeVectorEnv(c.env_id, c.num_envs, c.seed, 2, first_index=first,  # noqa: E731
+                                                  make_vector=make_exploding)
+    work = functools.partial(safe.run, cfg, tmp_path / "run", show_progress=False,
+                             execution=safe.Execution(make_envs=make))
+    assert outcome("rlspec train safe-fast", work) == 3
+    err = capsys.readouterr().err
+    assert err == ("rlspec train safe-fast: stopped: env worker 1 (envs 2..3) failed in step: RuntimeError: boom at "
+                   f"step 3 (test_env_workers.py:{Exploding.step.__code__.co_firstlineno + 2} in step)\n")
