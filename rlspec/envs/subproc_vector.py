@@ -38,8 +38,8 @@ class EnvWorkerError(RunStopped):
     """An env worker raised or died; the message is its one-line cause."""
 
 
-def _layout(num_envs: int, obs_dim: int, act_dim: int) -> dict[str, tuple[np.dtype, tuple[int, ...], int]]:
-    """field -> (dtype, shape, byte offset) in the shared block; every field 8-byte aligned."""
+def _layout(num_envs: int, obs_dim: int, act_dim: int) -> tuple[dict[str, tuple], int]:
+    """({field: (dtype, shape, byte offset)}, the block's size in bytes); every field 8-byte aligned."""
     fields = {"act": (np.float64, (num_envs, act_dim)), "obs": (np.float32, (num_envs, obs_dim)),
               "final_obs": (np.float32, (num_envs, obs_dim)), "reward": (np.float32, (num_envs,)),
               "cost": (np.float32, (num_envs,)), "terminated": (np.bool_, (num_envs,)),
@@ -48,16 +48,12 @@ def _layout(num_envs: int, obs_dim: int, act_dim: int) -> dict[str, tuple[np.dty
     for name, (dtype, shape) in fields.items():
         out[name] = (np.dtype(dtype), shape, offset)
         offset += -(-np.dtype(dtype).itemsize * int(np.prod(shape)) // 8) * 8
-    return out
+    return out, offset
 
 
 def _views(shm: shared_memory.SharedMemory, layout: dict) -> dict[str, np.ndarray]:
+    """Numpy arrays over the shared block, one per field of ``layout``."""
     return {name: np.ndarray(shape, dtype, shm.buf, offset) for name, (dtype, shape, offset) in layout.items()}
-
-
-def _block_size(layout: dict) -> int:
-    dtype, shape, offset = layout["truncated"]  # the last field
-    return offset + dtype.itemsize * int(np.prod(shape))
 
 
 def describe(err: BaseException) -> str:
@@ -79,7 +75,7 @@ class _Worker:
     def attach(self, arg) -> None:
         name, num_envs, start = arg
         self.shm = shared_memory.SharedMemory(name=name)
-        full = _views(self.shm, _layout(num_envs, self.envs.obs_dim, self.envs.act_dim))
+        full = _views(self.shm, _layout(num_envs, self.envs.obs_dim, self.envs.act_dim)[0])
         self.view = {k: v[start:start + self.envs.num_envs] for k, v in full.items()}  # this slice's rows
 
     def publish_obs(self, obs: torch.Tensor) -> None:
@@ -156,6 +152,7 @@ class SubprocSafeVectorEnv:
         self.starts = [sum(self.sizes[:w]) for w in range(workers)]  # local row of each worker's first env
         ctx = mp.get_context("spawn")
         self.conns, self.procs, self.shm, self.view = [], [], None, None
+        self._obs: torch.Tensor | None = None
         for size, start in zip(self.sizes, self.starts):
             parent, child = ctx.Pipe()
             make = functools.partial(make_vector, env_id, size, seed, forced_cost, first_index + start)
@@ -166,14 +163,13 @@ class SubprocSafeVectorEnv:
             self.procs.append(proc)
         try:
             self.obs_dim, self.act_dim = self._gather("make")[0]
-            layout = _layout(num_envs, self.obs_dim, self.act_dim)
-            self.shm = shared_memory.SharedMemory(create=True, size=_block_size(layout))
+            layout, size = _layout(num_envs, self.obs_dim, self.act_dim)
+            self.shm = shared_memory.SharedMemory(create=True, size=size)
             self.view = _views(self.shm, layout)
             self._all("attach", [(self.shm.name, num_envs, start) for start in self.starts])
         except BaseException:
             self.close()
             raise
-        self._obs: torch.Tensor | None = None
 
     # ---------------------------------------------------------------------------------- the pipe
     def _fail(self, w: int, cmd: str, cause: str) -> EnvWorkerError:

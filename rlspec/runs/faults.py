@@ -6,8 +6,8 @@ exit   meaning
 0      the run finished (or was already finished: nothing was changed)
 2      a bad command line, config, checkpoint or run directory (or one in use by another process):
        nothing was created or changed
-3      the run stopped on a fault it detected (non-finite losses or parameters): its last clean
-       checkpoint is kept (none is written with non-finite parameters)
+3      the run stopped on a fault it detected (non-finite losses or parameters, an env worker that
+       raised or died): its last clean checkpoint is kept (none is written with non-finite parameters)
 130    interrupted (Ctrl-C): the last checkpoint is kept; ``--resume RUN`` goes on from it
 =====  ==========================================================================================
 """
