@@ -1,15 +1,17 @@
 """Safe-RL rollout throughput (issue 11): env steps/s of the reference engine's in-process vector env against
-the fast engine's worker processes and Stable-Baselines3 2.9.2 PPO, the same network and number of envs, in one
-run.
+the fast engine's worker processes (shared-memory transport) and Stable-Baselines3 2.9.2 PPO, the same network,
+for each number of envs, in one run.
 
-    python tests/bench/safe_throughput.py [--env SafetyPointGoal1-v0] [--envs 8] [--workers 2 4] [--steps 4000]
-                                          [--out docs/bench]      (writes safe_throughput.json and .png)
+    python tests/bench/safe_throughput.py [--env SafetyPointGoal1-v0] [--envs 4 8] [--workers 1 2] [--steps 4000]
+                                          [--note "machine state"] [--out docs/bench]
+                                          (writes safe_throughput.json and .png)
 
 Needs the `safety` environment (nox -s safety's venv) for Safety-Gymnasium ids; ToyGoal-v0 runs anywhere.
 What is timed is ``rlspec.engines.safe.collect``: policy forward for all envs in one batch, env steps,
 Sauté/scaler feedback, rollout storage; no update. Wall time (the fast engine's point is parallel env
 steps in other processes) and this process's CPU time are both recorded; 3 rounds, the median kept. On a
-machine shared with other jobs the wall rates measure the neighbours too. The issue's goals (fast ≥ 1.5×
+machine shared with other jobs the wall rates measure the neighbours too: the JSON keeps the load average
+before the run and ``--note``. The issue's goals (fast ≥ 1.5×
 SB3 2.9.2 PPO, reference within 1.5× of SB3) are read off the ratios against SB3's own rollout collection
 (``PPO.collect_rollouts`` over a DummyVecEnv of SafetyGymnasium2Gymnasium envs, the same network), measured
 when stable-baselines3 imports: install it with ``pip install --no-deps stable-baselines3==2.9.2 cloudpickle``
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -79,44 +82,57 @@ def measure_sb3(env_id: str, num_envs: int, steps_per_env: int, rounds: int = 3)
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="SafetyPointGoal1-v0")
-    p.add_argument("--envs", type=int, default=8)
-    p.add_argument("--workers", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--envs", type=int, nargs="+", default=[4, 8], help="numbers of envs, one group each")
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--steps", type=int, default=4000, help="env steps per round (all envs together)")
+    p.add_argument("--note", default="", help="the machine's state, kept in the JSON (e.g. shared, loaded)")
     p.add_argument("--out", type=Path, default=Path("docs/bench"))
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    per_env = args.steps // args.envs
-    results = {"reference (in-process)": measure(safety_gym.make_vector(args.env, args.envs, 0), per_env)}
-    for w in args.workers:
-        results[f"fast ({w} workers)"] = measure(SubprocSafeVectorEnv(args.env, args.envs, 0, w), per_env)
-    try:
-        results["SB3 2.9.2 PPO (DummyVecEnv)"] = measure_sb3(args.env, args.envs, per_env)
-    except ImportError as err:
-        print(f"SB3 not measured: {err}")
-    base = results.get("SB3 2.9.2 PPO (DummyVecEnv)", results["reference (in-process)"])["wall_steps_per_s"]
-    for name, r in results.items():
-        r["wall_ratio_vs_baseline"] = r["wall_steps_per_s"] / base
-        print(f"{name:28s} {r['wall_steps_per_s']:8.0f} steps/s wall  ({r['wall_ratio_vs_baseline']:.2f}× baseline)")
+    load = os.getloadavg()
+    results = {f"{n} envs": measure_group(args.env, n, args.workers, args.steps // n) for n in args.envs}
     args.out.mkdir(parents=True, exist_ok=True)
-    report = {"env": args.env, "num_envs": args.envs, "machine": platform.machine(), "python": platform.python_version(),
-              "cpu": cpu_identity(), "torch": torch.__version__, "versions": safety_gym.versions(), "results": results}
+    report = {"env": args.env, "num_envs": args.envs, "machine": platform.machine(),
+              "python": platform.python_version(), "cpu": cpu_identity(), "cpus": os.cpu_count(), "load_average_before": load, "note": args.note,
+              "torch": torch.__version__, "versions": safety_gym.versions(), "results": results}
     (args.out / "safe_throughput.json").write_text(json.dumps(report, indent=2) + "\n")
-    plot(results, args.out / "safe_throughput.png", f"{args.env}, {args.envs} envs: rollout env steps/s (wall)")
+    plot(results, args.out / "safe_throughput.png", f"{args.env}: rollout env steps/s (wall)")
     return 0
 
 
+def measure_group(env_id: str, num_envs: int, workers: list[int], per_env: int) -> dict:
+    """{engine: rates} for ``num_envs`` envs; ``wall_ratio_vs_baseline`` against SB3 if measured, else the
+    reference."""
+    group = {"reference (in-process)": measure(safety_gym.make_vector(env_id, num_envs, 0), per_env)}
+    for w in workers:
+        group[f"fast ({w} worker{'s' * (w > 1)})"] = measure(SubprocSafeVectorEnv(env_id, num_envs, 0, w), per_env)
+    try:
+        group["SB3 2.9.2 PPO (DummyVecEnv)"] = measure_sb3(env_id, num_envs, per_env)
+    except ImportError as err:
+        print(f"SB3 not measured: {err}")
+    base = group.get("SB3 2.9.2 PPO (DummyVecEnv)", group["reference (in-process)"])["wall_steps_per_s"]
+    for name, r in group.items():
+        r["wall_ratio_vs_baseline"] = r["wall_steps_per_s"] / base
+        print(f"{num_envs} envs, {name:28s} {r['wall_steps_per_s']:8.0f} steps/s wall  "
+              f"({r['wall_ratio_vs_baseline']:.2f}× baseline)")
+    return group
+
+
 def plot(results: dict, path: Path, title: str) -> None:
+    """One bar per (group, engine), coloured by engine, labelled with its ratio to the group's baseline."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(results)
-    fig, ax = plt.subplots(figsize=(7, 3.5), dpi=100)
-    bars = ax.barh(names, [results[n]["wall_steps_per_s"] for n in names], color=[f"C{i}" for i in range(len(names))])
-    for bar, n in zip(bars, names):
-        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {results[n]['wall_ratio_vs_baseline']:.2f}×",
+    engines = list(dict.fromkeys(e for group in results.values() for e in group))
+    rows = [(f"{g}: {e}", r, f"C{engines.index(e)}") for g, group in results.items() for e, r in group.items()]
+    fig, ax = plt.subplots(figsize=(7, 1 + 0.35 * len(rows)), dpi=100)
+    bars = ax.barh([n for n, _, _ in rows], [r["wall_steps_per_s"] for _, r, _ in rows], color=[c for *_, c in rows])
+    for bar, (_, r, _) in zip(bars, rows):
+        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {r['wall_ratio_vs_baseline']:.2f}×",
                 va="center", fontsize=8)
+    ax.margins(x=0.12)  # room for the ratio labels
     ax.set_xlabel("env steps / s (median of 3 rounds)")
     ax.set_title(title, fontsize=9)
     ax.invert_yaxis()
