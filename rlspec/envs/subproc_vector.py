@@ -81,14 +81,14 @@ class _Worker:
     def publish_obs(self, obs: torch.Tensor) -> None:
         self.view["obs"][:] = obs.numpy()
 
-    def step(self, _) -> None:
+    def step(self) -> None:
         out = self.envs.step(torch.from_numpy(self.view["act"].copy()))
         for name in OUTPUTS:
             self.view[name][:] = getattr(out, name).numpy()
 
     def handle(self, cmd: str, arg):
         if cmd == "step":
-            return self.step(arg)
+            return self.step()
         if cmd == "reset":
             return self.publish_obs(self.envs.reset())
         if cmd == "load":
