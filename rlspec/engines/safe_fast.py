@@ -33,9 +33,10 @@ import torch.distributed as dist
 from rlspec.algos.safe_ppo import LOCAL, Comm
 from rlspec.engines import safe
 from rlspec.engines.safe import Execution, SafeConfig
-from rlspec.envs.subproc_vector import SubprocSafeVectorEnv
+from rlspec.envs.subproc_vector import EnvWorkerError, SubprocSafeVectorEnv
 from rlspec.runs import device
 from rlspec.runs.config import ConfigError
+from rlspec.runs.faults import RunStopped
 from rlspec.runs.rundir import read_metrics
 
 ENGINE = "safe-fast"
@@ -52,6 +53,16 @@ class FastConfig(SafeConfig):
     batched policy call runs on the device and its actions come back to the env workers; the action noise
     is still drawn from the host generator (the same draws as on the host). Under torchrun with cuda each
     process takes cuda:LOCAL_RANK and the process group is NCCL's."""
+
+
+class EnvWorkerStopped(EnvWorkerError, RunStopped):
+    """A failed env worker stops the run: exit 3 with its one line, the last checkpoint kept."""
+
+
+class RunWorkers(SubprocSafeVectorEnv):
+    """The run's env workers (a failure is EnvWorkerStopped)."""
+
+    error = EnvWorkerStopped
 
 
 class TorchDistComm(Comm):
@@ -98,8 +109,8 @@ def execution(cfg: FastConfig) -> Execution:
     comm: Comm = TorchDistComm(dev) if grouped else LOCAL
     make = Execution.make_envs
     if cfg.env_workers:
-        def make(c: FastConfig, first: int) -> SubprocSafeVectorEnv:
-            return SubprocSafeVectorEnv(c.env_id, c.num_envs, c.seed, c.env_workers, c.forced_cost, first)
+        def make(c: FastConfig, first: int) -> RunWorkers:
+            return RunWorkers(c.env_id, c.num_envs, c.seed, c.env_workers, c.forced_cost, first)
     return Execution(make_envs=make, comm=comm, rank=dist.get_rank() if grouped else 0, engine=ENGINE,
                      device=str(dev))
 

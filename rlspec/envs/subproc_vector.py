@@ -10,8 +10,8 @@ in one shared-memory block of [num_envs, ...] arrays; worker w reads and writes 
 is one byte to every worker (all sent before any answer is read, so the slices step in parallel) and one
 byte back: nothing is pickled on the hot path. Rare commands (reset, finished episodes, checkpoints, the
 errors) travel pickled over the same pipe. A worker's exception, or its death, is raised here as
-``EnvWorkerError``: one line naming the worker, its envs, the command and the cause. ``close()`` stops the
-workers and unlinks the block.
+``EnvWorkerError`` (the fast engine's subclass stops a run with exit 3): one line naming the worker, its
+envs, the command and the cause. ``close()`` stops the workers and unlinks the block.
 """
 
 from __future__ import annotations
@@ -28,13 +28,12 @@ import numpy as np
 import torch
 
 from rlspec.envs.safe_vector import VectorStep
-from rlspec.runs.faults import RunStopped
 
 STEP, OK = b"s", b"."  # the hot path's two one-byte messages (a pickle never equals either)
 OUTPUTS = ("obs", "final_obs", "reward", "cost", "terminated", "truncated")  # VectorStep's fields, no frames
 
 
-class EnvWorkerError(RunStopped):
+class EnvWorkerError(RuntimeError):
     """An env worker raised or died; the message is its one-line cause."""
 
 
@@ -138,6 +137,8 @@ def _worker(conn, make: Callable[[], object]) -> None:
 
 
 class SubprocSafeVectorEnv:
+    error: type[EnvWorkerError] = EnvWorkerError  # what a worker's failure raises (an engine may narrow it)
+
     def __init__(self, env_id: str, num_envs: int, seed: int, workers: int, forced_cost: float = 0.0,
                  first_index: int = 0, make_vector: Callable | None = None):
         """``make_vector``: (env_id, num_envs, seed, forced_cost, first_index) -> SafeVectorEnv, run in each
@@ -173,8 +174,9 @@ class SubprocSafeVectorEnv:
 
     # ---------------------------------------------------------------------------------- the pipe
     def _fail(self, w: int, cmd: str, cause: str) -> EnvWorkerError:
+        """The error for worker ``w`` failing ``cmd`` with ``cause``, naming its global env indices."""
         first = self.first_index + self.starts[w]
-        return EnvWorkerError(f"env worker {w} (envs {first}..{first + self.sizes[w] - 1}) failed in {cmd}: {cause}")
+        return self.error(f"env worker {w} (envs {first}..{first + self.sizes[w] - 1}) failed in {cmd}: {cause}")
 
     def _gather(self, cmd: str) -> list:
         """Every worker's answer to ``cmd`` (all read, so the pipes stay in step); the first failure raised."""

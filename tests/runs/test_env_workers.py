@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlspec.engines import safe
+from rlspec.engines import safe, safe_fast
 from rlspec.envs.safe_vector import SafeVectorEnv
 from rlspec.envs.safety_gym import make_vector
 from rlspec.envs.subproc_vector import OUTPUTS, EnvWorkerError, SubprocSafeVectorEnv
@@ -121,7 +121,7 @@ def test_a_worker_that_cannot_make_its_envs_is_named_and_nothing_is_left(tmp_pat
 
 def test_a_worker_exception_stops_the_run_with_exit_3_and_one_line(tmp_path, capsys):
     cfg = safe.build_config(overrides=["env_id=ToyGoal-v0", "total_steps=40", "steps_per_epoch=20", "num_envs=4"])
-    make = lambda c, first: SubprocSafeVectorEnv(c.env_id, c.num_envs, c.seed, 2, first_index=first,  # noqa: E731
+    make = lambda c, first: safe_fast.RunWorkers(c.env_id, c.num_envs, c.seed, 2, first_index=first,  # noqa: E731
                                                   make_vector=make_exploding)
     work = functools.partial(safe.run, cfg, tmp_path / "run", show_progress=False,
                              execution=safe.Execution(make_envs=make))
