@@ -144,11 +144,11 @@ def validate(cfg: SafeConfig) -> None:
     if cfg.total_steps < cfg.steps_per_epoch:
         raise runconfig.ConfigError(f"config key 'total_steps': {cfg.total_steps} is less than one epoch "
                                     f"(steps_per_epoch = {cfg.steps_per_epoch})")
-    problem = safety_gym.env_problem(cfg.env_id)
-    if problem:
-        raise runconfig.ConfigError(f"config key 'env_id' (--env): {problem}")
     if cfg.semantic.enable and cfg.algo != "PPOLagSem":
         raise runconfig.ConfigError(f"config key 'semantic.enable': True needs algo 'PPOLagSem', got {cfg.algo!r}")
+    problem = safety_gym.env_problem(cfg.env_id)  # last: the keys above are checked without the simulator
+    if problem:
+        raise runconfig.ConfigError(f"config key 'env_id' (--env): {problem}")
 
 
 # ------------------------------------------------------------------------------------------ the loop

@@ -97,9 +97,10 @@ def load_checkpoint(path: Path, keys: tuple[str, ...] = ()) -> dict[str, Any]:
     if missing:
         raise runconfig.ConfigError(f"checkpoint {path} is not this engine's checkpoint (lacks {missing}); "
                                     "nothing was changed")
+    written_by = ckpt.pop(RUN_ID, None) if isinstance(ckpt, dict) else None  # the state alone goes back
     owner = _run_id(path.parent.parent) if path.parent.name == "checkpoints" else None
-    if owner is not None and ckpt.get(RUN_ID) != owner:
-        raise runconfig.ConfigError(f"checkpoint {path} belongs to another run (run id {ckpt.get(RUN_ID)}; "
+    if owner is not None and written_by != owner:
+        raise runconfig.ConfigError(f"checkpoint {path} belongs to another run (run id {written_by}; "
                                     f"{path.parent.parent / 'config.json'} says {owner}): a checkpoint copied in "
                                     "from elsewhere is never resumed; nothing was changed")
     return ckpt

@@ -20,7 +20,9 @@ def test_run_directory_files(tmp_path):
     run.log(20, {"Metrics/EpRet": 2.0, "Metrics/EpCost": 3.0})  # a new key rewrites the header
     run.save(20, {"v": 1}, {})
     run.close()
-    assert json.loads((tmp_path / "r/config.json").read_text()) == {"engine": "toy", "config": {"seed": 1}}
+    written = json.loads((tmp_path / "r/config.json").read_text())
+    assert written == {"engine": "toy", "run_id": written["run_id"], "config": {"seed": 1}}
+    assert len(written["run_id"]) == 32 and int(written["run_id"], 16) >= 0  # a fresh id per run
     v = json.loads((tmp_path / "r/versions.json").read_text())
     assert v["torch"] == torch.__version__ and v["env"] == "1.0" and v["rlspec_commit"]
     rows = read_metrics(tmp_path / "r")

@@ -181,7 +181,7 @@ def test_resume_without_the_hook_state_would_differ(tmp_path, clip_dir):
     straight = safe.run(cfg, tmp_path / "straight", show_progress=False)
     part = safe.run(cfg, tmp_path / "resumed", stop_after_epochs=1, show_progress=False)
     ckpt_path = part / "checkpoints/last.pt"
-    ckpt = load_checkpoint(ckpt_path)
+    ckpt = torch.load(ckpt_path, weights_only=False)  # as written (its run id included), to write it back
     fresh = safe.build_hooks(cfg.semantic, num_envs=cfg.num_envs, gamma=cfg.ppo.gamma,
                              total_steps=cfg.total_steps, seed=cfg.seed)
     ckpt["semantics"] = fresh.state_dict()
