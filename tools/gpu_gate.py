@@ -29,9 +29,8 @@ when nothing failed, 1 otherwise.
 from __future__ import annotations
 
 import argparse
-import contextlib
+import base64
 import hashlib
-import io
 import json
 import os
 import platform
@@ -130,7 +129,6 @@ def prune_shared_object(data: bytes, keep_arch: int) -> tuple[bytes, dict[str, i
 
 def _record_line(name: str, content: bytes) -> str:
     digest = hashlib.sha256(content).digest()
-    import base64
     return f"{name},sha256={base64.urlsafe_b64encode(digest).rstrip(b'=').decode()},{len(content)}"
 
 
