@@ -18,7 +18,7 @@ SB3 = "stable-baselines3==2.9.2"
 RLAX = ("rlax==0.1.9", "jax[cpu]==0.10.2")
 OMNISAFE = "omnisafe==0.5.0"  # its lagrange files are read out of the wheel; never installed or imported
 TORCHRL = ("torchrl==0.14.1", "tensordict==0.14.3")  # torchrl 0.14.1 requires tensordict >=0.14.3,<0.15
-SAFETY_GYMNASIUM = "safety-gymnasium==1.0.0"  # installed --no-deps after the `safety` extra (issue 11)
+SAFETY_GYMNASIUM = "safety-gymnasium==1.0.0"  # installed --no-deps after the `safety` extra
 CLEANRL = "cleanrl==1.2.0"  # Python < 3.11 only: its ppo.py is read out of the wheel, never installed
 
 
@@ -165,7 +165,7 @@ def thirdparty(session: nox.Session) -> None:
 
 @nox.session
 def mutants(session: nox.Session) -> None:
-    """Mutation testing of reference/ (issue 8 §4): one-change AST mutants of each reference/<contract>.py
+    """Mutation testing of reference/: one-change AST mutants of each reference/<contract>.py
     run against that contract's properties (`ci` profile, 2 workers, a timeout per mutant); writes
     docs/mutants/kill_rate.{json,md}. `nox -s mutants -- --contracts gae vtrace` reruns some contracts and
     keeps the others' results. Not part of cpu_gate: the committed table is what the README shows."""

@@ -1,4 +1,4 @@
-"""Golden fixture from OmniSafe 0.5.0's PPOLag update on a fixed tiny batch (issue 11): advantage processing,
+"""Golden fixture from OmniSafe 0.5.0's PPOLag update on a fixed tiny batch: advantage processing,
 the λ step, the combined advantage and the clipped policy loss.
 
 Nothing imports the omnisafe package (golden_bridge/omnisafe_trust_region.py's approach): the wheel's own

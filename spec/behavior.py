@@ -1,4 +1,4 @@
-"""Contract ``behavior``: DreamerV3 actor-critic learning in imagination (seed 004 M5; issue 9 "behavior").
+"""Contract ``behavior``: DreamerV3 actor-critic learning in imagination (seed 004 M5).
 
 Sources: seed 004 M5 (λ-returns with discounts γ·continue, mandatory ReturnEMA normalization
 adv = norm(R) − norm(v), actor + critic losses + slow critic; truncation keeps bootstrapping), §2.3

@@ -2,7 +2,7 @@
 
 Source: seed 004 (Master Plan v2) §2.4 "Packed2 contract" (replay stores packed2; the encoder unpacks
 and normalizes inside the model), milestone M4 (packed2 unpack micro-benchmark, ``unpack_impl = "lut" |
-"triton" | "warp"``) and M6 (the unpack kernel on the device); issue 3.
+"triton" | "warp"``) and M6 (the unpack kernel on the device).
 
 Layout
 ------

@@ -1,4 +1,4 @@
-"""Checks shared by the clauses added for conformance power (issue 8 §4): the gaps automated mutants of
+"""Checks shared by the clauses added for conformance power: the gaps automated mutants of
 reference/ slipped through, as classes rather than instances.
 
 * :func:`same_with_defaults`: calling with documented defaults omitted equals calling with the documented

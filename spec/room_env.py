@@ -1,6 +1,6 @@
 """Contract ``room_env``: the project's Game Boy room, its ROM in PyBoy and its Warp twin, bit for bit.
 
-Source: issue 10 "Environments", seed 004 M6 (Warp → packed2 written straight into the replay ring) and M8
+Source: seed 004 M6 (Warp → packed2 written straight into the replay ring) and M8
 ("Standing Still" / "Exit Oak" validation scenarios). The game, its data and its rules are in
 rlspec/contracts/room_env.py; the ROM is rlspec/envs/room/room.c (built by rlspec.envs.room.build).
 

@@ -1,4 +1,4 @@
-"""Hyper-parameters given as numpy scalars or 0-d tensors (issue 8 §2).
+"""Hyper-parameters given as numpy scalars or 0-d tensors.
 
 Configuration often arrives as ``np.float32(0.99)`` (a YAML loader, a numpy sweep) or ``torch.tensor(5)``.
 An implementation must validate and use such a value exactly like the Python number it holds: the

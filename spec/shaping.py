@@ -177,7 +177,7 @@ MARGIN_EXAMPLES = (
     dict(e=torch.tensor([[1.0, 1.0, 0.0]], dtype=torch.float64),
          safe=torch.tensor([[10.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=torch.float64),
          unsafe=torch.tensor([[0.0, 0.0, 1.0]], dtype=torch.float64)),
-    # issue 8 §2: |e| ≈ 1e20 in float32 (‖e‖² = inf): m = 1, not 0
+    # |e| ≈ 1e20 in float32 (‖e‖² = inf): m = 1, not 0
     dict(e=torch.tensor([[1e20, 0.0]]), safe=torch.tensor([[1e20, 0.0]]), unsafe=torch.tensor([[0.0, 1e20]])),
 )
 

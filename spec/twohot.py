@@ -472,7 +472,7 @@ def masked_cases(draw):
     return dict(case, logits=logits)
 
 
-MASKED_EXAMPLES = (  # issue 8 §2: −inf on bin 253, x = 1e9 encodes one-hot on bin 254
+MASKED_EXAMPLES = (  # −inf on bin 253, x = 1e9 encodes one-hot on bin 254
     dict(logits=torch.zeros(1, DEFAULT_BINS, dtype=torch.float64).index_fill_(1, torch.tensor([253]), -math.inf),
          x=torch.tensor([1e9], dtype=torch.float64), num_bins=DEFAULT_BINS, low=DEFAULT_LOW, high=DEFAULT_HIGH),
     dict(logits=torch.zeros(2, 5).index_fill_(1, torch.tensor([0, 1]), -math.inf),

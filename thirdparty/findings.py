@@ -1,4 +1,4 @@
-"""Pinned reproductions of what the outside run (issue 8 §6) reported, measured again through the adapters.
+"""Pinned reproductions of what the outside run reported, measured again through the adapters.
 
 Each finding runs the pinned library on a small, stated example, records the numbers and decides
 ``verified`` from them (a finding that no longer reproduces is a problem for ``python -m

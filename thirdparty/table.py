@@ -17,7 +17,7 @@ rejection (another exception type, or a message that does not name the argument)
 Examples an adapter cannot express (it raises :class:`rlspec.thirdparty.Unsupported`, directly or inside
 a rejection check) are discarded with Hypothesis' ``reject()`` and counted, so the rest of the clause is
 still checked. This lives here, not in the runner, until the runner has its own partial-support
-declarations (issue 8 §5).
+declarations.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ Row alignment (the two contracts state different conventions; this file joins th
   the rows are shifted down by one:
       reward_b[t] = reward_head(f_{t−1}),  cont_b[t] = cont_head(f_{t−1})   for t = 1..H   (row 0: zeros)
   and then the reward and continue of a_{t−1} do not depend on a_{t−1} (f_{t−1} does not contain it): the
-  actor cannot learn which action enters the door (issue 10: the room-exit policy stayed at the random rate).
+  actor cannot learn which action enters the door (the room-exit policy stayed at the random rate).
   start_terminal = 0 either way: in the transition layout a terminal observation is never a replay row, so no
   start state is terminal (its "terminal" is the continue of the transition out of it, cont_b[1]).
 """

@@ -1,5 +1,5 @@
 """Functional core of the trust-region algorithms on Safety-Gymnasium: TRPO, TRPOLag, CPO and P3O (seed 000
-§2A, issue 13), and TRPOPID (TRPO with CPPOPID's PID λ, OmniSafe's TRPOPID: the issue's second anchor),
+§2A), and TRPOPID (TRPO with CPPOPID's PID λ, OmniSafe's TRPOPID: a second anchor),
 built on the PPO family's pieces (rlspec/algos/safe_ppo.py: state, rollout, critics, GAE and advantage
 processing, λ via ``update_safety``, loss guards) and the contract ``trust_region`` through the Kit.
 

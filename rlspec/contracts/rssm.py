@@ -33,7 +33,7 @@ from torch import nn
 
 from rlspec.contracts.validate import require_floating, require_int, require_range, value_checks_on
 
-# Defaults: sheeprl 0.8.4 DreamerV3-XS (configs/algo/dreamer_v3_XS.yaml), the size of issue 9's anchor
+# Defaults: sheeprl 0.8.4 DreamerV3-XS (configs/algo/dreamer_v3_XS.yaml), the size of the train-step benchmark's anchor
 DETER = 256  # H: recurrent_state_size
 STOCH = 32  # S: stochastic_size (number of categorical variables)
 CLASSES = 32  # K: discrete_size (classes per variable)

@@ -1,4 +1,4 @@
-"""Bonus-phase engine (issue 14, seed 003), local in-process execution: rollout, Part1 episode metadata,
+"""Bonus-phase engine (seed 003), local in-process execution: rollout, Part1 episode metadata,
 pair mining, PPO + V-trace over a fragment replay, bonus time — top to bottom in one process.
 
     rlspec train bonus --task token-reach [--ablation prototypes] [--preset smoke] [--out DIR] [--set k=v ...]

@@ -1,4 +1,4 @@
-"""Ray execution of the bonus engine (issue 14, seed 003's architecture): ``--set execution=ray``.
+"""Ray execution of the bonus engine (seed 003's architecture): ``--set execution=ray``.
 
     rlspec train bonus --task metaworld:push-v3 --set execution=ray --set rollout_workers=4 --set trainers=2
 

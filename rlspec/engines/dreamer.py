@@ -1,4 +1,4 @@
-"""Reference DreamerV3 engine ``DreamerV3EngineCPU`` (issue 10; seed 004 M6–M8): one process, CPU, top to
+"""Reference DreamerV3 engine ``DreamerV3EngineCPU`` (seed 004 M6–M8): one process, CPU, top to
 bottom, on the project's Game Boy room (rlspec/envs/room/room.gb in PyBoy).
 
     rlspec train dreamer --engine reference --task room-exit|standing-still [--preset smoke] [--out DIR]

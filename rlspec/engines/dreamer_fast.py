@@ -1,4 +1,4 @@
-"""Fast DreamerV3 engine ``DreamerV3Engine`` (issue 10; seed 004 M6–M7): the functional core of
+"""Fast DreamerV3 engine ``DreamerV3Engine`` (seed 004 M6–M7): the functional core of
 rlspec/algos/dreamer.py (``train_step``, ``policy_step``) with the fast kit, split into an actor part and a
 learner part that share a device-resident replay ring (rlspec/fast/replay.py).
 

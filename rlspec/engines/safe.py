@@ -1,4 +1,4 @@
-"""Reference engine of the safe-RL PPO family (issue 11): one process, deterministic, top to bottom.
+"""Reference engine of the safe-RL PPO family: one process, deterministic, top to bottom.
 
     rlspec train safe --algo PPOLag --env SafetyPointGoal1-v0 [--preset smoke] [--out DIR] [--set k=v ...]
     rlspec train safe --algo PPOLagSem --set semantic.enable=true --set semantic.model_name=DIR ...

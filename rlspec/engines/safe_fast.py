@@ -1,4 +1,4 @@
-"""Fast engine of the safe-RL PPO family (issue 11): the reference loop (rlspec/engines/safe.py ``run``,
+"""Fast engine of the safe-RL PPO family: the reference loop (rlspec/engines/safe.py ``run``,
 the same functional core and kit), executed elsewhere:
 
 * envs in ``env_workers`` worker processes (rlspec/envs/subproc_vector.py), stepped in parallel, actions

@@ -5,7 +5,7 @@ have numpy-array defaults, which Python 3.11's dataclasses reject ("mutable defa
 'numpy.ndarray'> ... use default_factory"). ``import_safety_gymnasium`` imports it with a shim that turns
 each such default into ``default_factory=<copy of the array>`` for the duration of the import only (each
 instance then owns its array, where 3.10 shared one object between instances; nothing in the package
-mutates them in place). Install recipe (the ``safety`` extra and ``nox -s safety``; issue 11):
+mutates them in place). Install recipe (the ``safety`` extra and ``nox -s safety``):
 ``pip install safety-gymnasium==1.0.0 --no-deps`` plus gymnasium 0.28.1, gymnasium-robotics 1.2.2,
 mujoco 2.3.3, numpy < 2, xmltodict, pyyaml, imageio. Offscreen frames on CPU need ``MUJOCO_GL=egl``
 (Debian libegl1 libegl-mesa0 libgl1-mesa-dri) or ``MUJOCO_GL=osmesa`` (libosmesa6).

@@ -1,4 +1,4 @@
-"""TokenReach-v0: the bonus phase's tiny CI task (issue 14), numpy only, vectorized, with two ways to succeed.
+"""TokenReach-v0: the bonus phase's tiny CI task, numpy only, vectorized, with two ways to succeed.
 
 A point in the square [-1, 1]² starts left of a wall at x = 0 and must reach a goal right of it. The wall
 has two gaps (y ≈ +0.5 and y ≈ −0.5), so successful episodes form two clusters (what seed 003 Part4's

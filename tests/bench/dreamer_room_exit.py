@@ -1,4 +1,4 @@
-"""Exit the room (issue 10 validation, seed 004 M8): the greedy success rate of DreamerV3 on the room-exit task
+"""Exit the room (validation, seed 004 M8): the greedy success rate of DreamerV3 on the room-exit task
 (reach the door within the contract's 64-step limit) from the uniform random policy's rate to >= 0.9, with the
 reference engine (DreamerV3EngineCPU: PyBoy) and the fast engine (DreamerV3Engine: the Warp room, here on the
 CPU), from the same seed; env steps, updates and wall time to reach 0.9, and the fast / reference env-step ratio
@@ -38,7 +38,7 @@ from rlspec.contracts.room_env import NUM_ACTIONS, STEP_LIMIT
 from rlspec.engines import dreamer
 from rlspec.runs.cpu import identity as cpu_identity
 
-GOAL = 0.9  # greedy success rate (issue 10)
+GOAL = 0.9  # greedy success rate
 RATIO_TOLERANCE = 0.2  # fast env steps within ±20% of the reference's
 OVERRIDES = ["task=room-exit", f"step_limit={STEP_LIMIT}", "num_envs=4", "min_ready_steps=1024", "train_ratio=32",
              "replay_capacity=20000", "log_every=512", "torch_threads=1", "device=cpu",

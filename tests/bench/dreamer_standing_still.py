@@ -1,4 +1,4 @@
-"""Standing still (issue 10 validation, seed 004 M8): the reference Dreamer engine's reconstruction loss on the
+"""Standing still (validation, seed 004 M8): the reference Dreamer engine's reconstruction loss on the
 room's standing-still scenario (the player never moves: the view barely changes) falls by >= 80% within the
 first N = 200 updates.
 
@@ -31,7 +31,7 @@ from rlspec.runs.cpu import identity as cpu_identity
 from rlspec.runs.rundir import read_metrics
 
 N_UPDATES = 200
-GOAL = 0.80  # the fall of the reconstruction loss within the first N updates (issue 10)
+GOAL = 0.80  # the fall of the reconstruction loss within the first N updates
 PREFILL, NUM_ENVS = 64, 2
 OVERRIDES = ["task=standing-still", f"num_envs={NUM_ENVS}", f"min_ready_steps={PREFILL}", "train_ratio=32",
              f"total_steps={PREFILL + NUM_ENVS * N_UPDATES}", f"log_every={NUM_ENVS}",

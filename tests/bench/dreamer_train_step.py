@@ -1,4 +1,4 @@
-"""DreamerV3 train step (issue 9): world model + behaviour update of rlspec's reference and fast kits
+"""DreamerV3 train step: world model + behaviour update of rlspec's reference and fast kits
 (rlspec/algos/dreamer.py ``train_step``) against sheeprl 0.8.4's own ``build_agent`` + ``train`` at an identical
 configuration, in one run. sheeprl is the anchor: every ratio is sheeprl's s/step over ours (> 1: ours faster).
 

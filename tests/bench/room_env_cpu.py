@@ -1,5 +1,5 @@
 """Room env on CPU: env steps/s of the Warp twin (device="cpu") against the ROM in PyBoy at the same frame
-skip, and the random policy's success rate on room-exit (the learning baseline of issue 10).
+skip, and the random policy's success rate on room-exit (the learning baseline).
 
     python tests/bench/room_env_cpu.py [OUT_DIR]      (default docs/bench; writes room_env_cpu.json, .png)
 

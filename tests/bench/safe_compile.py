@@ -1,4 +1,4 @@
-"""Does torch.compile pay in the safe-RL engines (issue 11: "torch.compile where it pays")? One run times the two
+"""Does torch.compile pay in the safe-RL engines? One run times the two
 phases of an epoch at the engine's network size ([64, 64] tanh, OmniSafe's) on a fixed rollout:
 
 * update: ``rlspec.algos.trust_region.update`` (the PPO family's minibatch loop: KL check, two critic steps,

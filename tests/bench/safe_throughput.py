@@ -1,4 +1,4 @@
-"""Safe-RL rollout throughput (issue 11): env steps/s of the reference engine's in-process vector env against
+"""Safe-RL rollout throughput: env steps/s of the reference engine's in-process vector env against
 the fast engine's worker processes (shared-memory transport) and Stable-Baselines3 2.9.2 PPO, the same network,
 for each number of envs, in one run.
 

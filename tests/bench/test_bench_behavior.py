@@ -1,4 +1,4 @@
-"""behavior benchmarks (issue 9, M5): fast twin vs float64 reference, one run, float32, at DreamerV3's
+"""behavior benchmarks (M5): fast twin vs float64 reference, one run, float32, at DreamerV3's
 behaviour-learning size: H = 15 imagined steps from B = 16 × 64 = 1024 posterior states, 6 actions, 255 bins.
 
 * ``behavior.losses+backward`` — behavior_losses (values, continues, λ-returns, ReturnEMA update, advantage,

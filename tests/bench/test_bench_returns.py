@@ -1,4 +1,4 @@
-"""Returns benchmarks (issue 4, "Speed"), float32, every implementation of a group in one run:
+"""Returns benchmarks ("Speed"), float32, every implementation of a group in one run:
 
 * ``lambda_return[15, 4096]`` (DreamerV3's imagination horizon × batch): reference, fast-torch,
   fast-triton (CUDA only) and sheeprl 0.8.4 ``compute_lambda_values`` on ``to_sheeprl`` of the same

@@ -1,4 +1,4 @@
-"""Safe-RL control and numerics (issue 5): fast twins vs the float64 reference, one group per call, at
+"""Safe-RL control and numerics: fast twins vs the float64 reference, one group per call, at
 the sizes a vectorized PPO-Lagrangian loop uses. The issue sets no speed targets here (its fast twins
 exist to stay on the device); the ratios are reported. On CPU the scalar controllers (PIDLagrangian) are
 much slower as 0-d tensor ops than the reference's Python floats: their point is never stalling a CUDA

@@ -1,4 +1,4 @@
-"""success_set benchmarks (issue 14): the vectorized fast twin vs the float64 row-by-row reference, one run,
+"""success_set benchmarks: the vectorized fast twin vs the float64 row-by-row reference, one run,
 float32 inputs, at sizes of a Meta-World bonus phase (39-d observations, ACTION_DIM = 4, N_BINS = 16). No
 target is set by the issue.
 

@@ -1,4 +1,4 @@
-"""trust_region benchmarks (issue 13): fast twin vs float64-accumulating reference, one run, float32, at a
+"""trust_region benchmarks: fast twin vs float64-accumulating reference, one run, float32, at a
 SafetyPointGoal1-like size: observation 60, one 64-unit tanh layer, 2 actions (n = 4036 parameters; OmniSafe
 uses two 64-unit layers), N = 4000 samples (OmniSafe's epoch is 20000 steps). No target is set by the issue.
 

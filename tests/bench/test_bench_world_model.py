@@ -1,10 +1,10 @@
-"""world_model benchmarks (seed 004 M4, issue 9), one run, float32. Reported, never asserted.
+"""world_model benchmarks (seed 004 M4), one run, float32. Reported, never asserted.
 
 * ``world_model.train_step`` — one world-model train step (loss, backward, Adam step) of the reference and
   the fast twin (fast RSSM, fast two-hot, LUT unpack), same parameters and generator, on a replay batch of
   B 8 × T 16 packed2 frames at a reduced DreamerV3 size (H 128, hidden 128, S = K = 16, E 128, pool 4:
   18 × 20 pixels reconstructed). The comparison with sheeprl 0.8.4 at an identical configuration is not
-  here yet (issue 9 "Benchmark").
+  here yet.
 * ``world_model.embed[unpack_impl]`` — the encoder alone (unpack + normalize + pool + MLP) on B 16 × T 64
   frames, per unpack_impl the fast twin supports on this device (Triton only on CUDA: interpreted on CPU).
 """

@@ -1,4 +1,4 @@
-"""The fast ``behavior`` twin on CUDA (issue 9, M5): at DreamerV3's size (H = 15, B = 1024, 6 actions, 255 bins)
+"""The fast ``behavior`` twin on CUDA (M5): at DreamerV3's size (H = 15, B = 1024, 6 actions, 255 bins)
 its losses and their gradients match the float64 CPU reference, and ``imagine`` samples from a CUDA generator
 only (same generator state -> same actions, whatever the global CUDA RNG holds). Unverified where no GPU runs.
 """

@@ -1,4 +1,4 @@
-"""On CUDA, the fast safe-RL guards and updates never synchronize with the host (issue 5): each call runs
+"""On CUDA, the fast safe-RL guards and updates never synchronize with the host: each call runs
 under ``torch.cuda.set_sync_debug_mode("error")``, which raises on any synchronizing operation. One
 warm-up call before the check moves each object's state to the device. The CPU gate covers the same
 calls with spec.core.no_host_sync (tests/unit/test_*_device.py)."""

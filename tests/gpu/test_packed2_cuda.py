@@ -4,7 +4,7 @@
   the CPU reference (PACKED2-4/5/6 on the code the GPU actually runs; the CPU gate covers the same
   kernels interpreted / on Warp's CPU device).
 * Unpack bandwidth at a batch of 16384 frames [16384, 1, 72, 20], (bytes read + bytes written) / time,
-  as a fraction of the device-to-device copy bandwidth measured in the same run (issue 3: target 0.8).
+  as a fraction of the device-to-device copy bandwidth measured in the same run (target 0.8).
   Written to bench-results/packed2_gpu.json; reported, never asserted.
 """
 

@@ -1,4 +1,4 @@
-"""The Triton returns scan (fast/returns_triton.py) on CUDA (issue 4, "Speed": GPU). The CPU gate runs
+"""The Triton returns scan (fast/returns_triton.py) on CUDA ("Speed": GPU). The CPU gate runs
 the same kernel under the interpreter with tiny tiles; this checks the compiled code at full size.
 
 * parity: fast-triton ``gae`` and ``lambda_return`` at [512, 16384] on CUDA vs the float64 CPU reference,

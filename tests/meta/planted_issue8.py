@@ -1,4 +1,4 @@
-"""Planted bugs for the silent wrong results and false positives of issue 8 §2/§3, one per class: each is
+"""Planted bugs for the silent wrong results and false positives found by an outside review, one per class: each is
 what an implementation did (ours before the fix, or one the outside run met), kept so the clause stays."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Planted bugs for the classes of gaps automated mutants of reference/ slipped through (issue 8 §4): each is
+"""Planted bugs for the classes of gaps automated mutants of reference/ slipped through: each is
 one surviving mutant of its class, kept so that the clause added to kill it stays."""
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def _cpo_descent_sign(g, b, x, p, q, c, max_kl):
 
 def _cpo_dual_at_infinite_lambda(g, b, x, p, q, c, max_kl):
     """Case 1 at B = 0 < c through the dual anyway: λ* = sqrt(A/B) = ∞ is lost (λ = 0), the step blows up to
-    (x − ν·p)/1e-8 (the fast twin before issue 13's fix; the reference raised TypeError)."""
+    (x − ν·p)/1e-8 (the fast twin before its fix; the reference raised TypeError)."""
     out = ref.cpo_step(g, b, x, p, q, c, max_kl)
     if int(out.case) != 1 or float(out.B) != 0:
         return out

@@ -64,7 +64,7 @@ class _UnpackNotNormalized(ref.WorldModel):
 
 
 class _NextHeadsReadTheState(ref.WorldModel):
-    """head_input 'next' but the reward and continue heads read the posterior f_t (issue 10's room-exit bug:
+    """head_input 'next' but the reward and continue heads read the posterior f_t (the room-exit bug:
     a transition's reward and termination predicted without its action)."""
 
     def next_features(self, out, action, generator):

@@ -1,4 +1,4 @@
-"""PPOLagSem smoke run on SafetyPointGoal1-v0 (issue 12): MuJoCo frames rendered headless on capture steps
+"""PPOLagSem smoke run on SafetyPointGoal1-v0: MuJoCo frames rendered headless on capture steps
 (capture_interval 4), embedded by the tiny random CLIP on the CPU, rewards shaped while β > 0, the risk head
 trained and every semantic key logged. The tiny CLIP has random weights: this checks the machinery, never
 semantic quality. Needs safety_gymnasium, MUJOCO_GL=egl or osmesa, and transformers (the `safety` extra)."""

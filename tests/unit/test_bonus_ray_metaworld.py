@@ -1,4 +1,4 @@
-"""The bonus engine's real components (issue 14): Meta-World token tasks and the Ray execution with two
+"""The bonus engine's real components: Meta-World token tasks and the Ray execution with two
 trainer actors in one gloo process group, and its inference actor. Needs the `bonus` extra (cpu_gate installs
 it). The Ray tests share one local Ray (started once: ~3 s)."""
 

@@ -1,4 +1,4 @@
-"""`rlspec check` as an outside user meets it (issue 8 §5): real modules written to tmp_path, checked
+"""`rlspec check` as an outside user meets it: real modules written to tmp_path, checked
 through the CLI, with the printed text and report.json/report.md asserted.
 
 Covered: modules that fail to load (syntax error, exception at import, missing file or attribute) fail

@@ -1,4 +1,4 @@
-"""rlspec.algos.safe_ppo against closed forms (issue 11): advantage processing and combination (OmniSafe
+"""rlspec.algos.safe_ppo against closed forms: advantage processing and combination (OmniSafe
 0.5.0 and seed forms), truncation bootstrap from V(final obs), λ before/after the update, KL stop before
 the optimizer step, value clipping's own range, frozen observation normalizer, per-step reward scaling,
 Sauté budget feedback, ratio/loss guards."""
@@ -219,4 +219,4 @@ def test_same_generator_same_networks_and_unknown_algo():
     wa, wb, wc = (torch.cat([p.flatten() for p in s.actor.parameters()]) for s in (a, b, c))
     assert torch.equal(wa, wb) and not torch.equal(wa, wc)
     with pytest.raises(ValueError, match="make_state: argument 'algo' must be one of"):
-        state_for("PPOLagrange")  # TRPO was the example before issue 13 added it
+        state_for("PPOLagrange")  # TRPO was the example before it was added

@@ -1,4 +1,4 @@
-"""The third-party conformance table (issue 8 §6): the committed table is well-formed and complete, and the
+"""The third-party conformance table: the committed table is well-formed and complete, and the
 table's classification (partial support, declarations checked against the runner) does what it says.
 
 The adapters themselves need the pinned third parties (``nox -s thirdparty``); nothing here imports them.

@@ -1,4 +1,4 @@
-"""rlspec.algos.trust_region (issue 13) on tiny fixed batches and ToyGoal-v0: TRPO's accepted step is the
+"""rlspec.algos.trust_region on tiny fixed batches and ToyGoal-v0: TRPO's accepted step is the
 natural-gradient step (explicit Fisher), improves the surrogate and keeps KL <= δ, a step with no acceptable
 candidate leaves the actor unchanged and is reported; CPO's case follows c = J_c − d and its accepted step
 keeps the cost-surrogate constraint; TRPOLag's and TRPOPID's λ rise under a cost above the limit; P3O's

@@ -1,4 +1,4 @@
-"""The world model's conv option (encoder='conv': sheeprl 0.8.4's CNNEncoder / CNNDecoder, issue 9): the input
+"""The world model's conv option (encoder='conv': sheeprl 0.8.4's CNNEncoder / CNNDecoder): the input
 geometry (centered crop, pooling), shapes and layer layout at sheeprl's 64 × 64, the decoder against a float64
 closed form, gradients, initialization from the caller's generator, config validation, and one Dreamer
 train_step of each kit with it. The contract clauses (spec/world_model.py) draw conv configs too."""
