@@ -14,6 +14,7 @@ import argparse
 import importlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -100,6 +101,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # the reader went away (`rlspec list | head`): stop quietly, as cat does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # else the interpreter's last flush raises again at exit
+        return 128 + signal.SIGPIPE
+
+
+def _main(argv: list[str] | None) -> int:
     parser = _parser()
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["probe"]:  # its own parser: its options would be taken for rlspec's

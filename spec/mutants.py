@@ -1,6 +1,7 @@
 """Mutation testing of reference/: how much of a wrong reference would the properties catch?
 
-A small AST mutator makes one-change copies ("mutants") of ``reference/<contract>.py``; each mutant is
+A small AST mutator makes one-change copies ("mutants") of ``reference/<contract>.py`` (for a contract whose
+reference is not Python, a twin: room_env's Warp kernels); each mutant is
 loaded by path in place of the reference (as ``rlspec check --impl file.py`` loads a user's module) and
 the contract's properties run against it under the ``ci`` profile, in declaration order, stopping at the
 first property that fails (the mutant is *killed* by that clause). A mutant that passes every property
@@ -10,7 +11,8 @@ from the reference), listed with a one-line reason in ``docs/mutants/equivalent.
     python -m rlspec.spec.mutants [--contracts gae vtrace ...] [--max-per-contract N] [--jobs 2]
 
 writes ``docs/mutants/kill_rate.json`` and ``kill_rate.md`` (a run over some contracts keeps the others'
-results). ``nox -s mutants`` runs it over every contract whose reference lives in reference/.
+results). ``nox -s mutants`` runs it over every contract whose reference lives in reference/, and room_env's
+Warp twin.
 
 Mutation operators (each applied at one site at a time): arithmetic swaps (+ -, * /, // /, ** *, also in
 ``x op= y``), comparison swaps (< <=, > >=, == !=, is / is not, in / not in), numeric constants (c → c+1,
@@ -299,14 +301,21 @@ def run_mutant(job: tuple[str, str, str, str, int]) -> dict:
 # --------------------------------------------------------------------------------------------------
 # Contracts, equivalents, the report
 # --------------------------------------------------------------------------------------------------
+# Contracts whose reference is not Python mutate another implementation: room_env's reference is the Game Boy
+# ROM (C compiled by sdcc, run in PyBoy), so its Warp twin is mutated; its properties run it on device "cpu".
+MUTATED_TWIN: dict[str, str] = {"room_env": "fast-warp"}
+
+
 def reference_file(cid: str) -> Path | None:
-    """reference/<cid>.py when the contract's reference lives in reference/ (room_env's is an env)."""
+    """The file whose mutants run against ``cid``'s properties: reference/<cid>.py, or the twin named in
+    MUTATED_TWIN; None for a contract with neither."""
     from rlspec import registry
 
-    target = registry.IMPLEMENTATIONS.get(cid, {}).get("reference", "")
-    if not target.startswith("rlspec.reference."):
+    impls = registry.IMPLEMENTATIONS.get(cid, {})
+    target = impls.get(MUTATED_TWIN[cid], "") if cid in MUTATED_TWIN else impls.get("reference", "")
+    if cid not in MUTATED_TWIN and not target.startswith("rlspec.reference."):
         return None
-    return Path(importlib.util.find_spec(target).origin)
+    return Path(importlib.util.find_spec(target).origin) if target else None
 
 
 def load_equivalents(path: Path = EQUIVALENT_FILE) -> dict[str, str]:
@@ -416,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlspec import registry
 
     ap = argparse.ArgumentParser(prog="python -m rlspec.spec.mutants", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--contracts", nargs="*", help="default: every contract whose reference is in reference/")
+    ap.add_argument("--contracts", nargs="*", help="default: every contract with a file to mutate (reference/, room_env's Warp twin)")
     ap.add_argument("--max-per-contract", type=int, default=None, help="deterministic sample (seeded) above this")
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--jobs", type=int, default=2, choices=(1, 2))

@@ -100,3 +100,18 @@ def test_help_is_printed_where_nothing_can_be_kept(tmp_path, monkeypatch):
 def test_a_bad_option_next_to_help_is_an_error_and_nothing_is_kept(tmp_path):
     code, text, _ = _main(["train", "dreamer", "--preset", "nope", "--help"], tmp_path)
     assert code == 2 and not list(tmp_path.rglob("*.json"))
+
+
+def test_a_reader_that_stops_early_gets_no_traceback():
+    """`rlspec list | head -1`: the pipe's reader is gone while rlspec still writes; it stops as cat does
+    (SIGPIPE's exit status), with nothing on stderr. The read end is closed before rlspec starts, so the
+    first write fails for certain."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "rlspec.cli", "list"], stdout=write, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141, proc.stderr
+    assert proc.stderr == "", proc.stderr
