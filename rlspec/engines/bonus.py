@@ -51,7 +51,7 @@ from rlspec.contracts.success_set import SuccessSetConfig
 from rlspec.envs.token_reach import TokenReachVector
 from rlspec.runs import config as runconfig
 from rlspec.runs.plots import Panel, draw, overlay
-from rlspec.runs.faults import check_finite, outcome
+from rlspec.runs.faults import attempt, check_finite, outcome
 from rlspec.runs.rundir import (
     EpisodeProgress,
     Progress,
@@ -566,17 +566,21 @@ def compare(argv: list[str]) -> int:
     p.add_argument("--out", type=Path, help="where the runs and compare.json go (default runs/compare-bonus-TASK-sSEED)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     args = p.parse_args(argv)
-    try:
+
+    def both() -> tuple[Path, dict[str, Path]]:
         cfg = build_config(args.preset, args.set, args.task, args.ablation)
         out = args.out or Path("runs") / f"compare-bonus-{cfg.task}-s{cfg.seed}"
-        runs = {}
-        for execution in ("local", "ray"):
-            c = dataclasses.replace(cfg, execution=execution, inference=cfg.inference if execution == "ray" else "local")
+        configs = {execution: dataclasses.replace(cfg, execution=execution,
+                                                  inference=cfg.inference if execution == "ray" else "local")
+                   for execution in ("local", "ray")}
+        for c in configs.values():  # both valid before either run writes anything
             validate(c)
-            runs[execution] = run(c, out / execution, show_progress=not args.quiet)
-    except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
-        print(f"rlspec compare bonus: error: {err}", file=sys.stderr)
-        return 2
+        return out, {execution: run(c, out / execution, show_progress=not args.quiet) for execution, c in configs.items()}
+
+    status, ran = attempt("rlspec compare bonus", both)
+    if status is not None:
+        return status
+    out, runs = ran
     result = {name: summary(path) for name, path in runs.items()}
     (out / "compare.json").write_text(json.dumps(result, indent=2))
     overlay(runs, COMPARED, out / "compare.png", cols=2)

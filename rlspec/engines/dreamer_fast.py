@@ -57,7 +57,6 @@ import copy
 import dataclasses
 import json
 import math
-import sys
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -73,7 +72,7 @@ from rlspec.engines.dreamer import DreamerRunConfig
 from rlspec.contracts.validate import without_value_checks
 from rlspec.runs import config as runconfig
 from rlspec.runs import device as devices
-from rlspec.runs.faults import Diverged, RunStopped
+from rlspec.runs.faults import Diverged, RunStopped, attempt
 from rlspec.runs.rundir import read_metrics
 from rlspec.runs.plots import overlay
 
@@ -531,16 +530,19 @@ def compare(argv: list[str]) -> int:
                    help="where the runs and compare.json go (default runs/compare-dreamer-TASK-sSEED)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     args = p.parse_args(argv)
-    try:
+
+    def both() -> tuple[DreamerRunConfig, Path, dict[str, Path]]:
         cfg = ref.build_config(args.preset, ["engine=fast", *args.set], args.task)
         ref.validate(cfg)
         out = args.out or Path("runs") / f"compare-dreamer-{cfg.task}-s{cfg.seed}"
-        runs = {}
-        for name in ref.ENGINES:
-            runs[name] = ref.engine(dataclasses.replace(cfg, engine=name)).run(out / name, show_progress=not args.quiet)
-    except (runconfig.ConfigError, FileExistsError, FileNotFoundError) as err:
-        print(f"rlspec compare dreamer: error: {err}", file=sys.stderr)
-        return 2
+        return cfg, out, {name: ref.engine(dataclasses.replace(cfg, engine=name)).run(out / name,
+                                                                                     show_progress=not args.quiet)
+                          for name in ref.ENGINES}
+
+    status, ran = attempt("rlspec compare dreamer", both)
+    if status is not None:
+        return status
+    cfg, out, runs = ran
     deterministic = all(getattr(cfg, k) == v for k, v in DETERMINISTIC.items()) and device(cfg).type == "cpu"
     rtol = args.rtol if args.rtol is not None else 1e-6 if cfg.kit == "reference" else 1e-3
     result = compare_runs(runs["reference"], runs["fast"], args.updates, rtol)

@@ -23,7 +23,6 @@ import argparse
 import json
 import math
 import os
-import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from rlspec.engines.safe import Execution, SafeConfig
 from rlspec.envs.subproc_vector import EnvWorkerError, SubprocSafeVectorEnv
 from rlspec.runs import device
 from rlspec.runs.config import ConfigError
-from rlspec.runs.faults import RunStopped
+from rlspec.runs.faults import RunStopped, attempt
 from rlspec.runs.rundir import read_metrics
 
 ENGINE = "safe-fast"
@@ -146,15 +145,18 @@ def compare(argv: list[str]) -> int:
     p.add_argument("--out", type=Path, help="where the two runs and compare.json go (default: runs/compare-ALGO-ENV-sSEED)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     args = p.parse_args(argv)
-    try:
+
+    def both() -> tuple[Path, dict[str, Path]]:
         cfg = safe.build_config(args.preset, args.set, args.algo, args.env, FastConfig)
         ref_cfg = SafeConfig(**{f.name: getattr(cfg, f.name) for f in fields(SafeConfig)})  # without env_workers
         out = args.out or Path("runs") / f"compare-{cfg.algo}-{cfg.env_id}-s{cfg.seed}"
-        runs = {"reference": safe.run(ref_cfg, out / "reference", show_progress=not args.quiet),
-                "fast": safe.run(cfg, out / "fast", show_progress=not args.quiet, execution=execution(cfg))}
-    except (ConfigError, FileExistsError) as err:
-        print(f"rlspec compare safe: error: {err}", file=sys.stderr)
-        return 2
+        return out, {"reference": safe.run(ref_cfg, out / "reference", show_progress=not args.quiet),
+                     "fast": safe.run(cfg, out / "fast", show_progress=not args.quiet, execution=execution(cfg))}
+
+    status, ran = attempt("rlspec compare safe", both)
+    if status is not None:
+        return status
+    out, runs = ran
     result = compare_runs(runs["reference"], runs["fast"])
     (out / "compare.json").write_text(json.dumps(result, indent=2))
     worst = max(result["max_abs_diff"].items(), key=lambda kv: kv[1], default=("-", 0.0))

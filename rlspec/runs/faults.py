@@ -17,11 +17,13 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, TypeVar
 
 import torch
 
 from rlspec.runs.config import ConfigError
+
+T = TypeVar("T")
 
 
 class RunStopped(RuntimeError):
@@ -69,20 +71,28 @@ def check_finite(step: int, losses: dict[str, float], params: dict[str, Iterable
 def outcome(prog: str, work: Callable[[], Path]) -> int:
     """Run ``work`` (it returns the run directory) and turn its end into one line and an exit status (the
     table in the module docstring); no traceback for any of these."""
+    status, path = attempt(prog, work)
+    if status is not None:
+        return status
+    print(f"run: {path}")
+    return 0
+
+
+def attempt(prog: str, work: Callable[[], T]) -> tuple[int | None, T | None]:
+    """(None, what ``work`` returned) when it ends normally; else (its exit status, None), having said why in
+    one line (the table in the module docstring). `rlspec compare` runs its two runs through this."""
     try:
-        path = work()
+        return None, work()
     except AlreadyFinished as done:
         print(f"{prog}: {done}")
-        return 0
+        return 0, None
     except (ConfigError, FileExistsError, FileNotFoundError, RunLocked) as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
-        return 2
+        return 2, None
     except RunStopped as err:
         print(f"{prog}: stopped: {err}", file=sys.stderr)
-        return 3
+        return 3, None
     except KeyboardInterrupt as err:
         said = str(err) if isinstance(err, Interrupted) else "interrupted before the run began; nothing was written"
         print(f"{prog}: {said}", file=sys.stderr)
-        return 130
-    print(f"run: {path}")
-    return 0
+        return 130, None

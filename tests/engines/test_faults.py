@@ -104,6 +104,23 @@ def test_divergence_stops_with_exit_3_and_keeps_the_last_clean_checkpoint(tmp_pa
     assert STEP[engine](load_checkpoint(tmp_path / "run/checkpoints/last.pt")) == kept
 
 
+@pytest.mark.parametrize("engine", ["safe", "dreamer", "bonus"])
+def test_compare_stops_on_divergence_like_train(tmp_path, monkeypatch, capsys, engine):
+    """`rlspec compare` runs its two runs through the same ending as `train`: the first run diverges, so the
+    verb exits 3 in one line and writes no comparison."""
+    if engine == "safe":
+        _poison_after(monkeypatch, safe, "update", 2, lambda a, m: {**m, "Loss/Loss_pi": math.nan})
+    elif engine == "bonus":
+        _poison_after(monkeypatch, bonus, "ppo_vtrace_update", 2, lambda a, m: {**m, "Loss/Loss_value": math.nan})
+    else:
+        _poison_after(monkeypatch, dreamer, "train_step", 20, lambda a, m: (_nan_params(a[0]), m)[1])
+    code = cli.main(["compare", engine, *ENGINES[engine][2:], "--out", str(tmp_path / "cmp")])
+    err = capsys.readouterr().err
+    assert code == 3 and f"rlspec compare {engine}: stopped: non-finite" in err, err
+    assert "\n" not in err.strip() and "Traceback" not in err, err
+    assert not (tmp_path / "cmp/compare.json").exists()
+
+
 # ---------------------------------------------------------------------------------------- 2. checkpoints
 def test_dreamer_stop_after_a_step_count_between_vector_steps_writes_a_checkpoint(tmp_path):
     """2 envs: 7 env steps end at 8 (the loop overshoots 7): the checkpoint is at 8, and resume goes on."""
