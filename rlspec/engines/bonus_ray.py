@@ -231,6 +231,13 @@ class TrainerActor:
         dist.destroy_process_group()
 
 
+def trainer_metrics(per_rank: list[dict[str, float]]) -> dict[str, float]:
+    """One row from the trainers' metrics: each Loss/* is the mean over ranks (the objective whose gradients
+    they all-reduce), so a loss that turns non-finite on any rank stops the run; the rest are trainer 0's."""
+    losses = {k: sum(m[k] for m in per_rank) / len(per_rank) for k in per_rank[0] if k.startswith("Loss/")}
+    return {**per_rank[0], **losses}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -268,7 +275,7 @@ class RayWorld:
         metrics = ray.get([t.update.remote(self.replay, step, s) for t, s in zip(self.trainers, seeds)])
         self.weights = ray.get(self.trainers[0].weights.remote())
         self.round += 1
-        return {**metrics[0], **ray.get(self.replay.metrics.remote())}
+        return {**trainer_metrics(metrics), **ray.get(self.replay.metrics.remote())}
 
     def params(self) -> dict:
         """Trainer 0's policy weights of this round (the trainers all-reduce: every rank holds the same); its

@@ -121,6 +121,20 @@ def test_compare_stops_on_divergence_like_train(tmp_path, monkeypatch, capsys, e
     assert not (tmp_path / "cmp/compare.json").exists()
 
 
+def test_ray_trainers_losses_all_count_for_the_divergence_check():
+    """Two data-parallel trainers: a loss that is NaN on rank 1 only reaches the row the run checks (the mean
+    over ranks), so the run stops; finite losses are averaged, other metrics are rank 0's."""
+    from rlspec.engines.bonus_ray import trainer_metrics
+    from rlspec.runs.faults import Diverged, check_finite
+
+    rank0 = {"Loss/Loss_value": 1.0, "Loss/Loss_pi": -0.5, "Metrics/Entropy": 2.0}
+    row = trainer_metrics([rank0, {"Loss/Loss_value": 3.0, "Loss/Loss_pi": 0.5, "Metrics/Entropy": 9.0}])
+    assert row == {"Loss/Loss_value": 2.0, "Loss/Loss_pi": 0.0, "Metrics/Entropy": 2.0}
+    row = trainer_metrics([rank0, {"Loss/Loss_value": math.nan, "Loss/Loss_pi": 0.5, "Metrics/Entropy": 2.0}])
+    with pytest.raises(Diverged, match="non-finite Loss/Loss_value at step 7"):
+        check_finite(7, {k: v for k, v in row.items() if k.startswith("Loss/")}, {})
+
+
 # ---------------------------------------------------------------------------------------- 2. checkpoints
 def test_dreamer_stop_after_a_step_count_between_vector_steps_writes_a_checkpoint(tmp_path):
     """2 envs: 7 env steps end at 8 (the loop overshoots 7): the checkpoint is at 8, and resume goes on."""
