@@ -37,6 +37,7 @@ import multiprocessing
 import os
 import random
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -298,6 +299,32 @@ def run_mutant(job: tuple[str, str, str, str, int]) -> dict:
                 message=result[1] if result else "", seconds=round(time.monotonic() - start, 2))
 
 
+def run_isolated(job: tuple[str, str, str, str, int]) -> dict:
+    """``run_mutant`` in a process of its own. A mutant of native kernel code (room_env's Warp twin: a
+    shifted index is an out-of-bounds write) can crash the interpreter; the crash then kills the mutant
+    (clause "crash"), where in a shared worker it would take the pool's other work down with it."""
+    cid, mid, module_name, source, timeout = job
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="rlspec-mutant-") as tmp:
+        path = Path(tmp) / "job.json"
+        path.write_text(json.dumps(job))
+        try:
+            proc = subprocess.run([sys.executable, "-m", "rlspec.spec.mutants", "--one", str(path)],
+                                  capture_output=True, text=True, timeout=timeout + 120)
+        except subprocess.TimeoutExpired:
+            proc = None
+    seconds = round(time.monotonic() - start, 2)
+    if proc is not None and proc.returncode == 0:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    why = (f"still running after {timeout + 120} s" if proc is None else
+           f"the process died: {_exit_reason(proc.returncode)}; {proc.stderr.strip()[-200:]}")
+    return dict(id=mid, status="killed", clause="timeout" if proc is None else "crash", message=why, seconds=seconds)
+
+
+def _exit_reason(code: int) -> str:
+    return f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+
+
 # --------------------------------------------------------------------------------------------------
 # Contracts, equivalents, the report
 # --------------------------------------------------------------------------------------------------
@@ -434,7 +461,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="print the mutants and exit")
     ap.add_argument("--report-only", action="store_true",
                     help="re-apply docs/mutants/equivalent.txt to the committed results and rewrite the report")
+    ap.add_argument("--one", type=Path, help=argparse.SUPPRESS)  # run_isolated's child: one job (JSON), one result
     args = ap.parse_args(argv)
+    if args.one:
+        print(json.dumps(run_mutant(tuple(json.loads(args.one.read_text())))))
+        return 0
     cids = args.contracts or [c for c in registry.CONTRACTS if reference_file(c) is not None]
     equivalents = load_equivalents()
     planned = {} if args.report_only else {cid: plan(cid, args.max_per_contract, args.seed) for cid in cids}
@@ -465,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
             if baseline["status"] != "survived":  # the harness itself would kill everything
                 raise SystemExit(f"{cid}: the unmutated reference fails {baseline['clause']}: {baseline['message']}")
             work = [(cid, mid, f"mutant_{cid}_{i}", src, args.timeout) for i, (mid, src) in enumerate(jobs)]
-            rows = list(pool.imap_unordered(run_mutant, work))
+            rows = list(pool.imap_unordered(run_isolated if cid in MUTATED_TWIN else run_mutant, work))
             contracts[cid] = summarize(cid, rel, total, rows, equivalents)
             by_contract[cid] = dict(meta, seconds=round(time.monotonic() - t0))
             s = contracts[cid]

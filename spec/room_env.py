@@ -53,6 +53,7 @@ from rlspec.contracts.room_env import (
     OBS_SHAPE,
     OBSTACLE,
     ROWS,
+    STEP_LIMIT,
     SUCCESS_REWARD,
     WALL,
     Step,
@@ -87,6 +88,11 @@ CLAUSES = {
               "nor the out buffer passed to it",
     "ROOM-10": "deferred frames: step(actions, render=False) returns obs None and the same flags; render(out) "
                "then writes exactly the frames step(actions, out) would have",
+    "ROOM-11": "documented defaults: RoomVecEnv(num_envs) plays as RoomVecEnv(num_envs, 'room-exit', step_limit=64, "
+               "seed=0)",
+    "ROOM-12": "reset() mid-run is a fresh start: after any steps (a door's reward 1 last included) it returns what "
+               "a new env's reset() returns (reward 0, episode_id 0, each env's first start cell), and the steps "
+               "after it are a new env's",
 }
 
 INTERFACE = ("RoomVecEnv",)
@@ -222,9 +228,11 @@ def _copy(step: Step) -> Step:
     return Step(*(v.detach().cpu().clone() for v in step))  # the env may reuse its buffers
 
 
-def run(impl, case: dict, actions: torch.Tensor):
-    """Yields (t, Step, final_out) for t = -1 (reset), 0, 1, ..., copied to the host."""
-    env = impl.RoomVecEnv(case["num_envs"], case["scenario"], step_limit=case["step_limit"], seed=case["seed"])
+def run(impl, case: dict, actions: torch.Tensor, env=None):
+    """Yields (t, Step, final_out) for t = -1 (reset), 0, 1, ..., copied to the host; ``env``: one already
+    made (else one is made from ``case``)."""
+    if env is None:
+        env = impl.RoomVecEnv(case["num_envs"], case["scenario"], step_limit=case["step_limit"], seed=case["seed"])
     yield -1, _copy(env.reset()), None
     final = torch.empty(case["num_envs"], *OBS_SHAPE, dtype=torch.uint8)
     for t, a in enumerate(actions):
@@ -242,7 +250,7 @@ def compare(clause: str, t: int, got: Step, want: Step, case: dict, fields=FIELD
             got_final=None, want_final=None) -> None:
     """Fail with ``clause`` at the first field of ``got`` that differs from ``want`` (step t; -1 = reset)."""
     when = "reset()" if t == -1 else f"step {t}"
-    info = {k: case[k] for k in ("scenario", "num_envs", "seed", "step_limit")}
+    info = {k: case[k] for k in ("scenario", "num_envs", "seed", "step_limit", "steps_before_reset") if k in case}
     for name in fields:
         assert_identical(clause, f"{when}: {name}", getattr(got, name), getattr(want, name), **info)
     pairs = [("obs", got.obs, want.obs)] if frames else []
@@ -385,6 +393,9 @@ def _bad_inputs(n: int):
          ["out"], ["contiguous"]),
         ("final_out float32", lambda e: e.step(good, None, obs(dtype=torch.float32)), ["final_out"], ["uint8"]),
         ("reset(out) int64", lambda e: e.reset(obs(dtype=torch.int64)), ["out"], ["uint8"]),
+        ("render(out) float32", lambda e: e.render(obs(dtype=torch.float32)), ["out"], ["uint8"]),
+        ("render(out) [N+1, 1, 72, 20]", lambda e: e.render(torch.zeros(n + 1, *OBS_SHAPE, dtype=torch.uint8)),
+         ["out"], [f"({n + 1}, 1, 72, 20)"]),
     )
 
 
@@ -445,6 +456,30 @@ def check_deferred_render(impl, **case):
         compare("ROOM-10", t, got._replace(obs=out), expected[t][0], case)
 
 
+def check_defaults(impl, num_envs):
+    case = _case(num_envs=num_envs, seed=0, step_limit=STEP_LIMIT, steps=STEP_LIMIT + 3, greed=0.6)
+    _, actions, expected = _plan(case, avoid_door=True)  # reaches the default step limit: it truncates there
+    for (t, got, got_final) in run(impl, case, actions, env=impl.RoomVecEnv(num_envs)):
+        if t >= 0:
+            compare("ROOM-11", t, got, expected[t][0], case, got_final=got_final, want_final=expected[t][1])
+
+
+def check_reset_again(impl, **case):
+    first, actions, expected = _plan(case)
+    doors = [t for t in range(len(actions)) if bool(expected[t][0].terminated.any())]
+    before = actions[: doors[0] + 1] if doors else actions  # end on the door's reward when the plan reaches it
+    env = impl.RoomVecEnv(case["num_envs"], case["scenario"], step_limit=case["step_limit"], seed=case["seed"])
+    env.reset()
+    for a in before:
+        env.step(a)
+    case = dict(case, steps_before_reset=len(before))
+    for (t, got, got_final) in run(impl, case, actions, env=env):
+        if t == -1:
+            compare("ROOM-12", t, got, first, case)
+        else:
+            compare("ROOM-12", t, got, expected[t][0], case, got_final=got_final, want_final=expected[t][1])
+
+
 PROPERTIES = (
     Property("ROOM-1", check_twin, plans(max_steps=50), PLAN_EXAMPLES, INTERFACE, max_examples=3),
     Property("ROOM-2", check_reset, plans(), PLAN_EXAMPLES, INTERFACE, max_examples=10),
@@ -469,6 +504,13 @@ PROPERTIES = (
                        st.integers(0, len(_bad_inputs(1)) - 1)),
              (dict(num_envs=2, seed=1, bad=0), dict(num_envs=1, seed=2, bad=5)), INTERFACE, max_examples=6),
     Property("ROOM-10", check_deferred_render, plans(max_steps=30), PLAN_EXAMPLES[:1], INTERFACE, max_examples=3),
+    Property("ROOM-11", check_defaults, st.builds(lambda n: dict(num_envs=n), st.integers(1, 3)),
+             (dict(num_envs=2),), INTERFACE, max_examples=2),
+    Property("ROOM-12", check_reset_again,
+             st.builds(lambda n, s, g: _case(num_envs=n, seed=s, step_limit=40, steps=30, greed=g),
+                       st.integers(1, 3), seeds32, st.sampled_from([1.0, 0.6])),
+             (_case(num_envs=3, seed=7, step_limit=40, steps=30, greed=1.0),
+              _case(num_envs=1, seed=5, step_limit=3, steps=8, greed=0.0)), INTERFACE, max_examples=3),
 )
 
 CONTRACT = Contract("room_env", CLAUSES, INTERFACE, PROPERTIES)

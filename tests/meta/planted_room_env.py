@@ -122,6 +122,33 @@ class _RenderBeforeReset(W):  # render() draws the frame an env ended on, not th
         return out
 
 
+class _ResetKeepsReward(W):  # reset() restores the flags and cells but leaves the last step's reward
+    def reset(self, out=None):
+        kept = self.reward.clone()
+        step = super().reset(out)
+        self.reward.copy_(kept)
+        return step
+
+
+class _ResetKeepsEpisodeIds(W):  # reset() places the players again but keeps counting episodes
+    def reset(self, out=None):
+        kept = self.state["episode"].clone()
+        step = super().reset(out)
+        self.state["episode"].copy_(kept)
+        return step
+
+
+class _DefaultSeedOne(W):  # the documented default seed is 0
+    def __init__(self, num_envs, scenario="room-exit", *, step_limit=game.STEP_LIMIT, seed=1, **kw):
+        super().__init__(num_envs, scenario, step_limit=step_limit, seed=seed, **kw)
+
+
+class _RenderUnchecked(W):  # render(out) launches on whatever it is given
+    def render(self, out):
+        self._render(out, "row", "col", "steps")
+        return out
+
+
 PLANTED_ROOM_ENV = (
     Planted("collision one column off", "room_env", _impl(_with_table("cells", _collide_one_column_off)),
             "ROOM-3", "final_out differs", ("ROOM-2", "ROOM-6", "ROOM-7")),
@@ -150,4 +177,11 @@ PLANTED_ROOM_ENV = (
             "ROOM-3", "final_out differs", ("ROOM-5",)),
     Planted("deferred render shows the pre-reset frame", "room_env", _impl(_RenderBeforeReset), "ROOM-10",
             "obs differs", ("ROOM-1", "ROOM-2", "ROOM-7")),
+    Planted("reset keeps the last reward", "room_env", _impl(_ResetKeepsReward), "ROOM-12", "reward",
+            ("ROOM-1", "ROOM-2", "ROOM-4")),
+    Planted("reset keeps counting episodes", "room_env", _impl(_ResetKeepsEpisodeIds), "ROOM-12", "episode_id",
+            ("ROOM-1", "ROOM-2", "ROOM-5")),
+    Planted("default seed 1", "room_env", _impl(_DefaultSeedOne), "ROOM-11", "differs", ("ROOM-1", "ROOM-2")),
+    Planted("render(out) not validated", "room_env", _impl(_RenderUnchecked), "ROOM-8", "render(out)",
+            ("ROOM-1", "ROOM-10")),
 )
