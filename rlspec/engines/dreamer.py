@@ -56,7 +56,7 @@ import torch
 from rlspec.algos.dreamer import DreamerConfig, DreamerState, Kit, make_state, policy_step, reconstruct, train_step
 from rlspec.contracts.room_env import MASK32, MIN_FRAMESKIP, NUM_ACTIONS, SCENARIOS
 from rlspec.runs import config as runconfig
-from rlspec.runs.faults import Diverged, check_finite, nonfinite_tensors, outcome
+from rlspec.runs.faults import Diverged, RunStopped, check_finite, nonfinite_tensors, outcome
 from rlspec.runs.plots import Panel, draw
 from rlspec.runs.rundir import (
     EpisodeProgress,
@@ -268,12 +268,15 @@ def rom_path() -> Path:
 def make_envs(cfg: DreamerRunConfig, seed: int):
     """The run's envs: the room ROM, or (env pyboy) the user's ROM and plug-in, each emulator from the save
     state (or its boot state) at every reset."""
-    from rlspec.envs.pyboy_env import PyBoyGame, load_plugin  # PyBoy: imported only when a run starts
+    from rlspec.envs.pyboy_env import PluginError, PyBoyGame, load_plugin  # PyBoy: imported only when a run starts
     from rlspec.envs.room.recorded import RecordedRoom
 
+    class PluginStopped(PluginError, RunStopped):  # the user's plug-in raised: the run stops, exit 3
+        pass
+
     def user_game() -> PyBoyGame:
-        return PyBoyGame(cfg.rom, load_plugin(cfg.plugin), state=cfg.state or None, frameskip=cfg.frameskip,
-                         start_at_boot=True)
+        return PyBoyGame(cfg.rom, load_plugin(cfg.plugin, PluginStopped), state=cfg.state or None,
+                         frameskip=cfg.frameskip, start_at_boot=True)
 
     if cfg.env == "room":
         rom_path()

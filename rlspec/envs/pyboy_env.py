@@ -145,10 +145,16 @@ def load_task(target: str, **kwargs: Any) -> RamTask:
 BUTTONS = ("a", "b", "start", "select", "up", "down", "left", "right")  # PyBoy's button names
 
 
-class PluginTask(RamTask):
-    """A RamTask from a plug-in module's functions (module docstring: the plug-in interface)."""
+class PluginError(RuntimeError):
+    """A plug-in function raised: names the plug-in, the function and the cause (the engine's subclass stops a
+    run with exit 3)."""
 
-    def __init__(self, module, name: str):
+
+class PluginTask(RamTask):
+    """A RamTask from a plug-in module's functions (module docstring: the plug-in interface). A function that
+    raises becomes ``error`` (a PluginError) naming it."""
+
+    def __init__(self, module, name: str, error: type[PluginError] = PluginError):
         missing = [f for f in ("reward", "done") if not callable(getattr(module, f, None))]
         if missing:
             raise TypeError(f"plug-in {name}: expected functions reward(memory) and done(memory), it lacks {missing}")
@@ -157,25 +163,33 @@ class PluginTask(RamTask):
         if not buttons or wrong:
             raise ValueError(f"plug-in {name}: BUTTONS: expected a non-empty tuple of None or {list(BUTTONS)}, got "
                              f"{buttons!r}")
-        self.module, self.name, self.buttons = module, name, buttons
+        self.module, self.name, self.buttons, self.error = module, name, buttons, error
+
+    def _call(self, fn: str, *args: Any, default: Any = None) -> Any:
+        """The plug-in's ``fn(*args)``; ``default`` where it has none."""
+        f = getattr(self.module, fn, None)
+        if f is None:
+            return default
+        try:
+            return f(*args)
+        except Exception as err:  # noqa: BLE001 - the user's code: any failure is reported as the plug-in's
+            raise self.error(f"plug-in {self.name}: {fn}() raised {type(err).__name__}: {err}") from err
 
     def booted(self, memory) -> bool:
-        return bool(getattr(self.module, "booted", lambda m: True)(memory))
+        return bool(self._call("booted", memory, default=True))
 
     def on_reset(self, memory, seed: int) -> None:
-        reset = getattr(self.module, "reset", None)
-        if reset is not None:
-            reset(memory, seed)
+        self._call("reset", memory, seed)
 
     def outcome(self, memory) -> tuple[float, bool, bool]:
-        reward, done = float(self.module.reward(memory)), bool(self.module.done(memory))
-        success = getattr(self.module, "success", None)
-        return reward, done, bool(success(memory)) if success is not None else done
+        reward, done = float(self._call("reward", memory)), bool(self._call("done", memory))
+        return reward, done, bool(self._call("success", memory, default=done))
 
 
-def load_plugin(target: str) -> PluginTask:
-    """A PluginTask of a fresh copy of the plug-in ``target`` (a ``.py`` file or a dotted module name)."""
-    return PluginTask(_load_module(target, "plugin", fresh=True), target)
+def load_plugin(target: str, error: type[PluginError] = PluginError) -> PluginTask:
+    """A PluginTask of a fresh copy of the plug-in ``target`` (a ``.py`` file or a dotted module name); a
+    plug-in function that raises becomes ``error``."""
+    return PluginTask(_load_module(target, "plugin", fresh=True), target, error)
 
 
 def screen_shades(pyboy: PyBoy) -> np.ndarray:

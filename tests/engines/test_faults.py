@@ -236,6 +236,22 @@ def test_a_run_stopped_before_its_first_checkpoint_can_be_run_again(tmp_path, mo
     assert [r["step"] for r in read_metrics(tmp_path / "run")] == [1000, 2000, 3000, 4000]
 
 
+def test_a_plugin_that_raises_stops_the_run_naming_it_and_the_same_command_runs_again(tmp_path, capsys):
+    """A user's plug-in whose reward() raises on the first step: exit 3, one line naming the plug-in, the
+    function and its error; no checkpoint yet, so the same command starts afresh (and stops the same way)."""
+    from rlspec.envs.room import pyboy_room
+
+    plugin = tmp_path / "raises.py"
+    plugin.write_text("def reward(memory):\n    raise RuntimeError('no such address')\n\n"
+                      "def done(memory):\n    return False\n")
+    argv = [*DREAMER, "--env", "pyboy", "--rom", str(pyboy_room.ROM), "--plugin", str(plugin)]
+    for attempt in range(2):
+        assert _train(argv, tmp_path / "run") == 3
+        err = capsys.readouterr().err
+        assert f"plug-in {plugin}: reward() raised RuntimeError: no such address" in err, err
+        assert "Traceback" not in err and "--resume" not in err.split("stopped:")[0], err
+
+
 # ------------------------------------------------------------------------------------------------ 5. Ctrl-C
 @pytest.mark.parametrize("engine", ["safe", "dreamer", "bonus"])
 def test_ctrl_c_exits_130_saying_how_to_resume_and_keeps_the_checkpoint(tmp_path, monkeypatch, capsys, engine):
