@@ -1,7 +1,7 @@
 """Read a pytest-benchmark JSON (tests/bench), print each group's medians and the fast implementations'
 speedups, check the issues' targets, and write ratios.json and ratios.md next to the input:
 ratios.json = {"cpu": the CPU identity the run recorded (rlspec/runs/cpu.py, via tests/bench/conftest.py),
-"loadavg": {"start", "end"} (1/5/15-minute load averages), "command", "groups": [...]}; ratios.md = the
+"loadavg": {"start", "end"} (1/5/15-minute load averages), "pytest_args", "groups": [...]}; ratios.md = the
 Markdown table of the figures.
 
     python tests/bench/ratios.py bench-results/bench.json [--record docs/bench] [--readme README.md]
@@ -157,7 +157,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("bench_json")
     parser.add_argument("--record", type=Path, help="folder to copy ratios.json to as kernels_<cpu slug>.json")
     parser.add_argument("--readme", type=Path, help="README whose kernel-bench block is replaced by the table")
-    parser.add_argument("--command", default="nox -s bench", help="the command that ran the benchmarks (kept)")
     args = parser.parse_args(argv)
     path = Path(args.bench_json)
     if not path.is_file():
@@ -170,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     groups = [summarize(op, device, stats) for (op, device), stats in group_stats(report).items()]
     if not groups:
         print("no benchmarks in the report (were they run with -m bench --benchmark-enable?)")
-    result = {"cpu": ident, "loadavg": machine.get("loadavg"), "command": args.command,
+    result = {"cpu": ident, "loadavg": machine.get("loadavg"), "pytest_args": machine.get("pytest_args"),
               "datetime": report.get("datetime"), "groups": groups}
     out = path.with_name("ratios.json")
     out.write_text(json.dumps(result, indent=2) + "\n")

@@ -23,7 +23,8 @@ def _bench(op: str, impl: str, median: float, lo: float, q1: float, q3: float) -
 
 
 def _report() -> dict:
-    return {"machine_info": {"cpu_identity": CPU, "loadavg": {"start": [2.0, 1.5, 1.0], "end": [2.5, 1.6, 1.1]}},
+    return {"machine_info": {"cpu_identity": CPU, "loadavg": {"start": [2.0, 1.5, 1.0], "end": [2.5, 1.6, 1.1]},
+                             "pytest_args": ["tests/bench/test_bench_twohot.py", "-m", "bench"]},
             "datetime": "2026-11-27T00:00:00",
             "benchmarks": [_bench("twohot.mean", "sheeprl", 0.010, 0.008, 0.009, 0.012),
                            _bench("twohot.mean", "fast-compiled", 0.004, 0.002, 0.003, 0.005),
@@ -39,6 +40,7 @@ def test_ratios_spreads_verdicts_and_readme_block(tmp_path):
 
     recorded = json.loads((tmp_path / "docs" / "kernels_amd_epyc_avx2.json").read_text())
     assert recorded["loadavg"] == {"start": [2.0, 1.5, 1.0], "end": [2.5, 1.6, 1.1]}
+    assert recorded["pytest_args"] == ["tests/bench/test_bench_twohot.py", "-m", "bench"]
     (group,) = recorded["groups"]
     r = group["speedup"]["fast-compiled"]["sheeprl"]
     assert r["median"] == pytest.approx(2.5) and r["min"] == pytest.approx(4.0)
