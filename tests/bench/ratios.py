@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -130,18 +131,22 @@ def loaded_note(result: dict) -> str:
             "most in the medians of ops run on both threads; a quiet rerun of the command above replaces them.")
 
 
+def _loads(values: list[float] | None) -> str:
+    return "/".join(f"{v:.2f}" for v in values) if values else "?"
+
+
 def markdown(result: dict, json_path: str) -> str:
+    """The table's head (CPU, load, JSON, how to read it; wrapped at 110 columns) and one row per figure."""
     load = result["loadavg"] or {}
-    fmt = lambda v: "/".join(f"{x:.2f}" for x in v) if v else "?"  # noqa: E731
-    head = (f"One recorded run on {cpu.label(result['cpu']) if result['cpu'] else '?'}, torch threads 2, "
-            f"load average (1/5/15 min) {fmt(load.get('start'))} at the start, {fmt(load.get('end'))} at the end "
-            f"([JSON]({json_path}), written by `tests/bench/ratios.py`). Speedup = baseline median / fast median; "
-            "its spread: the ratio of the minimums and the interquartile range of the ratio."
-            f"{loaded_note(result)}\n\n"
-            "| group | fast: median (min) | baseline: median (min) | speedup | of minimums | IQR | target |\n"
-            "|---|---|---|---|---|---|---|\n")
+    head = textwrap.fill(
+        f"One recorded run on {cpu.label(result['cpu']) if result['cpu'] else '?'}, torch threads 2, load average "
+        f"(1/5/15 min) {_loads(load.get('start'))} at the start, {_loads(load.get('end'))} at the end "
+        f"([JSON]({json_path}), written by `tests/bench/ratios.py`). Speedup = baseline median / fast median; its "
+        f"spread: the ratio of the minimums and the interquartile range of the ratio.{loaded_note(result)}",
+        110, break_on_hyphens=False)
     rows = [row for group in result["groups"] if group["device"] == "cpu" for row in table_rows(group)]
-    return head + "\n".join(rows) + "\n"
+    return (head + "\n\n| group | fast: median (min) | baseline: median (min) | speedup | of minimums | IQR | target |\n"
+            "|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
 
 
 def replace_block(readme: Path, block: str) -> None:
