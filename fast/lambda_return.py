@@ -7,6 +7,12 @@ over the batch) with no host synchronization. fast/lambda_return_triton.py runs 
 one Triton scan kernel (fast/returns_triton.py).
 At a cut (coefficient 0) the step selects instead of multiplying (fast/recursion.py): an inf after the
 cut never becomes 0·inf = NaN before it.
+
+On CPU without autograd the recursion skips that select: one ``addcmul`` per step, written in place into
+the output (the select and its mask were two of the three ops per step, and the ops on [B] rows are what
+a [15, 4096] call costs). The two differ only where R_{t+1} is not finite at a cut, and the NaN that
+0·inf makes there reaches R_0 (NaN stays NaN through every later step), so R_0 holding no NaN proves the
+unguarded rows equal the guarded ones; otherwise the guarded recursion runs. One host read, free on CPU.
 """
 
 from __future__ import annotations
@@ -36,7 +42,26 @@ def lambda_return(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor,
                   is_first: torch.Tensor | None = None) -> torch.Tensor:
     first = validate_lambda_return("lambda_return", reward, cont, value, gamma, lam, is_first)
     base, carry = lambda_coefficients(reward, cont, value, gamma, lam, first)  # [T, B] each
-    rows = [value[-1]]  # R_T = v_T, then R_{T-1}, ..., R_0: [B] each
-    for t in reversed(range(reward.shape[0])):
+    if reward.device.type == "cpu" and not (torch.is_grad_enabled() and base.requires_grad):
+        out = _unguarded(base, carry, value[-1])  # [T+1, B]
+        if not out[0].sum().isnan():  # the proof above (a false alarm only reruns guarded)
+            return out[:-1]
+    return _guarded(base, carry, value[-1])
+
+
+def _unguarded(base: torch.Tensor, carry: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+    """R_t = base_t + carry_t·R_{t+1} without the select at a cut, rows R_0..R_T [T+1, B]."""
+    out = base.new_empty((base.shape[0] + 1, *base.shape[1:]))  # [T+1, B]
+    rows, bases, carries = out.unbind(), base.unbind(), carry.unbind()  # [B] views: one call, not 4 per step
+    rows[-1].copy_(last)
+    for t in reversed(range(base.shape[0])):
+        torch.addcmul(bases[t], carries[t], rows[t + 1], out=rows[t])
+    return out
+
+
+def _guarded(base: torch.Tensor, carry: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+    """R_t = base_t + carry_t·R_{t+1}, exactly base_t at a cut, rows R_0..R_{T-1} [T, B]; autograd-friendly."""
+    rows = [last]  # R_T = v_T, then R_{T-1}, ..., R_0: [B] each
+    for t in reversed(range(base.shape[0])):
         rows.append(carry_step(base[t], carry[t], rows[-1]))
     return torch.stack(rows[::-1])[:-1]  # [T+1, B] -> [T, B]: one copy at the end, autograd-friendly

@@ -11,6 +11,16 @@ import torch
 
 from rlspec.runs import cpu
 
+
+def load_average() -> list[float] | None:
+    """The 1-, 5- and 15-minute load averages (/proc/loadavg), None where there is none (not Linux)."""
+    try:
+        return [float(v) for v in open("/proc/loadavg").read().split()[:3]]
+    except OSError:
+        return None
+
+
+LOAD_AT_START = load_average()  # conftest is imported before the first benchmark runs
 NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
 AGREE = dict(rtol=1e-3, atol=1e-3, check_dtype=False)  # loose: only "the same work was done"
 
@@ -18,8 +28,12 @@ AGREE = dict(rtol=1e-3, atol=1e-3, check_dtype=False)  # loose: only "the same w
 @pytest.hookimpl(optionalhook=True)
 def pytest_benchmark_update_machine_info(config, machine_info):
     """The CPU identity (model, x86-64 level, vector flags, caches) in the JSON's machine_info: every ratio is
-    only true of the CPU it was measured on; tests/bench/ratios.py prints and keeps it."""
+    only true of the CPU it was measured on; tests/bench/ratios.py prints and keeps it. Also the load average
+    when the session started and when the JSON is written (on a shared machine it says how quiet the run was),
+    and pytest's arguments."""
     machine_info["cpu_identity"] = cpu.identity()
+    machine_info["loadavg"] = {"start": LOAD_AT_START, "end": load_average()}
+    machine_info["pytest_args"] = list(config.invocation_params.args)  # what ran: files, -m, -k
 
 
 @pytest.fixture(autouse=True)
