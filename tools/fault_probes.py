@@ -281,7 +281,8 @@ def ctrl_c(tmp: Path) -> Probe:
     run = tmp / "run"
     argv = ["train", *SAFE, "--out", str(run), "--set", "total_steps=200000"]
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([*PY, *argv], cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen([*PY, *argv], cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
     deadline = time.monotonic() + 300
     while not (run / "checkpoints/last.pt").exists() and time.monotonic() < deadline:
         time.sleep(0.5)

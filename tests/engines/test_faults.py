@@ -269,10 +269,17 @@ def test_ctrl_c_exits_130_saying_how_to_resume_and_keeps_the_checkpoint(tmp_path
     assert _resume(engine, run) == 0
 
 
+def _sigint_default() -> None:
+    """In the child before exec: SIGINT as a terminal delivers it. A shell's background job starts with SIGINT
+    ignored, and Python keeps an ignored SIGINT ignored, so a suite run in the background would wait forever."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_to_a_training_process_exits_130_without_a_traceback(tmp_path):
     run = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "rlspec.cli", *SAFE, "--out", str(run), "--set",
-                             "total_steps=1000000"], stderr=subprocess.PIPE, text=True)
+                             "total_steps=1000000"], stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_default)
     deadline = time.monotonic() + 240
     while not (run / "checkpoints/last.pt").exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
