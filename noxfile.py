@@ -12,6 +12,10 @@ nox.options.reuse_existing_virtualenvs = True
 # README's test command runs too: cpu_gate notifies each of them.
 CPU_GATE_ALSO: list[str] = ["safety"]
 
+# cpu_gate's pytest-xdist workers: one per core; a marked group (tests/unit/test_bonus_ray_metaworld.py: one local
+# Ray) stays in one worker. `nox -s cpu_gate -- -n 0` runs the tests in one process.
+WORKERS = ("-n", "auto", "--dist", "loadgroup")
+
 TORCH = "torch==2.13.0"  # pinned everywhere: an unpinned torch pulls GBs of CUDA wheels
 SHEEPRL = "sheeprl==0.8.4"
 SB3 = "stable-baselines3==2.9.2"
@@ -33,10 +37,11 @@ def cpu_gate(session: nox.Session) -> None:
     TRITON_INTERPRET=1, Warp on device='cpu'), golden fixtures + manifest hashes, meta (planted bugs),
     unit tests, semantic tests on tiny real Hugging Face models (the `semantic` extra, part of `test`), the
     bonus engine on Ray and Meta-World (the `bonus` extra).
-    Hypothesis runs its bounded, derandomized `ci` profile."""
+    Hypothesis runs its bounded, derandomized `ci` profile; the tests run in one pytest-xdist worker per core
+    (WORKERS)."""
     _install_project(session, "test,dreamer,bonus")
     session.env.update(TRITON_INTERPRET="1", HYPOTHESIS_PROFILE="ci", CUDA_VISIBLE_DEVICES="", RAY_AUTH_MODE="disabled")
-    session.run("pytest", "-m", "not gpu and not bench", "-p", "no:cacheprovider", *session.posargs)
+    session.run("pytest", "-m", "not gpu and not bench", "-p", "no:cacheprovider", *WORKERS, *session.posargs)
     for other in CPU_GATE_ALSO:
         session.notify(other)
 

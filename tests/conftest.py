@@ -9,13 +9,31 @@ Selected by $HYPOTHESIS_PROFILE (nox sets ``ci``), else ``ci`` when $CI is set, 
 
 from __future__ import annotations
 
+import getpass
+import os
+import tempfile
+from pathlib import Path
+
 import pytest
+import torch
 from hypothesis import settings
 
 from rlspec.spec.core import default_profile, register_profiles
 
 register_profiles()
 settings.load_profile(default_profile())
+
+
+def pytest_configure(config):
+    """Under `pytest -n N` (pytest-xdist, as nox -s cpu_gate runs): the N workers share the cores, so each
+    runs torch on one thread, and each compiles torch.compile's kernels into a cache of its own (two workers
+    compiling the same graph into one cache can load a half-written library)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        torch.set_num_threads(1)
+        if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+            user = getpass.getuser()
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(tempfile.gettempdir(), f"torchinductor_{user}", worker))
 
 
 def pytest_report_header(config):

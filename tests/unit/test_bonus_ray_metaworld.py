@@ -16,6 +16,7 @@ from rlspec.engines import bonus
 from rlspec.runs.rundir import read_metrics
 
 metaworld = pytest.importorskip("metaworld")
+pytestmark = pytest.mark.xdist_group("ray")  # `pytest -n N --dist loadgroup`: one worker, one local Ray
 
 
 def test_metaworld_tokens_map_to_actions_truncate_and_keep_ids_unique_after_a_restart():
