@@ -93,6 +93,8 @@ CLAUSES = {
     "ROOM-12": "reset() mid-run is a fresh start: after any steps (a door's reward 1 last included) it returns what "
                "a new env's reset() returns (reward 0, episode_id 0, each env's first start cell), and the steps "
                "after it are a new env's",
+    "ROOM-13": "call order: step() and render() before the first reset() are rejected (a RuntimeError that says "
+               "to call reset()), writing nothing into out; reset() then starts the env as usual",
 }
 
 INTERFACE = ("RoomVecEnv",)
@@ -480,6 +482,28 @@ def check_reset_again(impl, **case):
             compare("ROOM-12", t, got, expected[t][0], case, got_final=got_final, want_final=expected[t][1])
 
 
+def check_call_order(impl, num_envs):
+    env = impl.RoomVecEnv(num_envs)
+    actions = torch.zeros(num_envs, dtype=torch.int64)
+    out = torch.full((num_envs, *OBS_SHAPE), 0x33, dtype=torch.uint8)
+    calls = (("step(actions)", lambda: env.step(actions)), ("step(actions, render=False)",
+             lambda: env.step(actions, render=False)), ("render(out)", lambda: env.render(out)))
+    for what, call in calls:
+        try:
+            call()
+        except RuntimeError as err:
+            if "reset" not in str(err):
+                fail("ROOM-13", f"{what} before reset() raised {err!r}, which does not say to call reset()")
+        else:
+            fail("ROOM-13", f"{what} before reset() was accepted: an env never reset has no state to step from",
+                 num_envs=num_envs)
+    if not bool((out == 0x33).all()):
+        fail("ROOM-13", "render(out) before reset() wrote into out", num_envs=num_envs)
+    case = _case(num_envs=num_envs, steps=0)
+    first, _, _ = _plan(case)
+    compare("ROOM-13", -1, _copy(env.reset()), first, case)
+
+
 PROPERTIES = (
     Property("ROOM-1", check_twin, plans(max_steps=50), PLAN_EXAMPLES, INTERFACE, max_examples=3),
     Property("ROOM-2", check_reset, plans(), PLAN_EXAMPLES, INTERFACE, max_examples=10),
@@ -511,6 +535,8 @@ PROPERTIES = (
                        st.integers(1, 3), seeds32, st.sampled_from([1.0, 0.6])),
              (_case(num_envs=3, seed=7, step_limit=40, steps=30, greed=1.0),
               _case(num_envs=1, seed=5, step_limit=3, steps=8, greed=0.0)), INTERFACE, max_examples=3),
+    Property("ROOM-13", check_call_order, st.builds(lambda n: dict(num_envs=n), st.integers(1, 3)),
+             (dict(num_envs=2),), INTERFACE, max_examples=2),
 )
 
 CONTRACT = Contract("room_env", CLAUSES, INTERFACE, PROPERTIES)

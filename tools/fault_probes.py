@@ -4,8 +4,8 @@ something goes wrong"), stderr holds no traceback, and what must not change did 
 
     python tools/fault_probes.py [--out docs/faults] [--only ID ...]
 
-Writes OUT/probes.json and OUT/probes.md: per probe its class, command, exit status, verdict and the last
-line it said. Verdicts: ok; silent (exit 0 where the run is wrong: non-finite figures logged, or a result
+Writes OUT/probes.json and OUT/probes.md: per probe its class, command, exit status, verdict, the last
+line it said and the time it ran (with --only, the other probes' rows already in OUT/probes.json are kept). Verdicts: ok; silent (exit 0 where the run is wrong: non-finite figures logged, or a result
 that should have been refused); lost (a file that must be kept changed or vanished); traceback; unclear
 (another exit status, or more than one line where one is promised). Exits 1 if any probe is not ok. Needs
 the main environment (`pip install -e ".[test,dreamer,bonus]"`); the Safety-Gymnasium probes run only where
@@ -396,11 +396,11 @@ def to_markdown(rows: list[dict], meta: dict) -> str:
     counts = {v: sum(r["verdict"] == v for r in rows) for v in ("ok", "silent", "lost", "traceback", "unclear")}
     lines = ["# Fault probes", "", f"`{meta['command']}` on {meta['date']} ({meta['python']}): {len(rows)} probes, "
              + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".", "",
-             "| probe | class | exit (expected) | verdict | last line said |", "|---|---|---|---|---|"]
+             "| probe | class | exit (expected) | verdict | last line said | ran |", "|---|---|---|---|---|---|"]
     for r in rows:
         said = (r["said"] or "").replace("|", "\\|")[:160]
         lines.append(f"| {r['id']} | {r['klass']} | {r['exit']} ({', '.join(map(str, r['expected']))}) | "
-                     f"{'; '.join(r['problems']) or r['verdict']} | {said} |")
+                     f"{'; '.join(r['problems']) or r['verdict']} | {said} | {r.get('ran', '')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -424,11 +424,15 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as err:  # noqa: BLE001 - a probe whose setup failed is reported, not fatal
                 row = dict(id=pid, klass="setup", command="", exit=None, expected=[], verdict="unclear",
                            problems=[f"setup: {type(err).__name__}: {str(err)[-300:]}"], said="")
-        row["seconds"] = round(time.monotonic() - t0, 1)
+        row.update(seconds=round(time.monotonic() - t0, 1), ran=time.strftime("%Y-%m-%d %H:%M"))
         rows.append(row)
         print(f"{row['verdict']:>9}  {pid}  ({row['seconds']} s) {'; '.join(row['problems'])}", flush=True)
-    meta = dict(command="python tools/fault_probes.py" + (f" --only {' '.join(args.only)}" if args.only else ""),
-                date=time.strftime("%Y-%m-%d"), python=sys.version.split()[0])
+    meta = dict(command="python tools/fault_probes.py", date=time.strftime("%Y-%m-%d"), python=sys.version.split()[0])
+    old = args.out / "probes.json"
+    if args.only and old.exists():  # the other probes' rows of the last run stay
+        kept = {r["id"]: r for r in json.loads(old.read_text())["probes"]}
+        kept.update({r["id"]: r for r in rows})
+        rows = [kept[pid] for pid in probes if pid in kept]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "probes.json").write_text(json.dumps(dict(meta, probes=rows), indent=1) + "\n")
     (args.out / "probes.md").write_text(to_markdown(rows, meta))

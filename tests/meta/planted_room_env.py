@@ -149,6 +149,12 @@ class _RenderUnchecked(W):  # render(out) launches on whatever it is given
         return out
 
 
+class _StepsBeforeReset(W):  # an env never reset steps from its zeroed state (row 0, col 0: inside a wall)
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self._started = True
+
+
 PLANTED_ROOM_ENV = (
     Planted("collision one column off", "room_env", _impl(_with_table("cells", _collide_one_column_off)),
             "ROOM-3", "final_out differs", ("ROOM-2", "ROOM-6", "ROOM-7")),
@@ -184,4 +190,6 @@ PLANTED_ROOM_ENV = (
     Planted("default seed 1", "room_env", _impl(_DefaultSeedOne), "ROOM-11", "differs", ("ROOM-1", "ROOM-2")),
     Planted("render(out) not validated", "room_env", _impl(_RenderUnchecked), "ROOM-8", "render(out)",
             ("ROOM-1", "ROOM-10")),
+    Planted("step before reset accepted", "room_env", _impl(_StepsBeforeReset), "ROOM-13", "was accepted",
+            ("ROOM-1", "ROOM-2", "ROOM-8")),
 )
