@@ -461,6 +461,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="print the mutants and exit")
     ap.add_argument("--report-only", action="store_true",
                     help="re-apply docs/mutants/equivalent.txt to the committed results and rewrite the report")
+    ap.add_argument("--survivors-only", action="store_true",
+                    help="rerun only the mutants the last results list as survived or equivalent (after adding "
+                         "clauses); the others' rows are kept")
     ap.add_argument("--one", type=Path, help=argparse.SUPPRESS)  # run_isolated's child: one job (JSON), one result
     args = ap.parse_args(argv)
     if args.one:
@@ -478,7 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     path = args.out / "kill_rate.json"
     old = json.loads(path.read_text()) if path.exists() else {}
     contracts = dict(old.get("contracts", {}))
-    meta = dict(timeout_s=args.timeout, seed=args.seed, max_per_contract=args.max_per_contract)
+    meta = dict(timeout_s=args.timeout, seed=args.seed, max_per_contract=args.max_per_contract,
+                survivors_only=args.survivors_only)
     meta.update(old.get("runs", {}).get("last", {}) if args.report_only else {})
     if args.report_only:  # re-apply equivalent.txt to the results already there
         for cid, s in list(contracts.items()):
@@ -495,8 +499,13 @@ def main(argv: list[str] | None = None) -> int:
             baseline = run_mutant((cid, "unmutated", f"unmutated_{cid}", reference_file(cid).read_text(), args.timeout))
             if baseline["status"] != "survived":  # the harness itself would kill everything
                 raise SystemExit(f"{cid}: the unmutated reference fails {baseline['clause']}: {baseline['message']}")
-            work = [(cid, mid, f"mutant_{cid}_{i}", src, args.timeout) for i, (mid, src) in enumerate(jobs)]
+            kept = {r["id"]: dict(r, status="survived" if r["status"] == "equivalent" else r["status"])
+                    for r in contracts.get(cid, {}).get("results", [])} if args.survivors_only else {}
+            work = [(cid, mid, f"mutant_{cid}_{i}", src, args.timeout) for i, (mid, src) in enumerate(jobs)
+                    if kept.get(mid, {}).get("status", "survived") == "survived"]
             rows = list(pool.imap_unordered(run_isolated if cid in MUTATED_TWIN else run_mutant, work))
+            ran = {w[1] for w in work}
+            rows += [kept[mid] for mid, _ in jobs if mid not in ran]  # killed before (a mutant new to the file runs)
             contracts[cid] = summarize(cid, rel, total, rows, equivalents)
             by_contract[cid] = dict(meta, seconds=round(time.monotonic() - t0))
             s = contracts[cid]

@@ -1,0 +1,33 @@
+"""The mutation harness itself (spec/mutants.py): what it mutates, and how a mutant that cannot load or that
+crashes the interpreter is counted (killed, never a hang or a survivor)."""
+
+from __future__ import annotations
+
+from rlspec.spec import mutants
+
+TINY = "def f(x):\n    if x > 0:\n        return x + 1\n    return -x\n"
+
+
+def test_the_mutations_of_a_small_function():
+    whats = sorted(m.what for m in mutants.mutations(TINY))
+    assert whats == sorted(["Gt -> GtE", "constant 0 -> 1", "Add -> Sub", "constant 1 -> 2", "constant 1 -> 0",
+                            "USub dropped", "statement removed (in a guard)"]), whats
+    add = next(m for m in mutants.mutations(TINY) if m.what == "Add -> Sub")
+    assert "return x - 1" in mutants.mutant_source(TINY, add)
+
+
+def test_a_mutant_that_cannot_load_is_killed_at_load():
+    row = mutants.run_mutant(("gae", "m", "mutant_gae_load", "raise ImportError('broken')\n", 60))
+    assert (row["status"], row["clause"]) == ("killed", "load") and "broken" in row["message"], row
+
+
+def test_a_mutant_that_crashes_the_interpreter_is_killed_by_the_crash():
+    """A native crash (here an abort at import) in the process of its own: killed, clause 'crash'."""
+    row = mutants.run_isolated(("gae", "m", "mutant_gae_abort", "import os\nos.abort()\n", 60))
+    assert (row["status"], row["clause"]) == ("killed", "crash") and "SIGABRT" in row["message"], row
+
+
+def test_an_unmutated_reference_survives_in_a_process_of_its_own():
+    source = mutants.reference_file("gae").read_text()
+    row = mutants.run_isolated(("gae", "unmutated", "unmutated_gae", source, 300))
+    assert row["status"] == "survived", row
