@@ -34,6 +34,7 @@ import functools
 import json
 import os
 import platform
+import shlex
 import statistics
 import sys
 import time
@@ -275,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
                                          args.rounds)
         add_ratios(results[f"{n} envs"], cores)
         show(n, results[f"{n} envs"])
-    command = " ".join(sys.argv[1:] if argv is None else argv)
+    command = shlex.join(sys.argv[1:] if argv is None else argv)
     report = {"env": args.env, "num_envs": args.envs, "workers": args.workers, "rounds": args.rounds,
               "command": f"MUJOCO_GL=egl python tests/bench/safe_throughput.py {command}",
               "load_average_before": load_before, "load_average_after": os.getloadavg(), "note": args.note,
