@@ -345,13 +345,25 @@ def policy_input(state: SafePPOState, raw_obs: torch.Tensor, z: torch.Tensor | N
 
 
 @torch.no_grad()
-def act(state: SafePPOState, obs: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """(a ~ π(·|s) [N, A], log π(a|s) [N]) on the host, the noise drawn from ``gen`` (a host generator: a GPU
-    policy draws the same noise as a CPU one); obs [N, D] is moved to the networks' device."""
+def sample(state: SafePPOState, obs: torch.Tensor,
+           gen: torch.Generator) -> tuple[torch.Tensor, torch.distributions.Normal]:
+    """(a ~ π(·|s) [N, A], π(·|s)) on the networks' device, the noise drawn from ``gen`` (a host generator: a
+    GPU policy draws the same noise as a CPU one); obs [N, D] is moved to the networks' device."""
     dist = state.actor(obs.to(state.device))
     noise = torch.randn(dist.mean.shape, generator=gen, dtype=dist.mean.dtype).to(state.device)  # [N, A]
-    action = dist.mean + dist.stddev * noise
-    return action.cpu(), dist.log_prob(action).sum(-1).cpu()
+    return dist.mean + dist.stddev * noise, dist
+
+
+@torch.no_grad()
+def log_prob(dist: torch.distributions.Normal, action: torch.Tensor) -> torch.Tensor:
+    """log π(a|s) [N] on the host, for ``sample``'s action [N, A] and distribution."""
+    return dist.log_prob(action).sum(-1).cpu()
+
+
+def act(state: SafePPOState, obs: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a ~ π(·|s) [N, A], log π(a|s) [N]) on the host: ``sample`` then ``log_prob``."""
+    action, dist = sample(state, obs, gen)
+    return action.cpu(), log_prob(dist, action)
 
 
 def env_feedback(state: SafePPOState, reward: torch.Tensor, cost: torch.Tensor,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import sys
@@ -46,14 +47,15 @@ from rlspec.algos.safe_ppo import (
     Rollout,
     SafePPOState,
     SafetyConfig,
-    act,
     env_feedback,
+    log_prob,
     make_state,
     policy_input,
+    sample,
 )
 from rlspec.algos.trust_region import TrustRegionConfig, update, validate_config
 from rlspec.envs import safety_gym
-from rlspec.envs.safe_vector import SafeVectorEnv
+from rlspec.envs.safe_vector import SafeVectorEnv, VectorStep
 from rlspec.runs import config as runconfig
 from rlspec.runs.faults import check_finite, outcome
 from rlspec.runs.plots import Panel, draw
@@ -156,23 +158,40 @@ def collect(state: SafePPOState, envs: SafeVectorEnv, steps: int, gen: torch.Gen
             first_step: int = 0) -> Rollout:
     """``steps`` vectorized steps with the current policy and the frozen observation statistics. With
     PPOLagSem ``hooks`` (``first_step``: env steps taken before this rollout), frames of s'_t are rendered
-    on capture steps only and the env rewards are shaped before anything else sees them (seed 000 §4.4)."""
+    on capture steps only and the env rewards are shaped before anything else sees them (seed 000 §4.4).
+
+    Each step's actions go to the envs (``step_async``) before this process takes their log-probabilities
+    and finishes the previous step's row (s'_t's policy input): with envs in worker processes that work
+    overlaps the env steps; the numbers are the same either way."""
     rows = []
     raw = envs.obs  # [N, D_env]
+    finish = None  # the previous step's row, completed while this step's envs run
     for i in range(steps):
         obs = policy_input(state, raw)  # [N, D]
-        action, logp = act(state, obs, gen)  # [N, A], [N]
+        action, dist = sample(state, obs, gen)  # [N, A] on the policy's device
         global_step = first_step + i * envs.num_envs
-        capture = hooks is not None and hooks.capture_due(global_step)
-        out = envs.step(action, render=True) if capture else envs.step(action)
+        host_action = action.cpu()
+        envs.step_async(host_action, render=hooks is not None and hooks.capture_due(global_step))
+        logp = log_prob(dist, action)  # [N]
+        if finish is not None:
+            rows.append(finish())
+        out = envs.step_wait()
         done = out.terminated | out.truncated  # [N]
         env_reward = out.reward if hooks is None else hooks.shape_rewards(global_step, out.reward, out.cost, done,
                                                                           out.frames)
         reward, z_final = env_feedback(state, env_reward, out.cost, done)
-        next_obs = policy_input(state, out.final_obs, z_final)  # s'_t: the real final observation if done
-        rows.append((obs, action, logp, reward, out.cost, out.terminated, out.truncated, next_obs, raw))
+        finish = functools.partial(_row, state, obs, host_action, logp, reward, out, z_final, raw)
         raw = out.obs
+    rows.append(finish())
     return Rollout(*(torch.stack(col) for col in zip(*rows)))
+
+
+def _row(state: SafePPOState, obs: torch.Tensor, action: torch.Tensor, logp: torch.Tensor, reward: torch.Tensor,
+         out: VectorStep, z_final: torch.Tensor | None, raw: torch.Tensor) -> tuple:
+    """One step's Rollout row; s'_t's policy input is that of the real final observation where the episode
+    ended (and of z_final, the budget of s'_t, for Sauté/Simmer)."""
+    next_obs = policy_input(state, out.final_obs, z_final)
+    return obs, action, logp, reward, out.cost, out.terminated, out.truncated, next_obs, raw
 
 
 def _window_means(window: deque, comm: Comm) -> dict[str, float]:

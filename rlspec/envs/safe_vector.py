@@ -62,6 +62,7 @@ class SafeVectorEnv:
         self.finished: list[tuple[float, float, int, int, int]] = []  # since the last pop, in order
         self.t = 0  # vectorized steps taken
         self._obs: torch.Tensor | None = None
+        self._pending: tuple[torch.Tensor, bool] | None = None  # step_async's (actions, render)
 
     def _reset_env(self, i: int) -> np.ndarray:
         obs, _ = self.envs[i].reset(seed=episode_seed(self.seed, self.first_index + i, self.episode[i]))
@@ -110,6 +111,18 @@ class SafeVectorEnv:
         return VectorStep(obs=self._obs, reward=col(1, torch.float32), cost=col(2, torch.float32),
                           terminated=col(3, torch.bool), truncated=col(4, torch.bool),
                           final_obs=torch.as_tensor(final), frames=frames)
+
+    def step_async(self, actions: torch.Tensor, render: bool = False) -> None:
+        """The first half of ``step`` (the split interface of SubprocSafeVectorEnv, whose workers step while
+        the caller works): here the step itself runs in ``step_wait``."""
+        self._pending = (actions, render)
+
+    def step_wait(self) -> VectorStep:
+        """The step that ``step_async`` started."""
+        if self._pending is None:
+            raise RuntimeError("SafeVectorEnv.step_wait: no step started (call step_async first)")
+        (actions, render), self._pending = self._pending, None
+        return self.step(actions, render)
 
     def pop_finished(self) -> list[tuple[float, float, int, int, int]]:
         """Episodes finished since the last call: (return, cost, length, vectorized step, global env index)."""

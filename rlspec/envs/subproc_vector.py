@@ -8,10 +8,12 @@ collects the same data as the reference engine for the same actions.
 Transport. The actions and every per-step output (obs, final_obs, reward, cost, terminated, truncated) live
 in one shared-memory block of [num_envs, ...] arrays; worker w reads and writes its rows only. A vector step
 is one byte to every worker (all sent before any answer is read, so the slices step in parallel) and one
-byte back: nothing is pickled on the hot path. Rare commands (reset, finished episodes, checkpoints, the
-errors) travel pickled over the same pipe. A worker's exception, or its death, is raised here as
-``EnvWorkerError`` (the fast engine's subclass stops a run with exit 3): one line naming the worker, its
-envs, the command and the cause. ``close()`` stops the workers and unlinks the block.
+byte back: nothing is pickled on the hot path. ``step_async``/``step_wait`` split a step, so the caller
+works (the engines' collect: log-probabilities, the previous step's row) while the workers step. Rare
+commands (reset, finished episodes, checkpoints, the errors) travel pickled over the same pipe. A worker's
+exception, or its death, is raised here as ``EnvWorkerError`` (the fast engine's subclass stops a run with
+exit 3): one line naming the worker, its envs, the command and the cause. ``close()`` stops the workers and
+unlinks the block.
 """
 
 from __future__ import annotations
@@ -154,6 +156,7 @@ class SubprocSafeVectorEnv:
         ctx = mp.get_context("spawn")
         self.conns, self.procs, self.shm, self.view = [], [], None, None
         self._obs: torch.Tensor | None = None
+        self._stepping = False  # a step_async awaits its step_wait
         for size, start in zip(self.sizes, self.starts):
             parent, child = ctx.Pipe()
             make = functools.partial(make_vector, env_id, size, seed, forced_cost, first_index + start)
@@ -198,6 +201,8 @@ class SubprocSafeVectorEnv:
 
     def _all(self, cmd: str, args: list | None = None) -> list:
         """Send ``cmd`` (with worker w's ``args[w]``) to every worker, then gather the answers."""
+        if self._stepping:  # the workers' answers to the step would be read as this command's
+            raise RuntimeError(f"SubprocSafeVectorEnv: {cmd} during a step (call step_wait first)")
         for w in range(len(self.conns)):
             self._send(w, cmd, pickle.dumps((cmd, None if args is None else args[w])))
         return self._gather(cmd)
@@ -226,9 +231,24 @@ class SubprocSafeVectorEnv:
 
     def step(self, actions: torch.Tensor) -> VectorStep:
         """actions [N, A] -> one step of every env (SafeVectorEnv.step without frames)."""
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: torch.Tensor, render: bool = False) -> None:
+        """Start a step: the workers step their envs while the caller works, until ``step_wait``."""
+        if render:
+            raise ValueError("SubprocSafeVectorEnv.step_async: argument 'render' must be False (frames come from "
+                             "in-process envs, SafeVectorEnv), got True")
         self.view["act"][:] = actions.detach().to("cpu", torch.float64).numpy()  # exact: float32 ⊂ float64
         for w in range(len(self.conns)):
             self._send(w, "step", STEP)
+        self._stepping = True
+
+    def step_wait(self) -> VectorStep:
+        """The step that ``step_async`` started: every worker's answer, then copies of the outputs."""
+        if not self._stepping:
+            raise RuntimeError("SubprocSafeVectorEnv.step_wait: no step started (call step_async first)")
+        self._stepping = False
         self._gather("step")
         out = VectorStep(**{f: torch.from_numpy(self.view[f].copy()) for f in OUTPUTS})
         self._obs = out.obs

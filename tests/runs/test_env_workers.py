@@ -80,6 +80,29 @@ def test_workers_step_the_in_process_episodes_and_restore_them(workers):
         vec.close()
 
 
+@pytest.mark.parametrize("make", [lambda: make_vector("ToyGoal-v0", 3, 1),
+                                  lambda: SubprocSafeVectorEnv("ToyGoal-v0", 3, 1, 2)], ids=["in-process", "workers"])
+def test_a_split_step_is_the_step_and_is_used_in_order(make):
+    ref, vec = make_vector("ToyGoal-v0", 3, 1), make()
+    try:
+        ref.reset(), vec.reset()
+        with pytest.raises(RuntimeError, match="step_wait: no step started"):
+            vec.step_wait()
+        acts = _actions(torch.Generator().manual_seed(2), 3)
+        vec.step_async(acts)
+        if isinstance(vec, SubprocSafeVectorEnv):  # the workers' answers to the step are not read as another's
+            with pytest.raises(RuntimeError, match="pop during a step"):
+                vec.pop_finished()
+            with pytest.raises(ValueError, match="argument 'render' must be False"):
+                vec.step_async(acts, render=True)
+        _assert_same_step(ref.step(acts), vec.step_wait())
+        with pytest.raises(RuntimeError, match="step_wait: no step started"):
+            vec.step_wait()
+        assert vec.state_dict()["workers" if isinstance(vec, SubprocSafeVectorEnv) else "t"]  # in step again
+    finally:
+        vec.close()
+
+
 def test_a_worker_exception_is_one_line_naming_it_and_close_unlinks_the_block():
     vec = SubprocSafeVectorEnv("ToyGoal-v0", 4, 0, 2, make_vector=make_exploding)
     name = vec.shm.name

@@ -1,0 +1,63 @@
+"""tests/bench/safe_throughput.py's own logic, in the main environment on ToyGoal-v0 (no Safety-Gymnasium, no
+SB3): the interleaved schedule, the medians and ratios, and a whole tiny run's JSON. Nothing timed is asserted."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).parents[1] / "bench"
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    return importlib.import_module("safe_throughput")
+
+
+def test_schedule_times_every_arm_once_per_round_in_a_rotated_order(bench):
+    assert bench.schedule(["a", "b", "c"], 3) == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert bench.schedule(["a"], 2) == ["a", "a"]
+
+
+def test_summary_is_the_median_of_the_rounds_and_ratios_skip_absent_baselines(bench):
+    samples = [{"rollout_s": 2.0, "update_s": 1.0, "rollout_cpu_s": 4.0},
+               {"rollout_s": 1.0, "update_s": 3.0, "rollout_cpu_s": 2.0},
+               {"rollout_s": 4.0, "update_s": 0.5, "rollout_cpu_s": 8.0}]
+    s = bench.summarize(samples, 100, has_update=True)
+    assert s["rollout_steps_per_s"] == 50.0  # median rollout 2 s
+    assert s["rollout_update_steps_per_s"] == 100 / 4.0  # median of the sums 3, 4, 4.5
+    assert s["update_s"] == 1.0 and s["rollout_cpu_steps_per_s"] == 25.0 and s["rounds"] == 3
+    assert bench.summarize(samples, 100, has_update=False)["rollout_update_steps_per_s"] is None
+    group = {"ref": {"r": 100.0}, "fast": {"r": 180.0}, "none": {"r": None}}
+    assert bench.ratios(group, "fast", ["ref", "absent", "none"], "r") == {"ref": 1.8}
+
+
+def test_goals_compare_two_workers_with_the_reference_and_sb3_subproc(bench):
+    fast = {"ratios": {"rollout_steps_per_s": {bench.REFERENCE: 1.6, bench.SB3_DUMMY: 1.2, bench.SB3_SUBPROC: 1.4}}}
+    goals = bench.goals({"4 envs": {"fast (2 workers)": fast}, "8 envs": {}}, 2)
+    assert goals == {"4 envs, rollout_steps_per_s": {bench.REFERENCE: {"ratio": 1.6, "met": True},
+                                                     bench.SB3_SUBPROC: {"ratio": 1.4, "met": False}}}
+
+
+def test_a_tiny_toygoal_run_writes_every_arm_interleaved_with_its_ratios(bench, tmp_path):
+    assert bench.main(["--env", "ToyGoal-v0", "--envs", "2", "--workers", "1", "--steps", "40", "--rounds", "2",
+                       "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "safe_throughput.json").read_text())
+    group = report["results"]["2 envs"]
+    assert list(group) == [bench.REFERENCE, "fast (1 worker)", bench.CEILING]  # no SB3 for the toy env
+    for arm in group.values():
+        assert arm["steps"] == 40 and arm["rounds"] == 2 and len(arm["samples"]) == 2
+    ref = group[bench.REFERENCE]
+    assert ref["ratios"]["rollout_steps_per_s"] == {bench.REFERENCE: 1.0}
+    assert ref["rollout_update_steps_per_s"] < ref["rollout_steps_per_s"]  # the update takes time
+    ceiling = group[bench.CEILING]
+    assert ceiling["rollout_update_steps_per_s"] is None
+    assert ceiling["ceiling_steps_per_s"] == ceiling["rollout_steps_per_s"] * len(os.sched_getaffinity(0))
+    assert report["goals_2_workers"] == {}  # no 2-worker arm measured
+    assert report["command"].endswith("--rounds 2 --out " + str(tmp_path))
+    assert (tmp_path / "safe_throughput.png").stat().st_size > 0
