@@ -11,6 +11,8 @@ loss_a(logits [N, A, B], fail_actions [N, A] int64, pos_mask [N, A, B] bool, zon
         log p⁻ = Σ_d log π_d(a⁻_d)                      log p⁺ = Σ_d log Σ_{a ∈ Pos_d} π_d(a)  (logsumexp)
         Δ = log p⁺ − log p⁻,   per_step = w_t · (−log σ((Δ − margin)/τ)) = w_t · softplus(−(Δ − margin)/τ)
         loss = Σ_{valid n} per_step_n / max(#valid, 1)
+    logp_pos and logp_neg are diagnostics, returned without a graph; loss and per_step carry it. An empty
+    batch (N = 0) gives loss 0 attached to logits (zero gradient) and outputs of shape [0].
     Gradient (the softmax normalizers cancel in Δ): with c_n = w_n σ(−(Δ_n − m)/τ) / (τ·#valid) >= 0,
         ∂loss/∂logits[n, d, b] = −c_n · ([b ∈ Pos_d] π_d(b)/π_d(Pos_d) − [b = a⁻_d])
     so a descent step raises the positive tokens (by their share of the set), lowers the failed token, and
@@ -117,6 +119,9 @@ CLAUSES = {
                "zone weights, bad config fields, bad k / threshold)",
     "SUCC-16": "hyper-parameters (tau, margin, threshold, num_prototypes, ema) given as numpy scalars or 0-d "
                "tensors are used exactly like the Python number they hold",
+    "SUCC-17": "loss_a's diagnostics logp_pos and logp_neg carry no graph; an empty batch (N = 0) gives loss 0 "
+               "attached to logits (zero gradient), per_step, logp_pos, logp_neg [0] in the logits' dtype and "
+               "valid [0] bool",
 }
 
 INTERFACE = ("loss_a", "top_k_successes", "divergence_step", "mine_pair", "SuccessPrototypes", "PairedQueue",
@@ -323,6 +328,8 @@ def check_empty_positive(impl, **case):
         fail("SUCC-4", "non-finite gradient with empty positive sets masked", **case)
     assert_close("SUCC-4", "per_step on masked rows", out.per_step[~valid], torch.zeros(int((~valid).sum())),
                  atol=0.0, **case)
+    if not bool((out.logp_pos[~valid] == -math.inf).all()):
+        fail("SUCC-4", f"logp_pos on masked rows {out.logp_pos[~valid].tolist()}, expected -inf", **case)
     assert_close("SUCC-4", "gradient on masked rows", grad[~valid], torch.zeros_like(grad[~valid]), atol=0.0, **case)
     assert_close("SUCC-4", "loss = mean over the valid rows", out.loss, loss, atol=tol, rtol=tol, **case)
     none = impl.loss_a(z.clone().requires_grad_(True), a, torch.zeros_like(mask), w, tau=case["tau"],
@@ -406,16 +413,22 @@ DIVERGENCE_EXAMPLES = (
     dict(seed=0, t_fail=10, t_succ=8, obs=3, t0=4, noise=0.01, threshold=0.9),  # drop at 4
     dict(seed=1, t_fail=6, t_succ=9, obs=2, t0=12, noise=0.01, threshold=0.9),  # no drop: argmin
     dict(seed=2, t_fail=5, t_succ=5, obs=1, t0=0, noise=0.0, threshold=-1.0),  # pure argmin, 1-d ties
+    dict(seed=0, t_fail=3, t_succ=3, obs=2, t0=0, noise=0.0, threshold=0.0, exact=True),  # s_1 = 0 exactly
 )
+# cosines 1, 0, −1 exactly in any order of float operations: at threshold 0, s_1 = 0 is not a drop (strict <)
+EXACT_FAIL = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]], dtype=F64)
+EXACT_SUCC = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]], dtype=F64)
 
 
-def check_divergence(impl, seed, t_fail, t_succ, obs, t0, noise, threshold):
+def check_divergence(impl, seed, t_fail, t_succ, obs, t0, noise, threshold, exact=False):
     g = _gen(seed)
     fail_states = torch.randn(t_fail, obs, generator=g, dtype=F64) + 2.0  # away from the origin: sims near 1
     succ_states = _similar_episode(g, fail_states, t_succ, t0, noise)
+    if exact:  # similarities with no rounding at all: no tie is excused
+        fail_states, succ_states = EXACT_FAIL, EXACT_SUCC
     got = int(impl.divergence_step(fail_states, succ_states, threshold))
     want = oracle_divergence(fail_states, succ_states, threshold)
-    if got != want and not _rounding_tie(fail_states, succ_states, threshold, got):
+    if got != want and (exact or not _rounding_tie(fail_states, succ_states, threshold, got)):
         sims = [round(float(cos64(fail_states[t:t + 1], succ_states[t:t + 1])), 6) for t in range(min(t_fail, t_succ))]
         fail("SUCC-7", f"t_d = {got}, expected {want}; similarities {sims}, threshold {threshold}",
              t_fail=t_fail, t_succ=t_succ, t0=t0, noise=noise, seed=seed)
@@ -635,8 +648,8 @@ def check_trigger(impl, **case):
 
 run_cases = st.fixed_dictionaries(dict(
     updates=st.integers(1, 6), kl_guard=st.sampled_from([0.02, 0.5]), floor=st.sampled_from([0.1, -1.0]),
-    kls=st.lists(st.sampled_from([0.0, 0.01, 0.03, 1.0, math.nan, math.inf]), min_size=6, max_size=6),
-    ents=st.lists(st.sampled_from([1.0, 0.5, 0.05, math.nan]), min_size=6, max_size=6)))
+    kls=st.lists(st.sampled_from([0.0, 0.01, 0.02, 0.03, 0.5, 1.0, math.nan, math.inf]), min_size=6, max_size=6),
+    ents=st.lists(st.sampled_from([1.0, 0.5, 0.1, 0.05, math.nan]), min_size=6, max_size=6)))  # guards' values too
 
 
 def _expected_run(updates, kl_guard, floor, kls, ents):
@@ -761,6 +774,9 @@ def check_rejections(impl):
         ("num_prototypes", lambda: impl.SuccessPrototypes(0, 0.1)),
         ("capacity", lambda: impl.PairedQueue(0)),
         ("generator", lambda: impl.PairedQueue(4).sample(1, generator=None)),
+        ("n", lambda: impl.PairedQueue(4).sample(-1, generator=torch.Generator())),
+        ("pack", lambda: impl.PairedQueue(4).push("a pack")),
+        ("embedding", lambda: impl.SuccessPrototypes(2, 0.1).assign(torch.ones(3, dtype=torch.int64))),
         ("config", lambda: impl.BonusScheduler({"cooldown_steps": 5})),
         ("pairs", lambda: impl.BonusScheduler().decide(0, -1, 0, 0)),
     ]
@@ -773,7 +789,31 @@ def check_rejections(impl):
     protos = impl.SuccessPrototypes(2, 0.1)
     protos.assign(torch.ones(3, dtype=F64))
     expect_rejection("SUCC-15", lambda: protos.assign(torch.ones(4, dtype=F64)), names=("embedding",),
-                     what="an embedding of another size")
+                     mentions=("(4,)", "(3,)"), what="an embedding of another size")
+
+
+def check_diagnostics_and_empty_batch(impl, dtype):
+    z, a, mask, w = loss_inputs(0, 3, 2, 4, 2.0, 0.6, 0.0, dtype)
+    out = impl.loss_a(z.clone().requires_grad_(True), a, mask, w)
+    for name in ("logp_pos", "logp_neg"):
+        if getattr(out, name).requires_grad:
+            fail("SUCC-17", f"{name} carries a graph (requires_grad True): a diagnostic must be detached", dtype=dtype)
+    zg = torch.zeros(0, 2, 4, dtype=dtype, requires_grad=True)
+    empty = impl.loss_a(zg, torch.zeros(0, 2, dtype=torch.int64), torch.zeros(0, 2, 4, dtype=torch.bool),
+                        torch.zeros(0, dtype=dtype))
+    if not empty.loss.requires_grad or float(empty.loss.detach()) != 0.0:
+        fail("SUCC-17", f"empty batch: loss {empty.loss!r}, expected 0 attached to logits", dtype=dtype)
+    (grad,) = torch.autograd.grad(empty.loss, zg)
+    if tuple(grad.shape) != (0, 2, 4):
+        fail("SUCC-17", f"empty batch: gradient of shape {tuple(grad.shape)}, expected (0, 2, 4)", dtype=dtype)
+    for name in ("per_step", "logp_pos", "logp_neg", "valid"):
+        t, want = getattr(empty, name), torch.bool if name == "valid" else dtype
+        if tuple(t.shape) != (0,) or t.dtype != want:
+            fail("SUCC-17", f"empty batch: {name} has shape {tuple(t.shape)} dtype {t.dtype}, expected (0,) {want}",
+                 dtype=dtype)
+    for name in ("logp_pos", "logp_neg"):
+        if getattr(empty, name).requires_grad:
+            fail("SUCC-17", f"empty batch: {name} carries a graph", dtype=dtype)
 
 
 def check_hyperparameter_types(impl):
@@ -816,11 +856,14 @@ PROPERTIES = (
     Property("SUCC-13", check_run, run_cases,
              (dict(updates=4, kl_guard=0.02, floor=0.1, kls=[0.0, 0.01, 0.03, 0.0, 0.0, 0.0], ents=[1.0] * 6),
               dict(updates=3, kl_guard=0.02, floor=0.1, kls=[0.0] * 6, ents=[1.0, 0.05, 1.0, 1.0, 1.0, 1.0]),
-              dict(updates=2, kl_guard=0.02, floor=0.1, kls=[math.nan] + [0.0] * 5, ents=[1.0] * 6)),
+              dict(updates=2, kl_guard=0.02, floor=0.1, kls=[math.nan] + [0.0] * 5, ents=[1.0] * 6),
+              dict(updates=3, kl_guard=0.5, floor=0.1, kls=[0.5] * 6, ents=[0.1] * 6)),  # at the guards: no stop
              ("BonusScheduler",)),
     Property("SUCC-14", check_agreement, agree_cases, AGREE_EXAMPLES, ("BonusScheduler",)),
     Property("SUCC-15", check_rejections, requires=INTERFACE),
     Property("SUCC-16", check_hyperparameter_types, requires=("loss_a", "divergence_step", "SuccessPrototypes")),
+    Property("SUCC-17", check_diagnostics_and_empty_batch, st.fixed_dictionaries(dict(dtype=float_dtypes)),
+             (dict(dtype=F64), dict(dtype=torch.float32)), LOSS, max_examples=2),
 )
 
 CONTRACT = Contract("success_set", CLAUSES, INTERFACE, PROPERTIES)

@@ -134,6 +134,43 @@ class _NanKlPasses(ref.BonusScheduler):
         return ref.STOP_KL if kl > self.config.kl_guard else super().guard(0.0, entropy)
 
 
+def _loss_a_diagnostics_attached(*args, **kwargs):  # logp_pos / logp_neg handed back with their graph
+    logits = args[0]
+    out = ref.loss_a(*args, **kwargs)
+    tie = 0.0 * logits.sum()
+    return out._replace(logp_pos=out.logp_pos + tie, logp_neg=out.logp_neg + tie)
+
+
+def _loss_a_mean_over_rows(*args, **kwargs):  # Σ per_step / #valid without max(·, 1): 0/0 = NaN on an empty batch
+    out = ref.loss_a(*args, **kwargs)
+    return out._replace(loss=out.per_step.sum() / out.valid.sum())
+
+
+def _loss_a_masked_rows_zero(*args, **kwargs):  # a masked row's log p⁺ reported as 0, not −inf
+    out = ref.loss_a(*args, **kwargs)
+    return out._replace(logp_pos=torch.where(out.valid, out.logp_pos, 0.0))
+
+
+def _divergence_at_or_below(fail_states, succ_states, threshold=0.9):  # "≤ threshold" counts as a drop
+    sims = [ref.cosine(fail_states[t], succ_states[t]) for t in range(min(len(fail_states), len(succ_states)))]
+    for t, sim in enumerate(sims):
+        if sim <= threshold:
+            return t
+    return ref.divergence_step(fail_states, succ_states, threshold)
+
+
+class _GuardAtEquality(ref.BonusScheduler):
+    def guard(self, kl, entropy):  # stops at KL == kl_guard and entropy == floor too
+        if not kl < self.config.kl_guard:
+            return ref.STOP_KL
+        return ref.STOP_ENTROPY if not entropy > self.config.entropy_floor else ref.NO_STOP
+
+
+class _QueueTakesAnything(ref.PairedQueue):
+    def push(self, pack):
+        self.packs.append(pack)
+
+
 PLANTED_SUCCESS_SET = (
     Planted("Loss A ranking sign flipped", "success_set", _ss(loss_a=_loss_a_with(sign=-1.0)),
             "SUCC-2", "raises log p⁻", ("SUCC-5", "SUCC-12")),
@@ -171,4 +208,16 @@ PLANTED_SUCCESS_SET = (
             "SUCC-14", "(updates, stop_reason)", ("SUCC-12", "SUCC-13")),
     Planted("KL guard lets a NaN KL through", "success_set", _ss(BonusScheduler=_NanKlPasses),
             "SUCC-13", "stop_reason", ("SUCC-12", "SUCC-14")),
+    Planted("Loss A diagnostics returned with their graph", "success_set",
+            _ss(loss_a=_loss_a_diagnostics_attached), "SUCC-17", "carries a graph", ("SUCC-1", "SUCC-4")),
+    Planted("Loss A mean over all rows: NaN on an empty batch", "success_set", _ss(loss_a=_loss_a_mean_over_rows),
+            "SUCC-17", "empty batch", ("SUCC-5",)),
+    Planted("Loss A masked rows report log p+ = 0", "success_set", _ss(loss_a=_loss_a_masked_rows_zero),
+            "SUCC-4", "logp_pos on masked rows", ("SUCC-3", "SUCC-17")),
+    Planted("divergence at a similarity equal to the threshold", "success_set",
+            _ss(divergence_step=_divergence_at_or_below), "SUCC-7", "t_d =", ("SUCC-5",)),
+    Planted("bonus guards fire at equality", "success_set", _ss(BonusScheduler=_GuardAtEquality),
+            "SUCC-13", "stop_reason", ("SUCC-12",)),
+    Planted("paired queue accepts anything", "success_set", _ss(PairedQueue=_QueueTakesAnything),
+            "SUCC-15", "pack", ("SUCC-11",)),
 )
