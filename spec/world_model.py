@@ -67,7 +67,8 @@ CLAUSES = {
              "reference's for every parameter (dyn_scale 0.5, rep_scale 0.1, free bits 0): a loss with the right "
              "value that routes a gradient wrongly (scales swapped between the stop-gradient sides) fails",
     "WM-11": "bad inputs are rejected naming the argument, the expected and the actual value (obs dtype and "
-             "shape, action dtype, shape and ids, continue values, missing keys, kl_loss shapes and free bits)",
+             "shape, action dtype, shape and ids, continue values, missing keys, kl_loss shapes and free bits, a "
+             "config that is not a WorldModelConfig)",
 }
 
 INTERFACE = ("WorldModel", "kl_loss")
@@ -492,7 +493,7 @@ def _bad(batch: dict, key: str, value) -> dict:
 
 
 BAD_INPUTS = ("obs float", "obs unpacked width", "action float", "action shape", "action id", "continue 0.5",
-              "missing continue", "kl shapes", "kl free_bits")
+              "missing continue", "kl shapes", "kl free_bits", "config dict")
 
 
 def check_rejects(impl, bad, **case):
@@ -516,6 +517,8 @@ def check_rejects(impl, bad, **case):
         "kl shapes": (lambda: impl.kl_loss(post, torch.zeros(T, B, 2, 4)), ["prior_logits"],
                       [str((T, B, 2, 4)), str((T, B, 2, 3))]),
         "kl free_bits": (lambda: impl.kl_loss(post, post, -1.0), ["free_bits"], ["-1.0"]),
+        "config dict": (lambda: impl.WorldModel(dataclasses.asdict(model.config), gen(0)), ["config"],
+                        ["WorldModelConfig", "dict"]),
     }
     call, names, mentions = table[bad]
     expect_rejection("WM-11", call, names=names, mentions=mentions, what=f"bad input ({bad})")

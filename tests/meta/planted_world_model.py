@@ -7,7 +7,7 @@ import types
 import torch
 from planted import Planted
 
-from rlspec.contracts.world_model import FREE_BITS
+from rlspec.contracts.world_model import FREE_BITS, WorldModelConfig
 from rlspec.reference import packed2, twohot
 from rlspec.reference import world_model as ref
 from rlspec.reference.world_model import categorical_kl
@@ -103,6 +103,11 @@ class _KLScalesSwapped(ref.WorldModel):
         return ref.kl_loss(out.post_logits, out.prior_logits, c.free_bits, c.rep_scale, c.dyn_scale)
 
 
+class _ConfigFromAnything(ref.WorldModel):  # a dict of fields is taken for a config, silently
+    def __init__(self, config, generator=None):
+        super().__init__(WorldModelConfig(**config) if isinstance(config, dict) else config, generator)
+
+
 def _wm(kl_loss=ref.kl_loss, cls=ref.WorldModel) -> types.SimpleNamespace:
     return types.SimpleNamespace(kl_loss=kl_loss, WorldModel=cls)
 
@@ -130,4 +135,6 @@ PLANTED_WORLD_MODEL = (
             _wm(_kl_free_bits_straight_through), "WM-14", "∂/∂", ("WM-1", "WM-2", "WM-3")),
     Planted("KL scales swapped between the stop-gradient sides", "world_model", _wm(cls=_KLScalesSwapped), "WM-14",
             "∂/∂", ("WM-4", "WM-8", "WM-10")),
+    Planted("a dict taken for the config", "world_model", _wm(cls=_ConfigFromAnything), "WM-11", "config dict",
+            ("WM-4", "WM-8")),
 )
