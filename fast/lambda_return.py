@@ -12,7 +12,9 @@ On CPU without autograd the recursion skips that select: one ``addcmul`` per ste
 the output (the select and its mask were two of the three ops per step, and the ops on [B] rows are what
 a [15, 4096] call costs). The two differ only where R_{t+1} is not finite at a cut, and the NaN that
 0·inf makes there reaches R_0 (NaN stays NaN through every later step), so R_0 holding no NaN proves the
-unguarded rows equal the guarded ones; otherwise the guarded recursion runs. One host read, free on CPU.
+unguarded rows equal the guarded ones; otherwise the guarded recursion runs. That proof is one host read,
+so it runs only where reading values is allowed (``value_checks_on()``; inside ``without_value_checks()``,
+as the fast engine's loop runs, the guarded recursion runs and nothing is read back).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from rlspec.contracts.lambda_return import validate_lambda_return
-from rlspec.contracts.validate import scalar_args
+from rlspec.contracts.validate import scalar_args, value_checks_on
 from rlspec.fast.recursion import carry_step
 
 
@@ -42,7 +44,7 @@ def lambda_return(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor,
                   is_first: torch.Tensor | None = None) -> torch.Tensor:
     first = validate_lambda_return("lambda_return", reward, cont, value, gamma, lam, is_first)
     base, carry = lambda_coefficients(reward, cont, value, gamma, lam, first)  # [T, B] each
-    if reward.device.type == "cpu" and not (torch.is_grad_enabled() and base.requires_grad):
+    if reward.device.type == "cpu" and value_checks_on() and not (torch.is_grad_enabled() and base.requires_grad):
         out = _unguarded(base, carry, value[-1])  # [T+1, B]
         if not out[0].sum().isnan():  # the proof above (a false alarm only reruns guarded)
             return out[:-1]

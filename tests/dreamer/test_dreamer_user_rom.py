@@ -16,7 +16,7 @@ import torch
 from rlspec import cli
 from rlspec.contracts import room_env as game
 from rlspec.engines import dreamer
-from rlspec.envs.pyboy_env import PyBoyGame, load_plugin
+from rlspec.envs.pyboy_env import PluginError, PyBoyGame, load_plugin
 from rlspec.envs.room import pyboy_room
 from rlspec.runs.rundir import read_metrics
 from rlspec.spec import room_env as spec
@@ -187,5 +187,6 @@ def test_exit_oak_plugin_on_a_fake_memory():
         outcomes.append(task.outcome(ram))
     assert outcomes == [(0.05, False, False), (0.0, False, False), (0.0, False, False), (pytest.approx(0.1), False,
                         False), (pytest.approx(0.25), False, False), (1.0, True, True)]
-    with pytest.raises(ValueError, match=r"not in Oak's lab: wCurMap \(0xD35E\) = 0x00, expected 0x28"):
+    with pytest.raises(PluginError, match=r"plug-in rlspec.envs.exit_oak: reset\(\) raised ValueError: exit_oak: "
+                                          r"the save state is not in Oak's lab: wCurMap \(0xD35E\) = 0x00, expected 0x28"):
         task.on_reset(ram, 0)
