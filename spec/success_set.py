@@ -52,7 +52,7 @@ SuccessPrototypes(num_prototypes=8, ema=0.05).assign(embedding [E]) -> cluster i
     similar prototype by cosine (lower id on ties) takes the success and moves: p ← (1 − ema)·p + ema·e.
     ``prototypes`` [K, E], ``counts`` [K] (successes per cluster), ``filled``.
 
-PairedQueue(capacity).push(pack) / len / cluster_coverage() / sample(n, generator=, consume=, diverse=)
+PairedQueue(capacity=4096).push(pack) / len / cluster_coverage() / sample(n, generator=, consume=, diverse=)
     FIFO (the oldest pack leaves when full); coverage = distinct cluster ids (−1 excluded) over the queue;
     sample: min(n, len) distinct packs, candidates visited in a randperm(generator) order, plain = the first
     n, diverse = greedily the pack adding the most uncovered clusters; consume removes the sampled packs.
@@ -562,14 +562,18 @@ def _toy_pack(i: int, cluster_ids: list[int]) -> PairPack:
                     one.expand(len(cluster_ids), 1, 1).clone(), torch.ones(1, dtype=F64))
 
 
+QUEUE_CAPACITY = 4096  # PairedQueue's documented default
+
+
 def check_queue(impl, seed, packs, capacity, n, clusters, consume, diverse):
+    """capacity None: the documented default (PairedQueue() with no argument)."""
     g = _gen(seed)
     inputs = dict(seed=seed, packs=packs, capacity=capacity, n=n, clusters=clusters, consume=consume, diverse=diverse)
     cids = [int(torch.randint(0, clusters, (), generator=g)) for _ in range(packs)]  # one cluster per pack
-    queue = impl.PairedQueue(capacity)
+    queue = impl.PairedQueue(capacity) if capacity is not None else impl.PairedQueue()
     for i, c in enumerate(cids):
         queue.push(_toy_pack(i, [c, NO_CLUSTER]))
-    kept = list(range(packs))[-capacity:] if packs else []
+    kept = list(range(packs))[-(capacity or QUEUE_CAPACITY):] if packs else []
     if len(queue) != len(kept):
         fail("SUCC-11", f"len = {len(queue)} after {packs} pushes into capacity {capacity}, expected {len(kept)}",
              **inputs)
@@ -851,6 +855,7 @@ PROPERTIES = (
              (dict(seed=0, n=10, emb=2, k=3, ema=0.5, duplicates=True),), ("SuccessPrototypes",)),
     Property("SUCC-11", check_queue, queue_cases,
              (dict(seed=0, packs=10, capacity=8, n=4, clusters=3, consume=True, diverse=True),
+              dict(seed=2, packs=QUEUE_CAPACITY + 1, capacity=None, n=3, clusters=4, consume=True, diverse=False),
               dict(seed=1, packs=5, capacity=12, n=6, clusters=2, consume=False, diverse=False)), ("PairedQueue",)),
     Property("SUCC-12", check_trigger, trigger_cases(), TRIGGER_EXAMPLES, ("BonusScheduler",)),
     Property("SUCC-13", check_run, run_cases,

@@ -166,6 +166,11 @@ class _GuardAtEquality(ref.BonusScheduler):
         return ref.STOP_ENTROPY if not entropy > self.config.entropy_floor else ref.NO_STOP
 
 
+class _QueueDefault1024(ref.PairedQueue):
+    def __init__(self, capacity=1024):
+        super().__init__(capacity)
+
+
 class _QueueTakesAnything(ref.PairedQueue):
     def push(self, pack):
         self.packs.append(pack)
@@ -218,6 +223,8 @@ PLANTED_SUCCESS_SET = (
             _ss(divergence_step=_divergence_at_or_below), "SUCC-7", "t_d =", ("SUCC-5",)),
     Planted("bonus guards fire at equality", "success_set", _ss(BonusScheduler=_GuardAtEquality),
             "SUCC-13", "stop_reason", ("SUCC-12",)),
+    Planted("paired queue default capacity 1024", "success_set", _ss(PairedQueue=_QueueDefault1024),
+            "SUCC-11", "capacity None", ("SUCC-15",)),
     Planted("paired queue accepts anything", "success_set", _ss(PairedQueue=_QueueTakesAnything),
             "SUCC-15", "pack", ("SUCC-11",)),
 )
