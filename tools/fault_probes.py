@@ -135,14 +135,19 @@ def stop_between_vector_steps(tmp: Path) -> Probe:
     return p
 
 
+def unchanged_after(p: Probe, tmp: Path, run: Path, *argv: str) -> Probe:
+    """Run ``argv`` as probe ``p``; every file of ``run`` must be as it was before."""
+    before = files(run)
+    run_probe(p, tmp, *argv)
+    p.need(files(run) == before, "lost", f"files of {run.name} changed")
+    return p
+
+
 def resume_finished(engine: str) -> Callable[[Path], Probe]:
     def probe(tmp: Path) -> Probe:
         run = finished(tmp, engine)
-        before = files(run)
-        p = Probe(f"resume-finished-{engine}", "checkpoints", {0})
-        run_probe(p, tmp, "train", engine, "--quiet", "--resume", str(run))
-        p.need(files(run) == before, "lost", "files of a finished run changed")
-        return p
+        return unchanged_after(Probe(f"resume-finished-{engine}", "checkpoints", {0}), tmp, run,
+                               "train", engine, "--quiet", "--resume", str(run))
     return probe
 
 
@@ -208,13 +213,9 @@ def damaged(engine: str, what: str, verb: str) -> Callable[[Path], Probe]:
         run = finished(tmp, engine, "run", *STOP[engine])
         target = run / ("checkpoints/last.pt" if what == "checkpoint" else "config.json")
         target.write_bytes(target.read_bytes()[: len(target.read_bytes()) // 2])
-        before = files(run)
-        p = Probe(f"{verb}-damaged-{what}-{engine}", "corrupt input", {2})
         argv = ["train", engine, "--quiet", "--resume", str(run)] if verb == "resume" else \
             ["eval", str(run), "--episodes", "1"]
-        run_probe(p, tmp, *argv)
-        p.need(files(run) == before, "lost", "files changed")
-        return p
+        return unchanged_after(Probe(f"{verb}-damaged-{what}-{engine}", "corrupt input", {2}), tmp, run, *argv)
     return probe
 
 
@@ -223,21 +224,15 @@ def foreign_checkpoint(engine: str) -> Callable[[Path], Probe]:
         a = finished(tmp, engine, "a", *STOP[engine])
         b = finished(tmp, engine, "b", *STOP[engine])
         (b / "checkpoints/last.pt").write_bytes((a / "checkpoints/last.pt").read_bytes())
-        before = files(b)
-        p = Probe(f"foreign-checkpoint-{engine}", "corrupt input", {2})
-        run_probe(p, tmp, "train", engine, "--quiet", "--resume", str(b))
-        p.need(files(b) == before, "lost", "files changed")
-        return p
+        return unchanged_after(Probe(f"foreign-checkpoint-{engine}", "corrupt input", {2}), tmp, b,
+                               "train", engine, "--quiet", "--resume", str(b))
     return probe
 
 
 def other_engine(tmp: Path) -> Probe:
     run = finished(tmp, "safe", "run", *STOP["safe"])
-    before = files(run)
-    p = Probe("resume-with-another-engine", "corrupt input", {2})
-    run_probe(p, tmp, "train", "bonus", "--quiet", "--resume", str(run))
-    p.need(files(run) == before, "lost", "files changed")
-    return p
+    return unchanged_after(Probe("resume-with-another-engine", "corrupt input", {2}), tmp, run,
+                           "train", "bonus", "--quiet", "--resume", str(run))
 
 
 def plain(pid: str, klass: str, expect: set[int], *argv: str, setup: Callable[[Path], None] | None = None,
