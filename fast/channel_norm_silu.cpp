@@ -8,9 +8,8 @@
 //
 // One read and one write of the activations per direction (the eager composition makes two of each and
 // allocates twice). The row loops vectorize over the channels (`omp simd`, -fopenmp-simd: no OpenMP runtime);
-// σ uses a polynomial expf (Cephes coefficients, ~1 ulp) because std::exp does not vectorize without
-// -ffast-math. Built with -fno-trapping-math (no value changes: floating-point exception flags are not
-// read): without it GCC keeps both σ loops scalar on AVX2, because the clamp in exp_nonpositive becomes a
+// σ uses the polynomial expf of cpu_kernels.h. Built with -fno-trapping-math (no value changes: floating-point
+// exception flags are not read): without it GCC keeps both σ loops scalar on AVX2, because the clamp in exp_nonpositive becomes a
 // branch around a multiply that "could trap" and only AVX-512's masked instructions let it if-convert
 // (docs/bench/channel_norm_vectorization.md). dw, db accumulate in double per thread. Rows are split over
 // `threads` std::threads.
@@ -19,9 +18,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <thread>
-#include <vector>
+
+#include "cpu_kernels.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux >= 5.14
@@ -40,27 +38,6 @@ void prefault(void* p, int64_t bytes) {
   madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
   madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 }
-
-// e^x for x <= 0 (the only argument σ needs here): 2^n · p(r), x = n·ln2 + r, |r| <= ln2/2 (Cephes expf).
-inline float exp_nonpositive(float x) {
-  x = std::max(x, -87.0f);
-  const float n = std::nearbyint(x * 1.44269504088896341f);
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  int32_t bits;
-  std::memcpy(&bits, &p, sizeof bits);
-  bits += static_cast<int32_t>(n) << 23;
-  std::memcpy(&p, &bits, sizeof bits);
-  return p;
-}
-
-inline double exp_nonpositive(double x) { return std::exp(x); }
 
 // σ(u) without overflow: e = e^{−|u|}; σ = 1/(1 + e) for u >= 0, e/(1 + e) otherwise.
 template <typename T>
@@ -120,18 +97,6 @@ void backward_rows(const T* g, const T* x, const T* w, const T* b, const T* mean
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) dxr[c] = rs * (dxr[c] - a - (xr[c] - m) * rs * a2);
   }
-}
-
-// Runs body(r0, r1, part) on `threads` contiguous row ranges (part = 0..threads−1), joined before return.
-template <typename F>
-void split_rows(int64_t R, int threads, F body) {
-  threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, R)));
-  std::vector<std::thread> pool;
-  const int64_t chunk = (R + threads - 1) / threads;
-  for (int p = 1; p < threads; ++p)
-    pool.emplace_back(body, std::min(R, p * chunk), std::min(R, (p + 1) * chunk), p);
-  body(0, std::min(R, chunk), 0);
-  for (auto& t : pool) t.join();
 }
 
 template <typename T>

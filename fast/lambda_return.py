@@ -8,13 +8,8 @@ one Triton scan kernel (fast/returns_triton.py).
 At a cut (coefficient 0) the step selects instead of multiplying (fast/recursion.py): an inf after the
 cut never becomes 0·inf = NaN before it.
 
-On CPU without autograd the recursion skips that select: one ``addcmul`` per step, written in place into
-the output (the select and its mask were two of the three ops per step, and the ops on [B] rows are what
-a [15, 4096] call costs). The two differ only where R_{t+1} is not finite at a cut, and the NaN that
-0·inf makes there reaches R_0 (NaN stays NaN through every later step), so R_0 holding no NaN proves the
-unguarded rows equal the guarded ones; otherwise the guarded recursion runs. That proof is one host read,
-so it runs only where reading values is allowed (``value_checks_on()``; inside ``without_value_checks()``,
-as the fast engine's loop runs, the guarded recursion runs and nothing is read back).
+On CPU without autograd the whole recursion is one C++ pass (fast/recursion.py ``scan``, the same select):
+the ops on [B] rows, three per step, are what a [15, 4096] call costs in torch.
 """
 
 from __future__ import annotations
@@ -22,7 +17,8 @@ from __future__ import annotations
 import torch
 
 from rlspec.contracts.lambda_return import validate_lambda_return
-from rlspec.contracts.validate import scalar_args, value_checks_on
+from rlspec.contracts.validate import scalar_args
+from rlspec.fast import recursion
 from rlspec.fast.recursion import carry_step
 
 
@@ -44,21 +40,9 @@ def lambda_return(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor,
                   is_first: torch.Tensor | None = None) -> torch.Tensor:
     first = validate_lambda_return("lambda_return", reward, cont, value, gamma, lam, is_first)
     base, carry = lambda_coefficients(reward, cont, value, gamma, lam, first)  # [T, B] each
-    if reward.device.type == "cpu" and value_checks_on() and not (torch.is_grad_enabled() and base.requires_grad):
-        out = _unguarded(base, carry, value[-1])  # [T+1, B]
-        if not out[0].sum().isnan():  # the proof above (a false alarm only reruns guarded)
-            return out[:-1]
+    if recursion.scan_runs_here(base):
+        return recursion.scan(base, carry, value[-1])[:-1]
     return _guarded(base, carry, value[-1])
-
-
-def _unguarded(base: torch.Tensor, carry: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
-    """R_t = base_t + carry_t·R_{t+1} without the select at a cut, rows R_0..R_T [T+1, B]."""
-    out = base.new_empty((base.shape[0] + 1, *base.shape[1:]))  # [T+1, B]
-    rows, bases, carries = out.unbind(), base.unbind(), carry.unbind()  # [B] views: one call, not 4 per step
-    rows[-1].copy_(last)
-    for t in reversed(range(base.shape[0])):
-        torch.addcmul(bases[t], carries[t], rows[t + 1], out=rows[t])
-    return out
 
 
 def _guarded(base: torch.Tensor, carry: torch.Tensor, last: torch.Tensor) -> torch.Tensor:

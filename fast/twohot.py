@@ -2,11 +2,18 @@
 
 * ``log_prob`` never builds the [..., n] two-hot target: with weights w on bins k and k+1 only,
   sum_k w_k·log_softmax(l)_k = lerp(l_k, l_{k+1}, w_{k+1}) − logsumexp(l), one gather and one reduction.
-* ``mean`` runs softmax into a reused cache-sized buffer and a matrix-vector product per row chunk, so
-  the [..., n] probabilities never travel to main memory (the memory-bound part of softmax·bins).
+* ``mean`` on CPU (float32/float64, no graph): one C++ kernel (fast/twohot_mean.cpp, built by
+  fast/cpu_kernel.py) reads each row of logits once and sums e^{l−max} and e^{l−max}·b_k in one vectorized
+  loop while the row sits in L1; its polynomial e^x is cheaper than torch's, the cost every exact mean pays
+  once per logit. Elsewhere (CUDA, a graph, no C++ compiler) softmax runs into a reused cache-sized buffer
+  and a matrix-vector product per row chunk, so the [..., n] probabilities never travel to main memory.
 """
 
 from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
 
 import torch
 
@@ -21,8 +28,24 @@ from rlspec.contracts.twohot import (
     validate_support,
 )
 from rlspec.contracts.validate import require_floating, require_no_nan, scalar_args
+from rlspec.fast import cpu_kernel
 
 MEAN_CHUNK_ROWS = 1024  # 1024 × 255 floats ≈ 1 MiB: stays in L2 between softmax and mv
+MEAN_SOURCE = Path(__file__).with_name("twohot_mean.cpp")
+MIN_LOGITS_PER_THREAD = 1 << 18  # below this a std::thread costs more than it saves
+
+
+@functools.cache
+def mean_library() -> ctypes.CDLL:
+    lib = cpu_kernel.build(MEAN_SOURCE)
+    for name in cpu_kernel.SUFFIX.values():
+        getattr(lib, f"twohot_mean_{name}").restype = None
+    return lib
+
+
+@functools.cache
+def _mean_kernel_usable() -> bool:
+    return cpu_kernel.available(mean_library, "softmax and a product with the bins")
 
 
 def symlog(x: torch.Tensor) -> torch.Tensor:
@@ -89,6 +112,8 @@ def mean(logits: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DEFAUL
     if logits.requires_grad and torch.is_grad_enabled():  # out= buffers cannot carry a graph
         return symexp(torch.softmax(logits, dim=-1) @ bins)
     rows = logits.reshape(-1, num_bins)  # [R, n]
+    if rows.device.type == "cpu" and rows.dtype in cpu_kernel.SUFFIX and _mean_kernel_usable():
+        return _kernel_mean(rows.contiguous(), bins).reshape(logits.shape[:-1])
     out = torch.empty(rows.shape[0], dtype=logits.dtype, device=logits.device)  # [R]
     buf = torch.empty(min(MEAN_CHUNK_ROWS, rows.shape[0]), num_bins, dtype=logits.dtype,
                       device=logits.device)  # [chunk, n]
@@ -98,3 +123,13 @@ def mean(logits: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DEFAUL
         torch.ops.aten._softmax.out(chunk, -1, False, out=probs)
         torch.mv(probs, bins, out=out[start:start + chunk.shape[0]])
     return symexp(out).reshape(logits.shape[:-1])
+
+
+def _kernel_mean(rows: torch.Tensor, bins: torch.Tensor) -> torch.Tensor:
+    """symexp(softmax(rows)·bins) [R] for contiguous CPU rows [R, n] (fast/twohot_mean.cpp)."""
+    R, n = rows.shape
+    out = rows.new_empty(R)
+    getattr(mean_library(), f"twohot_mean_{cpu_kernel.SUFFIX[rows.dtype]}")(
+        cpu_kernel.ptr(rows), cpu_kernel.ptr(bins), cpu_kernel.ptr(out), ctypes.c_int64(R), ctypes.c_int64(n),
+        cpu_kernel.threads(R * n, MIN_LOGITS_PER_THREAD))
+    return out

@@ -42,7 +42,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 sys.path.insert(0, str(Path(__file__).parent))
 import dreamer_train_step as bench  # noqa: E402  (this script's directory)
 
-from rlspec.fast import channel_norm  # noqa: E402
+from rlspec.fast import channel_norm, cpu_kernel  # noqa: E402
 from rlspec.runs import cpu  # noqa: E402
 
 LABEL = "phase::"
@@ -221,8 +221,8 @@ def arms(size: dict, T: int, B: int, kernel_flags: tuple[str, ...] | None) -> di
         print("sheeprl is not installed: its arm is left out", flush=True)
     ours = [("reference", "reference", None), ("fast", "fast", None)]
     if kernel_flags is not None:
-        changed = [f"+{f}" for f in kernel_flags if f not in channel_norm.FLAGS]
-        changed += [f"−{f}" for f in channel_norm.FLAGS if f not in kernel_flags]
+        changed = [f"+{f}" for f in kernel_flags if f not in cpu_kernel.FLAGS]
+        changed += [f"−{f}" for f in cpu_kernel.FLAGS if f not in kernel_flags]
         ours.append((f"fast (kernel {' '.join(changed)})", "fast", kernel_flags))
     for name, kit, flags in ours:
         step, _, _, parts = bench.ours(kit, size, T, B, batch_ours, cpu_dev)
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
     report = {"what": "DreamerV3 train step by phase, process CPU s (module docstring: method)",
               "method": __doc__[__doc__.index("Method."):].strip(), "cpu": ident, "cpu_label": cpu.label(ident),
               "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "niceness": os.nice(0),
-              "kernel_flags": {"fast": list(channel_norm.FLAGS), "extra arm": flags and list(flags)},
+              "kernel_flags": {"fast": list(cpu_kernel.FLAGS), "extra arm": flags and list(flags)},
               "batch": args.batch, "seq_len": args.seq_len, "rounds": args.rounds, "warmup": args.warmup,
               "load_average_end": os.getloadavg(), "results": results}
     args.out.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,10 @@
 
 sheeprl's ``TwoHotEncodingDistribution`` is constructed inside the timed call (its softmax and bins are
 built there): that is what a caller pays for one log_prob or one mean.
+
+``exp-bound`` (mean's group, CPU): ``torch.exp`` of the logits alone into a preallocated buffer, on the same
+threads. Every exact mean evaluates e^{l - max} once per logit with torch's vectorized exp (Sleef, 1 ulp),
+so this time bounds what any of them, fused or not, can save; tests/bench/ratios.py prints it beside the rest.
 """
 
 from __future__ import annotations
@@ -50,3 +54,13 @@ def test_mean(check_and_time, device, impl):
     logits, _ = _inputs(device)
     _, mean = _twohot(impl)
     check_and_time("twohot.mean", lambda: mean(logits), fast.mean(logits))
+
+
+def test_mean_exp_bound(benchmark):
+    """The exp of every logit, nothing else: the floor of an exact mean on this CPU (module docstring)."""
+    logits, _ = _inputs("cpu")
+    out = torch.empty_like(logits)
+    benchmark.group = "twohot.mean"
+    benchmark.extra_info.update(op="twohot.mean", impl="exp-bound", device="cpu")
+    benchmark(torch.exp, logits, out=out)
+    torch.testing.assert_close(out, logits.exp())

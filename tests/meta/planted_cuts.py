@@ -1,6 +1,8 @@
 """Planted bugs for the returns family's cuts: the fast twins with their recursion step ``carry_step`` as
 it was, base + coef·y multiplied through a cut (coef = 0) instead of selecting base. Equal to the right
-step on every finite carry; after a cut whose later episode overflowed to inf, 0·inf = NaN leaks back."""
+step on every finite carry; after a cut whose later episode overflowed to inf, 0·inf = NaN leaks back.
+lambda_return's CPU path runs its recursion in C++ (fast/recursion.py ``scan``, the same select): the bug is
+planted in the torch loop, so the C++ scan is switched off while it runs."""
 
 from __future__ import annotations
 
@@ -12,15 +14,17 @@ from planted import Planted
 
 from rlspec.fast import gae as fast_gae
 from rlspec.fast import lambda_return as fast_lambda
+from rlspec.fast import recursion
 from rlspec.fast import risk_target as fast_risk
 from rlspec.fast import vtrace as fast_vtrace
 
 
 def _multiplied(module, name: str):
-    """``module.name`` run with carry_step = addcmul (no select at a cut)."""
+    """``module.name`` run with carry_step = addcmul (no select at a cut), in the torch loop."""
 
     def run(*args, **kwargs):
-        with mock.patch.object(module, "carry_step", torch.addcmul):
+        with mock.patch.object(module, "carry_step", torch.addcmul), \
+                mock.patch.object(recursion, "scan_runs_here", lambda base: False):
             return getattr(module, name)(*args, **kwargs)
 
     return types.SimpleNamespace(**{name: run})
