@@ -2,7 +2,7 @@
 the same functional core and kit), executed elsewhere:
 
 * envs in ``env_workers`` worker processes (rlspec/envs/subproc_vector.py), stepped in parallel, actions
-  for all envs from one batched policy call;
+  for all envs from one batched policy call; with ``learner_steps`` this process steps a share too;
 * under torchrun, data parallel across processes as OmniSafe's ``parallel``: torch.distributed (gloo on
   CPU), each process its own slice of envs (global indices rank·num_envs ...), its own action noise, the
   same initial weights; gradients averaged after clipping, advantage statistics, the KL early-stop decision
@@ -47,6 +47,9 @@ class FastConfig(SafeConfig):
     """Environments stepped together by this process (at least env_workers: one worker steps one or more)."""
     env_workers: int = 2
     """Worker processes stepping this process's num_envs envs (0: step them in this process)."""
+    learner_steps: bool = False
+    """This process steps a share of the envs too (the first of env_workers + 1 slices) while the workers step
+    theirs: on two cores env_workers=1 with learner_steps leaves no core idle while the learner waits."""
     device: str = "cpu"
     """Where the networks live and the update runs: cpu, cuda, cuda:K or auto. On CUDA (a GPU policy) the
     batched policy call runs on the device and its actions come back to the env workers; the action noise
@@ -97,8 +100,12 @@ def policy_device(cfg: FastConfig) -> torch.device:
 def execution(cfg: FastConfig) -> Execution:
     """Envs in workers; the torch.distributed group (if one is initialized) as comm; the networks on
     cfg.device."""
-    if cfg.env_workers < 0 or cfg.env_workers > cfg.num_envs:
-        raise ConfigError(f"config key 'env_workers': expected 0..num_envs = {cfg.num_envs}, got {cfg.env_workers}")
+    if cfg.env_workers < 0 or cfg.env_workers > cfg.num_envs - cfg.learner_steps:
+        raise ConfigError(f"config key 'env_workers': expected 0..num_envs{' - 1 (learner_steps)' * cfg.learner_steps}"
+                          f" = {cfg.num_envs - cfg.learner_steps}, got {cfg.env_workers}")
+    if cfg.learner_steps and not cfg.env_workers:
+        raise ConfigError("config key 'learner_steps': expected false with env_workers=0 (every env already steps "
+                          "in this process), got true")
     dev = policy_device(cfg)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
@@ -109,7 +116,8 @@ def execution(cfg: FastConfig) -> Execution:
     make = Execution.make_envs
     if cfg.env_workers:
         def make(c: FastConfig, first: int) -> RunWorkers:
-            return RunWorkers(c.env_id, c.num_envs, c.seed, c.env_workers, c.forced_cost, first)
+            return RunWorkers(c.env_id, c.num_envs, c.seed, c.env_workers, c.forced_cost, first,
+                              caller_steps=c.learner_steps)
     return Execution(make_envs=make, comm=comm, rank=dist.get_rank() if grouped else 0, engine=ENGINE,
                      device=str(dev))
 

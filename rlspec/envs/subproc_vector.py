@@ -1,6 +1,8 @@
 """``SubprocSafeVectorEnv``: SafeVectorEnv's interface and episodes with the envs stepped in worker processes.
 
-The ``num_envs`` envs are split into contiguous slices, one ``SafeVectorEnv`` per worker process (spawned).
+The ``num_envs`` envs are split into contiguous slices, one ``SafeVectorEnv`` per worker process (spawned);
+with ``caller_steps`` the calling process steps the first slice itself while the workers step theirs (on two
+cores: one worker and the caller, no core idle while the caller waits and one process fewer to wake).
 Each slice keeps its envs' global indices (``first_index``), so the episodes (seeds), the observations and
 the order of finished episodes are exactly those of one ``SafeVectorEnv(num_envs)``: the fast engine
 collects the same data as the reference engine for the same actions.
@@ -18,6 +20,7 @@ unlinks the block.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing as mp
 import pickle
@@ -76,7 +79,9 @@ class _Worker:
     def attach(self, arg) -> None:
         name, num_envs, start = arg
         self.shm = shared_memory.SharedMemory(name=name)
-        full = _views(self.shm, _layout(num_envs, self.envs.obs_dim, self.envs.act_dim)[0])
+        self.use_rows(_views(self.shm, _layout(num_envs, self.envs.obs_dim, self.envs.act_dim)[0]), start)
+
+    def use_rows(self, full: dict[str, np.ndarray], start: int) -> None:
         self.view = {k: v[start:start + self.envs.num_envs] for k, v in full.items()}  # this slice's rows
 
     def publish_obs(self, obs: torch.Tensor) -> None:
@@ -142,19 +147,22 @@ class SubprocSafeVectorEnv:
     error: type[EnvWorkerError] = EnvWorkerError  # what a worker's failure raises (an engine may narrow it)
 
     def __init__(self, env_id: str, num_envs: int, seed: int, workers: int, forced_cost: float = 0.0,
-                 first_index: int = 0, make_vector: Callable | None = None):
+                 first_index: int = 0, make_vector: Callable | None = None, caller_steps: bool = False):
         """``make_vector``: (env_id, num_envs, seed, forced_cost, first_index) -> SafeVectorEnv, run in each
-        worker (picklable; default rlspec.envs.safety_gym.make_vector)."""
-        if not 1 <= workers <= num_envs:
-            raise ValueError(f"SubprocSafeVectorEnv: argument 'workers' must be in [1, num_envs = {num_envs}], "
-                             f"got {workers}")
+        worker (picklable; default rlspec.envs.safety_gym.make_vector); ``caller_steps``: this process steps
+        the first of workers + 1 slices."""
+        if not 1 <= workers <= num_envs - caller_steps:
+            raise ValueError(f"SubprocSafeVectorEnv: argument 'workers' must be in [1, num_envs = {num_envs}"
+                             f"{' - 1 (caller_steps)' if caller_steps else ''}], got {workers}")
         if make_vector is None:
             from rlspec.envs.safety_gym import make_vector
         self.num_envs, self.seed, self.first_index = num_envs, seed, first_index
-        self.sizes = [num_envs // workers + (w < num_envs % workers) for w in range(workers)]  # contiguous slices
-        self.starts = [sum(self.sizes[:w]) for w in range(workers)]  # local row of each worker's first env
+        parts = workers + caller_steps
+        sizes = [num_envs // parts + (p < num_envs % parts) for p in range(parts)]  # contiguous slices
+        starts = [sum(sizes[:p]) for p in range(parts)]  # local row of each slice's first env
+        self.sizes, self.starts = sizes[caller_steps:], starts[caller_steps:]  # the workers' slices
         ctx = mp.get_context("spawn")
-        self.conns, self.procs, self.shm, self.view = [], [], None, None
+        self.conns, self.procs, self.shm, self.view, self.here = [], [], None, None, None
         self._obs: torch.Tensor | None = None
         self._stepping = False  # a step_async awaits its step_wait
         for size, start in zip(self.sizes, self.starts):
@@ -166,11 +174,17 @@ class SubprocSafeVectorEnv:
             self.conns.append(parent)
             self.procs.append(proc)
         try:
+            if caller_steps:  # made while the workers make theirs
+                self.here = _Worker(self._here("make", make_vector, env_id, sizes[0], seed, forced_cost, first_index))
             self.obs_dim, self.act_dim = self._gather("make")[0]
             layout, size = _layout(num_envs, self.obs_dim, self.act_dim)
             self.shm = shared_memory.SharedMemory(create=True, size=size)
             self.view = _views(self.shm, layout)
-            self._all("attach", [(self.shm.name, num_envs, start) for start in self.starts])
+            if self.here is not None:
+                self.here.use_rows(self.view, 0)
+            for w in range(len(self.conns)):
+                self._send(w, "attach", pickle.dumps(("attach", (self.shm.name, num_envs, self.starts[w]))))
+            self._gather("attach")
         except BaseException:
             self.close()
             raise
@@ -180,6 +194,15 @@ class SubprocSafeVectorEnv:
         """The error for worker ``w`` failing ``cmd`` with ``cause``, naming its global env indices."""
         first = self.first_index + self.starts[w]
         return self.error(f"env worker {w} (envs {first}..{first + self.sizes[w] - 1}) failed in {cmd}: {cause}")
+
+    def _here(self, cmd: str, fn: Callable, *args):
+        """fn(*args) for this process's slice; its exception as the error naming the slice (one line)."""
+        try:
+            return fn(*args)
+        except Exception as err:  # noqa: BLE001 - any failure is reported, as one line
+            last = self.first_index + self.starts[0] - 1  # the workers' slices start after this one
+            raise self.error(f"this process (envs {self.first_index}..{last}) failed in {cmd}: {describe(err)}") \
+                from err
 
     def _gather(self, cmd: str) -> list:
         """Every worker's answer to ``cmd`` (all read, so the pipes stay in step); the first failure raised."""
@@ -200,12 +223,24 @@ class SubprocSafeVectorEnv:
         return results
 
     def _all(self, cmd: str, args: list | None = None) -> list:
-        """Send ``cmd`` (with worker w's ``args[w]``) to every worker, then gather the answers."""
+        """Send ``cmd`` (with slice p's ``args[p]``) to every worker, run it on this process's slice meanwhile,
+        then gather the answers: one per slice, in slice order. Every pipe is read before a failure is raised."""
         if self._stepping:  # the workers' answers to the step would be read as this command's
             raise RuntimeError(f"SubprocSafeVectorEnv: {cmd} during a step (call step_wait first)")
+        mine = [] if self.here is None else [None if args is None else args[0]]
         for w in range(len(self.conns)):
-            self._send(w, cmd, pickle.dumps((cmd, None if args is None else args[w])))
-        return self._gather(cmd)
+            self._send(w, cmd, pickle.dumps((cmd, None if args is None else args[len(mine) + w])))
+        return self._with_here(cmd, lambda: self.here.handle(cmd, mine[0]))
+
+    def _with_here(self, cmd: str, run_here: Callable) -> list:
+        """[run_here()] (if this process steps a slice) + the workers' answers, all read before raising."""
+        try:
+            mine = [] if self.here is None else [self._here(cmd, run_here)]
+        except EnvWorkerError:
+            with contextlib.suppress(EnvWorkerError):  # a worker failing too: this slice's failure is the one told
+                self._gather(cmd)
+            raise
+        return mine + self._gather(cmd)
 
     def _send(self, w: int, cmd: str, msg: bytes) -> None:
         try:
@@ -249,7 +284,7 @@ class SubprocSafeVectorEnv:
         if not self._stepping:
             raise RuntimeError("SubprocSafeVectorEnv.step_wait: no step started (call step_async first)")
         self._stepping = False
-        self._gather("step")
+        self._with_here("step", lambda: self.here.step())
         out = VectorStep(**{f: torch.from_numpy(self.view[f].copy()) for f in OUTPUTS})
         self._obs = out.obs
         return out
@@ -262,9 +297,10 @@ class SubprocSafeVectorEnv:
         return {"workers": self._all("state")}
 
     def load_state_dict(self, state: dict) -> None:
-        if len(state["workers"]) != len(self.conns):
-            raise ValueError(f"SubprocSafeVectorEnv.load_state_dict: state has {len(state['workers'])} workers, "
-                             f"this vector has {len(self.conns)}")
+        parts = len(self.conns) + (self.here is not None)
+        if len(state["workers"]) != parts:
+            raise ValueError(f"SubprocSafeVectorEnv.load_state_dict: state has {len(state['workers'])} slices, "
+                             f"this vector has {parts}")
         self._all("load", state["workers"])
         self._read_obs()
 
@@ -282,7 +318,9 @@ class SubprocSafeVectorEnv:
                 proc.join()
         for conn in self.conns:
             conn.close()
-        self.conns, self.procs, self.view = [], [], None
+        if self.here is not None:
+            self.here.close()
+        self.conns, self.procs, self.view, self.here = [], [], None, None
         if self.shm is not None:
             self.shm.close()
             self.shm.unlink()

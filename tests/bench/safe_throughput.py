@@ -3,7 +3,7 @@ workers (shared-memory transport) and Stable-Baselines3 2.9.2 PPO (DummyVecEnv a
 [64, 64] tanh networks, for each number of envs, rollout only and rollout + update, in one run.
 
     MUJOCO_GL=egl python tests/bench/safe_throughput.py [--env SafetyPointGoal1-v0] [--envs 4 8]
-        [--workers 1 2] [--steps 2048] [--rounds 3] [--note "machine state"] [--out docs/bench]
+        [--workers 1 2] [--learner-steps 1] [--steps 2048] [--rounds 3] [--note "machine state"] [--out docs/bench]
         (writes safe_throughput.json and .png)
 
 Needs the `safety` environment (nox -s safety's venv) for Safety-Gymnasium ids; ToyGoal-v0 runs anywhere.
@@ -13,7 +13,9 @@ it declares gymnasium ≥ 0.29 but runs with 0.28.1).
 Arms of a group (``--steps`` env steps per round, all envs together):
 
 * rlspec: ``rlspec.engines.safe.collect`` (policy forward for all envs in one batch, env steps, Sauté/scaler
-  feedback, rollout storage), then the PPOLag update (``rlspec.algos.trust_region.update``);
+  feedback, rollout storage), then the PPOLag update (``rlspec.algos.trust_region.update``); the fast
+  engine's workers with ``--workers`` processes, and with ``--learner-steps`` processes plus the learner
+  stepping the first slice itself (the engine's ``learner_steps``);
 * SB3: ``PPO.collect_rollouts`` (which also evaluates the critic per step and computes GAE), then
   ``PPO.train()``; SubprocVecEnv runs one env per process (SB3 cannot put several in one), started with
   ``forkserver``, SB3's default where available;
@@ -70,8 +72,8 @@ UPDATE_DIFFERENCES = [
 ]
 
 
-def worker_name(w: int) -> str:
-    return f"fast ({w} worker{'s' * (w > 1)})"
+def worker_name(w: int, learner: bool = False) -> str:
+    return f"fast ({w} worker{'s' * (w > 1)}{' + learner' * learner})"
 
 
 @dataclass
@@ -215,12 +217,18 @@ def run_group(makers: list[Callable[[], Arm]], steps: int, rounds: int) -> dict:
     return {name: summarize(s, steps, by_name[name].update is not None) for name, s in samples.items()}
 
 
-def arm_makers(env_id: str, num_envs: int, workers: list[int], per_env: int, sb3: bool) -> list[Callable[[], Arm]]:
-    """The group's arms, to be made: the reference, each number of workers, SB3's two vector envs, the ceiling."""
+def arm_makers(env_id: str, num_envs: int, workers: list[int], learner: list[int], per_env: int,
+               sb3: bool) -> list[Callable[[], Arm]]:
+    """The group's arms, to be made: the reference, each number of workers (alone, then with the learner
+    stepping a slice), SB3's two vector envs, the ceiling."""
     part = functools.partial
+
+    def fast(w: int, here: bool) -> Arm:
+        return rlspec_arm(worker_name(w, here), SubprocSafeVectorEnv(env_id, num_envs, 0, w, caller_steps=here),
+                          per_env)
+
     makers = [lambda: rlspec_arm(REFERENCE, safety_gym.make_vector(env_id, num_envs, 0), per_env)]
-    makers += [part(lambda w: rlspec_arm(worker_name(w), SubprocSafeVectorEnv(env_id, num_envs, 0, w), per_env), w)
-               for w in workers]
+    makers += [part(fast, w, False) for w in workers] + [part(fast, w, True) for w in learner]
     if sb3:
         makers += [part(sb3_arm, name, env_id, num_envs, per_env, subproc)
                    for name, subproc in ((SB3_DUMMY, False), (SB3_SUBPROC, True))]
@@ -235,12 +243,12 @@ def add_ratios(group: dict, cores: int) -> None:
     group[CEILING]["ceiling_steps_per_s"] = group[CEILING]["rollout_steps_per_s"] * cores
 
 
-def goals(results: dict, workers: int, target: float = 1.5) -> dict:
-    """Per group and metric: the ratios of ``workers`` workers to the reference and SB3's SubprocVecEnv, and
+def goals(results: dict, arm: str, target: float = 1.5) -> dict:
+    """Per group and metric: the ratios of the fast ``arm`` to the reference and SB3's SubprocVecEnv, and
     whether each reaches ``target``."""
     out = {}
     for g, group in results.items():
-        fast = group.get(worker_name(workers))
+        fast = group.get(arm)
         if fast is None:
             continue
         for metric, rs in fast["ratios"].items():
@@ -254,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--env", default="SafetyPointGoal1-v0")
     p.add_argument("--envs", type=int, nargs="+", default=[4, 8], help="numbers of envs, one group each")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--learner-steps", type=int, nargs="*", default=[1],
+                   help="numbers of workers to run again with the learner stepping a slice too")
     p.add_argument("--steps", type=int, default=2048,
                    help="env steps per round, all envs together (a multiple of 64 and of each --envs: whole "
                         "minibatches)")
@@ -272,19 +282,21 @@ def main(argv: list[str] | None = None) -> int:
     load_before, results = os.getloadavg(), {}
     for n in args.envs:
         per_env = args.steps // n
-        results[f"{n} envs"] = run_group(arm_makers(args.env, n, args.workers, per_env, sb3), per_env * n,
+        results[f"{n} envs"] = run_group(arm_makers(args.env, n, args.workers, args.learner_steps, per_env, sb3), per_env * n,
                                          args.rounds)
         add_ratios(results[f"{n} envs"], cores)
         show(n, results[f"{n} envs"])
     command = shlex.join(sys.argv[1:] if argv is None else argv)
-    report = {"env": args.env, "num_envs": args.envs, "workers": args.workers, "rounds": args.rounds,
+    report = {"env": args.env, "num_envs": args.envs, "workers": args.workers,
+              "learner_steps": args.learner_steps, "rounds": args.rounds,
               "command": f"MUJOCO_GL=egl python tests/bench/safe_throughput.py {command}",
               "load_average_before": load_before, "load_average_after": os.getloadavg(), "note": args.note,
               "usable_cores": cores, "machine": platform.machine(), "python": platform.python_version(),
               "cpu": cpu_identity(), "torch": torch.__version__, "versions": safety_gym.versions() | sb3_version(),
               "ppo_update": {"epochs": EPOCHS, "minibatch": MINIBATCH, "target_kl": None},
               "sb3_subproc_start_method": SB3_START if sb3 else None, "update_differences": UPDATE_DIFFERENCES,
-              "goals_2_workers": goals(results, 2), "results": results}
+              "goals_2_workers": goals(results, worker_name(2)),
+              "goals_1_worker_and_learner": goals(results, worker_name(1, True)), "results": results}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "safe_throughput.json").write_text(json.dumps(report, indent=2) + "\n")
     plot(results, args.out / "safe_throughput.png", f"{args.env}: env steps/s (wall, median of {args.rounds} "

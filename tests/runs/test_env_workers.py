@@ -1,6 +1,7 @@
 """Env workers over shared memory (rlspec/envs/subproc_vector.py): the in-process vector's steps, episodes and
-checkpoints bit for bit with 1 and 2 workers; a worker's exception or death raised as one line naming it; no
-shared-memory segment left behind."""
+checkpoints bit for bit with 1 and 2 workers, with and without the calling process stepping the first slice; a
+worker's (or the caller's slice's) exception or death raised as one line naming it; no shared-memory segment
+left behind."""
 
 from __future__ import annotations
 
@@ -37,6 +38,13 @@ def make_exploding(env_id, num_envs, seed, forced_cost, first_index):
     return make_vector(env_id, num_envs, seed, forced_cost, first_index)
 
 
+def make_exploding_first(env_id, num_envs, seed, forced_cost, first_index):
+    """make_vector's signature; the slice starting at global index 0 explodes."""
+    if first_index == 0:
+        return SafeVectorEnv(Exploding, num_envs, seed, first_index)
+    return make_vector(env_id, num_envs, seed, forced_cost, first_index)
+
+
 def make_failing(env_id, num_envs, seed, forced_cost, first_index):
     raise ValueError(f"no env {env_id!r}")
 
@@ -51,9 +59,10 @@ def _assert_same_step(a, b):
         assert x.dtype == y.dtype and torch.equal(x, y), f
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_workers_step_the_in_process_episodes_and_restore_them(workers):
-    ref, vec = make_vector("ToyGoal-v0", 5, 3, 0.25), SubprocSafeVectorEnv("ToyGoal-v0", 5, 3, workers, 0.25)
+@pytest.mark.parametrize(("workers", "here"), [(1, False), (2, False), (1, True), (2, True)])
+def test_workers_step_the_in_process_episodes_and_restore_them(workers, here):
+    ref = make_vector("ToyGoal-v0", 5, 3, 0.25)
+    vec = SubprocSafeVectorEnv("ToyGoal-v0", 5, 3, workers, 0.25, caller_steps=here)
     try:
         assert torch.equal(ref.reset(), vec.reset())
         gen = torch.Generator().manual_seed(0)
@@ -64,7 +73,8 @@ def test_workers_step_the_in_process_episodes_and_restore_them(workers):
                 state, ref_state = vec.state_dict(), ref.state_dict()
         finished = ref.pop_finished()
         assert len(finished) >= 10 and vec.pop_finished() == finished
-        again = SubprocSafeVectorEnv("ToyGoal-v0", 5, 3, workers, 0.25)  # restore at t = 120, step on
+        assert len(state["workers"]) == workers + here
+        again = SubprocSafeVectorEnv("ToyGoal-v0", 5, 3, workers, 0.25, caller_steps=here)  # restore at t = 120
         try:
             again.load_state_dict(state)
             gen.manual_seed(1)
@@ -81,7 +91,9 @@ def test_workers_step_the_in_process_episodes_and_restore_them(workers):
 
 
 @pytest.mark.parametrize("make", [lambda: make_vector("ToyGoal-v0", 3, 1),
-                                  lambda: SubprocSafeVectorEnv("ToyGoal-v0", 3, 1, 2)], ids=["in-process", "workers"])
+                                  lambda: SubprocSafeVectorEnv("ToyGoal-v0", 3, 1, 2),
+                                  lambda: SubprocSafeVectorEnv("ToyGoal-v0", 3, 1, 1, caller_steps=True)],
+                         ids=["in-process", "workers", "workers+caller"])
 def test_a_split_step_is_the_step_and_is_used_in_order(make):
     ref, vec = make_vector("ToyGoal-v0", 3, 1), make()
     try:
@@ -119,6 +131,29 @@ def test_a_worker_exception_is_one_line_naming_it_and_close_unlinks_the_block():
     vec.close()
     assert not (SHM / name).exists() and all(not p.is_alive() for p in vec.procs)
     vec.close()  # idempotent
+
+
+def test_the_callers_slice_failing_is_one_line_naming_it_and_the_workers_stay_in_step():
+    """Envs 0..1 step here and explode at step 3; the worker's envs 2..3 step on."""
+    vec = SubprocSafeVectorEnv("ToyGoal-v0", 4, 0, 1, make_vector=make_exploding_first, caller_steps=True)
+    name = vec.shm.name
+    vec.reset()
+    vec.step(torch.zeros(4, 2))
+    vec.step(torch.zeros(4, 2))
+    with pytest.raises(EnvWorkerError) as info:
+        vec.step(torch.zeros(4, 2))
+    msg = str(info.value)
+    assert msg.startswith("this process (envs 0..1) failed in step: RuntimeError: boom at step 3 "
+                          "(test_env_workers.py:") and "\n" not in msg
+    vec.pop_finished()  # the worker answered the step and was read: the pipe is still in step
+    vec.close()
+    assert not (SHM / name).exists()
+
+
+def test_the_caller_cannot_take_every_env():
+    with pytest.raises(ValueError, match=r"argument 'workers' must be in \[1, num_envs = 2 - 1 \(caller_steps\)\], "
+                                         r"got 2"):
+        SubprocSafeVectorEnv("ToyGoal-v0", 2, 0, 2, caller_steps=True)
 
 
 def test_a_dead_worker_is_named_with_its_exit_code():

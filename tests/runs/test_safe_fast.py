@@ -29,10 +29,11 @@ def _rows(run):
             for r in read_metrics(run)]
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_workers_give_the_reference_run(tmp_path, workers):
+@pytest.mark.parametrize("workers, learner_steps", [(1, False), (2, False), (1, True)])
+def test_workers_give_the_reference_run(tmp_path, workers, learner_steps):
     ref = safe.run(safe.build_config(overrides=["algo=CPPOPID", *TINY]), tmp_path / "ref", show_progress=False)
-    cfg = safe.build_config(overrides=["algo=CPPOPID", *TINY, f"env_workers={workers}"], cls=safe_fast.FastConfig)
+    cfg = safe.build_config(overrides=["algo=CPPOPID", *TINY, f"env_workers={workers}",
+                                       f"learner_steps={learner_steps}"], cls=safe_fast.FastConfig)
     fast = safe.run(cfg, tmp_path / "fast", show_progress=False, execution=safe_fast.execution(cfg))
     a, b = _rows(ref), _rows(fast)
     assert len(a) == 2 and a == b
@@ -53,6 +54,15 @@ def test_env_workers_out_of_range_is_named(tmp_path, capsys):
     code = safe_fast.train(["--env", "ToyGoal-v0", "--set", "num_envs=2", "--set", "env_workers=3",
                             "--out", str(tmp_path / "x")])
     assert code == 2 and "config key 'env_workers': expected 0..num_envs = 2, got 3" in capsys.readouterr().err
+    code = safe_fast.train(["--env", "ToyGoal-v0", "--set", "num_envs=2", "--set", "env_workers=2",
+                            "--set", "learner_steps=true", "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert code == 2 and "config key 'env_workers': expected 0..num_envs - 1 (learner_steps) = 1, got 2" in err
+    code = safe_fast.train(["--env", "ToyGoal-v0", "--set", "env_workers=0", "--set", "learner_steps=true",
+                            "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert code == 2 and "config key 'learner_steps': expected false with env_workers=0" in err
+    assert not (tmp_path / "x").exists()
 
 
 @pytest.mark.parametrize("value, why", [("meta", "unsupported device type meta"), ("tpu", ""), ("gpu0", "")] +

@@ -39,7 +39,7 @@ def test_summary_is_the_median_of_the_rounds_and_ratios_skip_absent_baselines(be
 
 def test_goals_compare_two_workers_with_the_reference_and_sb3_subproc(bench):
     fast = {"ratios": {"rollout_steps_per_s": {bench.REFERENCE: 1.6, bench.SB3_DUMMY: 1.2, bench.SB3_SUBPROC: 1.4}}}
-    goals = bench.goals({"4 envs": {"fast (2 workers)": fast}, "8 envs": {}}, 2)
+    goals = bench.goals({"4 envs": {"fast (2 workers)": fast}, "8 envs": {}}, bench.worker_name(2))
     assert goals == {"4 envs, rollout_steps_per_s": {bench.REFERENCE: {"ratio": 1.6, "met": True},
                                                      bench.SB3_SUBPROC: {"ratio": 1.4, "met": False}}}
 
@@ -49,7 +49,8 @@ def test_a_tiny_toygoal_run_writes_every_arm_interleaved_with_its_ratios(bench, 
                        "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "safe_throughput.json").read_text())
     group = report["results"]["2 envs"]
-    assert list(group) == [bench.REFERENCE, "fast (1 worker)", bench.CEILING]  # no SB3 for the toy env
+    assert list(group) == [bench.REFERENCE, "fast (1 worker)", "fast (1 worker + learner)",
+                           bench.CEILING]  # no SB3 for the toy env
     for arm in group.values():
         assert arm["steps"] == 40 and arm["rounds"] == 2 and len(arm["samples"]) == 2
     ref = group[bench.REFERENCE]
