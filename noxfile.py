@@ -38,10 +38,11 @@ def cpu_gate(session: nox.Session) -> None:
     unit tests, semantic tests on tiny real Hugging Face models (the `semantic` extra, part of `test`), the
     bonus engine on Ray and Meta-World (the `bonus` extra).
     Hypothesis runs its bounded, derandomized `ci` profile; the tests run in one pytest-xdist worker per core
-    (WORKERS)."""
+    (WORKERS); the 20 slowest are listed at the end."""
     _install_project(session, "test,dreamer,bonus")
     session.env.update(TRITON_INTERPRET="1", HYPOTHESIS_PROFILE="ci", CUDA_VISIBLE_DEVICES="", RAY_AUTH_MODE="disabled")
-    session.run("pytest", "-m", "not gpu and not bench", "-p", "no:cacheprovider", *WORKERS, *session.posargs)
+    session.run("pytest", "-m", "not gpu and not bench", "-p", "no:cacheprovider", "--durations=20", *WORKERS,
+                *session.posargs)
     for other in CPU_GATE_ALSO:
         session.notify(other)
 
