@@ -6,13 +6,14 @@ left behind."""
 from __future__ import annotations
 
 import functools
-import os
+import multiprocessing
 from pathlib import Path
 
 import pytest
 import torch
 
 from rlspec.engines import safe, safe_fast
+from rlspec.envs import subproc_vector
 from rlspec.envs.safe_vector import SafeVectorEnv
 from rlspec.envs.safety_gym import make_vector
 from rlspec.envs.subproc_vector import OUTPUTS, EnvWorkerError, SubprocSafeVectorEnv
@@ -169,12 +170,24 @@ def test_a_dead_worker_is_named_with_its_exit_code():
     assert not (SHM / name).exists()
 
 
-def test_a_worker_that_cannot_make_its_envs_is_named_and_nothing_is_left(tmp_path):
-    before = set(os.listdir(SHM))
-    with pytest.raises(EnvWorkerError, match=r"^env worker 0 \(envs 0\.\.1\) failed in make: ValueError: no env "
-                                             r"'Nope-v0' \(test_env_workers\.py:\d+ in make_failing\)$"):
-        SubprocSafeVectorEnv("Nope-v0", 3, 0, 2, make_vector=make_failing)
-    assert not {n for n in set(os.listdir(SHM)) - before if n.startswith("psm_")}
+@pytest.mark.parametrize("here, who", [(False, r"env worker 0 \(envs 0\.\.1\)"), (True, r"this process \(envs 0\.\.0\)")])
+def test_a_slice_that_cannot_make_its_envs_is_named_and_nothing_is_left(monkeypatch, here, who):
+    """The segments this constructor creates are recorded (other tests, in other xdist workers, make their own in
+    /dev/shm meanwhile): none is left, and no worker process."""
+    made = []
+
+    class Recorded(subproc_vector.shared_memory.SharedMemory):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self.name)
+
+    monkeypatch.setattr(subproc_vector.shared_memory, "SharedMemory", Recorded)
+    before = set(multiprocessing.active_children())
+    with pytest.raises(EnvWorkerError, match=rf"^{who} failed in make: ValueError: no env 'Nope-v0' "
+                                             r"\(test_env_workers\.py:\d+ in make_failing\)$"):
+        SubprocSafeVectorEnv("Nope-v0", 3, 0, 2, make_vector=make_failing, caller_steps=here)
+    assert not [n for n in made if (SHM / n.lstrip("/")).exists()]
+    assert not set(multiprocessing.active_children()) - before
 
 
 def test_a_worker_exception_stops_the_run_with_exit_3_and_one_line(tmp_path, capsys):
