@@ -41,11 +41,7 @@ __all__ = ["channel_norm_silu", "eager", "library"]
 def library(flags: tuple[str, ...] = cpu_kernel.FLAGS) -> ctypes.CDLL:
     """The compiled kernel (fast/cpu_kernel.py); ``flags`` other than its FLAGS only for comparing builds
     (tests/bench/dreamer_phase_profile.py)."""
-    lib = cpu_kernel.build(SOURCE, flags)
-    for name in KERNEL_DTYPES.values():
-        getattr(lib, f"cn_silu_forward_{name}").restype = None
-        getattr(lib, f"cn_silu_backward_{name}").restype = None
-    return lib
+    return cpu_kernel.build(SOURCE, ("cn_silu_forward", "cn_silu_backward"), flags)
 
 
 @functools.cache

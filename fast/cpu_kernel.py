@@ -36,9 +36,10 @@ def _cpu_id() -> str:
     return platform.machine() + (flags[0] if flags else platform.processor())
 
 
-def build(source: Path, flags: tuple[str, ...] = FLAGS) -> ctypes.CDLL:
+def build(source: Path, functions: tuple[str, ...], flags: tuple[str, ...] = FLAGS) -> ctypes.CDLL:
     """fast/SOURCE compiled (once per source × header × flags × compiler × CPU, then from the cache) and
-    loaded; RuntimeError naming the cause (compiler, build error, cache) where it cannot be."""
+    loaded, each of ``functions`` exported once per SUFFIX (``name_f32``, ``name_f64``) and returning void;
+    RuntimeError naming the cause (compiler, build error, cache) where it cannot be."""
     cxx = os.environ.get("CXX", "c++")
     try:
         version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True).stdout
@@ -59,10 +60,14 @@ def build(source: Path, flags: tuple[str, ...] = FLAGS) -> ctypes.CDLL:
                 if run.returncode:
                     raise RuntimeError(f"fast.{source.stem}: building {source.name} with {cxx} failed:\n{run.stderr}")
                 os.replace(built, target)
-        return ctypes.CDLL(str(target))
+        lib = ctypes.CDLL(str(target))
     except OSError as e:  # an unwritable cache ($RLSPEC_CACHE), a library that does not load
         raise RuntimeError(f"fast.{source.stem}: cannot build or load {target} ({e}); set $RLSPEC_CACHE to a "
                            f"writable directory") from e
+    for name in functions:
+        for suffix in SUFFIX.values():
+            getattr(lib, f"{name}_{suffix}").restype = None
+    return lib
 
 
 def available(load, what: str) -> bool:

@@ -23,10 +23,7 @@ def carry_step(base: torch.Tensor, coef: torch.Tensor, carried: torch.Tensor) ->
 
 @functools.cache
 def scan_library() -> ctypes.CDLL:
-    lib = cpu_kernel.build(SCAN_SOURCE)
-    for name in cpu_kernel.SUFFIX.values():
-        getattr(lib, f"scan_{name}").restype = None
-    return lib
+    return cpu_kernel.build(SCAN_SOURCE, ("scan",))
 
 
 @functools.cache

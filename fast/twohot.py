@@ -37,10 +37,7 @@ MIN_LOGITS_PER_THREAD = 1 << 18  # below this a std::thread costs more than it s
 
 @functools.cache
 def mean_library() -> ctypes.CDLL:
-    lib = cpu_kernel.build(MEAN_SOURCE)
-    for name in cpu_kernel.SUFFIX.values():
-        getattr(lib, f"twohot_mean_{name}").restype = None
-    return lib
+    return cpu_kernel.build(MEAN_SOURCE, ("twohot_mean",))
 
 
 @functools.cache
