@@ -51,3 +51,21 @@ def pytest_runtest_makereport(item, call):
         rep.sections.append(("hypothesis", f"profile={default_profile()} "
                              f"derandomize={settings.default.derandomize} seed={seed!r} "
                              "(rerun: HYPOTHESIS_PROFILE=<same> pytest --hypothesis-seed=<seed> <test id>)"))
+
+
+@pytest.fixture
+def no_cxx(monkeypatch, tmp_path):
+    """No usable C++ compiler: $CXX names a missing file, the kernel cache is fresh. ``no_cxx(*loaders)`` clears
+    those functools caches (fast/ kernel loaders and their availability checks) now and after the test."""
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv("RLSPEC_CACHE", str(tmp_path))
+    cleared = []
+
+    def clear(*loaders):
+        cleared.extend(loaders)
+        for loader in loaders:
+            loader.cache_clear()
+
+    yield clear
+    for loader in cleared:
+        loader.cache_clear()

@@ -83,22 +83,15 @@ def test_other_layouts_and_dtypes_take_the_reference_path():
         torch.testing.assert_close(channel_norm.channel_norm_silu(norm, xb), norm_silu(norm, xb), rtol=0, atol=0)
 
 
-def test_unusable_compiler_is_a_clear_error(monkeypatch, tmp_path):
-    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
-    monkeypatch.setenv("RLSPEC_CACHE", str(tmp_path))
-    channel_norm.library.cache_clear()
-    channel_norm._usable.cache_clear()
-    try:
-        with pytest.raises(RuntimeError, match=r"C\+\+ compiler .*no-such-compiler.*\$CXX"):
-            channel_norm.library()
-        # the model keeps working on the reference composition, and says so once
-        norm, x = nn.LayerNorm(4, eps=1e-3), torch.randn(2, 4, 3, 3).contiguous(memory_format=CL)
-        with pytest.warns(RuntimeWarning, match="eager composition.*no-such-compiler"):
-            y = channel_norm.channel_norm_silu(norm, x)
-        torch.testing.assert_close(y, norm_silu(norm, x), rtol=0, atol=0)
-    finally:
-        channel_norm.library.cache_clear()
-        channel_norm._usable.cache_clear()
+def test_unusable_compiler_is_a_clear_error(no_cxx):
+    no_cxx(channel_norm.library, channel_norm._usable)
+    with pytest.raises(RuntimeError, match=r"C\+\+ compiler .*no-such-compiler.*\$CXX"):
+        channel_norm.library()
+    # the model keeps working on the reference composition, and says so once
+    norm, x = nn.LayerNorm(4, eps=1e-3), torch.randn(2, 4, 3, 3).contiguous(memory_format=CL)
+    with pytest.warns(RuntimeWarning, match="eager composition.*no-such-compiler"):
+        y = channel_norm.channel_norm_silu(norm, x)
+    torch.testing.assert_close(y, norm_silu(norm, x), rtol=0, atol=0)
 
 
 def test_unwritable_cache_is_a_clear_error(monkeypatch, tmp_path):

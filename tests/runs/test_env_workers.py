@@ -116,8 +116,12 @@ def test_a_split_step_is_the_step_and_is_used_in_order(make):
         vec.close()
 
 
-def test_a_worker_exception_is_one_line_naming_it_and_close_unlinks_the_block():
-    vec = SubprocSafeVectorEnv("ToyGoal-v0", 4, 0, 2, make_vector=make_exploding)
+@pytest.mark.parametrize("here, make, who", [(False, make_exploding, "env worker 1 (envs 2..3)"),
+                                             (True, make_exploding_first, "this process (envs 0..1)")],
+                         ids=["worker", "caller"])
+def test_a_slice_exception_is_one_line_naming_it_and_close_unlinks_the_block(here, make, who):
+    """Envs 2..3 in worker 1 (or envs 0..1 in this process) explode at step 3; the other slice steps on."""
+    vec = SubprocSafeVectorEnv("ToyGoal-v0", 4, 0, 2 - here, make_vector=make, caller_steps=here)
     name = vec.shm.name
     assert (SHM / name).exists()
     vec.reset()
@@ -126,29 +130,13 @@ def test_a_worker_exception_is_one_line_naming_it_and_close_unlinks_the_block():
     with pytest.raises(EnvWorkerError) as info:
         vec.step(torch.zeros(4, 2))
     msg = str(info.value)
-    assert msg.startswith("env worker 1 (envs 2..3) failed in step: RuntimeError: boom at step 3 "
-                          "(test_env_workers.py:") and "\n" not in msg
-    vec.pop_finished()  # the pipes are still in step: worker 0 answered and is read
+    assert msg.startswith(f"{who} failed in step: RuntimeError: boom at step 3 (test_env_workers.py:") \
+        and "\n" not in msg
+    vec.pop_finished()  # the pipes are still in step: the other slice's worker answered and is read
+    procs = vec.procs
     vec.close()
-    assert not (SHM / name).exists() and all(not p.is_alive() for p in vec.procs)
+    assert not (SHM / name).exists() and all(not p.is_alive() for p in procs)
     vec.close()  # idempotent
-
-
-def test_the_callers_slice_failing_is_one_line_naming_it_and_the_workers_stay_in_step():
-    """Envs 0..1 step here and explode at step 3; the worker's envs 2..3 step on."""
-    vec = SubprocSafeVectorEnv("ToyGoal-v0", 4, 0, 1, make_vector=make_exploding_first, caller_steps=True)
-    name = vec.shm.name
-    vec.reset()
-    vec.step(torch.zeros(4, 2))
-    vec.step(torch.zeros(4, 2))
-    with pytest.raises(EnvWorkerError) as info:
-        vec.step(torch.zeros(4, 2))
-    msg = str(info.value)
-    assert msg.startswith("this process (envs 0..1) failed in step: RuntimeError: boom at step 3 "
-                          "(test_env_workers.py:") and "\n" not in msg
-    vec.pop_finished()  # the worker answered the step and was read: the pipe is still in step
-    vec.close()
-    assert not (SHM / name).exists()
 
 
 def test_the_caller_cannot_take_every_env():

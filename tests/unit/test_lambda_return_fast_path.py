@@ -72,17 +72,10 @@ def test_autograd_takes_the_torch_loop():
     assert torch.all(reward.grad >= 1)  # each r_t reaches R_t with weight 1, and earlier R with weights >= 0
 
 
-def test_without_a_compiler_the_torch_loop_runs_and_says_so(monkeypatch, tmp_path):
-    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
-    monkeypatch.setenv("RLSPEC_CACHE", str(tmp_path))
-    recursion.scan_library.cache_clear()
-    recursion._scan_usable.cache_clear()
-    try:
-        x = _inputs()
-        with pytest.warns(RuntimeWarning, match=r"carry_step in a loop over time.*no-such-compiler.*\$CXX"):
-            out = fast.lambda_return(**x, gamma=0.99, lam=0.95)
-        base, carry = fast.lambda_coefficients(**x, gamma=0.99, lam=0.95, first=None)
-        torch.testing.assert_close(out, fast._guarded(base, carry, x["value"][-1]), rtol=0, atol=0)
-    finally:
-        recursion.scan_library.cache_clear()
-        recursion._scan_usable.cache_clear()
+def test_without_a_compiler_the_torch_loop_runs_and_says_so(no_cxx):
+    no_cxx(recursion.scan_library, recursion._scan_usable)
+    x = _inputs()
+    with pytest.warns(RuntimeWarning, match=r"carry_step in a loop over time.*no-such-compiler.*\$CXX"):
+        out = fast.lambda_return(**x, gamma=0.99, lam=0.95)
+    base, carry = fast.lambda_coefficients(**x, gamma=0.99, lam=0.95, first=None)
+    torch.testing.assert_close(out, fast._guarded(base, carry, x["value"][-1]), rtol=0, atol=0)
