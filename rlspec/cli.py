@@ -90,10 +90,17 @@ def _parser() -> argparse.ArgumentParser:
                              ("eval", "run", "evaluate a run's checkpoint: rlspec eval RUN --help"),
                              ("plot", "run", "(re)draw a run's plots")):
         p = sub.add_parser(verb, help=text, description=text)
+        if verb == "plot":
+            p.add_argument("run", type=Path, nargs="+",
+                           help="a run directory (it holds config.json): its plots; several runs, of any tool "
+                                "rlspec report reads (rlspec, OmniSafe, SB3, sheeprl's TensorBoard events): one "
+                                "figure of them all, grouped, mean and 95%% bootstrap CI, with rlspec report's table")
+            p.add_argument("--out", type=Path, default=Path("rlspec-report/runs"),
+                           help="where the figure of several runs goes (default rlspec-report/runs)")
+            continue
         p.add_argument(what, type=Path if what == "run" else str,
                        help=engines if what == "engine" else "a run directory (it holds config.json)")
-        if verb != "plot":
-            p.add_argument("rest", nargs=argparse.REMAINDER, help="the options of the engine's " + verb)
+        p.add_argument("rest", nargs=argparse.REMAINDER, help="the options of the engine's " + verb)
     sub.add_parser("probe", help="prompt-centroid separability on frames: rlspec probe --help", add_help=False)
     sub.add_parser("report", help="evaluation metrics of runs (rlspec, OmniSafe, SB3, sheeprl) grouped, with "
                                   "95%% bootstrap CIs, and a plot: rlspec report --help", add_help=False)
@@ -122,13 +129,16 @@ def _main(argv: list[str] | None) -> int:
         return _verb([args.verb, args.engine, *args.rest], lambda: _engine(args.engine).train(args.rest))
     if args.verb == "compare":
         return _verb([args.verb, args.engine, *args.rest], lambda: _engine(args.engine).compare(args.rest))
+    if args.verb == "plot" and _overlay(args.run):
+        return _report([*map(str, args.run), "--out", str(args.out)])
     if args.verb in ("eval", "plot"):
-        name = _run_engine(args.run)
+        run = args.run[0] if args.verb == "plot" else args.run
+        name = _run_engine(run)
         if name is None:
             return 2
         if args.verb == "plot":
-            return _engine(name).plot(args.run)
-        return _verb([args.verb, name, *args.rest], lambda: _engine(name).evaluate(args.run, args.rest))
+            return _engine(name).plot(run)
+        return _verb([args.verb, name, *args.rest], lambda: _engine(name).evaluate(run, args.rest))
 
     from rlspec import kit  # the checker: loads torch and Hypothesis, which train/eval/plot never need
 
@@ -165,6 +175,22 @@ def _report(argv: list[str]) -> int:
     from rlspec.runs.evaluation import main as report
 
     return report(argv)
+
+
+def _overlay(runs: list[Path]) -> bool:
+    """Whether `rlspec plot RUN...` draws the runs in one figure (rlspec report's): several runs, or one that is
+    not an rlspec run but another tool's that the report reads (an unreadable one gets the run error below)."""
+    if len(runs) > 1:
+        return True
+    if (runs[0] / "config.json").is_file():
+        return False
+    from rlspec.runs.evaluation import EvaluationError, read_run
+
+    try:
+        read_run(runs[0])
+    except EvaluationError:
+        return False
+    return True
 
 
 def _run_engine(run_dir: Path) -> str | None:

@@ -5,14 +5,15 @@ CPU), from the same seed; env steps, updates and wall time to reach 0.9, and the
 (goal: within ±20%).
 
     nice -n 10 python tests/bench/dreamer_room_exit.py [--engines reference fast] [--steps N] [--chunk C]
-        [--seed S] [--episodes K] [--runs DIR] [--out docs/bench]
+        [--seeds S ...] [--episodes K] [--runs DIR] [--out docs/bench]
     python tests/bench/dreamer_room_exit.py --report-only --runs DIR     # redraw from finished runs
 
 Each engine trains in chunks of C env steps (``run(stop_after_steps=C)`` then ``--resume``: bit for bit the
 same run as a straight one, rlspec/engines/dreamer.py); after every chunk the greedy policy (argmax of the
 actor, ``rlspec eval``) runs K episodes on fresh PyBoy rooms (eval seed = run seed + 1000003, the same for
 every checkpoint and both engines). RUN/greedy.json holds one row per checkpoint: env steps, updates, training
-wall time so far (eval excluded) and the greedy success rate. The random rate: uniform random actions on
+wall and CPU time so far (eval excluded; one torch thread, so the CPU time is the wall time the run takes alone
+on a core) and the greedy success rate. The random rate: uniform random actions on
 20,000 episodes of the Warp room (identical to the ROM: contract room_env). The settings are OVERRIDES below
 (a small model; the task's own step limit, reward and termination). Reported, never asserted in the suite.
 
@@ -70,16 +71,19 @@ def train_engine(engine: str, run: Path, steps: int, chunk: int, seed: int, epis
     rows_path = run / "greedy.json"
     rows = json.loads(rows_path.read_text()) if rows_path.is_file() else []
     wall = rows[-1]["wall_s"] if rows else 0.0
+    cpu = rows[-1].get("cpu_s") if rows else 0.0  # None: a row written before CPU time was recorded
     done = rows[-1]["env_steps"] if rows else 0
     while done < steps:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         dreamer.engine(cfg).run(run, resume=done > 0, stop_after_steps=chunk, show_progress=False)
         wall += time.perf_counter() - t0
+        cpu = None if cpu is None else cpu + time.process_time() - c0
         summary = json.loads((run / "summary.json").read_text())
         dreamer.evaluate(run, ["--episodes", str(episodes)])
         ev = json.loads((run / "eval/eval.json").read_text())
         done = int(summary["step"])
         rows.append({"env_steps": done, "updates": int(summary["Train/updates"]), "wall_s": round(wall, 1),
+                     "cpu_s": None if cpu is None else round(cpu, 1),
                      "greedy_success": ev["SuccessRate"], "greedy_ep_len": ev["EpLen"],
                      "train_success_window": summary.get("Metrics/SuccessRate")})
         rows_path.write_text(json.dumps(rows, indent=1) + "\n")
@@ -91,15 +95,21 @@ def first_at_goal(rows: list[dict]) -> dict | None:
     return next((r for r in rows if r["greedy_success"] >= GOAL), None)
 
 
-def report(runs: Path, out_dir: Path, engines: list[str], episodes: int, rate: float, note: str = "") -> dict:
-    curves = {e: json.loads((runs / e / "greedy.json").read_text()) for e in engines
-              if (runs / e / "greedy.json").is_file()}
+def run_dir(runs: Path, engine: str, seed: int) -> Path:
+    return runs / engine / f"s{seed}"
+
+
+def report(runs: Path, out_dir: Path, engines: list[str], seed: int, episodes: int, rate: float,
+           note: str = "") -> dict:
+    curves = {e: json.loads((run_dir(runs, e, seed) / "greedy.json").read_text()) for e in engines
+              if (run_dir(runs, e, seed) / "greedy.json").is_file()}
     reached = {e: first_at_goal(rows) for e, rows in curves.items()}
     ref, fast = reached.get("reference"), reached.get("fast")
     ratio = fast["env_steps"] / ref["env_steps"] if ref and fast else None
     cfg = dreamer.build_config("default", OVERRIDES)
     out = dict(
         what="DreamerV3 on the room's room-exit task: greedy success rate vs env steps, reference and fast engines",
+        seed=seed,
         goal=f"greedy success >= {GOAL} from the random rate; fast env steps within ±{RATIO_TOLERANCE:.0%} of "
              "the reference's",
         random_success_rate=round(rate, 4), eval_episodes=episodes,
@@ -155,9 +165,11 @@ def main() -> None:
     p.add_argument("--engines", nargs="+", choices=dreamer.ENGINES, default=list(dreamer.ENGINES))
     p.add_argument("--steps", type=int, default=49_152, help="env steps per run (default 49152)")
     p.add_argument("--chunk", type=int, default=2_048, help="env steps between greedy evaluations (default 2048)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run per engine and seed (the report: the "
+                   "first seed; tests/bench/dreamer_vs_sheeprl.py compares all seeds with sheeprl's)")
     p.add_argument("--episodes", type=int, default=40, help="greedy episodes per evaluation (default 40)")
-    p.add_argument("--runs", type=Path, default=Path("runs/bench-room-exit"), help="run directories (per engine)")
+    p.add_argument("--runs", type=Path, default=Path("runs/bench-room-exit"),
+                   help="run directories: RUNS/<engine>/s<seed>")
     p.add_argument("--out", type=Path, default=Path("docs/bench"))
     p.add_argument("--report-only", action="store_true", help="no training: the report from --runs")
     p.add_argument("--note", default="", help="a sentence stored in the JSON (what the runs show)")
@@ -167,9 +179,10 @@ def main() -> None:
     OVERRIDES.extend(args.set)  # the settings of this invocation: train_engine and report read OVERRIDES
     torch.set_num_threads(1)
     if not args.report_only:
-        for engine in args.engines:
-            train_engine(engine, args.runs / engine, args.steps, args.chunk, args.seed, args.episodes)
-    report(args.runs, args.out, list(dreamer.ENGINES), args.episodes, random_rate(), args.note)
+        for seed in args.seeds:
+            for engine in args.engines:
+                train_engine(engine, run_dir(args.runs, engine, seed), args.steps, args.chunk, seed, args.episodes)
+    report(args.runs, args.out, list(dreamer.ENGINES), args.seeds[0], args.episodes, random_rate(), args.note)
 
 
 if __name__ == "__main__":

@@ -22,18 +22,26 @@ config writer imports no sheeprl.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
+import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from rlspec.engines.dreamer import PRESETS, DreamerRunConfig, build_config, validate
-from rlspec.runs.config import ConfigError
 from sheeprl_config import HEADS, MODEL_KEYS, WM, unfused_adam  # tests/bench/sheeprl_config.py
 
+from rlspec.contracts.room_env import NUM_ACTIONS, SCREEN_R
+from rlspec.engines.dreamer import PRESETS, DreamerRunConfig, build_config, validate
+from rlspec.runs.config import ConfigError
+
 ENV_ID = "rlspec.envs.room.sheeprl_env:RlspecRoom-v0"
+GREEDY = "greedy.json"  # per seed: the greedy evaluation of each chunk's checkpoint
+EVAL_SEED_OFFSET = 1_000_003  # rlspec eval's rooms for a run of seed s: s + this (rlspec/engines/dreamer.py)
+CHUNKS = "chunks.json"  # per seed: each sheeprl run's env steps at its end, wall and CPU seconds
 
 
 def _replay_ratio(cfg: DreamerRunConfig) -> float:
@@ -109,8 +117,9 @@ IMPLEMENTATION = [
     "episode start: sheeprl's learned initial recurrent state (learnable_initial_recurrent_state) and its "
     "zeroed first action; rlspec resets the RSSM state on is_first",
     "logged return: sheeprl's Rewards/rew_avg is the mean of the training episodes (sampled actions) that ended "
-    "since its last log; rlspec's Metrics/EpRet the mean of the last ep_window episodes; neither is the room-exit "
-    "benchmark's greedy evaluation (sheeprl's run_test is off)",
+    "since its last log; rlspec's Metrics/EpRet the mean of the last ep_window episodes; the comparison's measure "
+    "is neither but the greedy evaluation of every chunk's checkpoint on the same rooms (greedy_eval: sheeprl's "
+    "player, its posterior sampled and the actor's mode taken, as rlspec eval does with rlspec's)",
 ]
 # sheeprl settings that hold whatever the rlspec config: its own CLI on this env, CPU, no video, one process
 CONSTANT = [
@@ -190,8 +199,7 @@ def seed_dir(out: Path, cfg: DreamerRunConfig) -> Path:
 def last_checkpoint(path: Path) -> tuple[int, Path | None]:
     """(env steps, path) of the latest of sheeprl's checkpoints under ``path`` (ckpt_<policy step>_<rank>.ckpt);
     (0, None) before the first."""
-    found = [(int(ckpt.name.split("_")[1]), ckpt) for ckpt in path.glob("version_*/checkpoint/ckpt_*_0.ckpt")]
-    return max(found, default=(0, None))
+    return max(checkpoints(path), default=(0, None))
 
 
 def chunk_ends(done: int, total: int, chunk: int | None) -> list[int]:
@@ -203,23 +211,159 @@ def chunk_ends(done: int, total: int, chunk: int | None) -> list[int]:
     return [*range(done + step, total, step), total]
 
 
-def run_seed(cfg: DreamerRunConfig, out: Path, chunk: int | None) -> dict:
-    """Runs sheeprl on one seed, in chunks of ``chunk`` env steps, each resuming from the last checkpoint (also
-    one of an interrupted run; a finished seed is not run again), and reads its curve with rlspec's reader."""
-    from rlspec.runs.evaluation import read_run
+@contextlib.contextmanager
+def timed_chunk(path: Path, end: int):
+    """Appends {env_steps: end, wall_s, cpu_s} of the sheeprl run in the block to path/chunks.json: its wall time
+    and its CPU time (user + system of the finished child processes: one torch thread, so the wall time it would
+    take alone on a core, whatever else shares the machine)."""
+    t0, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    yield
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    target = path / CHUNKS
+    rows = json.loads(target.read_text()) if target.is_file() else []
+    rows.append({"env_steps": end, "wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(cpu, 1)})
+    target.write_text(json.dumps(rows, indent=1) + "\n")
 
+
+def run_seed(cfg: DreamerRunConfig, out: Path, chunk: int | None, episodes: int) -> None:
+    """Runs sheeprl on one seed, in chunks of ``chunk`` env steps, each resuming from the last checkpoint (also
+    one of an interrupted run; a finished seed is not run again), each followed by the greedy evaluation of
+    ``episodes`` episodes (0: none)."""
     done, ckpt = last_checkpoint(seed_dir(out, cfg))
     for end in chunk_ends(done, cfg.total_steps, chunk):
         resume = [f"checkpoint.resume_from={ckpt}"] if ckpt else []
         run_cfg = dataclasses.replace(cfg, total_steps=end)
-        subprocess.run([sys.executable, "-m", "sheeprl", *overrides(run_cfg, out), *resume], check=True)
+        with timed_chunk(seed_dir(out, cfg), end):
+            subprocess.run([sys.executable, "-m", "sheeprl", *overrides(run_cfg, out), *resume], check=True)
         done, ckpt = last_checkpoint(seed_dir(out, cfg))
         if done != end:
             raise SystemExit(f"sheeprl_room: seed {cfg.seed}: the last checkpoint is at {done} env steps, "
                              f"expected {end}")
+        if episodes:
+            evaluate_seed(cfg, out, episodes)
+
+
+def seed_result(cfg: DreamerRunConfig, out: Path) -> dict:
+    """The seed's directory, its training curve as rlspec's reader reads it, and its greedy rows."""
+    from rlspec.runs.evaluation import read_run
+
     curve = read_run(seed_dir(out, cfg))
+    greedy = seed_dir(out, cfg) / GREEDY
     return {"dir": str(seed_dir(out, cfg)), "steps": curve.steps.tolist(),
-            **{key: [None if math.isnan(v) else v for v in values.tolist()] for key, values in curve.values.items()}}
+            **{key: [None if math.isnan(v) else v for v in values.tolist()] for key, values in curve.values.items()},
+            "greedy": json.loads(greedy.read_text()) if greedy.is_file() else []}
+
+
+def checkpoints(path: Path) -> list[tuple[int, Path]]:
+    """(env steps, path) of sheeprl's checkpoints under a seed's directory (ckpt_<policy step>_<rank>.ckpt in each
+    chunk's version_*/checkpoint), in step order."""
+    found = [(int(ckpt.name.split("_")[1]), ckpt) for ckpt in path.glob("version_*/checkpoint/ckpt_*_0.ckpt")]
+    return sorted(found)
+
+
+def sheeprl_frames(obs, screen: int):
+    """packed2 frames [N, 1, 72, 20] -> sheeprl's player input [1, N, 1, screen, screen] float in [-0.5, 0.5]: the
+    gray image PyBoy draws, resized as sheeprl's make_env resizes it (cv2 INTER_AREA), then x / 255 - 0.5 as its
+    prepare_obs scales it."""
+    import cv2
+    import numpy as np
+    import torch
+
+    from rlspec.envs.room.sheeprl_env import frame_image
+
+    images = [cv2.resize(frame_image(o.numpy()), (screen, screen), interpolation=cv2.INTER_AREA) for o in obs]
+    return torch.from_numpy(np.stack(images)).float()[None, :, None] / 255 - 0.5  # [1, N, 1, S, S]
+
+
+def check_frames(cfg) -> None:
+    """sheeprl_frames equals what sheeprl's own make_env gives its player (the reset frame of one env), or exits."""
+    import numpy as np
+    import torch
+    from sheeprl.utils.env import make_env
+
+    from rlspec.envs.room.sheeprl_env import ImageObservation
+    from rlspec.reference import packed2
+
+    env = make_env(cfg, cfg.seed, 0, None, "test")()
+    theirs = env.reset(seed=cfg.seed)[0]["rgb"]  # [1, S, S] uint8
+    inner = env
+    while not isinstance(inner, ImageObservation):
+        inner = inner.env
+    shades = np.searchsorted(-np.array(SCREEN_R), -inner._last[..., 0].astype(int))  # [72, 80] gray -> shade code
+    packed = packed2.pack(torch.from_numpy(shades.astype(np.uint8))[None])[None]  # [1, 1, 72, 20]
+    ours = (sheeprl_frames(packed, cfg.env.screen_size)[0, 0] + 0.5) * 255
+    env.close()
+    if not np.array_equal(ours.round().numpy().astype(np.uint8), theirs):
+        raise SystemExit("sheeprl_room: the evaluation's frames differ from sheeprl's make_env frames")
+
+
+def greedy_eval(version: Path, ckpt: Path, seed: int, episodes: int) -> dict:
+    """sheeprl's player of ``ckpt`` (its own build_agent, greedy actions: the actor's mode) on the rooms rlspec's
+    ``rlspec eval`` plays for a run of this seed: cfg.num_envs PyBoy rooms from seed + EVAL_SEED_OFFSET, the
+    first ``episodes`` episodes to end (in order of env step, then env index)."""
+    import gymnasium
+    import numpy as np
+    import torch
+    from lightning import Fabric
+    from omegaconf import OmegaConf
+    from sheeprl.algos.dreamer_v3.agent import build_agent
+    from sheeprl.utils import fs
+    from sheeprl.utils.utils import dotdict
+
+    from rlspec.envs.room.pyboy_room import RoomVecEnv
+
+    cfg = dotdict(OmegaConf.to_container(OmegaConf.load(version / "config.yaml"), resolve=True))
+    check_frames(cfg)
+    fabric = Fabric(accelerator="cpu", devices=1)
+    state = fs.load_checkpoint(fabric, ckpt, weights_only=False)  # as sheeprl's own evaluation loads it
+    screen = cfg.env.screen_size
+    space = gymnasium.spaces.Dict({"rgb": gymnasium.spaces.Box(0, 255, (1, screen, screen), np.uint8)})
+    player = build_agent(fabric, (NUM_ACTIONS,), False, cfg, space, state["world_model"], state["actor"])[-1]
+    envs = RoomVecEnv(cfg.env.num_envs, cfg.env.wrapper.scenario, step_limit=cfg.env.wrapper.step_limit,
+                      seed=seed + EVAL_SEED_OFFSET, frameskip=cfg.env.wrapper.frameskip)
+    torch.manual_seed(seed + EVAL_SEED_OFFSET)  # the posterior's samples
+    player.num_envs = envs.num_envs
+    player.init_states()
+    obs = envs.reset().obs
+    ret, length, finished = torch.zeros(envs.num_envs), torch.zeros(envs.num_envs, dtype=torch.long), []
+    with torch.no_grad():
+        while len(finished) < episodes:
+            one_hot = player.get_actions({"rgb": sheeprl_frames(obs, screen)}, greedy=True)[0]  # [1, N, 5]
+            out = envs.step(one_hot.argmax(-1).view(-1))
+            ret, length = ret + out.reward, length + 1
+            ended = (out.terminated | out.truncated).nonzero().flatten().tolist()
+            for i in ended:
+                finished.append((float(ret[i]), int(length[i]), bool(out.success[i])))
+                ret[i], length[i] = 0.0, 0
+            if ended:
+                player.init_states(ended)
+            obs = out.obs
+    done = finished[:episodes]
+    return {"greedy_success": sum(e[2] for e in done) / episodes, "greedy_ep_len": sum(e[1] for e in done) / episodes,
+            "greedy_ep_ret": sum(e[0] for e in done) / episodes}
+
+
+def evaluate_seed(cfg: DreamerRunConfig, out: Path, episodes: int) -> list[dict]:
+    """The greedy evaluation (``greedy_eval``) of every chunk checkpoint of the seed not yet in its GREEDY file,
+    each row with the training wall and CPU seconds up to it (CHUNKS; None where a chunk ran untimed)."""
+    path = seed_dir(out, cfg)
+    target = path / GREEDY
+    rows = json.loads(target.read_text()) if target.is_file() else []
+    chunks = json.loads((path / CHUNKS).read_text()) if (path / CHUNKS).is_file() else []
+    seen = {row["env_steps"] for row in rows}
+    for steps, ckpt in checkpoints(path):
+        if steps in seen:
+            continue
+        before = [c for c in chunks if c["env_steps"] <= steps]
+        timed = len(before) == len([s for s, _ in checkpoints(path) if s <= steps])
+        rows.append({"env_steps": steps, **{key: round(sum(c[key] for c in before), 1) if timed else None
+                                             for key in ("wall_s", "cpu_s")},
+                     **greedy_eval(ckpt.parent.parent, ckpt, cfg.seed, episodes)})
+        rows.sort(key=lambda row: row["env_steps"])
+        target.write_text(json.dumps(rows, indent=1) + "\n")
+        print(f"sheeprl_room: seed {cfg.seed}: {rows[-1]}", flush=True)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,6 +375,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunk", type=int, help="env steps per sheeprl run, each resuming the last (default: one run)")
     p.add_argument("--out", type=Path, default=Path("runs/sheeprl-room"))
     p.add_argument("--write-only", action="store_true", help="write the JSON (mapping, overrides), run nothing")
+    p.add_argument("--episodes", type=int, default=20,
+                   help="greedy episodes per chunk checkpoint, on the rooms rlspec eval plays (0: none; default 20)")
+    p.add_argument("--eval-only", action="store_true",
+                   help="no training: evaluate the seeds' chunk checkpoints not evaluated yet")
     args = p.parse_args(argv)
     out = args.out.resolve()
     try:
@@ -248,7 +396,11 @@ def main(argv: list[str] | None = None) -> int:
     target = out / "sheeprl_room.json"
     if not args.write_only:
         for seed, cfg in configs.items():
-            result["runs"][seed] = run_seed(cfg, out, args.chunk)
+            if args.eval_only:
+                evaluate_seed(cfg, out, args.episodes)
+            else:
+                run_seed(cfg, out, args.chunk, args.episodes)
+            result["runs"][seed] = seed_result(cfg, out)
             target.write_text(json.dumps(result, indent=2) + "\n")  # after every seed
     target.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {target}" + "".join(f"\n  differences: {d}" for d in result["differences"]))

@@ -195,3 +195,31 @@ def test_sheeprl_resumed_chunks_read_in_the_order_they_ran(tmp_path):
     curve = ev.read_run(tmp_path / "s0")
     np.testing.assert_array_equal(curve.steps, [256, 512, 768])
     np.testing.assert_array_equal(curve.values["return"], [0.0, 0.5, 1.0])
+
+
+def test_plot_of_several_runs_overlays_sheeprl_beside_rlspec(tmp_path, capsys):
+    """`rlspec plot` of a sheeprl run directory (its TensorBoard events, resumed in two chunks) and an rlspec run:
+    one figure and rlspec report's table, sheeprl's return under our name; one sheeprl directory alone too; a
+    directory no reader knows keeps the run error."""
+    pytest.importorskip("tensorboard")
+    pytest.importorskip("matplotlib")
+    from torch.utils.tensorboard import SummaryWriter
+
+    sheep = tmp_path / "sheeprl" / "room-exit" / "s0"
+    for version, rows in ((0, ((1000, 0.0), (2000, 0.25))), (1, ((3000, 0.5), (4000, 1.0)))):
+        writer = SummaryWriter(str(sheep / f"version_{version}"))
+        for step, ret in rows:
+            writer.add_scalar("Rewards/rew_avg", ret, step)
+        writer.close()
+    ours = rlspec_run(tmp_path, "ours", "dreamer", [1000, 2000, 3000, 4000], [0.0, 0.0, 1.0, 1.0], [0] * 4, [0] * 4)
+    out = tmp_path / "fig"
+    assert cli.main(["plot", str(sheep), str(ours), "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["groups"]) == {"sheeprl dreamer_v3", "rlspec dreamer"}
+    assert report["groups"]["sheeprl dreamer_v3"]["summary"]["final_return"]["mean"] == 1.0
+    assert (out / "report.png").stat().st_size > 0 and "| sheeprl dreamer_v3 | 1 |" in capsys.readouterr().out
+    alone = tmp_path / "alone"
+    assert cli.main(["plot", str(sheep), "--out", str(alone)]) == 0 and (alone / "report.png").is_file()
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["plot", str(tmp_path / "empty")]) == 2
+    assert "is not a run directory" in capsys.readouterr().err

@@ -153,3 +153,34 @@ def test_chunks_resume_from_the_last_checkpoint(bench, tmp_path):
 def test_a_chunk_sheeprl_cannot_stop_at_exits_2(bench, tmp_path, capsys):
     assert bench.main(["--chunk", "510", "--out", str(tmp_path)]) == 2  # 4 envs: 510 is not a policy step
     assert "--chunk: expected a positive multiple of num_envs = 4, got 510" in capsys.readouterr().err
+
+
+def test_greedy_rows_carry_the_training_time_up_to_each_checkpoint(bench, tmp_path, monkeypatch):
+    """evaluate_seed: one row per checkpoint not yet evaluated, with the wall and CPU seconds of the chunks up to
+    it (None when a chunk before it ran untimed); rows already there are kept, not evaluated again."""
+    cfg = bench.seed_config("room-exit", [], 3, 2048)
+    path = bench.seed_dir(tmp_path, cfg)
+    for version, step in ((0, 512), (1, 1024), (2, 1536)):
+        ckpt = path / f"version_{version}" / "checkpoint" / f"ckpt_{step}_0.ckpt"
+        ckpt.parent.mkdir(parents=True)
+        ckpt.touch()
+    (path / bench.CHUNKS).write_text('[{"env_steps": 1024, "wall_s": 10.0, "cpu_s": 8.0}, '
+                                     '{"env_steps": 1536, "wall_s": 5.5, "cpu_s": 4.0}]')  # 512: run untimed
+    seen = []
+
+    def greedy(version, ckpt, seed, episodes):
+        seen.append((version.name, seed, episodes))
+        return {"greedy_success": len(seen) / 4}
+
+    monkeypatch.setattr(bench, "greedy_eval", greedy)
+    rows = bench.evaluate_seed(cfg, tmp_path, 20)
+    assert seen == [("version_0", 3, 20), ("version_1", 3, 20), ("version_2", 3, 20)]
+    assert [(r["env_steps"], r["wall_s"], r["cpu_s"]) for r in rows] == [(512, None, None), (1024, None, None),
+                                                                         (1536, None, None)]
+    (path / bench.CHUNKS).write_text('[{"env_steps": 512, "wall_s": 1.0, "cpu_s": 1.0}, '
+                                     '{"env_steps": 1024, "wall_s": 10.0, "cpu_s": 8.0}]')
+    (path / bench.GREEDY).write_text('[{"env_steps": 512, "wall_s": 1.0, "cpu_s": 1.0, "greedy_success": 0.0}]')
+    rows = bench.evaluate_seed(cfg, tmp_path, 20)
+    assert [(r["env_steps"], r["wall_s"], r["cpu_s"]) for r in rows] == [(512, 1.0, 1.0), (1024, 11.0, 9.0),
+                                                                         (1536, None, None)]
+    assert len(seen) == 5 and rows == __import__("json").loads((path / bench.GREEDY).read_text())
