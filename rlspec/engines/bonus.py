@@ -50,16 +50,15 @@ from rlspec.algos.episodes import EpisodeAssembler
 from rlspec.contracts.success_set import SuccessSetConfig
 from rlspec.envs.token_reach import TokenReachVector
 from rlspec.runs import config as runconfig
+from rlspec.runs import shell
+from rlspec.runs.faults import attempt, check_finite
 from rlspec.runs.plots import Panel, draw, overlay
-from rlspec.runs.faults import attempt, check_finite, outcome
 from rlspec.runs.rundir import (
     EpisodeProgress,
     Progress,
     RunDir,
-    has_checkpoint,
     load_checkpoint,
     read_metrics,
-    resume_config,
 )
 
 ENGINE = "bonus"
@@ -463,42 +462,23 @@ def _loop(cfg: BonusConfig, w, rundir: RunDir, start: int, stop: int, show_progr
 
 
 # ------------------------------------------------------------------------------------ CLI entry points
+DESCRIPTION = shell.Engine(
+    name=ENGINE, config=BonusConfig, presets=PRESETS, doc=__doc__, validate=validate,
+    run=lambda cfg, out, resume, stop_after, show_progress: run(
+        cfg, out, resume=resume, stop_after_updates=stop_after, show_progress=show_progress),
+    out_name=lambda cfg: f"{ENGINE}-{cfg.task}-{cfg.ablation}-s{cfg.seed}", out_pattern="bonus-TASK-ABLATION-sSEED",
+    stop_unit="updates", flags=(shell.Flag("task", "task"), shell.Flag("ablation", "ablation", choices=ABLATIONS)))
+
+
 def train(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="rlspec train bonus", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="config keys (--set KEY=VALUE):\n" + runconfig.help_text(BonusConfig))
-    p.add_argument("--task", help="shorthand for --set task=...")
-    p.add_argument("--ablation", choices=ABLATIONS, help="shorthand for --set ablation=...")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
-    p.add_argument("--out", type=Path, help="run directory (default: runs/bonus-TASK-ABLATION-sSEED)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key (with --resume: total_steps only, to extend the run)")
-    p.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
-    p.add_argument("--stop-after-updates", type=int, help="stop after this many updates (a later --resume goes on)")
-    p.add_argument("--quiet", action="store_true", help="no progress line")
-    args = p.parse_args(argv)
-
-    def work() -> Path:
-        if args.resume:
-            if args.task or args.ablation or args.preset != "default" or args.out:
-                raise runconfig.ConfigError("--resume continues a run with its own config.json: give no "
-                                            "--task/--ablation/--preset/--out")
-            cfg, out = resume_config(BonusConfig, args.resume, ENGINE, args.set), args.resume
-        else:
-            cfg = build_config(args.preset, args.set, args.task, args.ablation)
-            out = args.out or Path("runs") / f"bonus-{cfg.task}-{cfg.ablation}-s{cfg.seed}"
-        validate(cfg)  # before anything is created
-        return run(cfg, out, resume=bool(args.resume) and has_checkpoint(out),
-                   stop_after_updates=args.stop_after_updates, show_progress=not args.quiet)
-
-    return outcome("rlspec train bonus", work)
+    """`rlspec train bonus ...`"""
+    return shell.train(DESCRIPTION, argv)
 
 
 def build_config(preset: str = "default", overrides: list[str] = (), task: str | None = None,
                  ablation: str | None = None) -> BonusConfig:
-    cfg = runconfig.replace(BonusConfig(), PRESETS[preset], f"preset {preset!r}")
     shorthands = [f"task={task}"] * bool(task) + [f"ablation={ablation}"] * bool(ablation)
-    return runconfig.apply_overrides(cfg, [*shorthands, *overrides])
+    return shell.build_config(DESCRIPTION, preset, [*shorthands, *overrides])
 
 
 def plot(run_dir: Path) -> int:

@@ -56,17 +56,16 @@ import torch
 from rlspec.algos.dreamer import DreamerConfig, DreamerState, Kit, make_state, policy_step, reconstruct, train_step
 from rlspec.contracts.room_env import MASK32, MIN_FRAMESKIP, NUM_ACTIONS, SCENARIOS
 from rlspec.runs import config as runconfig
-from rlspec.runs.faults import Diverged, RunStopped, check_finite, nonfinite_tensors, outcome
+from rlspec.runs import shell
+from rlspec.runs.faults import Diverged, RunStopped, check_finite, nonfinite_tensors
 from rlspec.runs.plots import Panel, draw
 from rlspec.runs.rundir import (
     EpisodeProgress,
     Progress,
     RunDir,
     atomic_write_bytes,
-    has_checkpoint,
     load_checkpoint,
     peak_memory,
-    resume_config,
 )
 
 ENGINE = "dreamer"
@@ -590,57 +589,40 @@ def _versions(cfg: DreamerRunConfig) -> dict:
 
 
 # ------------------------------------------------------------------------------------ CLI entry points
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"rlspec train {ENGINE}", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="config keys (--set KEY=VALUE):\n" + runconfig.help_text(DreamerRunConfig))
+def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=ENGINES, default=None,
                    help="reference (default): DreamerV3EngineCPU (PyBoy, one process, deterministic); fast: "
                         "DreamerV3Engine (Warp room, actor/learner parts, CUDA streams when device is cuda)")
-    p.add_argument("--task", choices=sorted(SCENARIOS), help="shorthand for --set task=...")
     p.add_argument("--env", choices=ENVS, help="room (default): the project's ROM; pyboy: your own ROM (--rom, "
                                                "--state, --plugin)")
     p.add_argument("--rom", type=Path, help="env pyboy: your Game Boy ROM (shorthand for --set rom=...)")
     p.add_argument("--state", type=Path, help="env pyboy: a PyBoy save state every episode starts from")
     p.add_argument("--plugin", help="env pyboy: reward/termination plug-in reading RAM, a .py file or a module "
                                     "(functions reward(memory), done(memory); rlspec/envs/pyboy_env.py)")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
-    p.add_argument("--out", type=Path, help="run directory (default: runs/dreamer-TASK-sSEED)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key (with --resume: total_steps only, to extend the run)")
-    p.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
-    p.add_argument("--stop-after-steps", type=int, help="stop after this many env steps (a later --resume goes on)")
-    p.add_argument("--quiet", action="store_true", help="no progress line")
-    return p
+
+
+def _out_name(cfg: DreamerRunConfig) -> str:
+    name = cfg.task if cfg.env == "room" else f"pyboy-{Path(cfg.rom).stem}"
+    return f"{ENGINE}{'-fast' * (cfg.engine == 'fast')}-{name}-s{cfg.seed}"
+
+
+DESCRIPTION = shell.Engine(
+    name=ENGINE, config=DreamerRunConfig, presets=PRESETS, doc=__doc__, validate=validate,
+    run=lambda cfg, out, resume, stop_after, show_progress: engine(cfg).run(
+        out, resume=resume, stop_after_steps=stop_after, show_progress=show_progress),
+    out_name=_out_name, out_pattern="dreamer-TASK-sSEED", stop_unit="steps",
+    flags=(shell.Flag("task", "task", choices=tuple(sorted(SCENARIOS))),), options=_options,
+    option_sets=lambda args: [*([f"engine={args.engine}"] if args.engine else []), *user_env_args(args)],
+    option_names=("--engine", "--env", "--rom", "--state", "--plugin"))
 
 
 def build_config(preset: str = "default", overrides: list[str] = (), task: str | None = None) -> DreamerRunConfig:
-    cfg = runconfig.replace(DreamerRunConfig(), PRESETS[preset], f"preset {preset!r}")
-    return runconfig.apply_overrides(cfg, [*([f"task={task}"] if task else []), *overrides])
+    return shell.build_config(DESCRIPTION, preset, [*([f"task={task}"] if task else []), *overrides])
 
 
 def train(argv: list[str]) -> int:
     """`rlspec train dreamer ...`"""
-    args = _parser().parse_args(argv)
-
-    def work() -> Path:
-        if args.resume:
-            if args.task or args.preset != "default" or args.out or args.engine or any(user_env_args(args)):
-                raise runconfig.ConfigError("--resume continues a run with its own config.json: give no "
-                                            "--engine/--task/--preset/--out/--env/--rom/--state/--plugin")
-            cfg, out = resume_config(DreamerRunConfig, args.resume, ENGINE, args.set), args.resume
-        else:
-            cfg = build_config(args.preset, [f"engine={args.engine or 'reference'}", *user_env_args(args), *args.set],
-                               args.task)
-            name = cfg.task if cfg.env == "room" else f"pyboy-{Path(cfg.rom).stem}"
-            out = args.out or Path("runs") / f"{ENGINE}{'-fast' * (cfg.engine == 'fast')}-{name}-s{cfg.seed}"
-        validate(cfg)  # before anything is created
-        if args.stop_after_steps is not None and args.stop_after_steps < 1:
-            raise runconfig.ConfigError(f"--stop-after-steps: expected an int >= 1, got {args.stop_after_steps}")
-        return engine(cfg).run(out, resume=bool(args.resume) and has_checkpoint(out),
-                               stop_after_steps=args.stop_after_steps, show_progress=not args.quiet)
-
-    return outcome(f"rlspec train {ENGINE}", work)
+    return shell.train(DESCRIPTION, argv)
 
 
 def user_env_args(args) -> list[str]:

@@ -57,16 +57,15 @@ from rlspec.algos.trust_region import TrustRegionConfig, update, validate_config
 from rlspec.envs import safety_gym
 from rlspec.envs.safe_vector import SafeVectorEnv, VectorStep
 from rlspec.runs import config as runconfig
-from rlspec.runs.faults import check_finite, outcome
+from rlspec.runs import shell
+from rlspec.runs.faults import check_finite
 from rlspec.runs.plots import Panel, draw
 from rlspec.runs.rundir import (
     EpisodeProgress,
     Progress,
     RunDir,
     atomic_write_bytes,
-    has_checkpoint,
     load_checkpoint,
-    resume_config,
 )
 from rlspec.runs.video import write_mp4
 from rlspec.semantics import build_hooks
@@ -375,48 +374,30 @@ class _Progress:
 
 
 # ------------------------------------------------------------------------------------ CLI entry points
-def _parser(cls: type, engine: str, doc: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"rlspec train {engine}", description=doc,
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="config keys (--set KEY=VALUE):\n" + runconfig.help_text(cls))
-    p.add_argument("--algo", choices=sorted(ALGOS), help="shorthand for --set algo=...")
-    p.add_argument("--env", help="shorthand for --set env_id=...")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
-    p.add_argument("--out", type=Path, help=f"run directory (default: runs/{engine}-ALGO-ENV-sSEED)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key (with --resume: total_steps only, to extend the run)")
-    p.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
-    p.add_argument("--stop-after-epochs", type=int, help="stop after this many epochs (a later --resume goes on)")
-    p.add_argument("--quiet", action="store_true", help="no progress line")
-    return p
+def describe(cls: type = SafeConfig, engine: str = ENGINE,
+             execution: Callable[[SafeConfig], Execution] = lambda cfg: Execution()) -> shell.Engine:
+    """The engine `rlspec train` runs: this loop with ``cls``'s config, named ``engine``, executed by
+    ``execution(cfg)`` (the fast engine: rlspec/engines/safe_fast.py)."""
+    return shell.Engine(
+        name=engine, config=cls, presets=PRESETS, doc=sys.modules[cls.__module__].__doc__, validate=validate,
+        run=lambda cfg, out, resume, stop_after, show_progress: run(
+            cfg, out, resume=resume, stop_after_epochs=stop_after, show_progress=show_progress,
+            execution=execution(cfg)),
+        out_name=lambda cfg: f"{engine}-{cfg.algo}-{cfg.env_id}-s{cfg.seed}", out_pattern=f"{engine}-ALGO-ENV-sSEED",
+        stop_unit="epochs", flags=(shell.Flag("algo", "algo", choices=tuple(sorted(ALGOS))),
+                                   shell.Flag("env", "env_id")))
 
 
 def build_config(preset: str = "default", overrides: list[str] = (), algo: str | None = None,
                  env: str | None = None, cls: type = SafeConfig) -> SafeConfig:
-    cfg = runconfig.replace(cls(), PRESETS[preset], f"preset {preset!r}")
     shorthands = [f"algo={algo}"] * bool(algo) + [f"env_id={env}"] * bool(env)
-    return runconfig.apply_overrides(cfg, [*shorthands, *overrides])
+    return shell.build_config(describe(cls), preset, [*shorthands, *overrides])
 
 
 def train(argv: list[str], cls: type = SafeConfig, engine: str = ENGINE,
           execution: Callable[[SafeConfig], Execution] = lambda cfg: Execution()) -> int:
     """`rlspec train safe ...`, or with (``cls``, ``engine``, ``execution``) an engine built on this loop."""
-    args = _parser(cls, engine, sys.modules[cls.__module__].__doc__).parse_args(argv)
-
-    def work() -> Path:
-        if args.resume:
-            if args.algo or args.env or args.preset != "default" or args.out:
-                raise runconfig.ConfigError("--resume continues a run with its own config.json: give no "
-                                            "--algo/--env/--preset/--out")
-            cfg, out = resume_config(cls, args.resume, engine, args.set), args.resume
-        else:
-            cfg = build_config(args.preset, args.set, args.algo, args.env, cls)
-            out = args.out or Path("runs") / f"{engine}-{cfg.algo}-{cfg.env_id}-s{cfg.seed}"
-        validate(cfg)  # before anything is created
-        return run(cfg, out, resume=bool(args.resume) and has_checkpoint(out),
-                   stop_after_epochs=args.stop_after_epochs, show_progress=not args.quiet, execution=execution(cfg))
-
-    return outcome(f"rlspec train {engine}", work)
+    return shell.train(describe(cls, engine, execution), argv)
 
 
 def plot(run_dir: Path, cls: type = SafeConfig) -> int:

@@ -59,9 +59,10 @@ def test_the_command_line_parses_without_torch(argv, says, tmp_path):
 def _engine_help(monkeypatch) -> str:
     """What the dreamer engine's own parser prints for --help, at the width the subprocesses use."""
     from rlspec.engines import dreamer
+    from rlspec.runs import shell
 
     monkeypatch.setenv("COLUMNS", "100")
-    return dreamer._parser().format_help()
+    return shell.parser(dreamer.DESCRIPTION).format_help()
 
 
 def test_an_engine_help_is_its_own_and_comes_back_without_torch(tmp_path, monkeypatch):

@@ -1,0 +1,112 @@
+"""One front end for every engine's `rlspec train ENGINE`: an engine describes itself (``Engine``: its config
+class, presets, shorthand flags, how it names and runs a run) and ``train`` owns what every engine shares:
+
+- the common flags: ``--preset``, ``--set KEY=VALUE`` (with ``--resume``: total_steps only), ``--out``,
+  ``--resume RUN``, ``--stop-after-<unit> N`` (the engine's unit: epochs, steps, updates), ``--quiet``;
+- the shorthand flags (``--algo A`` = ``--set algo=A``, ...), applied before ``--set``;
+- the resume guard: ``--resume`` continues a run with its own config.json, so it takes no preset, no ``--out``
+  and no shorthand;
+- the config built from the preset and the overrides, validated before anything is created;
+- the exit statuses of rlspec.runs.faults (``outcome``: 0, 2 for a user error, 3 stopped, 130 interrupted ...).
+
+Imports no torch: an engine module builds its ``Engine`` and passes it here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlspec.runs import config as runconfig
+from rlspec.runs.faults import outcome
+
+
+@dataclass(frozen=True)
+class Flag:
+    """``--NAME VALUE``: shorthand for ``--set KEY=VALUE``."""
+
+    name: str
+    key: str
+    help: str = ""
+    choices: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What `rlspec train NAME` needs to know of an engine."""
+
+    name: str  # the CLI name: rlspec train NAME
+    config: type  # the run-config dataclass (its docstrings are the --set help)
+    presets: dict[str, dict[str, Any]]  # preset name -> overrides ("default" among them)
+    doc: str  # the --help description
+    validate: Callable[[Any], None]  # raises ConfigError naming the key, expected and actual value
+    run: Callable[..., Path]  # run(cfg, out, resume=, stop_after=, show_progress=) -> the run directory
+    out_name: Callable[[Any], str]  # cfg -> the default run directory's name under runs/
+    out_pattern: str  # that name in the --help, e.g. safe-ALGO-ENV-sSEED
+    stop_unit: str  # --stop-after-<unit>: epochs, steps or updates
+    flags: tuple[Flag, ...] = ()
+    # more options, and the --set overrides they stand for (e.g. paths made absolute), for engines that need them
+    options: Callable[[argparse.ArgumentParser], None] = lambda parser: None
+    option_sets: Callable[[argparse.Namespace], list[str]] = lambda args: []
+    option_names: tuple[str, ...] = field(default=())  # those options' flags, for the resume guard
+
+
+def build_config(engine: Engine, preset: str = "default", overrides: list[str] = ()) -> Any:
+    """The engine's config: its defaults, then the preset, then ``overrides`` ("key=value", in order)."""
+    cfg = runconfig.replace(engine.config(), engine.presets[preset], f"preset {preset!r}")
+    return runconfig.apply_overrides(cfg, list(overrides))
+
+
+def parser(engine: Engine) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"rlspec train {engine.name}", description=engine.doc,
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="config keys (--set KEY=VALUE):\n" + runconfig.help_text(engine.config))
+    for flag in engine.flags:
+        p.add_argument(f"--{flag.name}", choices=flag.choices, help=flag.help or f"shorthand for --set {flag.key}=...")
+    engine.options(p)
+    p.add_argument("--preset", choices=sorted(engine.presets), default="default", help="a named set of overrides")
+    p.add_argument("--out", type=Path, help=f"run directory (default: runs/{engine.out_pattern})")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key (with --resume: total_steps only, to extend the run)")
+    p.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
+    p.add_argument(f"--stop-after-{engine.stop_unit}", dest="stop_after", type=int, metavar="N",
+                   help=f"stop after this many {engine.stop_unit} (a later --resume goes on)")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    return p
+
+
+def shorthand_sets(engine: Engine, args: argparse.Namespace) -> list[str]:
+    """The shorthand flags and the engine's options given, as --set overrides (before the user's --set)."""
+    flags = [f"{flag.key}={getattr(args, flag.name)}" for flag in engine.flags
+             if getattr(args, flag.name) is not None]
+    return [*flags, *engine.option_sets(args)]
+
+
+def train(engine: Engine, argv: list[str]) -> int:
+    """`rlspec train ENGINE ...`: parse, build (or resume) the config, validate it, run; one line and an exit
+    status for every ending (rlspec.runs.faults.outcome)."""
+    from rlspec.runs.rundir import has_checkpoint, resume_config  # torch: only once the command line parsed
+
+    args = parser(engine).parse_args(argv)
+
+    def work() -> Path:
+        if args.resume:
+            if shorthand_sets(engine, args) or args.preset != "default" or args.out:
+                given = "/".join(f"--{f.name}" for f in engine.flags) + "".join(f"/{o}" for o in engine.option_names)
+                raise runconfig.ConfigError(f"--resume continues a run with its own config.json: give no "
+                                            f"{given}/--preset/--out")
+            cfg, out = resume_config(engine.config, args.resume, engine.name, args.set), args.resume
+        else:
+            cfg = build_config(engine, args.preset, [*shorthand_sets(engine, args), *args.set])
+            out = args.out or Path("runs") / engine.out_name(cfg)
+        engine.validate(cfg)  # before anything is created
+        if args.stop_after is not None and args.stop_after < 1:
+            raise runconfig.ConfigError(f"--stop-after-{engine.stop_unit}: expected an int >= 1, "
+                                        f"got {args.stop_after}")
+        return engine.run(cfg, out, resume=bool(args.resume) and has_checkpoint(out), stop_after=args.stop_after,
+                          show_progress=not args.quiet)
+
+    return outcome(f"rlspec train {engine.name}", work)
