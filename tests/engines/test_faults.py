@@ -215,6 +215,22 @@ def test_a_bad_setting_is_refused_by_name_before_anything_is_created(tmp_path, c
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("engine,unit,shorthand", [("safe", "epochs", ["--algo", "PPO"]),
+                                                   ("dreamer", "steps", ["--engine", "fast"]),
+                                                   ("bonus", "updates", ["--ablation", "queue"])])
+def test_the_front_end_refuses_a_zero_stop_and_shorthands_on_resume(tmp_path, capsys, engine, unit, shorthand):
+    """Every engine's `rlspec train` (one front end): --stop-after-<unit> 0 is refused by name before anything is
+    created; --resume with a shorthand, a preset or --out is refused naming what it takes none of."""
+    assert _train(ENGINES[engine], tmp_path / "run", f"--stop-after-{unit}", "0") == 2
+    err = capsys.readouterr().err
+    assert f"--stop-after-{unit}: expected an int >= 1, got 0" in err and "Traceback" not in err, err
+    assert not (tmp_path / "run").exists()
+    assert cli.main(["train", engine, "--resume", str(tmp_path / "run"), *shorthand]) == 2
+    err = capsys.readouterr().err
+    assert "--resume continues a run with its own config.json: give no" in err and shorthand[0] in err, err
+    assert not (tmp_path / "run").exists()
+
+
 def test_an_unknown_env_is_refused_by_name_before_anything_is_created(tmp_path, capsys):
     """Not 'Safety-Gymnasium is not installed' after a traceback: the key, the id, and what would provide it."""
     assert _train(SAFE, tmp_path / "run", "--env", "Nope-v0") == 2
