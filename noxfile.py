@@ -12,7 +12,7 @@ nox.options.reuse_existing_virtualenvs = True
 # README's test command runs too: cpu_gate notifies each of them.
 CPU_GATE_ALSO: list[str] = ["safety"]
 
-# cpu_gate's pytest-xdist workers: one per core; a marked group (tests/unit/test_bonus_ray_metaworld.py: one local
+# cpu_gate's pytest-xdist workers: one per core; a marked group (tests/engines/bonus/test_bonus_ray_metaworld.py: one local
 # Ray) stays in one worker. `nox -s cpu_gate -- -n 0` runs the tests in one process.
 WORKERS = ("-n", "auto", "--dist", "loadgroup")
 

@@ -13,7 +13,7 @@ compiler), with one warning saying why (the tests call ``library()`` directly, s
 The library is compiled on first use and loaded with ctypes by fast/cpu_kernel.py (its flags: without
 -fno-trapping-math the σ loops stay scalar on AVX2 and the kernel loses to the eager composition there:
 docs/bench/channel_norm_vectorization.md). float32 results agree with the eager composition to rounding
-(tests/dreamer/test_channel_norm.py).
+(tests/engines/dreamer/test_channel_norm.py).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Sampling stays eager (it draws from the caller's torch.Generator), and so do val
 each compiled piece is one graph, forward and backward (AOTAutograd). The first calls compile (tens of
 seconds on CPU; a C++ compiler is needed at run time) and a new shape recompiles once, then shapes are
 dynamic. Same parameters (state_dict) and interface as the eager twin; inductor reorders float32 sums, so
-losses agree with eager to ~1e-5 relative, not bit for bit (tests/dreamer/test_dreamer_fast_variants.py).
+losses agree with eager to ~1e-5 relative, not bit for bit (tests/engines/dreamer/test_dreamer_fast_variants.py).
 Whether it pays: docs/bench/dreamer_compile_cpu.json (tests/bench/dreamer_compile.py).
 """
 

@@ -23,7 +23,7 @@ state.
 ``best_workers`` of the rollout workers act with trainer 0's EMA policy, broadcast every ``best_every``
 rounds and perturbed afresh every round with the worker's generator (seed 003 §2.3 EMA-best-policy broadcast,
 perturbed_best). Both inference modes draw the same numbers in the same order from each worker's generator,
-so a run is the same with either (tests/unit/test_bonus_ray_metaworld.py). The trade-off: ``actor`` costs a
+so a run is the same with either (tests/engines/bonus/test_bonus_ray_metaworld.py). The trade-off: ``actor`` costs a
 Ray round trip per worker step (~1.3 ms on a quiet machine: ~40 ms per 32-step fragment, against ~210 ms of
 Meta-World stepping for 8 envs; on this loaded 2-core machine a round of 2 workers × 8 envs × 32 steps took
 3.1 s local vs 4.6 s actor on reach-v3, 0.87 s vs 2.3 s on token-reach), and its requests are served one

@@ -2,7 +2,7 @@
 on the engine's hot loop (torch.profiler: no "Memcpy HtoD"/"Memcpy DtoH" in ``iterate``), pointer stability of
 the replay slots the Warp room renders into, the actor and learner on their own streams, and a CUDA smoke
 run whose checkpoint the CPU tools read. The CPU gate runs the same engine code on CPU
-(tests/dreamer/test_dreamer_fast.py), where the streams and events are no-ops."""
+(tests/engines/dreamer/test_dreamer_fast.py), where the streams and events are no-ops."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available: the fast engine's "
                                                                        "streams, events and memcpy gate need a GPU")]
 
-# tests/dreamer/test_dreamer_engine.py's tiny model; 2 envs, one update per env step after 16 of prefill
+# tests/engines/dreamer/test_dreamer_engine.py's tiny model; 2 envs, one update per env step after 16 of prefill
 TINY = ["num_envs=2", "total_steps=48", "min_ready_steps=16", "train_ratio=16", "replay_capacity=64",
         "step_limit=10", "log_every=8", "checkpoint_every=16", "ep_window=5",
         "dreamer.deter=16", "dreamer.stoch=4", "dreamer.classes=4", "dreamer.hidden=16", "dreamer.embed_dim=16",

@@ -159,7 +159,7 @@ def test_fast_kit_same_weights_and_updates_within_float32_rounding():
     and three updates on one batch give the reference's metrics to float32 rounding (the split RSSM matmuls
     and the fused losses round differently: ~1e-7 relative here)."""
     runs = {}
-    for name in ("reference", "fast"):  # fast-compiled: tests/dreamer/test_dreamer_fast_variants.py
+    for name in ("reference", "fast"):  # fast-compiled: tests/engines/dreamer/test_dreamer_fast_variants.py
         state, gen = _state(kit=core.Kit.named(name))
         init = {k: v.clone() for k, v in state.wm.state_dict().items()}  # before the updates
         batch = _batch(gen)

@@ -178,7 +178,7 @@ def test_room_exit_preset_is_the_benchmarks_conv_run():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).parents[1] / "bench" / "dreamer_room_exit.py"
+    path = Path(__file__).parents[2] / "bench" / "dreamer_room_exit.py"
     spec = importlib.util.spec_from_file_location("dreamer_room_exit_bench", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

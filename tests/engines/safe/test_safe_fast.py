@@ -20,7 +20,7 @@ from rlspec.runs.rundir import read_metrics
 
 TINY = ["env_id=ToyGoal-v0", "total_steps=300", "steps_per_epoch=150", "num_envs=3", "ep_window=5",
         "ppo.update_iters=2", "ppo.batch_size=50", "forced_cost=0.3"]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _rows(run):

@@ -1,4 +1,4 @@
-"""One process of a data-parallel update (PPOLag, or ALGO) on a fixed batch (tests/runs/test_safe_fast.py runs it).
+"""One process of a data-parallel update (PPOLag, or ALGO) on a fixed batch (tests/engines/safe/test_safe_fast.py runs it).
 
     python dist_update.py RANK WORLD_SIZE RENDEZVOUS_FILE OUT.pt [ALGO]
 
