@@ -400,12 +400,12 @@ def process_advantages(adv_r: torch.Tensor, adv_c: torch.Tensor, ppo: PPOConfig,
     return adv_r, adv_c
 
 
-def combine_advantages(adv_r: torch.Tensor, adv_c: torch.Tensor, lam: float, mode: str) -> torch.Tensor:
-    """OmniSafe: (A_r − λ·A_c)/(1 + λ); seed 000 §4.0.2: A_r − λ·A_c. [M]"""
+def combine_advantages(adv_r: torch.Tensor, adv_c: torch.Tensor, multiplier: float, mode: str) -> torch.Tensor:
+    """With the Lagrange multiplier λ: OmniSafe (A_r − λ·A_c)/(1 + λ); seed 000 §4.0.2 A_r − λ·A_c. [M]"""
     if mode == "omnisafe":
-        return (adv_r - lam * adv_c) / (1 + lam)
+        return (adv_r - multiplier * adv_c) / (1 + multiplier)
     if mode == "seed":
-        return adv_r - lam * adv_c
+        return adv_r - multiplier * adv_c
     raise ValueError(f"combine_advantages: argument 'mode' must be 'omnisafe' or 'seed', got {mode!r}")
 
 
@@ -506,9 +506,9 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
     # 4) λ before the policy update (OmniSafe) ...
     if ppo.lambda_update == "before":
         update_safety(state, jc, safety, lambda_scale)
-    lam = state.lagrange_multiplier()
+    multiplier = state.lagrange_multiplier()
     # 5) combined advantage with this update's λ
-    adv = combine_advantages(adv_r, adv_c, lam, ppo.adv_combine) if use_cost else adv_r  # [M]
+    adv = combine_advantages(adv_r, adv_c, multiplier, ppo.adv_combine) if use_cost else adv_r  # [M]
     obs, actions, logp_old = flat(batch.obs), flat(batch.act), flat(batch.logp)
     ret_r, ret_c, v_r, v_c = flat(ret_r), flat(ret_c), flat(v_r), flat(v_c)
 

@@ -237,9 +237,9 @@ def _natural_update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConf
     adv_r, adv_c = process_advantages(flat(adv_r), flat(adv_c), ppo, comm)
     if ppo.lambda_update == "before":
         update_safety(state, jc, safety)
-    lam = state.lagrange_multiplier()
+    multiplier = state.lagrange_multiplier()
     # TRPOLag, TRPOPID: the combined advantage; CPO keeps A_r and A_c apart
-    adv = combine_advantages(adv_r, adv_c, lam, ppo.adv_combine) if state.multiplier is not None else adv_r
+    adv = combine_advantages(adv_r, adv_c, multiplier, ppo.adv_combine) if state.multiplier is not None else adv_r
     obs, ret_r, ret_c, v_r, v_c = flat(batch.obs), flat(ret_r), flat(ret_c), flat(v_r), flat(v_c)
     problem = _ActorProblem(state, obs, flat(batch.act), flat(batch.logp), adv, adv_c, tr, kit, comm)
     metrics = _actor_step(state, problem, jc, safety, tr, kit)
