@@ -51,6 +51,7 @@ from rlspec.contracts.success_set import SuccessSetConfig
 from rlspec.envs.token_reach import TokenReachVector
 from rlspec.runs import config as runconfig
 from rlspec.runs import shell
+from rlspec.runs.compare import difference
 from rlspec.runs.faults import attempt, check_finite
 from rlspec.runs.plots import Panel, draw, overlay
 from rlspec.runs.rundir import (
@@ -536,8 +537,9 @@ def compare(argv: list[str]) -> int:
     """`rlspec compare bonus [--task T] [--ablation A] [--preset P] [--set k=v ...] [--out DIR]`: one config run
     by the local execution (one process) and by the Ray execution (actors, gloo trainers) into DIR/local and
     DIR/ray; DIR/compare.json (per run: the last 10% of rows' mean success rate and return, env steps/s) and
-    DIR/compare.png (their curves side by side). The two draw their random numbers differently (one generator
-    vs one per worker), so their curves are compared, not their rows."""
+    DIR/compare.png (their curves side by side), with the difference of those means (rlspec/runs/compare.py).
+    The two draw their random numbers differently (one generator vs one per worker), so their curves are
+    compared, not their rows."""
     p = argparse.ArgumentParser(prog="rlspec compare bonus", description=compare.__doc__)
     p.add_argument("--task", help="shorthand for --set task=...")
     p.add_argument("--ablation", choices=ABLATIONS, help="shorthand for --set ablation=...")
@@ -562,7 +564,8 @@ def compare(argv: list[str]) -> int:
         return status
     out, runs = ran
     result = {name: summary(path) for name, path in runs.items()}
-    (out / "compare.json").write_text(json.dumps(result, indent=2))
+    diff = {k: difference(result["local"][k], result["ray"][k]) for k in ("SuccessRate", "EpRet")}
+    (out / "compare.json").write_text(json.dumps({**result, "difference": diff}, indent=2))
     overlay(runs, COMPARED, out / "compare.png", cols=2)
     print("; ".join(f"{name}: success {r['SuccessRate']:.3f}, return {r['EpRet']:.3g}, {r['env_steps_per_s']:.0f} "
                     f"env steps/s" for name, r in result.items()) + f"; written to {out / 'compare.json'}")

@@ -72,6 +72,7 @@ from rlspec.engines.dreamer import DreamerRunConfig
 from rlspec.contracts.validate import without_value_checks
 from rlspec.runs import config as runconfig
 from rlspec.runs import device as devices
+from rlspec.runs.compare import largest
 from rlspec.runs.faults import Diverged, RunStopped, attempt
 from rlspec.runs.rundir import read_metrics
 from rlspec.runs.plots import overlay
@@ -514,9 +515,9 @@ COMPARED = ("Loss/loss", "Loss/recon_loss", "Loss/reward_loss", "Loss/continue_l
 def compare(argv: list[str]) -> int:
     """`rlspec compare dreamer [--task T] [--preset P] [--set k=v ...] [--updates K] [--rtol X] [--out DIR]`:
     the reference and the fast engine from one seed on one config into DIR/reference and DIR/fast;
-    DIR/compare.json (per metric, the largest difference |a − b| / max(|a|, |b|, 1) over the rows up to K
-    updates, and over all rows; env steps/s and updates/s of both) and DIR/compare.png (their curves side by
-    side). In the deterministic mode (commit_stride = steps_per_rollout = sync_every = 1, device cpu) the rows
+    DIR/compare.json (per metric, the largest difference |a − b| / max(|a|, |b|, 1), rlspec/runs/compare.py,
+    over the rows up to K updates, and over all rows; env steps/s and updates/s of both) and DIR/compare.png
+    (their curves side by side). In the deterministic mode (commit_stride = steps_per_rollout = sync_every = 1, device cpu) the rows
     up to K updates must agree within --rtol: exit 1 if not."""
     p = argparse.ArgumentParser(prog="rlspec compare dreamer", description=compare.__doc__)
     p.add_argument("--task", help="shorthand for --set task=...")
@@ -559,28 +560,14 @@ def compare(argv: list[str]) -> int:
     return 1 if deterministic and not result["agree"] else 0
 
 
-def _rel(x: float, y: float) -> float:
-    """|x − y| / max(|x|, |y|, 1): relative for values of magnitude >= 1, absolute below (values near 0, such
-    as the first imagined values ~1e-10, have no meaningful relative difference)."""
-    if math.isnan(x) and math.isnan(y) or x == y:
-        return 0.0
-    if math.isnan(x) or math.isnan(y):
-        return math.inf
-    return abs(x - y) / max(abs(x), abs(y), 1.0)
-
-
 def compare_runs(ref_run: Path, fast_run: Path, updates: int, rtol: float) -> dict:
-    """Largest difference (``_rel``) per compared metric: over the rows with at most ``updates`` updates, and
-    over all rows; rows are matched by env step."""
+    """Largest difference (rlspec/runs/compare.py) per compared metric: over the rows with at most ``updates``
+    updates, and over all rows; rows are matched by env step."""
     a, b = read_metrics(ref_run), read_metrics(fast_run)
     pairs = [(ra, rb) for ra, rb in zip(a, b) if ra["step"] == rb["step"]]
     first = [(ra, rb) for ra, rb in pairs if ra.get("Train/updates", 0) <= updates]
 
-    def worst(rows):
-        return {k: max((_rel(ra.get(k, math.nan), rb.get(k, math.nan)) for ra, rb in rows), default=0.0)
-                for k in COMPARED}
-
-    w_first, w_all = worst(first), worst(pairs)
+    w_first, w_all = largest(first, COMPARED), largest(pairs, COMPARED)
     top = max(w_first.items(), key=lambda kv: kv[1])
 
     def speed(rows):

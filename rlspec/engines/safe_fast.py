@@ -34,6 +34,7 @@ from rlspec.engines import safe
 from rlspec.engines.safe import Execution, SafeConfig
 from rlspec.envs.subproc_vector import EnvWorkerError, SubprocSafeVectorEnv
 from rlspec.runs import device
+from rlspec.runs.compare import largest
 from rlspec.runs.config import ConfigError
 from rlspec.runs.faults import RunStopped, attempt
 from rlspec.runs.rundir import read_metrics
@@ -167,7 +168,7 @@ def compare(argv: list[str]) -> int:
     out, runs = ran
     result = compare_runs(runs["reference"], runs["fast"])
     (out / "compare.json").write_text(json.dumps(result, indent=2))
-    worst = max(result["max_abs_diff"].items(), key=lambda kv: kv[1], default=("-", 0.0))
+    worst = max(result["max_diff"].items(), key=lambda kv: kv[1], default=("-", 0.0))
     print(f"rows: {result['rows']}; identical: {result['identical']} (largest difference {worst[1]:.3g} in {worst[0]}); "
           f"env steps/s reference {result['fps']['reference']:.0f}, fast {result['fps']['fast']:.0f} "
           f"(fast/reference {result['fps']['ratio']:.2f}x); written to {out / 'compare.json'}")
@@ -175,15 +176,12 @@ def compare(argv: list[str]) -> int:
 
 
 def compare_runs(ref: Path, fast: Path) -> dict:
-    """Row-by-row metric differences of two runs (NaN equals NaN; Time/* left out) and their mean env steps/s."""
+    """Per metric (Time/* left out), the largest difference of two runs' rows in order (rlspec/runs/compare.py:
+    |a − b| / max(|a|, |b|, 1), NaN equals NaN), whether they are identical, and their mean env steps/s."""
     a, b = read_metrics(ref), read_metrics(fast)
     keys = sorted(k for k in set().union(*a[:1], *b[:1]) if not k.startswith("Time/"))
-    diff = {}
-    for k in keys:
-        pairs = [(ra.get(k, math.nan), rb.get(k, math.nan)) for ra, rb in zip(a, b)]
-        diff[k] = max((0.0 if (x == y or (math.isnan(x) and math.isnan(y))) else abs(x - y) if not (math.isnan(x)
-                       or math.isnan(y)) else math.inf for x, y in pairs), default=0.0)
+    diff = largest(zip(a, b), keys)
     fps = {name: sum(r["Time/FPS"] for r in rows) / max(len(rows), 1) for name, rows in (("reference", a), ("fast", b))}
     fps["ratio"] = fps["fast"] / fps["reference"] if fps["reference"] else math.nan
     return {"runs": {"reference": str(ref), "fast": str(fast)}, "rows": [len(a), len(b)],
-            "identical": len(a) == len(b) and all(v == 0.0 for v in diff.values()), "max_abs_diff": diff, "fps": fps}
+            "identical": len(a) == len(b) and all(v == 0.0 for v in diff.values()), "max_diff": diff, "fps": fps}

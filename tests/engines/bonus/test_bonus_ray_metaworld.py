@@ -13,6 +13,7 @@ import torch
 
 from rlspec import cli
 from rlspec.engines import bonus
+from rlspec.runs.compare import difference
 from rlspec.runs.rundir import read_metrics
 
 metaworld = pytest.importorskip("metaworld")
@@ -162,7 +163,8 @@ def test_compare_runs_local_and_ray_side_by_side(tmp_path, ray_session):
     code = cli.main(["compare", "bonus", "--preset", "smoke", "--quiet", "--out", str(out)])
     assert code == 0
     result = json.loads((out / "compare.json").read_text())
-    assert set(result) == {"local", "ray"} and (out / "compare.png").stat().st_size > 0
+    assert set(result) == {"local", "ray", "difference"} and (out / "compare.png").stat().st_size > 0
+    assert result["difference"]["EpRet"] == pytest.approx(difference(result["local"]["EpRet"], result["ray"]["EpRet"]))
     for name in ("local", "ray"):
         rows = read_metrics(out / name)
         tail = [r["Metrics/SuccessRate"] for r in rows[-max(1, len(rows) // 10):]

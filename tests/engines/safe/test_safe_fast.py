@@ -112,14 +112,16 @@ def test_compare_runs_both_engines_and_finds_a_difference(tmp_path, capsys):
     argv = ["--algo", "PPOLag", "--quiet", "--out", str(tmp_path / "cmp"), *(a for kv in TINY for a in ("--set", kv))]
     assert cli.main(["compare", "safe", *argv]) == 0
     result = json.loads((tmp_path / "cmp/compare.json").read_text())
-    assert result["identical"] and result["rows"] == [2, 2] and result["max_abs_diff"]["Metrics/EpCost"] == 0.0
+    assert result["identical"] and result["rows"] == [2, 2] and result["max_diff"]["Metrics/EpCost"] == 0.0
     assert result["fps"]["reference"] > 0 and result["fps"]["fast"] > 0
     assert _rows(tmp_path / "cmp/reference") == _rows(tmp_path / "cmp/fast")
     csv = tmp_path / "cmp/fast/metrics.csv"  # one logged value changed: compare_runs names it
     head, *rows = csv.read_text().splitlines()
     col = head.split(",").index("Metrics/LagrangeMultiplier")
     cells = rows[1].split(",")
-    cells[col] = repr(float(cells[col]) + 0.5)
+    before = float(cells[col])
+    cells[col] = repr(before + 0.5)
     csv.write_text("\n".join([head, rows[0], ",".join(cells), *rows[2:]]) + "\n")
     changed = safe_fast.compare_runs(tmp_path / "cmp/reference", tmp_path / "cmp/fast")
-    assert not changed["identical"] and changed["max_abs_diff"]["Metrics/LagrangeMultiplier"] == pytest.approx(0.5)
+    assert not changed["identical"] and changed["max_diff"]["Metrics/LagrangeMultiplier"] == pytest.approx(
+        0.5 / max(abs(before), abs(before + 0.5), 1.0))  # rlspec/runs/compare.py's measure
