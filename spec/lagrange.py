@@ -61,7 +61,8 @@ Conventions shared by the Lagrangian updates
   λ and every internal state stay as they were, and the 0-d counter ``skipped`` increments.
 * dtype: the reference keeps float64 state; fast twins keep float32 state on J_c's device and never
   synchronize with the host (no ``.item()``, ``float()`` or branching on tensor values; checked by
-  tests/meta/test_planted_safe_control.py under a guard that fails on any tensor→host conversion).
+  tests/unit/test_safe_control_device.py under ``spec.core.no_host_sync``, a guard that fails on any
+  tensor→host conversion).
 * Bad configuration is rejected at construction naming the argument: negative cost_limit / learning
   rate / initial λ, non-positive scale, gains < 0, d_delay < 1, EMA alphas outside [0, 1],
   safety_budget <= 0, saute_gamma outside (0, 1), max_ep_len < 1, polyak outside [0, 1].
