@@ -2,7 +2,7 @@
 
 Sources: seed 001, CRITICAL-2 (bootstrap a time-limit truncation with V(s_{t+1}) of the real post-action
 state, Pardo et al. 2018 "Time Limits in Reinforcement Learning"); seed 004 §2.3 (row t is the
-transition out of s_t; terminated and truncated are distinct, a reset may follow either). Issue 4.
+transition out of s_t; terminated and truncated are distinct, a reset may follow either).
 
 Inputs (row t = the transition s_t → s'_t; after a reset s_{t+1} ≠ s'_t belongs to the next episode)
 ----------------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Source: seed 000 (PPOLagSem), §5.2 "Risk Prediction" (g_t = Σ_{k=0}^{H−1} (γ_c)^k c_{t+k}, stop at
 terminal or horizon), §29 "Backward Risk Target Rollout" and §29.2.1 "Episode-Aware Masking", §16.2 and
-§26 (what the risk buffer holds). Issue 4.
+§26 (what the risk buffer holds).
 
 Inputs (the per-step cost stream)
 ---------------------------------

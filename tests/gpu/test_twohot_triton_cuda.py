@@ -42,7 +42,7 @@ def test_log_prob_matches_reference_on_cuda(dtype):
 
 
 def test_log_prob_throughput_vs_copy_bandwidth():
-    """Issue 2: log_prob throughput as a fraction of the measured device-to-device copy bandwidth.
+    """log_prob throughput as a fraction of the measured device-to-device copy bandwidth.
     A report, not a timed assertion: written to bench-results/twohot_gpu.json."""
     logits = torch.randn(64, 4096, 255, device="cuda")  # [T, B, bins], 267 MB
     x = torch.randn(64, 4096, device="cuda") * 100

@@ -86,8 +86,8 @@ def _imagined_outcome_of_each_action(head_input: str) -> tuple[torch.Tensor, tor
 
 
 def test_the_imagined_reward_and_continue_of_a_step_depend_on_its_action():
-    """Issue 10's room-exit bug: the door's reward and termination must be reachable by choosing the action
-    that enters it. With the default heads, the 5 actions from one state give 5 different predictions."""
+    """The room-exit bug (a step's reward predicted without its action): the door's reward and termination must
+    be reachable by choosing the action that enters it. With the default heads, the 5 actions from one state give 5 different predictions."""
     reward, cont = _imagined_outcome_of_each_action(core.DreamerConfig.head_input)
     assert len(set(reward.tolist())) == 5 and len(set(cont.tolist())) == 5, (reward, cont)
 
