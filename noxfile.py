@@ -20,7 +20,10 @@ TORCH = "torch==2.13.0"  # pinned everywhere: an unpinned torch pulls GBs of CUD
 SHEEPRL = "sheeprl==0.8.4"
 SB3 = "stable-baselines3==2.9.2"
 RLAX = ("rlax==0.1.9", "jax[cpu]==0.10.2")
-OMNISAFE = "omnisafe==0.5.0"  # its lagrange files are read out of the wheel; never installed or imported
+OMNISAFE = "omnisafe==0.5.0"  # fixtures: its lagrange files read out of the wheel; bench_omnisafe: installed --no-deps
+# what OmniSafe 0.5.0 imports at `import omnisafe` beyond the safety extra (its own pins: pandas 2.0.3, numpy < 2)
+OMNISAFE_DEPS = ("moviepy<2", "wandb>=0.13", "seaborn>=0.12.2", "gdown>=4.6", "typer>=0.7", "rich", "pandas==2.0.3",
+                 "numpy<2")
 TORCHRL = ("torchrl==0.14.1", "tensordict==0.14.3")  # torchrl 0.14.1 requires tensordict >=0.14.3,<0.15
 SAFETY_GYMNASIUM = "safety-gymnasium==1.0.0"  # installed --no-deps after the `safety` extra
 CLEANRL = "cleanrl==1.2.0"  # Python < 3.11 only: its ppo.py is read out of the wheel, never installed
@@ -124,6 +127,25 @@ def bench_sheeprl(session: nox.Session) -> None:
     if "cuda" not in " ".join(session.posargs):
         session.env.update(CUDA_VISIBLE_DEVICES="")  # CPU unless `-- --device cuda` (the GPU comparison)
     session.run("nice", "python", "tests/bench/dreamer_train_step.py", *session.posargs, external=True)
+
+
+@nox.session
+def bench_omnisafe(session: nox.Session) -> None:
+    """OmniSafe 0.5.0's own algorithms through omnisafe.Agent on SafetyPointGoal1-v0 with the override set
+    rlspec's safe engine runs (tests/bench/omnisafe_safe.py: the set and the defaults table in
+    runs/omnisafe/omnisafe_safe.json; the runs in OmniSafe's own log layout, which `rlspec report` reads). The
+    safety environment (as `nox -s safety`) plus OmniSafe --no-deps and what it imports; rlspec's Safety-Gymnasium
+    shim applied before it. Without arguments: a smoke run (PPOLag, seed 0, one epoch of 1,000 steps); the
+    comparison: `nox -s bench_omnisafe -- --algos PPOLag --seeds 0 1 2 3 4 --total-steps 200000
+    --steps-per-epoch 4000`. CPU, one thread, under nice."""
+    session.install(TORCH)
+    session.install("-e", ".[safety]")
+    session.install("--no-deps", SAFETY_GYMNASIUM, OMNISAFE)
+    session.install(*OMNISAFE_DEPS)
+    session.env.update(CUDA_VISIBLE_DEVICES="", MUJOCO_GL="egl")
+    args = session.posargs or ["--algos", "PPOLag", "--seeds", "0", "--total-steps", "1000", "--steps-per-epoch",
+                               "1000", "--out", "runs/omnisafe-smoke"]
+    session.run("nice", "python", "tests/bench/omnisafe_safe.py", *args, external=True)
 
 
 @nox.session
