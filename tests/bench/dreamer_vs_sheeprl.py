@@ -15,8 +15,9 @@ Per implementation: the seeds that reach greedy success >= GOAL and at how many 
 bootstrap 95% CI, per seed); the uniform random rate. Goals (reported, never asserted): rlspec's reference
 reaches GOAL within sheeprl's seed spread (a bootstrap 95% CI of the difference of mean env steps that contains
 0, or lies below it); the fast engine in <= 0.67x sheeprl's CPU seconds; every rlspec seed reaches GOAL. A seed
-that never reaches GOAL enters the env-step statistics at the budget (a censored value: the difference is then
-a bound), and is counted as such. Writes OUT/dreamer_vs_sheeprl.{json,png}: mean and per-seed curves against
+that never reaches GOAL within the budget (--budget) enters the env-step statistics at the budget (a censored
+value: the difference is then a bound), and is counted as such; a seed that has reached neither yet is still
+running: listed (its curve drawn) and left out of every statistic and goal. Writes OUT/dreamer_vs_sheeprl.{json,png}: mean and per-seed curves against
 env steps and against CPU seconds.
 """
 
@@ -59,11 +60,11 @@ def first_at_goal(rows: list[dict]) -> dict | None:
     return next((r for r in rows if r["greedy_success"] >= GOAL), None)
 
 
-def seed_summary(rows: list[dict]) -> dict:
+def seed_summary(rows: list[dict], budget: int) -> dict:
     hit = first_at_goal(rows)
-    return {"reached": hit is not None, "env_steps": hit["env_steps"] if hit else None,
+    return {"complete": rows[-1]["env_steps"] >= budget or hit is not None, "reached": hit is not None, "env_steps": hit["env_steps"] if hit else None,
             "cpu_s": hit.get("cpu_s") if hit else None, "wall_s": hit.get("wall_s") if hit else None,
-            "budget": rows[-1]["env_steps"], "final_success": rows[-1]["greedy_success"],
+            "budget": budget, "last_env_steps": rows[-1]["env_steps"], "final_success": rows[-1]["greedy_success"],
             "best_success": max(r["greedy_success"] for r in rows)}
 
 
@@ -73,7 +74,7 @@ def ci(values: list[float]) -> dict:
 
 
 def steps_or_budget(summary: dict) -> float:
-    """Env steps to GOAL; a seed that never reached it: its budget (censored)."""
+    """Env steps to GOAL; a complete seed that never reached it: the budget (censored)."""
     return float(summary["env_steps"] if summary["reached"] else summary["budget"])
 
 
@@ -87,21 +88,25 @@ def difference_ci(a: list[float], b: list[float], resamples: int = 10_000, seed:
     return [float(np.percentile(diffs, tail)), float(np.percentile(diffs, 100 - tail))]
 
 
-def implementation(seeds: dict[int, list[dict]]) -> dict:
-    per_seed = {seed: seed_summary(rows) for seed, rows in sorted(seeds.items())}
-    reached = [s for s in per_seed.values() if s["reached"]]
+def implementation(seeds: dict[int, list[dict]], budget: int) -> dict:
+    """Per seed its summary; the statistics over the complete seeds (those that reached GOAL or the budget), the
+    seeds still running listed apart."""
+    per_seed = {seed: seed_summary(rows, budget) for seed, rows in sorted(seeds.items())}
+    done = [s for s in per_seed.values() if s["complete"]]
+    reached = [s for s in done if s["reached"]]
     cpu = [s["cpu_s"] for s in reached if s["cpu_s"] is not None]
-    return {"seeds": per_seed, "reached": f"{len(reached)} of {len(per_seed)}",
-            "env_steps_to_goal": ci([steps_or_budget(s) for s in per_seed.values()]),
-            "env_steps_to_goal_censored": sum(not s["reached"] for s in per_seed.values()),
+    return {"seeds": per_seed, "reached": f"{len(reached)} of {len(done)}",
+            "running": [seed for seed, s in per_seed.items() if not s["complete"]],
+            "env_steps_to_goal": ci([steps_or_budget(s) for s in done]) if done else None,
+            "env_steps_to_goal_censored": sum(not s["reached"] for s in done),
             "cpu_s_to_goal": ci(cpu) if cpu else None, "cpu_s_seeds": len(cpu)}
 
 
 def goals(impls: dict[str, dict]) -> dict:
     out = {}
     sheep, ref, fast = (impls.get(k) for k in IMPLEMENTATIONS)
-    if sheep and ref:
-        steps = [[steps_or_budget(s) for s in impl["seeds"].values()] for impl in (ref, sheep)]
+    if sheep and ref and sheep["env_steps_to_goal"] and ref["env_steps_to_goal"]:
+        steps = [[steps_or_budget(s) for s in impl["seeds"].values() if s["complete"]] for impl in (ref, sheep)]
         low, high = difference_ci(*steps)
         out["reference_env_steps_minus_sheeprl"] = {
             "mean": float(np.mean(steps[0]) - np.mean(steps[1])), "ci": [low, high],
@@ -112,7 +117,7 @@ def goals(impls: dict[str, dict]) -> dict:
                                           "goal": f"<= {FAST_CPU_GOAL} (mean CPU seconds to {GOAL}, seeds that reached it)"}
     for name in ("reference", "fast"):
         if impls.get(name):
-            seeds = impls[name]["seeds"].values()
+            seeds = [s for s in impls[name]["seeds"].values() if s["complete"]]
             out[f"{name}_all_seeds_reach"] = {"met": len(seeds) >= 3 and all(s["reached"] for s in seeds),
                                               "reached": impls[name]["reached"]}
     return out
@@ -154,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rlspec", type=Path, required=True, help="RUNS of dreamer_room_exit.py (<engine>/s<seed>)")
     p.add_argument("--sheeprl", type=Path, nargs="+", required=True, help="output directories of sheeprl_room.py")
     p.add_argument("--out", type=Path, default=Path("docs/bench"))
+    p.add_argument("--budget", type=int, default=20_480, help="env steps per run (the preset's total_steps)")
     p.add_argument("--note", default="", help="a sentence stored in the JSON (what the runs show, what remains)")
     args = p.parse_args(argv)
     curves = {"sheeprl": read_sheeprl(args.sheeprl), **read_rlspec(args.rlspec)}
@@ -161,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if not curves:
         print("dreamer_vs_sheeprl: no greedy.json under --rlspec or --sheeprl", file=sys.stderr)
         return 2
-    impls = {name: implementation(seeds) for name, seeds in curves.items()}
+    impls = {name: implementation(seeds, args.budget) for name, seeds in curves.items()}
     rate = random_rate()
     out = {"what": "DreamerV3 on room-exit: sheeprl 0.8.4's own vs rlspec's reference and fast engines, the "
                    "room-exit preset on both sides, greedy success on the same fresh rooms every 2,048 env steps",
