@@ -161,6 +161,9 @@ class SafetyConfig:
     """Largest budget the Simmer controller may set (episode-cost units)."""
 
 
+KITS = ("reference", "fast")
+
+
 @dataclass
 class Kit:
     """The contract implementations the core calls (a kit of reference or fast twins)."""
@@ -188,6 +191,25 @@ class Kit:
     def reference(cls) -> "Kit":
         from rlspec.reference import gae, lagrange, numerics, trust_region
 
+        return cls.of(gae, lagrange, numerics, trust_region)
+
+    @classmethod
+    def fast(cls) -> "Kit":
+        """The fast twins (rlspec/fast: vectorized torch, no host reads in the controllers), the same contracts."""
+        from rlspec.fast import gae, lagrange, numerics, trust_region
+
+        return cls.of(gae, lagrange, numerics, trust_region)
+
+    @classmethod
+    def named(cls, name: str) -> "Kit":
+        """The kit a run config names: "reference" or "fast"."""
+        if name not in KITS:
+            raise ValueError(f"Kit.named: argument 'name' must be one of {KITS}, got {name!r}")
+        return cls.reference() if name == "reference" else cls.fast()
+
+    @classmethod
+    def of(cls, gae, lagrange, numerics, trust_region) -> "Kit":
+        """A kit from one module per contract family (reference/ or fast/: the same names)."""
         return cls(gae=gae.gae, ratio_guard=numerics.ratio_guard, value_loss=numerics.value_loss,
                    kl_early_stop=numerics.kl_early_stop, ObsNormalizer=numerics.ObsNormalizer,
                    RunningMeanStd=numerics.RunningMeanStd, LossGuard=numerics.LossGuard,

@@ -40,6 +40,7 @@ import torch
 
 from rlspec.algos.safe_ppo import (
     ALGOS,
+    KITS,
     LOCAL,
     Comm,
     Kit,
@@ -97,6 +98,10 @@ class SafeConfig:
     """Constant cost added to every step (test aid: λ must rise when the cost exceeds the limit)."""
     torch_threads: int = 1
     """torch.set_num_threads for the run (1: the same numbers on any machine)."""
+    kit: str = "reference"
+    """Which implementations of the contracts the update calls (gae, lagrange, numerics, trust_region): reference
+    (rlspec/reference: float64 where it matters, the truth) or fast (rlspec/fast: the twins, within the contracts'
+    tolerances of the reference, no host reads in the controllers)."""
     ppo: PPOConfig = field(default_factory=PPOConfig)
     """PPO hyper-parameters (OmniSafe 0.5.0 PPOLag.yaml defaults)."""
     safety: SafetyConfig = field(default_factory=SafetyConfig)
@@ -130,6 +135,8 @@ def panels(cfg: SafeConfig) -> list[Panel]:
 def validate(cfg: SafeConfig) -> None:
     if cfg.algo not in ALGOS:
         raise runconfig.ConfigError(f"config key 'algo': expected one of {sorted(ALGOS)}, got {cfg.algo!r}")
+    if cfg.kit not in KITS:
+        raise runconfig.ConfigError(f"config key 'kit': expected one of {list(KITS)}, got {cfg.kit!r}")
     bad = validate_config(cfg.trust_region)  # [(key, expected, got)]
     if bad:
         key, expected, got = bad[0]
@@ -277,7 +284,7 @@ def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int
     if resume and world > 1:
         raise runconfig.ConfigError("--resume continues one-process runs only")
     torch.set_num_threads(cfg.torch_threads)
-    kit = Kit.reference()
+    kit = Kit.named(cfg.kit)
     gen = torch.Generator().manual_seed(cfg.seed)  # the same initial weights on every process
     envs = ex.make_envs(cfg, ex.rank * cfg.num_envs)  # this process's slice of world × num_envs envs
     state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, cfg.num_envs, kit, gen,
@@ -427,7 +434,7 @@ def evaluate(run_dir: Path, argv: list[str], cls: type = SafeConfig) -> int:
         return 2
     render = dict(render_mode="rgb_array", width=args.size, height=args.size) if args.video else {}
     envs = safety_gym.make_vector(cfg.env_id, 1, cfg.seed + 1_000_003, cfg.forced_cost, **render)
-    state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, 1, Kit.reference(),
+    state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, 1, Kit.named(cfg.kit),
                        torch.Generator().manual_seed(0))
     state.actor.load_state_dict(ckpt["actor"])
     for k in ("obs_norm", "budget"):

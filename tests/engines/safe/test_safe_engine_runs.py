@@ -84,3 +84,29 @@ def test_cli_train_resume_eval_plot(tmp_path, capsys):
     assert 2 <= len(frames) <= 100 and frames[0].shape == (32, 32, 3)  # ToyGoal episodes: ≤ 100 steps
     assert cli.main(["plot", str(run)]) == 0
     assert "lambda.png" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("algo", ["PPOLag", "CPPOPID", "CPO"])  # Lagrange, PID, and the trust-region twins
+def test_the_fast_kit_gives_the_reference_runs_numbers(tmp_path, algo):
+    """kit=fast (rlspec/fast's gae, lagrange, numerics and trust_region twins in the update) against kit=reference
+    on one config: every logged metric within 1e-4 (rlspec/runs/compare.py's measure; float32 twins against the
+    float64 reference measured <= 7e-6 over these 3 epochs), and not bit for bit, so the twins did run."""
+    import dataclasses
+
+    from rlspec.runs.compare import largest
+
+    cfg = _config(algo)
+    runs = {kit: safe.run(dataclasses.replace(cfg, kit=kit), tmp_path / kit, show_progress=False)
+            for kit in ("reference", "fast")}
+    a, b = (_deterministic(read_metrics(runs[kit])) for kit in ("reference", "fast"))
+    assert len(a) == len(b) == 3
+    diff = largest(zip(a, b), a[0])
+    assert max(diff.values()) <= 1e-4, {k: v for k, v in diff.items() if v > 1e-4}
+    assert max(diff.values()) > 0
+
+
+def test_an_unknown_kit_is_refused_by_name(tmp_path, capsys):
+    argv = ["train", "safe", "--quiet", "--out", str(tmp_path / "run"), *(a for kv in TINY for a in ("--set", kv))]
+    assert cli.main([*argv, "--set", "kit=turbo"]) == 2
+    assert "config key 'kit': expected one of ['reference', 'fast'], got 'turbo'" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
