@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import resource
 import subprocess
 import sys
@@ -120,6 +121,10 @@ IMPLEMENTATION = [
     "since its last log; rlspec's Metrics/EpRet the mean of the last ep_window episodes; the comparison's measure "
     "is neither but the greedy evaluation of every chunk's checkpoint on the same rooms (greedy_eval: sheeprl's "
     "player, its posterior sampled and the actor's mode taken, as rlspec eval does with rlspec's)",
+    "threads: sheeprl's num_threads only sets OMP_NUM_THREADS after torch is imported, where it has no effect "
+    "(measured here: MKL's sgemm ran a 2-thread OpenMP team whose barrier waits took most of the time, ~4 CPU-s "
+    "per gradient step); the benchmark launches sheeprl with OMP_NUM_THREADS and MKL_NUM_THREADS = num_threads in "
+    "its environment (thread_env), so both sides run torch_threads threads",
 ]
 # sheeprl settings that hold whatever the rlspec config: its own CLI on this env, CPU, no video, one process
 CONSTANT = [
@@ -226,6 +231,12 @@ def timed_chunk(path: Path, end: int):
     target.write_text(json.dumps(rows, indent=1) + "\n")
 
 
+def thread_env(threads: int) -> dict[str, str]:
+    """The environment sheeprl is launched with: this one, with OpenMP's and MKL's thread counts set to
+    ``threads`` before sheeprl's process imports torch (its own num_threads comes too late; IMPLEMENTATION)."""
+    return {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+
 def run_seed(cfg: DreamerRunConfig, out: Path, chunk: int | None, episodes: int) -> None:
     """Runs sheeprl on one seed, in chunks of ``chunk`` env steps, each resuming from the last checkpoint (also
     one of an interrupted run; a finished seed is not run again), each followed by the greedy evaluation of
@@ -235,7 +246,8 @@ def run_seed(cfg: DreamerRunConfig, out: Path, chunk: int | None, episodes: int)
         resume = [f"checkpoint.resume_from={ckpt}"] if ckpt else []
         run_cfg = dataclasses.replace(cfg, total_steps=end)
         with timed_chunk(seed_dir(out, cfg), end):
-            subprocess.run([sys.executable, "-m", "sheeprl", *overrides(run_cfg, out), *resume], check=True)
+            subprocess.run([sys.executable, "-m", "sheeprl", *overrides(run_cfg, out), *resume], check=True,
+                           env=thread_env(cfg.torch_threads))
         done, ckpt = last_checkpoint(seed_dir(out, cfg))
         if done != end:
             raise SystemExit(f"sheeprl_room: seed {cfg.seed}: the last checkpoint is at {done} env steps, "
@@ -315,6 +327,7 @@ def greedy_eval(version: Path, ckpt: Path, seed: int, episodes: int) -> dict:
 
     cfg = dotdict(OmegaConf.to_container(OmegaConf.load(version / "config.yaml"), resolve=True))
     check_frames(cfg)
+    torch.set_num_threads(cfg.num_threads)  # effective here: this process's own thread count
     fabric = Fabric(accelerator="cpu", devices=1)
     state = fs.load_checkpoint(fabric, ckpt, weights_only=False)  # as sheeprl's own evaluation loads it
     screen = cfg.env.screen_size

@@ -184,3 +184,27 @@ def test_greedy_rows_carry_the_training_time_up_to_each_checkpoint(bench, tmp_pa
     assert [(r["env_steps"], r["wall_s"], r["cpu_s"]) for r in rows] == [(512, 1.0, 1.0), (1024, 11.0, 9.0),
                                                                          (1536, None, None)]
     assert len(seen) == 5 and rows == __import__("json").loads((path / bench.GREEDY).read_text())
+
+
+def test_sheeprl_is_launched_with_the_configs_thread_count(bench, tmp_path, monkeypatch):
+    """sheeprl sets OMP_NUM_THREADS only after torch is imported (too late); run_seed launches it with the
+    thread counts already in its environment, and a process started so runs torch on that many threads."""
+    import subprocess
+    import sys
+
+    cfg = bench.seed_config("room-exit", ["torch_threads=1"], 0, 4)
+    launched, real_run = [], subprocess.run
+
+    def run(argv, check, env):
+        launched.append(env)
+        ckpt = bench.seed_dir(tmp_path, cfg) / "version_0" / "checkpoint" / "ckpt_4_0.ckpt"
+        ckpt.parent.mkdir(parents=True)
+        ckpt.touch()
+
+    monkeypatch.setattr(bench.subprocess, "run", run)
+    bench.run_seed(cfg, tmp_path, None, 0)
+    env = launched[0]
+    assert (env["OMP_NUM_THREADS"], env["MKL_NUM_THREADS"]) == ("1", "1")
+    probe = "import torch; print(torch.get_num_threads())"
+    threads = real_run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert threads.stdout.strip() == "1"
