@@ -19,6 +19,7 @@ import torch
 
 from rlspec import cli
 from rlspec.engines import bonus, dreamer, safe
+from rlspec.engines.bonus import local as bonus_local  # where the update is called
 from rlspec.runs.rundir import load_checkpoint, read_metrics
 
 SAFE = ["train", "safe", "--algo", "PPOLag", "--env", "ToyGoal-v0", "--preset", "smoke", "--quiet"]  # 4 × 1000 steps
@@ -93,7 +94,7 @@ def test_divergence_stops_with_exit_3_and_keeps_the_last_clean_checkpoint(tmp_pa
         _poison_after(monkeypatch, safe, "update", 2, lambda a, m: {**m, "Loss/Loss_pi": math.nan})
         kept, at, what = 2000, 3000, "non-finite Loss/Loss_pi"
     elif engine == "bonus":  # update 3 of 4 returns a NaN loss; checkpoints after updates 2 and 4
-        _poison_after(monkeypatch, bonus, "ppo_vtrace_update", 2, lambda a, m: {**m, "Loss/Loss_value": math.nan})
+        _poison_after(monkeypatch, bonus_local, "ppo_vtrace_update", 2, lambda a, m: {**m, "Loss/Loss_value": math.nan})
         kept, at, what = 512, 768, "non-finite Loss/Loss_value"
     else:  # the weights turn NaN in update 21 (env step 38); checkpoints at 16 and 32
         _poison_after(monkeypatch, dreamer, "train_step", 20, lambda a, m: (_nan_params(a[0]), m)[1])
@@ -111,7 +112,7 @@ def test_compare_stops_on_divergence_like_train(tmp_path, monkeypatch, capsys, e
     if engine == "safe":
         _poison_after(monkeypatch, safe, "update", 2, lambda a, m: {**m, "Loss/Loss_pi": math.nan})
     elif engine == "bonus":
-        _poison_after(monkeypatch, bonus, "ppo_vtrace_update", 2, lambda a, m: {**m, "Loss/Loss_value": math.nan})
+        _poison_after(monkeypatch, bonus_local, "ppo_vtrace_update", 2, lambda a, m: {**m, "Loss/Loss_value": math.nan})
     else:
         _poison_after(monkeypatch, dreamer, "train_step", 20, lambda a, m: (_nan_params(a[0]), m)[1])
     code = cli.main(["compare", engine, *ENGINES[engine][2:], "--out", str(tmp_path / "cmp")])
@@ -124,7 +125,7 @@ def test_compare_stops_on_divergence_like_train(tmp_path, monkeypatch, capsys, e
 def test_ray_trainers_losses_all_count_for_the_divergence_check():
     """Two data-parallel trainers: a loss that is NaN on rank 1 only reaches the row the run checks (the mean
     over ranks), so the run stops; finite losses are averaged, other metrics are rank 0's."""
-    from rlspec.engines.bonus_ray import trainer_metrics
+    from rlspec.engines.bonus.ray_world import trainer_metrics
     from rlspec.runs.faults import Diverged, check_finite
 
     rank0 = {"Loss/Loss_value": 1.0, "Loss/Loss_pi": -0.5, "Metrics/Entropy": 2.0}
@@ -272,7 +273,7 @@ def test_a_plugin_that_raises_stops_the_run_naming_it_and_the_same_command_runs_
 @pytest.mark.parametrize("engine", ["safe", "dreamer", "bonus"])
 def test_ctrl_c_exits_130_saying_how_to_resume_and_keeps_the_checkpoint(tmp_path, monkeypatch, capsys, engine):
     """Ctrl-C in the update after the second checkpoint's step; then --resume finishes the run."""
-    module, name, calls = {"safe": (safe, "update", 2), "bonus": (bonus, "ppo_vtrace_update", 2),
+    module, name, calls = {"safe": (safe, "update", 2), "bonus": (bonus_local, "ppo_vtrace_update", 2),
                            "dreamer": (dreamer, "train_step", 20)}[engine]
     real = getattr(module, name)
     _poison_after(monkeypatch, module, name, calls, lambda a, m: (_ for _ in ()).throw(KeyboardInterrupt))

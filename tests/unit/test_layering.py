@@ -137,3 +137,51 @@ def test_cli_loads_the_test_half_only_for_the_checker():
     from rlspec import cli
     from rlspec.spec.core import PROFILES
     assert set(cli.PROFILES) == set(PROFILES)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the runtime modules it imports (module level or inside functions; `from pkg import mod` counts
+    as importing pkg.mod where that is a module)."""
+    modules = set(runtime_modules())
+    return {m: {t for t in _rlspec_imports(source_file(m), m) if t in modules and t != m} for m in modules}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                out.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_cycle_finder_finds_a_planted_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_function_level_imports_included():
+    cycles = _cycles(_import_graph())
+    assert not cycles, "modules importing each other: " + "; ".join(" <-> ".join(c) for c in cycles)

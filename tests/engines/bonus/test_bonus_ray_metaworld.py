@@ -73,15 +73,15 @@ def _tiny(*overrides: str):
 def test_inference_actor_serves_what_each_worker_would_sample_itself(ray_session):
     """Same weights and seed: the actor's tokens and log-probabilities are the local policy's, worker by worker
     (worker 0 on the current weights, worker 1 on its perturbed copy of the EMA-best ones), in any request order."""
-    from rlspec.algos.bonus_vtrace import act, load_policy
-    from rlspec.engines.bonus_ray import InferenceActor, make_policy, worker_generator
+    from rlspec.algos.bonus_vtrace import act, load_policy, make_learner
+    from rlspec.engines.bonus.ray_world import InferenceActor, make_policy, worker_generator
     from rlspec.envs.token_reach import TokenReachVector
 
     cfg = _tiny("inference=actor")
     envs = TokenReachVector(2, 0)
     dims = (envs.obs_dim, envs.action_dim, envs.n_bins)
     gen = torch.Generator().manual_seed(7)
-    current, best = (bonus.make_learner(cfg.learner, *dims, gen).policy.state_dict() for _ in range(2))
+    current, best = (make_learner(cfg.learner, *dims, gen).policy.state_dict() for _ in range(2))
     server = InferenceActor.remote(cfg, dims)
     ray_session.get([server.load_best_weights.remote(best), server.begin_round.remote(current)])
     obs = [torch.randn(2, dims[0], generator=gen) for _ in range(3)]
@@ -103,7 +103,7 @@ def test_ray_run_with_the_inference_actor_is_the_run_with_worker_policies(ray_se
     """inference=actor and inference=local draw the same numbers: a short token-reach run (EMA-best broadcast
     through the actor, bonus time included) logs identical metrics with finite losses, and a checkpoint
     round trip carries the actor's generators (the update after a restore is the update before it)."""
-    from rlspec.engines.bonus_ray import RayWorld
+    from rlspec.engines.bonus.ray_world import RayWorld
 
     def updates(cfg, first: int, n: int, state: dict | None = None, save_after: int = 0):
         """(n updates' metrics from update ``first`` on, the world's state after ``save_after`` of them)."""
@@ -139,7 +139,7 @@ def test_ray_execution_two_trainers_stay_in_lockstep(tmp_path, ray_session):
     weights are identical; the run logs finite losses and mines pairs; one worker acts with the perturbed EMA
     policy (off-policy fragments V-trace corrects)."""
     ray = ray_session
-    from rlspec.engines.bonus_ray import RayWorld
+    from rlspec.engines.bonus.ray_world import RayWorld
 
     cfg = bonus.build_config("smoke", ["execution=ray", "rollout_workers=2", "trainers=2", "num_envs=2",
                                        "fragment_len=64", "best_workers=1", "best_every=3", "best_perturb_std=0.01"])

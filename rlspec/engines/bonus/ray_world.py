@@ -2,7 +2,7 @@
 
     rlspec train bonus --task metaworld:push-v3 --set execution=ray --set rollout_workers=4 --set trainers=2
 
-Actors (the `bonus` extra: ray, metaworld), the same sides as the local execution (rlspec/engines/bonus.py):
+Actors (the `bonus` extra: ray, metaworld), the same sides as the local execution (local.py):
 * ``rollout_workers`` RolloutActors: each steps num_envs envs (global env indices i·num_envs ...) and returns
   fragments with their Part1 metadata; its actions come from its own policy copy (``inference=local``) or
   from the InferenceActor (``inference=actor``), drawn with the worker's own generator either way;
@@ -44,7 +44,8 @@ import torch
 import torch.distributed as dist
 
 from rlspec.algos.bonus_vtrace import BonusKit, TokenPolicy, act, bonus_setup, effective_config, load_policy
-from rlspec.engines.bonus import BonusConfig, LearnerSide, ReplaySide, RolloutSide
+from rlspec.engines.bonus.config import BonusConfig
+from rlspec.engines.bonus.local import LearnerSide, ReplaySide, RolloutSide
 
 
 def role_seed(seed: int, role: int, index: int) -> int:

@@ -1,0 +1,229 @@
+"""Bonus-phase engine (seed 003): rollout, Part1 episode metadata, pair mining, PPO + V-trace over a fragment
+replay, bonus time. This package's entry: the run loop, checkpoints and the CLI verbs over two executions —
+local.py (the sides in one process) and ray_world.py (the same sides as Ray actors) — of one config
+(config.py). Nothing below imports this module back.
+
+    rlspec train bonus --task token-reach [--ablation prototypes] [--preset smoke] [--out DIR] [--set k=v ...]
+    rlspec train bonus --resume RUN
+    rlspec eval RUN [--episodes K]            # greedy tokens: mean return and success rate
+    rlspec plot RUN
+    rlspec compare bonus [--preset smoke] ... # the local and the Ray execution on one config, side by side
+
+Same config and seed ⇒ the same run, straight or resumed: every random draw (weights, actions, replay
+picks, pack sampling) comes from one ``torch.Generator``; the envs draw each episode from its own seed.
+The algorithm is rlspec/algos/bonus_vtrace.py (learner, miner, bonus phase) and rlspec/algos/episodes.py
+(Part1 reassembly); this file only runs them. The ablations of seed 003 §7 are ``--ablation``: baseline
+(PPO + V-trace + replay), queue (+ paired queue, no Loss A), top1 (+ Loss A with the Top-1 success),
+topk (+ the Top-K set), prototypes (+ prototypes and cross-cluster sampling, the default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from rlspec.algos.bonus_vtrace import ABLATIONS
+from rlspec.engines.bonus.config import ENGINE, PRESETS, BonusConfig, steps_per_update, total_envs, validate
+from rlspec.engines.bonus.local import World, make_envs
+from rlspec.runs import config as runconfig
+from rlspec.runs import shell
+from rlspec.runs.compare import difference
+from rlspec.runs.faults import attempt, check_finite
+from rlspec.runs.plots import Panel, draw, overlay
+from rlspec.runs.rundir import EpisodeProgress, Progress, RunDir, load_checkpoint, read_metrics
+
+# the names other modules take from the engine, with the config's and the local execution's
+__all__ = ["ENGINE", "PRESETS", "BonusConfig", "World", "build_config", "compare", "evaluate", "make_envs",
+           "make_world", "plot", "run", "steps_per_update", "summary", "total_envs", "train", "validate"]
+
+
+def panels() -> list[Panel]:
+    return [Panel("Metrics/SuccessRate", "success.png", "success rate (recent episodes)"),
+            Panel("Metrics/EpRet", "return.png", "episode return"),
+            Panel("pairs/queue", "queue.png", "paired-queue size"),
+            Panel("bonus/updates", "bonus_updates.png", "bonus updates per main update")]
+
+
+def make_world(cfg: BonusConfig):
+    """The execution: World (one process) or RayWorld (actors; ray_world.py, imported only here: the `bonus` extra)."""
+    if cfg.execution == "ray":
+        from rlspec.engines.bonus.ray_world import RayWorld
+
+        return RayWorld(cfg)
+    return World(cfg)
+
+
+def run(cfg: BonusConfig, out: Path, resume: bool = False, stop_after_updates: int | None = None,
+        show_progress: bool = True) -> Path:
+    validate(cfg)
+    torch.set_num_threads(cfg.torch_threads)
+    per_update = steps_per_update(cfg)
+    w = make_world(cfg)
+    updates, start = cfg.total_steps // per_update, 0
+    try:
+        if resume:
+            ckpt = load_checkpoint(Path(out) / "checkpoints/last.pt", ("update", "world"))
+            w.load_state_dict(ckpt["world"])
+            start = ckpt["update"]
+            rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), resume_step=start * per_update,
+                            final_step=updates * per_update)
+        else:
+            rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg))
+        with rundir:
+            _loop(cfg, w, rundir, start, min(updates, start + stop_after_updates) if stop_after_updates is not None
+                  else updates, show_progress)
+    finally:
+        w.close()
+    draw(rundir.path, panels())
+    return Path(out)
+
+
+def _loop(cfg: BonusConfig, w, rundir: RunDir, start: int, stop: int, show_progress: bool) -> None:
+    """Updates ``start`` .. ``stop`` − 1: rollout, update, check that losses and parameters are finite, log,
+    checkpoint."""
+    per_update = steps_per_update(cfg)
+    updates = cfg.total_steps // per_update
+    bar = Progress(updates * per_update) if show_progress else None
+    for k in range(start, stop):
+        t0 = time.perf_counter()
+        step = (k + 1) * per_update
+        metrics = w.train_update(step)
+        check_finite(step, {key: v for key, v in metrics.items() if key.startswith("Loss/")}, w.params())
+        metrics["Time/FPS"] = per_update / max(time.perf_counter() - t0, 1e-9)
+        rundir.log(step, metrics)
+        if bar is not None:
+            bar.update(step, {"success": metrics["Metrics/SuccessRate"], "ret": metrics["Metrics/EpRet"],
+                              "queue": metrics.get("pairs/queue", 0.0)}, force=True)
+        if (k + 1) % cfg.checkpoint_every == 0 or k + 1 == updates:
+            rundir.save(step, {"update": k + 1, "world": w.state_dict()}, w.params())
+    if bar is not None:
+        bar.close()
+
+
+# ------------------------------------------------------------------------------------ CLI entry points
+DESCRIPTION = shell.Engine(
+    name=ENGINE, config=BonusConfig, presets=PRESETS, doc=__doc__, validate=validate,
+    run=lambda cfg, out, resume, stop_after, show_progress: run(
+        cfg, out, resume=resume, stop_after_updates=stop_after, show_progress=show_progress),
+    out_name=lambda cfg: f"{ENGINE}-{cfg.task}-{cfg.ablation}-s{cfg.seed}", out_pattern="bonus-TASK-ABLATION-sSEED",
+    stop_unit="updates", flags=(shell.Flag("task", "task"), shell.Flag("ablation", "ablation", choices=ABLATIONS)))
+
+
+def train(argv: list[str]) -> int:
+    """`rlspec train bonus ...`"""
+    return shell.train(DESCRIPTION, argv)
+
+
+def build_config(preset: str = "default", overrides: list[str] = (), task: str | None = None,
+                 ablation: str | None = None) -> BonusConfig:
+    shorthands = [f"task={task}"] * bool(task) + [f"ablation={ablation}"] * bool(ablation)
+    return shell.build_config(DESCRIPTION, preset, [*shorthands, *overrides])
+
+
+def plot(run_dir: Path) -> int:
+    for f in draw(run_dir, panels()):
+        print(f)
+    return 0
+
+
+def policy_state(world: dict) -> dict:
+    """The policy's weights in a checkpoint's world: the local learner's, or (execution=ray) trainer 0's — the
+    trainers average their gradients, so every one holds the same."""
+    side = world["learner"] if "learner" in world else world["trainers"][0]["side"]
+    return side["policy"]
+
+
+def evaluate(run_dir: Path, argv: list[str]) -> int:
+    """Success rate and mean return of the greedy policy (argmax token per dimension) over K episodes drawn
+    from a seed the run never trained on; RUN/eval/eval.json."""
+    p = argparse.ArgumentParser(prog="rlspec eval RUN")
+    p.add_argument("--episodes", type=int, default=20, help="episodes to average (default 20)")
+    args = p.parse_args(argv)
+    if args.episodes < 1:
+        p.error(f"--episodes: expected an int >= 1, got {args.episodes}")
+    try:
+        cfg = runconfig.from_dict(BonusConfig, RunDir.read_config(run_dir)["config"])
+        ckpt = load_checkpoint(Path(run_dir) / "checkpoints/last.pt", ("update", "world"))
+    except (runconfig.ConfigError, FileNotFoundError) as err:
+        print(f"rlspec eval: error: {err}", file=sys.stderr)
+        return 2
+    w = World(cfg)
+    w.learner.learner.policy.load_state_dict(policy_state(ckpt["world"]))
+    envs = make_envs(cfg, 1, 1_000_003)  # an env index no training run uses
+    obs, ret, results, progress = torch.from_numpy(envs.reset()), 0.0, [], EpisodeProgress(args.episodes)
+    while len(results) < args.episodes:
+        with torch.no_grad():
+            out = envs.step(w.learner.learner.policy(obs).argmax(-1).numpy())
+        ret += float(out.reward[0])
+        if out.terminated[0] or out.truncated[0]:
+            results.append((ret, float(out.success[0])))
+            progress.update(len(results))
+            ret = 0.0
+        obs = torch.from_numpy(out.obs)
+    result = {"episodes": len(results), "EpRet": sum(r[0] for r in results) / len(results),
+              "SuccessRate": sum(r[1] for r in results) / len(results)}
+    (Path(run_dir) / "eval").mkdir(exist_ok=True)
+    (Path(run_dir) / "eval/eval.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result))
+    return 0
+
+
+COMPARED = ("Metrics/SuccessRate", "Metrics/EpRet", "pairs/queue", "bonus/updates")
+
+
+def compare(argv: list[str]) -> int:
+    """`rlspec compare bonus [--task T] [--ablation A] [--preset P] [--set k=v ...] [--out DIR]`: one config run
+    by the local execution (one process) and by the Ray execution (actors, gloo trainers) into DIR/local and
+    DIR/ray; DIR/compare.json (per run: the last 10% of rows' mean success rate and return, env steps/s) and
+    DIR/compare.png (their curves side by side), with the difference of those means (rlspec/runs/compare.py).
+    The two draw their random numbers differently (one generator vs one per worker), so their curves are
+    compared, not their rows."""
+    p = argparse.ArgumentParser(prog="rlspec compare bonus", description=compare.__doc__)
+    p.add_argument("--task", help="shorthand for --set task=...")
+    p.add_argument("--ablation", choices=ABLATIONS, help="shorthand for --set ablation=...")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (both)")
+    p.add_argument("--out", type=Path, help="where the runs and compare.json go (default runs/compare-bonus-TASK-sSEED)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = p.parse_args(argv)
+
+    def both() -> tuple[Path, dict[str, Path]]:
+        cfg = build_config(args.preset, args.set, args.task, args.ablation)
+        out = args.out or Path("runs") / f"compare-bonus-{cfg.task}-s{cfg.seed}"
+        configs = {execution: dataclasses.replace(cfg, execution=execution,
+                                                  inference=cfg.inference if execution == "ray" else "local")
+                   for execution in ("local", "ray")}
+        for c in configs.values():  # both valid before either run writes anything
+            validate(c)
+        return out, {execution: run(c, out / execution, show_progress=not args.quiet) for execution, c in configs.items()}
+
+    status, ran = attempt("rlspec compare bonus", both)
+    if status is not None:
+        return status
+    out, runs = ran
+    result = {name: summary(path) for name, path in runs.items()}
+    diff = {k: difference(result["local"][k], result["ray"][k]) for k in ("SuccessRate", "EpRet")}
+    (out / "compare.json").write_text(json.dumps({**result, "difference": diff}, indent=2))
+    overlay(runs, COMPARED, out / "compare.png", cols=2)
+    print("; ".join(f"{name}: success {r['SuccessRate']:.3f}, return {r['EpRet']:.3g}, {r['env_steps_per_s']:.0f} "
+                    f"env steps/s" for name, r in result.items()) + f"; written to {out / 'compare.json'}")
+    return 0
+
+
+def summary(run_dir: Path) -> dict:
+    """The last 10% of a run's rows (at least one): mean success rate and return; env steps/s over all rows."""
+    rows = read_metrics(run_dir)
+    tail = rows[-max(1, len(rows) // 10):]
+    def mean(key: str, rs: list[dict]) -> float:  # over the rows where the key is finite (NaN: no episode yet)
+        xs = [r[key] for r in rs if math.isfinite(r.get(key, math.nan))]
+        return sum(xs) / len(xs) if xs else math.nan
+
+    return {"run": str(run_dir), "rows": len(rows), "SuccessRate": mean("Metrics/SuccessRate", tail),
+            "EpRet": mean("Metrics/EpRet", tail), "env_steps_per_s": mean("Time/FPS", rows)}

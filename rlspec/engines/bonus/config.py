@@ -1,0 +1,148 @@
+"""The bonus engine's run config: BonusConfig (every --set key with its docstring), presets, validation, and the
+env-step arithmetic of an update. Imports no execution."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rlspec.algos.bonus_vtrace import (
+    ABLATIONS,
+    LearnerConfig,
+)
+from rlspec.contracts.success_set import SuccessSetConfig
+from rlspec.runs import config as runconfig
+
+ENGINE = "bonus"
+METAWORLD = "metaworld:"
+
+
+@dataclass(frozen=True)
+class BonusConfig:
+    task: str = "token-reach"
+    """token-reach (rlspec/envs/token_reach.py: numpy, two gaps in a wall, for CI and quick runs) or
+    metaworld:NAME-v3 (e.g. metaworld:push-v3; the `bonus` extra)."""
+    execution: str = "local"
+    """local (one process) or ray (rollout worker actors, a replay actor, trainer actors all-reducing through
+    torch.distributed: ray_world.py; the `bonus` extra)."""
+    rollout_workers: int = 2
+    """Ray: rollout worker actors, each stepping num_envs envs."""
+    trainers: int = 1
+    """Ray: trainer actors (data parallel: gradients averaged with torch.distributed, gloo on CPU)."""
+    inference: str = "local"
+    """Ray: where the rollout workers' actions come from. local: each worker holds a policy copy, sent trainer
+    0's weights every round (no round trip per step: the faster on CPU). actor: one InferenceActor holds the
+    policy (and the EMA-best copies) and serves every worker's per-step batch of observations, ~1.3 ms per
+    Ray round trip here (seed 003's architecture: one place for the weights, a GPU for inference at scale)."""
+    best_workers: int = 0
+    """Ray: rollout workers acting with trainer 0's EMA ("best") policy instead of the current one (seed 003
+    §2.3 EMA-best-policy broadcast); their fragments are off-policy and V-trace corrects them."""
+    best_every: int = 10
+    """Ray: rounds between broadcasts of the EMA policy to the best workers."""
+    best_ema: float = 0.99
+    """EMA factor of the best policy: ema ← best_ema·ema + (1 − best_ema)·θ after every update."""
+    best_perturb_std: float = 0.0
+    """Std of the Gaussian noise a best worker adds to the EMA weights it receives (perturbed_best; 0: none)."""
+    episode_steps: int = 200
+    """Meta-World: steps before truncation (at most 500); token-reach has its own 60."""
+    ablation: str = "prototypes"
+    """Seed 003 §7: baseline, queue, top1, topk or prototypes (everything on)."""
+    seed: int = 0
+    """Seed of the generator (weights, actions, replay picks, pack sampling) and of every episode."""
+    num_envs: int = 8
+    """Environments stepped together."""
+    fragment_len: int = 32
+    """Steps per env in one rollout fragment (one main update per fragment)."""
+    total_steps: int = 200_000
+    """Env steps of the whole run (all envs together)."""
+    replay_fragments: int = 3
+    """Older fragments drawn from the replay into each update beside the newest (V-trace corrects them)."""
+    replay_capacity: int = 64
+    """Fragments kept in the replay (FIFO)."""
+    pool_size: int = 256
+    """Successes kept for pair mining (FIFO)."""
+    queue_size: int = 1024
+    """Capacity of the paired queue (FIFO)."""
+    ep_window: int = 50
+    """Episodes averaged in Metrics/EpRet, Metrics/SuccessRate, Metrics/EpLen."""
+    checkpoint_every: int = 50
+    """Write RUN/checkpoints/last.pt every this many updates (and at the end)."""
+    fast: bool = False
+    """Use the fast twins of vtrace and success_set (vectorized torch) instead of the reference."""
+    torch_threads: int = 1
+    """torch.set_num_threads for the run (1: the same numbers on any machine)."""
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    """PPO + V-trace settings."""
+    bonus: SuccessSetConfig = field(default_factory=SuccessSetConfig)
+    """Bonus-phase settings (contract success_set: tau, margin, top_k, window, cooldown_steps, ...)."""
+
+
+PRESETS: dict[str, dict] = {
+    "default": {},
+    # a couple of minutes on 2 CPU cores with every path taken: mining, trigger, bonus updates (CI)
+    "smoke": {"total_steps": 6144, "num_envs": 4, "fragment_len": 64, "checkpoint_every": 4,
+              "bonus.min_pairs": 2, "bonus.batch_packs": 2, "bonus.min_clusters": 1, "bonus.cooldown_steps": 256,
+              "bonus.num_prototypes": 2},
+}
+
+
+def validate(cfg: BonusConfig) -> None:
+    if cfg.task != "token-reach" and not cfg.task.startswith(METAWORLD):
+        raise runconfig.ConfigError(f"config key 'task': expected token-reach or {METAWORLD}NAME-v3, got {cfg.task!r}")
+    if cfg.execution not in ("local", "ray"):
+        raise runconfig.ConfigError(f"config key 'execution': expected local or ray, got {cfg.execution!r}")
+    if cfg.task.startswith(METAWORLD):
+        _require_extra("task", cfg.task, "metaworld")
+        from rlspec.envs.metaworld_tokens import parse_task
+
+        try:
+            parse_task(cfg.task)
+        except ValueError as err:
+            raise runconfig.ConfigError(f"config key 'task': {err}") from None
+    if cfg.execution == "ray":
+        _require_extra("execution", cfg.execution, "ray")
+    if cfg.inference not in ("local", "actor") or (cfg.inference == "actor" and cfg.execution != "ray"):
+        raise runconfig.ConfigError(f"config key 'inference': expected local, or actor with execution=ray, got "
+                                    f"{cfg.inference!r} with execution={cfg.execution!r}")
+    if cfg.ablation not in ABLATIONS:
+        raise runconfig.ConfigError(f"config key 'ablation': expected one of {list(ABLATIONS)}, got {cfg.ablation!r}")
+    runconfig.require_at_least(cfg, dict.fromkeys(("num_envs", "fragment_len", "total_steps", "replay_capacity",
+                                                   "pool_size", "queue_size", "ep_window", "checkpoint_every",
+                                                   "torch_threads", "rollout_workers", "trainers", "episode_steps"), 1)
+                               | {"replay_fragments": 0, "learner.epochs": 1})
+    smallest = cfg.fragment_len * cfg.num_envs  # samples of one fragment: the least a trainer's batch holds
+    runconfig.check(cfg, {"learner.minibatches": runconfig.at_most(smallest, "fragment_len · num_envs: at least "
+                                                                   "one sample per minibatch"),
+                          "learner.gamma": runconfig.UNIT,
+                          **dict.fromkeys(("learner.lr", "learner.bonus_lr", "learner.clip"), runconfig.POSITIVE)})
+    if not 0 <= cfg.best_workers < cfg.rollout_workers:
+        raise runconfig.ConfigError(f"config key 'best_workers': expected 0 <= best_workers < rollout_workers = "
+                                    f"{cfg.rollout_workers} (one worker at least stays on-policy), got {cfg.best_workers}")
+    if not 0.0 <= cfg.best_ema < 1.0 or cfg.best_perturb_std < 0:
+        raise runconfig.ConfigError(f"config keys 'best_ema' in [0, 1) and 'best_perturb_std' >= 0: got "
+                                    f"{cfg.best_ema}, {cfg.best_perturb_std}")
+    if cfg.execution == "ray" and cfg.rollout_workers % cfg.trainers:
+        raise runconfig.ConfigError(f"config key 'rollout_workers': {cfg.rollout_workers} is not a multiple of "
+                                    f"trainers = {cfg.trainers} (each trainer takes the same number of fragments)")
+    if cfg.total_steps < steps_per_update(cfg):
+        raise runconfig.ConfigError(f"config key 'total_steps': {cfg.total_steps} is less than one update "
+                                    f"({steps_per_update(cfg)} env steps)")
+
+
+def _require_extra(key: str, value: str, module: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise runconfig.ConfigError(f"config key {key!r}: {value!r} needs the {module} package, not installed here: "
+                                    f"pip install -e '.[bonus]'")
+
+
+
+
+def total_envs(cfg: BonusConfig) -> int:
+    """Envs of the run, all rollout workers together."""
+    return cfg.num_envs * (cfg.rollout_workers if cfg.execution == "ray" else 1)
+
+
+def steps_per_update(cfg: BonusConfig) -> int:
+    return total_envs(cfg) * cfg.fragment_len
+
