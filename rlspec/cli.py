@@ -28,7 +28,7 @@ PROFILES = ("ci", "dev", "nightly")  # spec.core.PROFILES' names (tests/unit/tes
 
 # Engines behind `train`, `eval`, `plot` and `compare`, imported only when their verb runs. Each module
 # provides train(argv) -> int, evaluate(run_dir, argv) -> int, plot(run_dir) -> int, compare(argv) -> int.
-ENGINES: dict[str, str] = {"safe": "rlspec.engines.safe", "safe-fast": "rlspec.engines.safe_fast",
+ENGINES: dict[str, str] = {"safe": "rlspec.engines.safe", "safe-fast": "rlspec.engines.safe.parallel",
                            "bonus": "rlspec.engines.bonus", "dreamer": "rlspec.engines.dreamer"}
 HELP = ("-h", "--help")
 

@@ -223,7 +223,7 @@ class Kit:
 
 class Comm:
     """Data-parallel reductions the core needs (OmniSafe ``parallel``): one process needs none of them. An
-    engine running several processes passes a subclass (rlspec/engines/safe_fast.py: torch.distributed)."""
+    engine running several processes passes a subclass (rlspec/engines/safe/parallel.py: torch.distributed)."""
 
     world_size = 1
 

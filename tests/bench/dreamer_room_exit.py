@@ -9,7 +9,7 @@ CPU), from the same seed; env steps, updates and wall time to reach 0.9, and the
     python tests/bench/dreamer_room_exit.py --report-only --runs DIR     # redraw from finished runs
 
 Each engine trains in chunks of C env steps (``run(stop_after_steps=C)`` then ``--resume``: bit for bit the
-same run as a straight one, rlspec/engines/dreamer.py); after every chunk the greedy policy (argmax of the
+same run as a straight one, rlspec/engines/dreamer/reference.py); after every chunk the greedy policy (argmax of the
 actor, ``rlspec eval``) runs K episodes on fresh PyBoy rooms (eval seed = run seed + 1000003, the same for
 every checkpoint and both engines). RUN/greedy.json holds one row per checkpoint: env steps, updates, training
 wall and CPU time so far (eval excluded; one torch thread, so the CPU time is the wall time the run takes alone

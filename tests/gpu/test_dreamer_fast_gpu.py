@@ -1,4 +1,4 @@
-"""The fast DreamerV3 engine (rlspec/engines/dreamer_fast.py) on CUDA (seed 004 M6–M7 GPU gate): the memcpy gate
+"""The fast DreamerV3 engine (rlspec/engines/dreamer/fast.py) on CUDA (seed 004 M6–M7 GPU gate): the memcpy gate
 on the engine's hot loop (torch.profiler: no "Memcpy HtoD"/"Memcpy DtoH" in ``iterate``), pointer stability of
 the replay slots the Warp room renders into, the actor and learner on their own streams, and a CUDA smoke
 run whose checkpoint the CPU tools read. The CPU gate runs the same engine code on CPU
@@ -14,7 +14,7 @@ from cuda_util import write_report
 
 from rlspec import cli
 from rlspec.engines import dreamer
-from rlspec.engines.dreamer_fast import DreamerV3Engine
+from rlspec.engines.dreamer.fast import DreamerV3Engine
 from rlspec.runs.rundir import load_checkpoint, read_metrics
 
 pytestmark = [pytest.mark.gpu,

@@ -12,7 +12,8 @@ import math
 import pytest
 import torch
 
-from rlspec.engines import safe, safe_fast
+from rlspec.engines.safe import parallel as safe_fast
+from rlspec.engines.safe import reference as safe
 from rlspec.runs.rundir import read_metrics
 
 pytestmark = [pytest.mark.gpu,

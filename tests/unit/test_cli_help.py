@@ -79,7 +79,7 @@ def test_a_changed_source_file_invalidates_the_kept_help(tmp_path, monkeypatch):
     _main(["train", "dreamer", "-h"], tmp_path)
     [entry_path] = (tmp_path / "rlspec/help").glob("*.json")
     entry = json.loads(entry_path.read_text())
-    engine_file = str(ROOT / "rlspec/engines/dreamer.py")
+    engine_file = str(ROOT / "rlspec/engines/dreamer/reference.py")
     assert entry["files"][engine_file]  # the engine's source is among the files it depends on
     entry["files"][engine_file] = "0" * 64  # as if dreamer.py had been edited since
     entry["text"] = "stale\n"

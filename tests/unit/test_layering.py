@@ -89,7 +89,9 @@ def test_runtime_imports_load_no_test_package():
     assert not report["loaded"], f"importing the runtime modules loaded test-only packages: {report['loaded']}"
 
 
-def _rlspec_imports(path: Path, module: str) -> list[str]:
+def _rlspec_imports(path: Path, module: str, modules: frozenset[str] = frozenset()) -> list[str]:
+    """The rlspec modules and names ``module`` imports. ``from pkg import a, b`` gives pkg, pkg.a and pkg.b; pkg
+    is left out where a and b are all in ``modules`` (submodules: the import is of them)."""
     tree = ast.parse(path.read_text())
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     for node in ast.walk(tree):  # annotations only: never executed
@@ -103,7 +105,8 @@ def _rlspec_imports(path: Path, module: str) -> list[str]:
             base = node.module or ""
             if node.level:  # relative import
                 base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
-            out += [base] + [f"{base}.{a.name}" for a in node.names]
+            names = [f"{base}.{a.name}" for a in node.names]
+            out += names if all(n in modules for n in names) else [base, *names]
     return [m for m in out if m.startswith("rlspec.") or m == "rlspec"]
 
 
@@ -140,10 +143,10 @@ def test_cli_loads_the_test_half_only_for_the_checker():
 
 
 def _import_graph() -> dict[str, set[str]]:
-    """module -> the runtime modules it imports (module level or inside functions; `from pkg import mod` counts
-    as importing pkg.mod where that is a module)."""
-    modules = set(runtime_modules())
-    return {m: {t for t in _rlspec_imports(source_file(m), m) if t in modules and t != m} for m in modules}
+    """module -> the runtime modules it imports (module level or inside functions); `from pkg import mod`, mod a
+    submodule, is an import of pkg.mod (the package's __init__ runs first whatever is imported from it)."""
+    modules = frozenset(runtime_modules())
+    return {m: {t for t in _rlspec_imports(source_file(m), m, modules) if t in modules and t != m} for m in modules}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -1,4 +1,4 @@
-"""The fast DreamerV3 engine (rlspec/engines/dreamer_fast.py) on CPU with the Warp room and a tiny model:
+"""The fast DreamerV3 engine (rlspec/engines/dreamer/fast.py) on CPU with the Warp room and a tiny model:
 a smoke run with finite losses and the replay ratio held; the starvation guard; the replay window's old end
 (an actor that keeps pushing never overwrites a row of an in-flight gather); non-finite losses stop the
 run with a clear error; `rlspec compare dreamer` agrees with the reference engine in its deterministic
@@ -17,7 +17,8 @@ import torch
 from test_dreamer_engine import TINY, _deterministic, _same_rows, _same_state
 
 from rlspec import cli
-from rlspec.engines import dreamer, dreamer_fast
+from rlspec.engines import dreamer
+from rlspec.engines.dreamer import fast as dreamer_fast
 from rlspec.fast.replay import ReplayRing
 from rlspec.runs.rundir import load_checkpoint, read_metrics
 from rlspec.spec import replay as spec
@@ -204,7 +205,7 @@ def test_actor_loop_reads_nothing_back_to_the_host():
     assert int(p.ring.violations) == 0
 
 
-RLSPEC = Path(dreamer_fast.__file__).resolve().parents[1]
+RLSPEC = Path(dreamer_fast.__file__).resolve().parents[2]  # rlspec/engines/dreamer/fast.py -> rlspec/
 
 
 def _host_reads(fn) -> collections.Counter:

@@ -13,7 +13,8 @@ import pytest
 import torch
 from test_dreamer_engine import TINY
 
-from rlspec.engines import dreamer, dreamer_fast
+from rlspec.engines import dreamer
+from rlspec.engines.dreamer import fast as dreamer_fast
 from rlspec.runs.rundir import peak_memory, read_metrics
 
 ENGINE = {"reference": ["engine=reference"],

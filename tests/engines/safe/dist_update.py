@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 from rlspec.algos.safe_ppo import LOCAL, Kit, PPOConfig, Rollout, SafetyConfig, make_state
 from rlspec.algos.trust_region import update
-from rlspec.engines.safe_fast import TorchDistComm
+from rlspec.engines.safe.parallel import TorchDistComm
 
 T, ENVS, D, A = 8, 4, 3, 2
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlspec.engines import safe, safe_fast
+from rlspec.engines.safe import parallel as safe_fast
+from rlspec.engines.safe import reference as safe
 from rlspec.envs import subproc_vector
 from rlspec.envs.safe_vector import SafeVectorEnv
 from rlspec.envs.safety_gym import make_vector

@@ -15,7 +15,8 @@ import torch
 
 from rlspec import cli
 from rlspec.algos import safe_ppo
-from rlspec.engines import safe, safe_fast
+from rlspec.engines.safe import parallel as safe_fast
+from rlspec.engines.safe import reference as safe
 from rlspec.runs.rundir import read_metrics
 
 TINY = ["env_id=ToyGoal-v0", "total_steps=300", "steps_per_epoch=150", "num_envs=3", "ep_window=5",

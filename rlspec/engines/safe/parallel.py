@@ -1,4 +1,4 @@
-"""Fast engine of the safe-RL PPO family: the reference loop (rlspec/engines/safe.py ``run``,
+"""The safe-fast engine: the reference loop (reference.py ``run``,
 the same functional core and kit), executed elsewhere:
 
 * envs in ``env_workers`` worker processes (rlspec/envs/subproc_vector.py), stepped in parallel, actions
@@ -30,8 +30,8 @@ import torch
 import torch.distributed as dist
 
 from rlspec.algos.safe_ppo import LOCAL, Comm
-from rlspec.engines import safe
-from rlspec.engines.safe import Execution, SafeConfig
+from rlspec.engines.safe import reference as safe
+from rlspec.engines.safe.reference import Execution, SafeConfig
 from rlspec.envs.subproc_vector import EnvWorkerError, SubprocSafeVectorEnv
 from rlspec.runs import device
 from rlspec.runs.compare import largest

@@ -1,21 +1,11 @@
-"""Reference DreamerV3 engine ``DreamerV3EngineCPU`` (seed 004 M6–M8): one process, CPU, top to
-bottom, on the project's Game Boy room (rlspec/envs/room/room.gb in PyBoy).
+"""The Dreamer engines' shared half and the reference execution ``DreamerV3EngineCPU`` (seed 004 M6–M8): one
+process, CPU, top to bottom, on the project's Game Boy room (rlspec/envs/room/room.gb in PyBoy).
 
-    rlspec train dreamer --engine reference --task room-exit|standing-still [--preset smoke] [--out DIR]
-                         [--set KEY=VALUE ...]
-    rlspec train dreamer --env pyboy --rom ROM [--state STATE] --plugin PLUGIN [...]   # a user's own game:
-                         # its ROM, a save state every episode starts from, a RAM reward/termination plug-in
-                         # (interface: rlspec/envs/pyboy_env.py); reference engine only
-    rlspec train dreamer --resume RUN            # continue RUN from its last checkpoint, bit for bit
-    rlspec eval RUN [--episodes K] [--video]     # greedy policy: mean return, success rate (RUN/eval/eval.json);
-                                                 # --video: RUN/eval/episodes.mp4 of those episodes
-    rlspec plot RUN                              # redraw RUN/plots/*.png
-    rlspec train dreamer --engine fast ...       # DreamerV3Engine (rlspec/engines/dreamer_fast.py), same config
-    rlspec compare dreamer ...                   # both engines from one seed (rlspec/engines/dreamer_fast.py)
+What both executions share lives here: the config (DreamerRunConfig) and its validation (the fast
+execution's keys included), the train-ratio scheduler (``updates_due``), the run directory, metrics rows and
+plots (``Logger``), checkpoint reading, the greedy episodes of eval. fast.py builds on this module; the
+package's entry (__init__.py) joins the two behind the CLI.
 
-This module also holds what both engines share: the config (DreamerRunConfig), validation, the train-ratio
-scheduler (``updates_due``), the run directory, metrics rows and plots (``Logger``), checkpoint reading,
-the CLI entry points.
 
 One loop iteration is one vector step of the ``num_envs`` emulators (``num_envs`` env steps):
   act     random actions until ``min_ready_steps`` env steps are in the replay (prefill), then the policy
@@ -39,14 +29,13 @@ ReturnEMA, replay ring, generator state, the loop's state and the envs (replayab
 rlspec/envs/room/recorded.py).
 """
 
+
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import json
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +45,7 @@ import torch
 from rlspec.algos.dreamer import DreamerConfig, DreamerState, Kit, make_state, policy_step, reconstruct, train_step
 from rlspec.contracts.room_env import MASK32, MIN_FRAMESKIP, NUM_ACTIONS, SCENARIOS
 from rlspec.runs import config as runconfig
-from rlspec.runs import shell
+from rlspec.runs import device as devices
 from rlspec.runs.faults import Diverged, RunStopped, check_finite, nonfinite_tensors
 from rlspec.runs.plots import Panel, draw
 from rlspec.runs.rundir import (
@@ -69,7 +58,11 @@ from rlspec.runs.rundir import (
 )
 
 ENGINE = "dreamer"
-ENGINES = ("reference", "fast")  # --engine: DreamerV3EngineCPU here, DreamerV3Engine in engines/dreamer_fast.py
+
+
+ENGINES = ("reference", "fast")  # --engine: DreamerV3EngineCPU here, DreamerV3Engine in fast.py
+
+
 ENVS = ("room", "pyboy")  # --env: the project's room ROM, or a user's ROM with a RAM plug-in
 
 
@@ -77,7 +70,7 @@ ENVS = ("room", "pyboy")  # --env: the project's room ROM, or a user's ROM with 
 class DreamerRunConfig:
     engine: str = "reference"
     """reference (DreamerV3EngineCPU: PyBoy, one process, CPU) or fast (DreamerV3Engine: Warp room, actor and
-    learner parts, rlspec/engines/dreamer_fast.py); --engine sets it. The keys below marked "fast" are
+    learner parts, fast.py); --engine sets it. The keys below marked "fast" are
     read by the fast engine only."""
     task: str = "room-exit"
     """The room scenario: room-exit (reach the door: success) or standing-still (reconstruction only)."""
@@ -164,10 +157,12 @@ PRESETS: dict[str, dict] = {
                   "dreamer.cnn_stages": 3, "dreamer.cnn_mult": 8},
 }
 
-# int keys -> their least value
+
 INT_MIN = {"seed": 0, "num_envs": 1, "total_steps": 1, "min_ready_steps": 0, "replay_capacity": 1, "step_limit": 1,
            "frameskip": MIN_FRAMESKIP, "log_every": 1, "checkpoint_every": 1, "ep_window": 1, "torch_threads": 1,
            "dreamer.batch_size": 1, "dreamer.seq_len": 1, "dreamer.mlp_hidden": 1, "dreamer.mlp_layers": 0}
+
+
 POSITIVE = ("wm_lr", "actor_lr", "critic_lr", "wm_eps", "ac_eps", "wm_clip", "actor_clip", "critic_clip")
 
 
@@ -200,8 +195,6 @@ def validate(cfg: DreamerRunConfig) -> None:
     except (TypeError, ValueError) as err:
         raise runconfig.ConfigError(f"config group 'dreamer': {err}") from None
     if cfg.engine == "fast":
-        from rlspec.engines.dreamer_fast import validate_fast
-
         validate_fast(cfg, bad)
 
 
@@ -297,7 +290,6 @@ def updates_due(cfg: DreamerRunConfig, env_steps: int) -> int:
     return math.floor((env_steps - cfg.min_ready_steps) * cfg.train_ratio / (d.batch_size * d.seq_len))
 
 
-# ------------------------------------------------------------------------------------------ the loop
 @dataclass
 class Loop:
     """Everything the loop carries between vector steps (besides models, replay, envs and generator)."""
@@ -588,147 +580,6 @@ def _versions(cfg: DreamerRunConfig) -> dict:
     return out
 
 
-# ------------------------------------------------------------------------------------ CLI entry points
-def _options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", choices=ENGINES, default=None,
-                   help="reference (default): DreamerV3EngineCPU (PyBoy, one process, deterministic); fast: "
-                        "DreamerV3Engine (Warp room, actor/learner parts, CUDA streams when device is cuda)")
-    p.add_argument("--env", choices=ENVS, help="room (default): the project's ROM; pyboy: your own ROM (--rom, "
-                                               "--state, --plugin)")
-    p.add_argument("--rom", type=Path, help="env pyboy: your Game Boy ROM (shorthand for --set rom=...)")
-    p.add_argument("--state", type=Path, help="env pyboy: a PyBoy save state every episode starts from")
-    p.add_argument("--plugin", help="env pyboy: reward/termination plug-in reading RAM, a .py file or a module "
-                                    "(functions reward(memory), done(memory); rlspec/envs/pyboy_env.py)")
-
-
-def _out_name(cfg: DreamerRunConfig) -> str:
-    name = cfg.task if cfg.env == "room" else f"pyboy-{Path(cfg.rom).stem}"
-    return f"{ENGINE}{'-fast' * (cfg.engine == 'fast')}-{name}-s{cfg.seed}"
-
-
-DESCRIPTION = shell.Engine(
-    name=ENGINE, config=DreamerRunConfig, presets=PRESETS, doc=__doc__, validate=validate,
-    run=lambda cfg, out, resume, stop_after, show_progress: engine(cfg).run(
-        out, resume=resume, stop_after_steps=stop_after, show_progress=show_progress),
-    out_name=_out_name, out_pattern="dreamer-TASK-sSEED", stop_unit="steps",
-    flags=(shell.Flag("task", "task", choices=tuple(sorted(SCENARIOS))),), options=_options,
-    option_sets=lambda args: [*([f"engine={args.engine}"] if args.engine else []), *user_env_args(args)],
-    option_names=("--engine", "--env", "--rom", "--state", "--plugin"))
-
-
-def build_config(preset: str = "default", overrides: list[str] = (), task: str | None = None) -> DreamerRunConfig:
-    return shell.build_config(DESCRIPTION, preset, [*([f"task={task}"] if task else []), *overrides])
-
-
-def train(argv: list[str]) -> int:
-    """`rlspec train dreamer ...`"""
-    return shell.train(DESCRIPTION, argv)
-
-
-def user_env_args(args) -> list[str]:
-    """--env/--rom/--state/--plugin as --set overrides; paths made absolute (config.json is read from
-    elsewhere by --resume and eval). A plug-in given as a file is a path too; a module name stays."""
-    out = [f"env={args.env}"] if args.env else []
-    for key in ("rom", "state", "plugin"):
-        value = getattr(args, key)
-        if value is not None:
-            is_path = key != "plugin" or str(value).endswith(".py")
-            out.append(f"{key}={Path(value).resolve() if is_path else value}")
-    return out
-
-
-def engine(cfg: DreamerRunConfig):
-    """The engine object ``cfg.engine`` names."""
-    if cfg.engine == "fast":
-        from rlspec.engines.dreamer_fast import DreamerV3Engine
-
-        return DreamerV3Engine(cfg)
-    return DreamerV3EngineCPU(cfg)
-
-
-def compare(argv: list[str]) -> int:
-    """`rlspec compare dreamer ...` (rlspec/engines/dreamer_fast.py compare)."""
-    from rlspec.engines.dreamer_fast import compare as run_compare
-
-    return run_compare(argv)
-
-
-def restore_ring(cfg: DreamerRunConfig, saved):
-    """The replay ring of a checkpoint, on the CPU: the reference ring is saved as the object, the fast ring
-    as its state_dict."""
-    if cfg.engine != "fast":
-        return saved
-    from rlspec.engines.dreamer_fast import make_fast_ring
-
-    ring = make_fast_ring(cfg, torch.device("cpu"))
-    ring.load_state_dict(saved)
-    return ring
-
-
-def load_config(run_dir: Path) -> DreamerRunConfig:
-    return runconfig.from_dict(DreamerRunConfig, RunDir.read_config(run_dir)["config"])
-
-
-def plot(run_dir: Path) -> int:
-    """Redraw RUN/plots/*.png from metrics.csv (and the reconstruction strip from the last checkpoint)."""
-    cfg = load_config(run_dir)
-    for f in draw(run_dir, panels(cfg)):
-        print(f)
-    ckpt_path = Path(run_dir) / "checkpoints/last.pt"
-    if ckpt_path.is_file():
-        try:
-            ckpt = read_checkpoint(ckpt_path)
-        except runconfig.ConfigError as err:
-            print(f"rlspec plot: error: no reconstruction strip: {err}", file=sys.stderr)
-            return 2
-        state = build(cfg, torch.Generator().manual_seed(cfg.seed))
-        state.load_state_dict(ckpt["state"])
-        f = reconstruction_strip(state, restore_ring(cfg, ckpt["ring"]), Path(run_dir) / "plots/reconstruction.png",
-                                 cfg.seed)
-        if f is not None:
-            print(f)
-    return 0
-
-
-def evaluate(run_dir: Path, argv: list[str]) -> int:
-    """Greedy policy (argmax of the actor) of RUN's last checkpoint over K episodes on fresh envs (another seed):
-    mean return, length and success rate in RUN/eval/eval.json; with --video, RUN/eval/episodes.mp4 of them."""
-    p = argparse.ArgumentParser(prog="rlspec eval RUN")
-    p.add_argument("--episodes", type=int, default=10, help="episodes to average (default 10)")
-    p.add_argument("--seed", type=int, help="env and policy seed (default: the run's seed + 1000003)")
-    p.add_argument("--video", action="store_true",
-                   help="write RUN/eval/episodes.mp4: one frame per vector step (the first: the reset), the "
-                        "num_envs screens side by side, grayscale, upscaled (imageio + imageio-ffmpeg)")
-    p.add_argument("--scale", type=int, default=4, help="video upscaling of the 72 x 80 frames (default 4)")
-    p.add_argument("--fps", type=int, default=15, help="video frames per second (default 15)")
-    args = p.parse_args(argv)
-    for key in ("episodes", "scale", "fps"):
-        if getattr(args, key) < 1:
-            p.error(f"--{key}: expected an int >= 1, got {getattr(args, key)}")
-    try:
-        cfg = load_config(run_dir)
-        ckpt = read_checkpoint(Path(run_dir) / "checkpoints/last.pt")
-    except (runconfig.ConfigError, FileNotFoundError) as err:
-        print(f"rlspec eval: error: {err}", file=sys.stderr)
-        return 2
-    seed = cfg.seed + 1_000_003 if args.seed is None else args.seed
-    gen = torch.Generator().manual_seed(seed)
-    state = build(cfg, gen)
-    state.load_state_dict(ckpt["state"])
-    frames = [] if args.video else None
-    result = run_episodes(cfg, state, args.episodes, seed, gen, frames, EpisodeProgress(args.episodes))
-    if frames is not None:
-        from rlspec.runs.video import write_mp4
-
-        images = [video_frame(f, args.scale) for f in frames]
-        result.update(video=str(write_mp4(Path(run_dir) / "eval/episodes.mp4", images, args.fps)),
-                      video_frames=len(images))
-    (Path(run_dir) / "eval").mkdir(exist_ok=True)
-    (Path(run_dir) / "eval/eval.json").write_text(json.dumps(result, indent=2))
-    print(json.dumps(result))
-    return 0
-
-
 def video_frame(obs: torch.Tensor, scale: int, bar: int = 2):
     """[N, 1, 72, 20] packed2 -> [72·scale, N·(80·scale + bar) − bar] uint8 grayscale (shade 0 white, 3 black;
     grey bars between the envs), as numpy for imageio."""
@@ -764,3 +615,34 @@ def run_episodes(cfg: DreamerRunConfig, state: DreamerState, episodes: int, seed
     done = loop.finished[:episodes]
     return {"episodes": len(done), "seed": seed, "steps": steps, "EpRet": sum(e[0] for e in done) / len(done),
             "EpLen": sum(e[1] for e in done) / len(done), "SuccessRate": sum(e[2] for e in done) / len(done)}
+
+
+def validate_fast(cfg: DreamerRunConfig, bad) -> None:
+    """The fast engine's keys (``bad(key, expected, got)`` makes the error)."""
+    from rlspec.algos.dreamer import KITS
+
+    d = cfg.dreamer
+    for key in ("steps_per_rollout", "commit_stride", "sync_every"):
+        if getattr(cfg, key) < 1:
+            raise bad(key, "an int >= 1", getattr(cfg, key))
+    if cfg.commit_stride > d.seq_len:
+        raise bad("commit_stride", f"<= dreamer.seq_len = {d.seq_len} (commit often enough that the learner can "
+                  "assemble full sequences; seed 004 M7)", cfg.commit_stride)
+    need = d.seq_len + cfg.commit_stride + cfg.steps_per_rollout
+    if cfg.replay_capacity < need:
+        raise bad("replay_capacity", f">= dreamer.seq_len + commit_stride + steps_per_rollout = {need} (a full "
+                  "window between the uncommitted rows and the reserved old end)", cfg.replay_capacity)
+    if cfg.ep_window < cfg.num_envs:
+        raise bad("ep_window", f">= num_envs = {cfg.num_envs} (the device-side episode window)", cfg.ep_window)
+    if cfg.kit not in KITS:
+        raise bad("kit", f"one of {list(KITS)}", cfg.kit)
+    if cfg.value_checks not in ("auto", "on", "off"):
+        raise bad("value_checks", "auto, on or off", cfg.value_checks)
+    try:
+        device(cfg)
+    except (RuntimeError, ValueError) as err:
+        raise bad("device", devices.CHOICES, f"{cfg.device} ({err})") from None
+
+
+def device(cfg: DreamerRunConfig) -> torch.device:
+    return devices.resolve(cfg.device)

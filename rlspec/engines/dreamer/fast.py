@@ -6,7 +6,7 @@ learner part that share a device-resident replay ring (rlspec/fast/replay.py).
     rlspec compare dreamer --preset smoke [--set ...]   # both engines from one seed: compare.json, compare.png
 
 The config, run directory, checkpoints, plots, eval and CLI are the reference engine's
-(rlspec/engines/dreamer.py); the keys commit_stride, steps_per_rollout, sync_every, kit and device are
+(reference.py; the CLI: the package's __init__.py); the keys commit_stride, steps_per_rollout, sync_every, kit and device are
 this engine's.
 
 One iteration:
@@ -49,13 +49,12 @@ a device counter; at each metrics row (a synchronization point) a non-zero count
 back to the host: episode statistics, metric sums and the counter stay on the device until a row.
 """
 
+
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import dataclasses
-import json
 import math
 import time
 from collections import deque
@@ -67,50 +66,15 @@ import torch
 
 from rlspec.algos.dreamer import DreamerState, Kit, make_state, policy_step, train_step
 from rlspec.contracts.room_env import NUM_ACTIONS
-from rlspec.engines import dreamer as ref
-from rlspec.engines.dreamer import DreamerRunConfig
 from rlspec.contracts.validate import without_value_checks
+from rlspec.engines.dreamer import reference as ref
+from rlspec.engines.dreamer.reference import DreamerRunConfig, device
 from rlspec.runs import config as runconfig
-from rlspec.runs import device as devices
-from rlspec.runs.compare import largest
-from rlspec.runs.faults import Diverged, RunStopped, attempt
-from rlspec.runs.rundir import read_metrics
-from rlspec.runs.plots import overlay
+from rlspec.runs.faults import Diverged, RunStopped
 
 
 class NonFiniteError(Diverged):
     """A train step produced a non-finite metric (the run stops; nothing poisoned is checkpointed)."""
-
-
-def validate_fast(cfg: DreamerRunConfig, bad) -> None:
-    """The fast engine's keys (``bad(key, expected, got)`` makes the error)."""
-    from rlspec.algos.dreamer import KITS
-
-    d = cfg.dreamer
-    for key in ("steps_per_rollout", "commit_stride", "sync_every"):
-        if getattr(cfg, key) < 1:
-            raise bad(key, "an int >= 1", getattr(cfg, key))
-    if cfg.commit_stride > d.seq_len:
-        raise bad("commit_stride", f"<= dreamer.seq_len = {d.seq_len} (commit often enough that the learner can "
-                  "assemble full sequences; seed 004 M7)", cfg.commit_stride)
-    need = d.seq_len + cfg.commit_stride + cfg.steps_per_rollout
-    if cfg.replay_capacity < need:
-        raise bad("replay_capacity", f">= dreamer.seq_len + commit_stride + steps_per_rollout = {need} (a full "
-                  "window between the uncommitted rows and the reserved old end)", cfg.replay_capacity)
-    if cfg.ep_window < cfg.num_envs:
-        raise bad("ep_window", f">= num_envs = {cfg.num_envs} (the device-side episode window)", cfg.ep_window)
-    if cfg.kit not in KITS:
-        raise bad("kit", f"one of {list(KITS)}", cfg.kit)
-    if cfg.value_checks not in ("auto", "on", "off"):
-        raise bad("value_checks", "auto, on or off", cfg.value_checks)
-    try:
-        device(cfg)
-    except (RuntimeError, ValueError) as err:
-        raise bad("device", devices.CHOICES, f"{cfg.device} ({err})") from None
-
-
-def device(cfg: DreamerRunConfig) -> torch.device:
-    return devices.resolve(cfg.device)
 
 
 def make_fast_ring(cfg: DreamerRunConfig, dev: torch.device, checks: bool = True):
@@ -122,6 +86,13 @@ def make_fast_ring(cfg: DreamerRunConfig, dev: torch.device, checks: bool = True
                       check_values=checks, reserve=cfg.steps_per_rollout)
 
 
+def cpu_ring(cfg: DreamerRunConfig, saved: dict):
+    """A fast ring's state_dict as a ring on the CPU (the reconstruction strip's, eval's)."""
+    ring = make_fast_ring(cfg, torch.device("cpu"))
+    ring.load_state_dict(saved)
+    return ring
+
+
 def make_warp_envs(cfg: DreamerRunConfig, dev: torch.device, checks: bool = True):
     from rlspec.envs.room.warp_room import RoomVecEnv
 
@@ -129,7 +100,6 @@ def make_warp_envs(cfg: DreamerRunConfig, dev: torch.device, checks: bool = True
                       check_actions=checks)
 
 
-# --------------------------------------------------------------------------------- streams and events
 class Fence:
     """A CUDA event on CUDA, nothing on CPU (the parts then run in order in one thread)."""
 
@@ -192,7 +162,6 @@ class PartTimes:
         return out
 
 
-# ----------------------------------------------------------------------------------- the actor's state
 @dataclass
 class ActorLoop:
     """What the actor part carries between vector steps, on the device (besides env, ring, policy copy)."""
@@ -248,7 +217,6 @@ def record_episodes(loop: ActorLoop, out, w: int) -> None:
     loop.ep_length.masked_fill_(end, 0)
 
 
-# ----------------------------------------------------------------------------------------- the engine
 @dataclass
 class Parts:
     """A run's pieces: the learner's state, the actor's policy copy, the generator, envs, ring, the actor's
@@ -387,7 +355,7 @@ class DreamerV3Engine:
         reconstruction strip."""
         cpu = ref.build(self.cfg, torch.Generator().manual_seed(self.cfg.seed))
         cpu.load_state_dict(state.state_dict())
-        return cpu, ref.restore_ring(self.cfg, ring.state_dict())
+        return cpu, cpu_ring(self.cfg, ring.state_dict())
 
     def _synchronize(self) -> None:
         if self.dev.type == "cuda":
@@ -503,84 +471,3 @@ class Learner:
         self.sums = None if sd["sums"] is None else sd["sums"].to(dev)
         self.nonfinite = sd["nonfinite"].to(dev)
         self.checked_updates, self.synced_at = sd["checked_updates"], sd["synced_at"]
-
-
-# ---------------------------------------------------------------------------------------------- compare
-DETERMINISTIC = {"commit_stride": 1, "steps_per_rollout": 1, "sync_every": 1}
-COMPARED = ("Loss/loss", "Loss/recon_loss", "Loss/reward_loss", "Loss/continue_loss", "Loss/kl_loss",
-            "Loss/actor_loss", "Loss/critic_loss", "Behavior/entropy", "Behavior/values", "Metrics/EpRet",
-            "Metrics/SuccessRate", "Train/replay_ratio")
-
-
-def compare(argv: list[str]) -> int:
-    """`rlspec compare dreamer [--task T] [--preset P] [--set k=v ...] [--updates K] [--rtol X] [--out DIR]`:
-    the reference and the fast engine from one seed on one config into DIR/reference and DIR/fast;
-    DIR/compare.json (per metric, the largest difference |a − b| / max(|a|, |b|, 1), rlspec/runs/compare.py,
-    over the rows up to K updates, and over all rows; env steps/s and updates/s of both) and DIR/compare.png
-    (their curves side by side). In the deterministic mode (commit_stride = steps_per_rollout = sync_every = 1, device cpu) the rows
-    up to K updates must agree within --rtol: exit 1 if not."""
-    p = argparse.ArgumentParser(prog="rlspec compare dreamer", description=compare.__doc__)
-    p.add_argument("--task", help="shorthand for --set task=...")
-    p.add_argument("--preset", choices=sorted(ref.PRESETS), default="default", help="a named set of overrides")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (both)")
-    p.add_argument("--updates", type=int, default=16, help="K: compare the rows up to K updates (default 16)")
-    p.add_argument("--rtol", type=float, default=None,
-                   help="agreement tolerance on |a − b| / max(|a|, |b|, 1) (default 1e-6 with kit=reference, "
-                        "1e-3 with kit=fast)")
-    p.add_argument("--out", type=Path,
-                   help="where the runs and compare.json go (default runs/compare-dreamer-TASK-sSEED)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
-    args = p.parse_args(argv)
-
-    def both() -> tuple[DreamerRunConfig, Path, dict[str, Path]]:
-        cfg = ref.build_config(args.preset, ["engine=fast", *args.set], args.task)
-        ref.validate(cfg)
-        out = args.out or Path("runs") / f"compare-dreamer-{cfg.task}-s{cfg.seed}"
-        return cfg, out, {name: ref.engine(dataclasses.replace(cfg, engine=name)).run(out / name,
-                                                                                     show_progress=not args.quiet)
-                          for name in ref.ENGINES}
-
-    status, ran = attempt("rlspec compare dreamer", both)
-    if status is not None:
-        return status
-    cfg, out, runs = ran
-    deterministic = all(getattr(cfg, k) == v for k, v in DETERMINISTIC.items()) and device(cfg).type == "cpu"
-    rtol = args.rtol if args.rtol is not None else 1e-6 if cfg.kit == "reference" else 1e-3
-    result = compare_runs(runs["reference"], runs["fast"], args.updates, rtol)
-    result.update(deterministic=deterministic, kit=cfg.kit, device=str(device(cfg)))
-    (out / "compare.json").write_text(json.dumps(result, indent=2))
-    compare_plot(runs["reference"], runs["fast"], out / "compare.png")
-    speed = result["speed"]
-    verdict = (f"agree within {rtol:g}: {'yes' if result['agree'] else 'NO'}" if deterministic else
-               "not the deterministic mode, so the runs may differ and no agreement is checked")
-    print(f"first {args.updates} updates ({result['rows_compared']} rows): largest difference "
-          f"{result['worst_first'][1]:.3g} in {result['worst_first'][0]} ({verdict}); env steps/s reference "
-          f"{speed['reference']['env_steps_per_s']:.0f}, fast {speed['fast']['env_steps_per_s']:.0f}; "
-          f"written to {out / 'compare.json'}")
-    return 1 if deterministic and not result["agree"] else 0
-
-
-def compare_runs(ref_run: Path, fast_run: Path, updates: int, rtol: float) -> dict:
-    """Largest difference (rlspec/runs/compare.py) per compared metric: over the rows with at most ``updates``
-    updates, and over all rows; rows are matched by env step."""
-    a, b = read_metrics(ref_run), read_metrics(fast_run)
-    pairs = [(ra, rb) for ra, rb in zip(a, b) if ra["step"] == rb["step"]]
-    first = [(ra, rb) for ra, rb in pairs if ra.get("Train/updates", 0) <= updates]
-
-    w_first, w_all = largest(first, COMPARED), largest(pairs, COMPARED)
-    top = max(w_first.items(), key=lambda kv: kv[1])
-
-    def speed(rows):
-        return {"env_steps_per_s": sum(r.get("Time/env_steps_per_s", 0) for r in rows) / max(len(rows), 1),
-                "updates_per_s": sum(r.get("Time/updates_per_s", 0) for r in rows) / max(len(rows), 1)}
-
-    return {"runs": {"reference": str(ref_run), "fast": str(fast_run)}, "rows": [len(a), len(b)],
-            "rows_compared": len(first), "updates": updates, "rtol": rtol,
-            "agree": len(a) == len(b) and len(first) > 0 and top[1] <= rtol, "worst_first": list(top),
-            "max_rel_diff_first": w_first, "max_rel_diff_all": w_all,
-            "speed": {"reference": speed(a), "fast": speed(b)}}
-
-
-def compare_plot(ref_run: Path, fast_run: Path, path: Path) -> Path:
-    """One panel per compared metric: the reference engine's curve and the fast engine's over env steps."""
-    return overlay({"reference": ref_run, "fast": fast_run}, COMPARED, path)

@@ -1,4 +1,4 @@
-"""Reference engine of the safe-RL PPO family: one process, deterministic, top to bottom.
+"""Reference execution of the safe-RL PPO family: one process, deterministic, top to bottom.
 
     rlspec train safe --algo PPOLag --env SafetyPointGoal1-v0 [--preset smoke] [--out DIR] [--set k=v ...]
     rlspec train safe --algo PPOLagSem --set semantic.enable=true --set semantic.model_name=DIR ...
@@ -212,7 +212,7 @@ def _window_means(window: deque, comm: Comm) -> dict[str, float]:
 @dataclass
 class Execution:
     """Where the loop's pieces run. The reference engine: one process, its envs in it. The fast engine
-    (rlspec/engines/safe_fast.py) passes envs in worker processes and a torch.distributed ``comm``."""
+    (rlspec/engines/safe/parallel.py) passes envs in worker processes and a torch.distributed ``comm``."""
 
     make_envs: Callable[[SafeConfig, int], object] = lambda cfg, first: safety_gym.make_vector(
         cfg.env_id, cfg.num_envs, cfg.seed, cfg.forced_cost, first, **render_settings(cfg))
@@ -384,7 +384,7 @@ class _Progress:
 def describe(cls: type = SafeConfig, engine: str = ENGINE,
              execution: Callable[[SafeConfig], Execution] = lambda cfg: Execution()) -> shell.Engine:
     """The engine `rlspec train` runs: this loop with ``cls``'s config, named ``engine``, executed by
-    ``execution(cfg)`` (the fast engine: rlspec/engines/safe_fast.py)."""
+    ``execution(cfg)`` (the fast engine: rlspec/engines/safe/parallel.py)."""
     return shell.Engine(
         name=engine, config=cls, presets=PRESETS, doc=sys.modules[cls.__module__].__doc__, validate=validate,
         run=lambda cfg, out, resume, stop_after, show_progress: run(
@@ -460,10 +460,3 @@ def evaluate(run_dir: Path, argv: list[str], cls: type = SafeConfig) -> int:
         result["video"] = str(write_mp4(Path(run_dir) / "eval/episode0.mp4", frames))
     print(json.dumps(result))
     return 0
-
-
-def compare(argv: list[str]) -> int:
-    """`rlspec compare safe`: the reference and the fast engine on one config (rlspec/engines/safe_fast.py)."""
-    from rlspec.engines import safe_fast  # the fast engine builds on this module: imported only here
-
-    return safe_fast.compare(argv)
