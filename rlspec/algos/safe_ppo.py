@@ -455,8 +455,10 @@ def policy_loss(logp: torch.Tensor, entropy: torch.Tensor, logp_old: torch.Tenso
     return -surrogate.mean() - ppo.entropy_coef * entropy.mean(), events
 
 
-def _critic_step(critic: Critic, opt: torch.optim.Optimizer, obs, old_value, target, ppo: PPOConfig, kit: Kit,
+def critic_step(critic: Critic, opt: torch.optim.Optimizer, obs, old_value, target, ppo: PPOConfig, kit: Kit,
                  guard, kind: str, comm: Comm) -> float:
+    """One optimizer step of a critic on a minibatch: the (clipped) value loss plus the critic's L2 norm, through
+    the loss guard; returns the loss (the PPO family's and the natural-gradient updates' critic step)."""
     loss = kit.value_loss(critic(obs), old_value, target, ppo.value_clip)
     loss = loss + ppo.critic_norm_coef * sum(p.square().sum() for p in critic.parameters())
     loss = guard(loss, kind)
@@ -514,7 +516,7 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
     ``actor_loss``: the minibatch actor loss in place of ``policy_loss`` (P3O, rlspec/algos/trust_region.py)."""
     family = ALGOS[state.algo].family
     if family != "ppo" and actor_loss is None:
-        raise ValueError(f"update: algo {state.algo!r} is trained by rlspec.algos.trust_region.update, not the "
+        raise ValueError(f"update: algo {state.algo!r} is trained by rlspec.algos.safe_update.update, not the "
                          f"PPO family's update")
     if actor_loss is None:
         def actor_loss(logp, ent, logp_old, adv, adv_c):
@@ -555,10 +557,10 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
             if bool(stop):
                 stop_iter, stopped = epoch + 1, True
                 break
-            losses["reward_critic"].append(_critic_step(state.reward_critic, state.reward_opt, obs[idx], v_r[idx],
+            losses["reward_critic"].append(critic_step(state.reward_critic, state.reward_opt, obs[idx], v_r[idx],
                                                         ret_r[idx], ppo, kit, state.guard, "reward_critic", comm))
             if use_cost:
-                losses["cost_critic"].append(_critic_step(state.cost_critic, state.cost_opt, obs[idx], v_c[idx],
+                losses["cost_critic"].append(critic_step(state.cost_critic, state.cost_opt, obs[idx], v_c[idx],
                                                           ret_c[idx], ppo, kit, state.guard, "cost_critic", comm))
             loss_pi, ev = actor_loss(logp, entropy, logp_old[idx], adv[idx], adv_c[idx])
             for k, v in ev.items():

@@ -3,9 +3,9 @@
 built on the PPO family's pieces (rlspec/algos/safe_ppo.py: state, rollout, critics, GAE and advantage
 processing, λ via ``update_safety``, loss guards) and the contract ``trust_region`` through the Kit.
 
-``update`` dispatches: the PPO family goes to ``safe_ppo.update`` unchanged; P3O too, with its own minibatch
-actor loss; TRPO, TRPOLag, TRPOPID and CPO take one natural-gradient step of the actor on the whole rollout,
-then train the critics as the PPO family does. Steps of a TRPO/TRPOLag/CPO update (OmniSafe 0.5.0's
+``p3o_update`` is the PPO family's update (``safe_ppo.update``) with P3O's minibatch actor loss;
+``natural_update`` (TRPO, TRPOLag, TRPOPID and CPO) takes one natural-gradient step of the actor on the whole
+rollout, then trains the critics as the PPO family does. rlspec/algos/safe_update.py dispatches between them. Steps of a TRPO/TRPOLag/CPO update (OmniSafe 0.5.0's
 NaturalPG._update, base/trpo.py, naive_lagrange/trpo_lag.py, second_order/cpo.py):
 
 1. Values, GAE and advantage processing as the PPO family (safe_ppo ``advantages``, ``process_advantages``).
@@ -52,15 +52,13 @@ from dataclasses import dataclass
 import torch
 
 from rlspec.algos.safe_ppo import (
-    ALGOS,
-    LOCAL,
     Comm,
     Kit,
     PPOConfig,
     Rollout,
     SafePPOState,
     SafetyConfig,
-    _critic_step,
+    critic_step,
     advantages,
     combine_advantages,
     process_advantages,
@@ -123,7 +121,7 @@ def _mean(comm: Comm, t: torch.Tensor) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------------------- P3O
-def _p3o_update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safety: SafetyConfig, kit: Kit,
+def p3o_update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safety: SafetyConfig, kit: Kit,
                 gen: torch.Generator, progress: float, comm: Comm, tr: TrustRegionConfig) -> dict[str, float]:
     c = constraint_violation(jc, safety)
     penalties = []
@@ -227,7 +225,7 @@ def _bit_or(codes: list[int]) -> int:
     return out
 
 
-def _natural_update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safety: SafetyConfig,
+def natural_update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safety: SafetyConfig,
                     kit: Kit, gen: torch.Generator, comm: Comm, tr: TrustRegionConfig) -> dict[str, float]:
     T, N = batch.reward.shape
     M = T * N
@@ -248,10 +246,10 @@ def _natural_update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConf
         perm = torch.randperm(M, generator=gen)
         for start in range(0, M, ppo.batch_size):
             idx = perm[start:start + ppo.batch_size]  # [B]
-            losses["reward_critic"].append(_critic_step(state.reward_critic, state.reward_opt, obs[idx], v_r[idx],
+            losses["reward_critic"].append(critic_step(state.reward_critic, state.reward_opt, obs[idx], v_r[idx],
                                                         ret_r[idx], ppo, kit, state.guard, "reward_critic", comm))
             if use_cost:
-                losses["cost_critic"].append(_critic_step(state.cost_critic, state.cost_opt, obs[idx], v_c[idx],
+                losses["cost_critic"].append(critic_step(state.cost_critic, state.cost_opt, obs[idx], v_c[idx],
                                                           ret_c[idx], ppo, kit, state.guard, "cost_critic", comm))
     if ppo.lambda_update == "after":
         update_safety(state, jc, safety)
@@ -270,20 +268,3 @@ def _natural_update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConf
     if use_cost:
         metrics["Loss/Loss_cost_critic"] = mean(losses["cost_critic"])
     return metrics
-
-
-# ------------------------------------------------------------------------------------------ dispatch
-def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safety: SafetyConfig, kit: Kit,
-           gen: torch.Generator, progress: float = 0.0, comm: Comm = LOCAL,
-           tr: TrustRegionConfig = TrustRegionConfig(), lambda_scale: float = 1.0) -> dict[str, float]:
-    """One update of any algorithm in ``safe_ppo.ALGOS`` (arguments as ``safe_ppo.update``; ``tr``: the
-    trust-region settings): the PPO family's own update, P3O's, or the natural-gradient step's.
-    ``lambda_scale`` (PPOLagSem's modulation M) reaches the PPO family's λ step only. The rollout's training
-    fields move to the networks' device first (a GPU policy; nothing moves on the host)."""
-    batch = batch.to(state.device)
-    family = ALGOS[state.algo].family
-    if family == "ppo":
-        return ppo_update(state, batch, jc, ppo, safety, kit, gen, progress, comm, lambda_scale=lambda_scale)
-    if family == "p3o":
-        return _p3o_update(state, batch, jc, ppo, safety, kit, gen, progress, comm, tr)
-    return _natural_update(state, batch, jc, ppo, safety, kit, gen, comm, tr)

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from rlspec.algos.safe_ppo import Kit, PPOConfig, SafetyConfig, act, make_state
-from rlspec.algos.trust_region import update
+from rlspec.algos.safe_update import update
 from rlspec.engines.safe import collect
 from rlspec.envs import safety_gym
 from rlspec.runs.cpu import identity as cpu_identity

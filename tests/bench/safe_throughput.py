@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 from rlspec.algos.safe_ppo import Kit, PPOConfig, SafetyConfig, make_state
-from rlspec.algos.trust_region import update
+from rlspec.algos.safe_update import update
 from rlspec.engines.safe import collect
 from rlspec.envs import safety_gym
 from rlspec.envs.subproc_vector import SubprocSafeVectorEnv

@@ -14,11 +14,18 @@ import pytest
 import torch
 
 from rlspec.algos import safe_ppo
-from rlspec.algos import trust_region as tr_algos
 from rlspec.algos.safe_ppo import Kit, PPOConfig, Rollout, SafetyConfig, advantages, make_state, process_advantages
-from rlspec.algos.trust_region import TrustRegionConfig, update
-from rlspec.contracts.trust_region import (ALL_FEASIBLE, FEASIBLE_RECOVERY, INFEASIBLE_RECOVERY, KL_VIOLATED,
-                                           PARTLY_FEASIBLE, ZERO_COST_GRAD, FlatParams)
+from rlspec.algos.safe_update import update
+from rlspec.algos.trust_region import TrustRegionConfig
+from rlspec.contracts.trust_region import (
+    ALL_FEASIBLE,
+    FEASIBLE_RECOVERY,
+    INFEASIBLE_RECOVERY,
+    KL_VIOLATED,
+    PARTLY_FEASIBLE,
+    ZERO_COST_GRAD,
+    FlatParams,
+)
 from rlspec.engines import safe
 from rlspec.runs.rundir import load_checkpoint, read_metrics
 
@@ -217,7 +224,7 @@ def test_ppo_family_goes_to_its_own_update_unchanged():
 
 def test_ppo_update_refuses_a_trust_region_state():
     state = state_for("CPO")
-    with pytest.raises(ValueError, match="algo 'CPO' is trained by rlspec.algos.trust_region.update"):
+    with pytest.raises(ValueError, match="algo 'CPO' is trained by rlspec.algos.safe_update.update"):
         safe_ppo.update(state, batch_for(state), 0.0, PPO, SAFETY, KIT, torch.Generator())
 
 

@@ -54,7 +54,8 @@ from rlspec.algos.safe_ppo import (
     policy_input,
     sample,
 )
-from rlspec.algos.trust_region import TrustRegionConfig, update, validate_config
+from rlspec.algos.safe_update import update
+from rlspec.algos.trust_region import TrustRegionConfig, validate_config
 from rlspec.envs import safety_gym
 from rlspec.envs.safe_vector import SafeVectorEnv, VectorStep
 from rlspec.runs import config as runconfig

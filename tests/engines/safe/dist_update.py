@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 from rlspec.algos.safe_ppo import LOCAL, Kit, PPOConfig, Rollout, SafetyConfig, make_state
-from rlspec.algos.trust_region import update
+from rlspec.algos.safe_update import update
 from rlspec.engines.safe.parallel import TorchDistComm
 
 T, ENVS, D, A = 8, 4, 3, 2
