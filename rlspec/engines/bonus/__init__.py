@@ -96,7 +96,7 @@ def _loop(cfg: BonusConfig, w, rundir: RunDir, start: int, stop: int, show_progr
         step = (k + 1) * per_update
         metrics = w.train_update(step)
         check_finite(step, {key: v for key, v in metrics.items() if key.startswith("Loss/")}, w.params())
-        metrics["Time/FPS"] = per_update / max(time.perf_counter() - t0, 1e-9)
+        metrics["Time/env_steps_per_s"] = per_update / max(time.perf_counter() - t0, 1e-9)
         rundir.log(step, metrics)
         if bar is not None:
             bar.update(step, {"success": metrics["Metrics/SuccessRate"], "ret": metrics["Metrics/EpRet"],
@@ -226,4 +226,4 @@ def summary(run_dir: Path) -> dict:
         return sum(xs) / len(xs) if xs else math.nan
 
     return {"run": str(run_dir), "rows": len(rows), "SuccessRate": mean("Metrics/SuccessRate", tail),
-            "EpRet": mean("Metrics/EpRet", tail), "env_steps_per_s": mean("Time/FPS", rows)}
+            "EpRet": mean("Metrics/EpRet", tail), "env_steps_per_s": mean("Time/env_steps_per_s", rows)}

@@ -225,8 +225,8 @@ def test_same_seed_same_run_and_resume_is_identical(tmp_path):
         rows = read_metrics(other)
         assert len(rows) == len(ref)
         for r0, r1 in zip(ref, rows):
-            assert {k: v for k, v in r0.items() if k != "Time/FPS"} == pytest.approx(
-                {k: v for k, v in r1.items() if k != "Time/FPS"}, nan_ok=True, rel=0, abs=0)
+            assert {k: v for k, v in r0.items() if k != "Time/env_steps_per_s"} == pytest.approx(
+                {k: v for k, v in r1.items() if k != "Time/env_steps_per_s"}, nan_ok=True, rel=0, abs=0)
     wa, wc = (load_checkpoint(p / "checkpoints/last.pt")["world"]["learner"]["policy"] for p in (a, tmp_path / "c"))
     assert all(torch.equal(wa[k], wc[k]) for k in wa)
 

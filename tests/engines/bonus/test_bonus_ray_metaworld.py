@@ -123,7 +123,7 @@ def test_ray_run_with_the_inference_actor_is_the_run_with_worker_policies(ray_se
     bonus.validate(cfg)
     rows["actor"], state = updates(cfg, 0, 7, save_after=6)
     (resumed,), _ = updates(cfg, 6, 1, state)  # the checkpoint after 6 updates, in fresh actors
-    drop = lambda r: {k: v for k, v in r.items() if k != "Time/FPS"}  # noqa: E731
+    drop = lambda r: {k: v for k, v in r.items() if k != "Time/env_steps_per_s"}  # noqa: E731
     for actor, local in zip(rows["actor"][:6], rows["local"], strict=True):
         assert drop(actor) == pytest.approx(drop(local), nan_ok=True, rel=0, abs=0)
     assert drop(resumed) == pytest.approx(drop(rows["actor"][6]), nan_ok=True, rel=0, abs=0)
