@@ -55,6 +55,9 @@ Ablation = Literal["baseline", "queue", "top1", "topk", "prototypes"]
 ABLATIONS = ("baseline", "queue", "top1", "topk", "prototypes")  # seed 003 §7, in order of what they add
 
 
+KITS = ("reference", "fast")  # BonusKit.named: rlspec/reference, or the fast twins
+
+
 @dataclass(frozen=True)
 class LearnerConfig:
     hidden: tuple[int, ...] = (64, 64)
@@ -157,6 +160,13 @@ class BonusKit:
 
         return dataclasses.replace(cls.reference(), vtrace=vtrace.vtrace, loss_a=success_set.loss_a,
                                    mine_pair=success_set.mine_pair, RunningMeanStd=numerics.RunningMeanStd)
+
+    @classmethod
+    def named(cls, name: str) -> "BonusKit":
+        """The kit a run config names: one of KITS."""
+        if name not in KITS:
+            raise ValueError(f"BonusKit.named: argument 'name' must be one of {KITS}, got {name!r}")
+        return cls.reference() if name == "reference" else cls.fast()
 
 
 class ReturnScale:

@@ -4,9 +4,11 @@ env-step arithmetic of an update. Imports no execution."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from rlspec.algos.bonus_vtrace import (
     ABLATIONS,
+    KITS,
     LearnerConfig,
 )
 from rlspec.contracts.success_set import SuccessSetConfig
@@ -66,14 +68,18 @@ class BonusConfig:
     """Episodes averaged in Metrics/EpRet, Metrics/SuccessRate, Metrics/EpLen."""
     checkpoint_every: int = 50
     """Write RUN/checkpoints/last.pt every this many updates (and at the end)."""
-    fast: bool = False
-    """Use the fast twins of vtrace and success_set (vectorized torch) instead of the reference."""
+    kit: str = "reference"
+    """Which implementations of vtrace, success_set and numerics the run calls: reference (rlspec/reference) or
+    fast (their fast twins, vectorized torch). Was the boolean key ``fast`` (fast=true is kit=fast)."""
     torch_threads: int = 1
     """torch.set_num_threads for the run (1: the same numbers on any machine)."""
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     """PPO + V-trace settings."""
     bonus: SuccessSetConfig = field(default_factory=SuccessSetConfig)
     """Bonus-phase settings (contract success_set: tau, margin, top_k, window, cooldown_steps, ...)."""
+
+    # old key -> (new key, the old key's type, old value -> new value): --set and an old run's config.json
+    RENAMED: ClassVar[dict] = {"fast": ("kit", bool, lambda on: "fast" if on else "reference")}
 
 
 PRESETS: dict[str, dict] = {
@@ -103,6 +109,8 @@ def validate(cfg: BonusConfig) -> None:
     if cfg.inference not in ("local", "actor") or (cfg.inference == "actor" and cfg.execution != "ray"):
         raise runconfig.ConfigError(f"config key 'inference': expected local, or actor with execution=ray, got "
                                     f"{cfg.inference!r} with execution={cfg.execution!r}")
+    if cfg.kit not in KITS:
+        raise runconfig.ConfigError(f"config key 'kit': expected one of {list(KITS)}, got {cfg.kit!r}")
     if cfg.ablation not in ABLATIONS:
         raise runconfig.ConfigError(f"config key 'ablation': expected one of {list(ABLATIONS)}, got {cfg.ablation!r}")
     runconfig.require_at_least(cfg, dict.fromkeys(("num_envs", "fragment_len", "total_steps", "replay_capacity",

@@ -198,7 +198,7 @@ class World:
 
     def __init__(self, cfg: BonusConfig):
         self.cfg = cfg
-        kit = BonusKit.fast() if cfg.fast else BonusKit.reference()
+        kit = BonusKit.named(cfg.kit)
         setup = bonus_setup(cfg.ablation)
         bonus_cfg = effective_config(cfg.bonus, setup)
         self.gen = torch.Generator().manual_seed(cfg.seed)

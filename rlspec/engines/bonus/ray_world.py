@@ -53,7 +53,7 @@ def role_seed(seed: int, role: int, index: int) -> int:
 
 
 def _parts(cfg: BonusConfig):
-    kit = BonusKit.fast() if cfg.fast else BonusKit.reference()
+    kit = BonusKit.named(cfg.kit)
     setup = bonus_setup(cfg.ablation)
     return kit, setup, effective_config(cfg.bonus, setup)
 
