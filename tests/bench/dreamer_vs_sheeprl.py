@@ -60,12 +60,17 @@ def first_at_goal(rows: list[dict]) -> dict | None:
     return next((r for r in rows if r["greedy_success"] >= GOAL), None)
 
 
-def seed_summary(rows: list[dict], budget: int) -> dict:
+def seed_summary(all_rows: list[dict], budget: int) -> dict:
+    """The seed's figures within the budget; rows past it (a run continued further) are summarized apart."""
+    rows = [r for r in all_rows if r["env_steps"] <= budget] or all_rows[:1]
     hit = first_at_goal(rows)
+    later = [r for r in all_rows if r["env_steps"] > budget]
+    beyond = ({"beyond_budget": {"last_env_steps": later[-1]["env_steps"], "best_success": max(r["greedy_success"] for r in later),
+                                 "first_at_goal": (first_at_goal(later) or {}).get("env_steps")}} if later else {})
     return {"complete": rows[-1]["env_steps"] >= budget or hit is not None, "reached": hit is not None, "env_steps": hit["env_steps"] if hit else None,
             "cpu_s": hit.get("cpu_s") if hit else None, "wall_s": hit.get("wall_s") if hit else None,
             "budget": budget, "last_env_steps": rows[-1]["env_steps"], "final_success": rows[-1]["greedy_success"],
-            "best_success": max(r["greedy_success"] for r in rows)}
+            "best_success": max(r["greedy_success"] for r in rows), **beyond}
 
 
 def ci(values: list[float]) -> dict:
@@ -95,7 +100,8 @@ def implementation(seeds: dict[int, list[dict]], budget: int) -> dict:
     done = [s for s in per_seed.values() if s["complete"]]
     reached = [s for s in done if s["reached"]]
     cpu = [s["cpu_s"] for s in reached if s["cpu_s"] is not None]
-    censored_cpu = [seeds[seed][-1].get("cpu_s") for seed, s in per_seed.items() if s["complete"] and not s["reached"]]
+    censored_cpu = [[r for r in seeds[seed] if r["env_steps"] <= s["budget"]][-1].get("cpu_s")
+                    for seed, s in per_seed.items() if s["complete"] and not s["reached"]]
     return {"seeds": per_seed, "reached": f"{len(reached)} of {len(done)}",
             "running": [seed for seed, s in per_seed.items() if not s["complete"]],
             "env_steps_to_goal": ci([steps_or_budget(s) for s in done]) if done else None,

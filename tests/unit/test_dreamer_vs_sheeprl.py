@@ -62,3 +62,11 @@ def test_standing_still_fall_reads_the_loss_at_n_updates(monkeypatch):
     assert out["fall"] == pytest.approx(1 - 1 / n**2) and out["first_update_with_goal_fall"] == 3.0  # 100/9 < 20
     with pytest.raises(SystemExit, match=f"before {n}"):
         still.fall(updates[: n // 2], loss[: n // 2])
+
+
+def test_rows_past_the_budget_are_summarized_apart(vs):
+    """A seed continued past the budget: its statistics stay those of the budget; what came later is listed."""
+    impl = vs.implementation({0: rows([0.0, 0.0, 0.0, 0.5, 0.95], 100.0)}, budget=3 * 2048)
+    seed = impl["seeds"][0]
+    assert not seed["reached"] and seed["last_env_steps"] == 3 * 2048 and impl["cpu_s_censored"] == [300.0]
+    assert seed["beyond_budget"] == {"last_env_steps": 5 * 2048, "best_success": 0.95, "first_at_goal": 5 * 2048}
