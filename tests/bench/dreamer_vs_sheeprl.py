@@ -17,8 +17,8 @@ reaches GOAL within sheeprl's seed spread (a bootstrap 95% CI of the difference 
 0, or lies below it); the fast engine in <= 0.67x sheeprl's CPU seconds; every rlspec seed reaches GOAL. A seed
 that never reaches GOAL within the budget (--budget) enters the env-step statistics at the budget (a censored
 value: the difference is then a bound), and is counted as such; a seed that has reached neither yet is still
-running: listed (its curve drawn) and left out of every statistic and goal. Writes OUT/dreamer_vs_sheeprl.{json,png}: mean and per-seed curves against
-env steps and against CPU seconds.
+running: listed (its curve drawn) and left out of every statistic and goal. Writes
+OUT/dreamer_vs_sheeprl.{json,png}: mean and per-seed curves against env steps and against CPU seconds.
 """
 
 from __future__ import annotations
@@ -65,9 +65,11 @@ def seed_summary(all_rows: list[dict], budget: int) -> dict:
     rows = [r for r in all_rows if r["env_steps"] <= budget] or all_rows[:1]
     hit = first_at_goal(rows)
     later = [r for r in all_rows if r["env_steps"] > budget]
-    beyond = ({"beyond_budget": {"last_env_steps": later[-1]["env_steps"], "best_success": max(r["greedy_success"] for r in later),
-                                 "first_at_goal": (first_at_goal(later) or {}).get("env_steps")}} if later else {})
-    return {"complete": rows[-1]["env_steps"] >= budget or hit is not None, "reached": hit is not None, "env_steps": hit["env_steps"] if hit else None,
+    beyond = {"beyond_budget": {"last_env_steps": later[-1]["env_steps"],
+                                "best_success": max(r["greedy_success"] for r in later),
+                                "first_at_goal": (first_at_goal(later) or {}).get("env_steps")}} if later else {}
+    return {"complete": rows[-1]["env_steps"] >= budget or hit is not None, "reached": hit is not None,
+            "env_steps": hit["env_steps"] if hit else None,
             "cpu_s": hit.get("cpu_s") if hit else None, "wall_s": hit.get("wall_s") if hit else None,
             "budget": budget, "last_env_steps": rows[-1]["env_steps"], "final_success": rows[-1]["greedy_success"],
             "best_success": max(r["greedy_success"] for r in rows), **beyond}

@@ -200,8 +200,8 @@ def compare(argv: list[str]) -> int:
     the reference and the fast engine from one seed on one config into DIR/reference and DIR/fast;
     DIR/compare.json (per metric, the largest difference |a − b| / max(|a|, |b|, 1), rlspec/runs/compare.py,
     over the rows up to K updates, and over all rows; env steps/s and updates/s of both) and DIR/compare.png
-    (their curves side by side). In the deterministic mode (commit_stride = steps_per_rollout = sync_every = 1, device cpu) the rows
-    up to K updates must agree within --rtol: exit 1 if not."""
+    (their curves side by side). In the deterministic mode (commit_stride = steps_per_rollout = sync_every = 1,
+    device cpu) the rows up to K updates must agree within --rtol: exit 1 if not."""
     p = argparse.ArgumentParser(prog="rlspec compare dreamer", description=compare.__doc__)
     p.add_argument("--task", help="shorthand for --set task=...")
     p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")

@@ -5,9 +5,8 @@ learner part that share a device-resident replay ring (rlspec/fast/replay.py).
     rlspec train dreamer --engine fast --task room-exit [--preset smoke] [--set device=cuda] [--set ...]
     rlspec compare dreamer --preset smoke [--set ...]   # both engines from one seed: compare.json, compare.png
 
-The config, run directory, checkpoints, plots, eval and CLI are the reference engine's
-(reference.py; the CLI: the package's __init__.py); the keys commit_stride, steps_per_rollout, sync_every, kit and device are
-this engine's.
+The config, run directory, checkpoints, plots and eval are the reference engine's (reference.py; the CLI: the
+package's __init__.py); the keys commit_stride, steps_per_rollout, sync_every, kit and device are this engine's.
 
 One iteration:
   actor    (actor stream) ``steps_per_rollout`` vector steps of the Warp room (rlspec/envs/room/warp_room.py,
@@ -48,7 +47,6 @@ a device counter; at each metrics row (a synchronization point) a non-zero count
 ``NonFiniteError`` (no checkpoint of the poisoned state is written). On CUDA the hot loop reads nothing
 back to the host: episode statistics, metric sums and the counter stay on the device until a row.
 """
-
 
 from __future__ import annotations
 

@@ -29,7 +29,6 @@ ReturnEMA, replay ring, generator state, the loop's state and the envs (replayab
 rlspec/envs/room/recorded.py).
 """
 
-
 from __future__ import annotations
 
 import contextlib
@@ -42,7 +41,8 @@ from pathlib import Path
 
 import torch
 
-from rlspec.algos.dreamer import DreamerConfig, DreamerState, Kit, make_state, policy_step, reconstruct, train_step
+from rlspec.algos.dreamer import (KITS, DreamerConfig, DreamerState, Kit, make_state, policy_step, reconstruct,
+                                  train_step)
 from rlspec.contracts.room_env import MASK32, MIN_FRAMESKIP, NUM_ACTIONS, SCENARIOS
 from rlspec.runs import config as runconfig
 from rlspec.runs import device as devices
@@ -619,8 +619,6 @@ def run_episodes(cfg: DreamerRunConfig, state: DreamerState, episodes: int, seed
 
 def validate_fast(cfg: DreamerRunConfig, bad) -> None:
     """The fast engine's keys (``bad(key, expected, got)`` makes the error)."""
-    from rlspec.algos.dreamer import KITS
-
     d = cfg.dreamer
     for key in ("steps_per_rollout", "commit_stride", "sync_every"):
         if getattr(cfg, key) < 1:
