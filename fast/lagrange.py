@@ -33,6 +33,14 @@ from rlspec.contracts.validate import require_finite, scalar_args, values_look_v
 F32 = torch.float32
 
 
+def _scalar(value, device: torch.device) -> torch.Tensor:
+    """A float or a 0-d tensor as a float32 0-d tensor on ``device``, with no graph; a float is written by a
+    fill (torch.full), never copied from the host (a blocking copy on CUDA)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to(device, F32).reshape(())
+    return torch.full((), value, dtype=F32, device=device)
+
+
 class _Skipping:
     """Named float32 0-d state tensors, moved together to J_c's device; ``skipped`` counts non-finite J_c."""
 
@@ -52,8 +60,7 @@ class _Skipping:
         device = jc.device if isinstance(jc, torch.Tensor) else self.lagrangian_multiplier.device
         for name in ("lagrangian_multiplier", "skipped", *self.STATE):
             setattr(self, name, getattr(self, name).to(device))
-        jc = torch.as_tensor(jc, dtype=F32, device=device).detach().reshape(())  # state keeps no graph
-        m = torch.as_tensor(scale, dtype=F32, device=device).detach().reshape(())
+        jc, m = (_scalar(v, device) for v in (jc, scale))
         ok = torch.isfinite(jc) & torch.isfinite(m) & (m > 0)  # else skipped (LAG-7, LAG-12)
         self.skipped = self.skipped + (~ok).long()
         return torch.where(ok, jc, 0.0), torch.where(ok, m, 0.0), ok
@@ -133,14 +140,16 @@ class PIDLagrangian(_Skipping):
             pid_i = torch.clamp(pid_i, 0.0, 1.0)
         delta_p = self.alpha_p * self.delta_p + (1 - self.alpha_p) * delta
         cost_d = self.alpha_d * self.cost_d + (1 - self.alpha_d) * jc
-        index = (self.slot + 1) % self.delay  # update n = slot + 1 reads C_{n-D} (0 before it exists)
-        pid_d = torch.clamp_min(cost_d - self.cost_ds[index], 0.0)
+        # update n = slot + 1 reads C_{n-D} (0 before it exists); [1], not 0-d: a 0-d index is read on the host
+        index = ((self.slot + 1) % self.delay).reshape(1)
+        cost_n_d = self.cost_ds[index].reshape(())
+        pid_d = torch.clamp_min(cost_d - cost_n_d, 0.0)
         lam = torch.clamp_min(self.kp * delta_p + pid_i + self.kd * pid_d, 0.0)
         if self.diff_norm:
             lam = torch.clamp_max(lam, 1.0)
         if not (self.diff_norm or self.sum_norm):
             lam = torch.clamp_max(lam, self.penalty_max)
-        cost_ds = self.cost_ds.index_put((index,), torch.where(ok, cost_d, self.cost_ds[index]))
+        cost_ds = self.cost_ds.index_put((index,), torch.where(ok, cost_d, cost_n_d).reshape(1))
         self.cost_ds = cost_ds
         self.slot = self.slot + ok.long()
         return self._commit(ok, lam, pid_i=pid_i, delta_p=delta_p, cost_d=cost_d)
@@ -178,7 +187,7 @@ class SauteBudget:
         cost = torch.where(bad, 0.0, cost.float())
         z = (self.z.to(cost.device) - cost * self.inv_budget) * self.inv_gamma  # [B]
         z = torch.where(bad, self.z.to(cost.device), z)
-        shaped = torch.where(z > 0, reward, torch.as_tensor(self.unsafe_reward, dtype=reward.dtype, device=reward.device))
+        shaped = torch.where(z > 0, reward, self.unsafe_reward)
         self.z = torch.where(done.bool(), 1.0, z)
         return torch.cat([next_obs, self.z[:, None].to(next_obs.dtype)], dim=-1), shaped
 
@@ -199,8 +208,8 @@ class SimmerPID:
         if self.window is None:
             self.window = torch.zeros(SIMMER_WINDOW, *b.shape, dtype=F32, device=b.device)
             self.prev_error = self.prev_residual = torch.zeros_like(b)
-        error = self.polyak * self.prev_error + (1 - self.polyak) * (b - torch.as_tensor(ep_cost, dtype=F32,
-                                                                                          device=b.device))
+        cost = ep_cost.to(b.device, F32) if isinstance(ep_cost, torch.Tensor) else torch.full_like(b, ep_cost)
+        error = self.polyak * self.prev_error + (1 - self.polyak) * (b - cost)
         self.window[self.calls % SIMMER_WINDOW] = error
         self.calls += 1
         raw = self.kp * error + self.ki * self.window.sum(0) + self.kd * self.prev_residual

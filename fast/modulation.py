@@ -41,7 +41,8 @@ def modulation_scale(preds: torch.Tensor, episodes_completed: int, *, enable: bo
     pos = (threshold_percentile / 100) * (n - 1).clamp(min=0).to(dtype)  # 0-d
     lo = pos.floor().long()
     hi = torch.minimum(lo + 1, (n - 1).clamp(min=0))
-    q = torch.lerp(v[lo], v[hi], pos - lo.to(dtype))  # linear interpolation (torch.quantile)
+    v_lo, v_hi = v.gather(0, torch.stack((lo, hi)))  # 0-d each; v[lo] would read lo back to the host
+    q = torch.lerp(v_lo, v_hi, pos - lo.to(dtype))  # linear interpolation (torch.quantile)
     mu = torch.where(finite, x, 0.0).sum() / n.clamp(min=1).to(dtype)
     s = torch.clamp(q / slope, min=EPS)
     a = torch.clamp((mu - q) / s, -CLIP, CLIP)

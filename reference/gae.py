@@ -32,6 +32,6 @@ def gae(reward: torch.Tensor, value: torch.Tensor, terminated: torch.Tensor, tru
             coef = gamma * lam * carry
             A[t][b] = delta + coef * A_next if coef else delta  # a cut keeps even an inf A_next out
             A_next = A[t][b]
-    adv = torch.tensor(A, dtype=torch.float64).reshape(value.shape)
+    adv = torch.tensor(A, dtype=torch.float64, device=value.device).reshape(value.shape)
     returns = adv + value.double()
     return adv.to(value.dtype), returns.to(value.dtype)

@@ -27,4 +27,4 @@ def lambda_return(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor,
             discount = 0.0 if f[t + 1][b] else gamma * c[t][b]  # a reset after t cuts like a terminal
             R[t][b] = r[t][b] + discount * ((1 - lam) * v[t + 1][b] + lam * R_next) if discount else r[t][b]
             R_next = R[t][b]
-    return torch.tensor(R, dtype=torch.float64).reshape(reward.shape).to(reward.dtype)
+    return torch.tensor(R, dtype=torch.float64, device=reward.device).reshape(reward.shape).to(reward.dtype)

@@ -24,7 +24,7 @@ def modulation_scale(preds: torch.Tensor, episodes_completed: int, *, enable: bo
     validate_modulation_args(preds, episodes_completed, min_episodes, threshold_percentile, alpha, slope)
     if not enable:
         return None
-    one = torch.ones((), dtype=torch.float64)
+    one = torch.ones((), dtype=torch.float64, device=preds.device)
     if episodes_completed < min_episodes:  # §4.0.5.1: gate before any prediction is read
         return one
     x = preds.detach().double().reshape(-1)  # [N]

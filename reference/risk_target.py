@@ -28,4 +28,4 @@ def risk_target(cost: torch.Tensor, done: torch.Tensor, gamma: float, horizon: i
                     break
                 discount *= gamma
             g[t][b] = total
-    return torch.tensor(g, dtype=torch.float64).reshape(cost.shape).to(cost.dtype)
+    return torch.tensor(g, dtype=torch.float64, device=cost.device).reshape(cost.shape).to(cost.dtype)

@@ -32,9 +32,9 @@ def symexp(y: torch.Tensor) -> torch.Tensor:
     return odd_extension(torch.expm1, y.double()).to(y.dtype)
 
 
-def _bins(fn: str, num_bins: int, low: float, high: float, dtype: torch.dtype) -> torch.Tensor:
+def _bins(fn: str, num_bins: int, low: float, high: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     validate_support(fn, num_bins, low, high)
-    return support(num_bins, low, high, dtype).double()  # [n]
+    return support(num_bins, low, high, dtype).double().to(device)  # [n]: built on the CPU, the same bits anywhere
 
 
 @scalar_args("num_bins", "low", "high")
@@ -43,14 +43,14 @@ def twohot_encode(y: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DE
     """y [...] (symlog space) -> weights [..., num_bins]."""
     require_floating("twohot_encode", "y", y)
     require_no_nan("twohot_encode", "y", y)
-    bins = _bins("twohot_encode", num_bins, low, high, support_dtype or y.dtype)  # [n]
+    bins = _bins("twohot_encode", num_bins, low, high, support_dtype or y.dtype, y.device)  # [n]
     y_hat = y.double().clamp(bins[0].item(), bins[-1].item())  # [...]
     # k = the largest index with b_k <= y_hat, capped at n-2 so that k+1 is a bin
     k = (torch.searchsorted(bins, y_hat.reshape(-1), right=True) - 1).clamp(0, num_bins - 2)
     k = k.reshape(y.shape)  # [...]
     b_lo, b_hi = bins[k], bins[k + 1]
     w_hi = (y_hat - b_lo) / (b_hi - b_lo)  # [...]
-    weights = torch.zeros(*y.shape, num_bins, dtype=torch.float64)  # [..., n]
+    weights = torch.zeros(*y.shape, num_bins, dtype=torch.float64, device=y.device)  # [..., n]
     weights.scatter_(-1, k.unsqueeze(-1), (1.0 - w_hi).unsqueeze(-1))
     weights.scatter_add_(-1, (k + 1).unsqueeze(-1), w_hi.unsqueeze(-1))
     return weights.to(y.dtype)
@@ -72,7 +72,7 @@ def mean(logits: torch.Tensor, num_bins: int = DEFAULT_BINS, low: float = DEFAUL
          high: float = DEFAULT_HIGH, support_dtype: torch.dtype | None = None) -> torch.Tensor:
     """logits [..., n] -> symexp(sum_k softmax(logits)_k · b_k)  [...], summed in mirror pairs."""
     validate_logits("mean", logits, num_bins)
-    bins = _bins("mean", num_bins, low, high, support_dtype or logits.dtype)  # [n]
+    bins = _bins("mean", num_bins, low, high, support_dtype or logits.dtype, logits.device)  # [n]
     terms = torch.softmax(logits.double(), dim=-1) * bins  # [..., n]
     half = num_bins // 2
     # mirror pairs (k, n-1-k) first: with a symmetric support and equal probabilities each pair is 0

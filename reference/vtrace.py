@@ -41,5 +41,6 @@ def vtrace(log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor, 
             vs[t][b] = v[t][b] + delta + (trace * (next_vs - next_v) if trace else 0.0)
             pg[t][b] = rho_pg * (r[t][b] + (disc[t][b] * next_vs if disc[t][b] else 0.0) - v[t][b])
             next_v, next_vs = v[t][b], vs[t][b]
-    out = [torch.tensor(x, dtype=torch.float64).reshape(value.shape).to(value.dtype) for x in (vs, pg)]
+    out = [torch.tensor(x, dtype=torch.float64, device=value.device).reshape(value.shape).to(value.dtype)
+           for x in (vs, pg)]
     return out[0], out[1]

@@ -243,28 +243,66 @@ class HostSync(AssertionError):
     """A tensor was read back to the host inside :func:`no_host_sync`."""
 
 
-HOST_READS = ("item", "tolist", "numpy", "cpu", "__float__", "__int__", "__bool__", "__index__")
+HOST_READS = ("item", "tolist", "numpy", "cpu", "__float__", "__int__", "__bool__", "__index__", "nonzero")
+HOST_BUILDS = ("tensor", "as_tensor", "asarray")  # torch.<name>(host data, device=...)
+
+
+def _index_syncs(index) -> str | None:
+    """Why indexing with ``index`` synchronizes on CUDA, or None: a 0-d integer tensor is read back with
+    ``.item()``; a boolean mask needs the count of its true entries (``nonzero``) to size the result."""
+    for part in index if isinstance(index, tuple) else (index,):
+        if isinstance(part, torch.Tensor) and part.dtype == torch.bool:
+            return f"a boolean mask of shape {tuple(part.shape)} used as an index (nonzero on the host)"
+        if isinstance(part, torch.Tensor) and part.dim() == 0 and not part.is_floating_point():
+            return "a 0-d integer tensor used as an index (read back with .item())"
+    return None
 
 
 @contextlib.contextmanager
 def no_host_sync():
-    """Fail on any tensor→host read inside the block (``.item()``, ``float(t)``, ``bool(t)``, a tensor used
-    as an index, ``.tolist()``, ``.numpy()``, ``.cpu()``): on CPU, the observable stand-in for a CUDA
-    device→host synchronization, so "fast paths never stall the GPU" is testable without a GPU."""
-    saved = {name: getattr(torch.Tensor, name) for name in HOST_READS}
+    """Fail on what synchronizes a CUDA device with the host, done inside the block: a tensor read back
+    (``.item()``, ``float(t)``, ``bool(t)``, ``.tolist()``, ``.numpy()``, ``.cpu()``, ``nonzero``), a 0-d
+    integer tensor or a boolean mask used as an index, and a tensor built from host data for an explicit
+    device (``torch.tensor(x, device=d)``: on CUDA a blocking copy from pageable memory; ``torch.full`` is
+    not). On CPU this is the observable stand-in for a CUDA synchronization, so "fast paths never stall the
+    GPU" is testable without a GPU; on CUDA ``torch.cuda.set_sync_debug_mode("error")`` is the real check."""
+    saved = {name: getattr(torch.Tensor, name) for name in (*HOST_READS, "__getitem__", "__setitem__")}
+    built = {name: getattr(torch, name) for name in HOST_BUILDS}
 
     def forbid(name):
         def raiser(self, *args, **kwargs):
             raise HostSync(f"Tensor.{name} read a tensor of shape {tuple(self.shape)} back to the host")
         return raiser
 
+    def indexing(name):
+        def checked(self, index, *args):
+            why = _index_syncs(index)
+            if why:
+                raise HostSync(f"Tensor.{name}: {why}")
+            return saved[name](self, index, *args)
+        return checked
+
+    def building(name):
+        def checked(data, *args, **kwargs):
+            if kwargs.get("device") is not None and not isinstance(data, torch.Tensor):
+                raise HostSync(f"torch.{name} built a tensor from host data ({type(data).__name__}) for "
+                               f"device={kwargs['device']}: a blocking copy on CUDA (torch.full takes a scalar)")
+            return built[name](data, *args, **kwargs)
+        return checked
+
     try:
         for name in HOST_READS:
             setattr(torch.Tensor, name, forbid(name))
+        for name in ("__getitem__", "__setitem__"):
+            setattr(torch.Tensor, name, indexing(name))
+        for name in HOST_BUILDS:
+            setattr(torch, name, building(name))
         yield
     finally:
         for name, fn in saved.items():
             setattr(torch.Tensor, name, fn)
+        for name, fn in built.items():
+            setattr(torch, name, fn)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -199,7 +199,7 @@ def _flips(z_got: torch.Tensor, z_want: torch.Tensor) -> torch.Tensor:
     """[B]: first t where the samples differ (T if never)."""
     T = z_got.shape[0]
     differ = (z_got.detach().argmax(-1) != z_want.detach().argmax(-1)).flatten(2).any(-1)  # [T, B]
-    t = torch.arange(T).unsqueeze(-1).expand_as(differ)
+    t = torch.arange(T, device=differ.device).unsqueeze(-1).expand_as(differ)
     return torch.where(differ, t, T).min(0).values
 
 
@@ -212,7 +212,7 @@ def close_until_flip(clause: str, what: str, got, want, *, atol: float, rtol: fl
     """Compare observe outputs row by row up to the first sample that differs (logits and h of that step
     included; z and everything after it not)."""
     first = _flips(got.z, want.z)  # [B]
-    t = torch.arange(got.h.shape[0]).unsqueeze(-1)  # [T, 1]
+    t = torch.arange(got.h.shape[0], device=first.device).unsqueeze(-1)  # [T, 1]
     for name, tol in (("prior_logits", atol), ("post_logits", atol), ("h", atol)):
         g, w = getattr(got, name).detach().double(), getattr(want, name).detach().double()
         keep = _rows_kept(t <= first, g)

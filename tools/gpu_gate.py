@@ -527,7 +527,7 @@ def check_contracts_compiled(gate: Gate, check: Check) -> None:
     for contract in CHECK_CONTRACTS:
         sub = Check(contract)
         done = gate.sh(sub, [sys.executable, "-m", "rlspec.cli", "check", contract, "--triton", "compiled", "--out",
-                             str(Path(tempfile.mkdtemp(prefix="gpu-gate-")))], 90)
+                             str(Path(tempfile.mkdtemp(prefix="gpu-gate-")))], 240)
         results[contract] = sub.status if done is None else ("passed" if done.returncode == 0 else "failed")
     check.details = results
     bad = {c: s for c, s in results.items() if s != "passed"}
@@ -540,7 +540,9 @@ def check_bench_sheeprl(gate: Gate, check: Check) -> None:
         return
     out = Path(tempfile.mkdtemp(prefix="gpu-gate-"))
     done = gate.sh(check, [sys.executable, "tests/bench/dreamer_train_step.py", "--configs", "1m", "xs", "--steps",
-                           "5", "--warmup", "2", "--device", "cuda", "--out", str(out)], 240)
+                           "5", "--warmup", "2", "--device", "cuda", "--out", str(out)], 240,
+                    env=dict(gate.child_env(), PYTHONPATH=os.pathsep.join((gate.child_env()["PYTHONPATH"],
+                                                                           str(ROOT / "tests" / "bench")))))
     for result in out.glob("*.json"):
         check.details[result.name] = json.loads(result.read_text())
     if done is not None:

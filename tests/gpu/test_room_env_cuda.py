@@ -27,12 +27,13 @@ pytestmark = [
 
 
 def _run(env, actions: torch.Tensor) -> list:
-    """Every Step and final_out along actions [T, N], copied to the host."""
+    """Every Step and final_out along actions [T, N], copied to the host (a copy also on CPU, where .cpu()
+    would return the buffer the next step overwrites)."""
     n = actions.shape[1]
     out = [spec._copy(env.reset())]
     final = torch.empty(n, *OBS_SHAPE, dtype=torch.uint8, device=env.device)
     for a in actions.to(env.device):
-        out.append((spec._copy(env.step(a, final_out=final)), final.cpu()))
+        out.append((spec._copy(env.step(a, final_out=final)), final.to("cpu", copy=True)))
     return out
 
 
@@ -88,9 +89,11 @@ def test_actor_loop_writes_obs_slots_without_host_copies(n):
     assert pointers == ({k: v.data_ptr() for k, v in ring.storage().items()}, env.reward.data_ptr(),
                         env.flags["terminated"].data_ptr())
     assert int(ring.violations) == 0 and int(env.violations) == 0  # read after the gate
-    # the ring holds what Warp's CPU device computes for the same actions (obs_t of the last cap steps)
-    cpu = warp_room.RoomVecEnv(n, step_limit=16)
-    frames = [cpu.reset().obs.clone()] + [cpu.step(a.cpu().long()).obs.clone() for a in actions]
+    # the ring holds what a plain run computes for the same actions (obs_t of the last cap steps): on Warp's CPU
+    # device, or, with a CUDA-only Warp, a second CUDA env stepped without the ring
+    plain = warp_room.RoomVecEnv(n, step_limit=16, device="cpu" if warp_room.wp.is_cpu_available() else "cuda")
+    host = lambda step: step.obs.to("cpu", copy=True)  # noqa: E731 - a copy: obs is the env's own buffer
+    frames = [host(plain.reset())] + [host(plain.step(a.to(plain.device).long())) for a in actions]
     last = range(warm + timed - cap + 1, warm + timed + 1)
     assert torch.equal(ring.storage()["obs"][[t % cap for t in last]].cpu(), torch.stack([frames[t] for t in last]))
 

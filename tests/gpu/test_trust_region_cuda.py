@@ -95,8 +95,9 @@ def test_p3o_loss_does_not_sync():
     g = torch.Generator(device="cuda").manual_seed(0)
     ratio = torch.exp(0.2 * torch.randn(65536, device="cuda", generator=g)).requires_grad_(True)
     adv_r, adv_c = torch.randn(65536, device="cuda", generator=g), torch.randn(65536, device="cuda", generator=g)
-    fast.p3o_loss(ratio, adv_r, adv_c, torch.tensor(-0.1, device="cuda")).loss.backward()
+    violation = torch.tensor(-0.1, device="cuda")  # built outside: a tensor from host data is itself a sync
+    fast.p3o_loss(ratio, adv_r, adv_c, violation).loss.backward()
     with sync_is_an_error():
-        out = fast.p3o_loss(ratio, adv_r, adv_c, torch.tensor(-0.1, device="cuda"))
+        out = fast.p3o_loss(ratio, adv_r, adv_c, violation)
         out.loss.backward()
     assert out.loss.is_cuda and ratio.grad.is_cuda

@@ -53,7 +53,9 @@ def test_fast_fvp_never_syncs():
     flat, obs = FlatParams(actor), torch.randn(16, 3, dtype=torch.float64)
     theta = flat.get()
     # validate_args=False: torch.distributions' argument checks read tensors on the host
-    dist = lambda th: torch.distributions.Normal(flat.call(th, obs), 1.0, validate_args=False)  # noqa: E731
+    # a tensor scale: a float one would be copied from the host (torch.tensor(1.0, device=...)) at every call
+    scale = torch.ones((), dtype=torch.float64)
+    dist = lambda th: torch.distributions.Normal(flat.call(th, obs), scale, validate_args=False)  # noqa: E731
     with no_host_sync():
         fvp = fast.fisher_vector_product(policy_mean_kl(dist, theta), theta, CG_DAMPING)
         res = fast.conjugate_gradient(fvp, torch.ones_like(theta), 15)
