@@ -252,7 +252,8 @@ def vtrace_targets(state: LearnerState, batch: Fragment, cfg: LearnerConfig, vtr
     logp_old = token_logp(state.policy(batch.obs), batch.tokens)[0]  # [T, N]
     v, nv = state.critic(batch.obs), state.critic(batch.next_obs)  # [T, N] each
     done = batch.terminated | batch.truncated
-    reward = batch.reward + cfg.gamma * batch.truncated * nv  # a timeout bootstraps V(s_final)
+    timeout = batch.truncated & ~batch.terminated  # a terminal at the time limit is a terminal
+    reward = batch.reward + cfg.gamma * timeout * nv  # a timeout bootstraps V(s_final)
     discount = cfg.gamma * (~done).to(v.dtype)
     log_rho = logp_old - batch.logp
     vs, pg = vtrace(log_rho, discount, reward, v, nv[-1], rho_bar=cfg.rho_bar, c_bar=cfg.c_bar)

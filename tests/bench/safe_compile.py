@@ -53,8 +53,8 @@ def variant(base, name: str, ppo: PPOConfig):
 def time_update(base, rollout, ppo: PPOConfig, name: str, rounds: int) -> tuple[float, float]:
     """(median seconds of one update, its Loss/Loss_pi), after one warm-up update (compilation)."""
     times, loss = [], None
+    st = variant(base, name, ppo)  # round 0 is the warm-up (it compiles); later rounds reuse the state
     for r in range(rounds + 1):
-        st = variant(base, name, ppo) if r == 0 else st  # warm-up compiles; later rounds reuse the state
         gen = torch.Generator().manual_seed(1)
         t0 = time.perf_counter()
         m = update(st, rollout, 10.0, ppo, SafetyConfig(), Kit.reference(), gen)

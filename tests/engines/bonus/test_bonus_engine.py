@@ -99,7 +99,8 @@ def test_token_reach_rejects_out_of_range_tokens():
 # --------------------------------------------------------------------------------------- V-trace
 def test_vtrace_targets_on_policy_are_discounted_returns_with_the_timeout_bootstrapped():
     """On-policy (ρ = 1): v_s is the Monte-Carlo return to the episode end; a truncated step adds γ·V(s_final)
-    and stops; a terminated one stops; the fragment's end bootstraps V(s'_{T-1}) (float64 closed form)."""
+    and stops; a terminated one stops, also when the same step hit the time limit (terminal wins: no
+    bootstrap); the fragment's end bootstraps V(s'_{T-1}) (float64 closed form)."""
     gen = torch.Generator().manual_seed(0)
     cfg = bv.LearnerConfig()
     st = bv.make_learner(cfg, 3, 2, 5, gen)
@@ -111,7 +112,7 @@ def test_vtrace_targets_on_policy_are_discounted_returns_with_the_timeout_bootst
         nv = st.critic(next_obs)[:, 0].double()
     reward = torch.tensor([[1.0], [2.0], [3.0], [4.0], [5.0]])
     term = torch.tensor([[False], [False], [True], [False], [False]])
-    trunc = torch.tensor([[False], [True], [False], [False], [False]])
+    trunc = torch.tensor([[False], [True], [True], [False], [False]])  # step 2: terminated at the time limit
     batch = bv.Fragment(obs, tokens, logp, reward, term, trunc, next_obs)
     from rlspec.reference.vtrace import vtrace
 
