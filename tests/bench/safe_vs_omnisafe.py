@@ -1,0 +1,145 @@
+"""rlspec's safe engine beside OmniSafe 0.5.0's own code on the same work: one JSON + one figure from the runs of
+both sides (tests/bench/safe_learning.py for rlspec, tests/bench/omnisafe_safe.py for OmniSafe, the same override
+set: OUT/omnisafe_safe.json). Reported, never asserted.
+
+    python tests/bench/safe_vs_omnisafe.py --rlspec runs/safe-cmp --omnisafe runs/omnisafe \\
+        --total-steps 200000 --out docs/bench
+
+Per algorithm and side (rlspec `ALGO-sSEED` run directories; OmniSafe `ALGO-{ENV}/seed-SSS-<time>`): only runs that
+reached --total-steps enter the statistics (`rlspec.runs.evaluation.group_report`: the last 10% of each run's
+epochs, mean and 95% bootstrap CI over seeds, violation rate, late-cost variance, λ oscillation); unfinished runs
+are listed with the env steps they reached. Per algorithm, for final return and final cost: whether rlspec's CI
+overlaps OmniSafe's; the goal "within the anchor's CI (or better on both)"; for the Lagrangian algorithms,
+whether each side's late cost is within the limit ± 5. CPU seconds per epoch (the engines' own Time/Rollout +
+Time/Update means) are written beside, and the differences in settings that the override set does not remove
+(the defaults table of omnisafe_safe.json, rows whose values differ) are copied in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+from pathlib import Path
+
+import numpy as np
+
+from rlspec.runs.evaluation import Curve, _read_csv, group_report, plot_groups, read_run
+
+COST_LIMIT, COST_BAND = 25.0, 5.0
+LAGRANGIAN = ("PPOLag", "CPPOPID", "TRPOLag", "TRPOPID", "PPOLagSem")
+
+
+def find_runs(rlspec_dir: Path, omnisafe_dir: Path, algo: str) -> list[Path]:
+    """rlspec's ALGO-s* run directories, then OmniSafe's ALGO-{*}/seed-* (latest first within a seed: one kept)."""
+    ours = sorted(p for p in rlspec_dir.glob(f"{algo}-s*") if (p / "metrics.csv").is_file())
+    theirs: dict[str, Path] = {}
+    for p in sorted(omnisafe_dir.glob(f"{algo}-{{*}}/seed-*"), reverse=True):
+        if (p / "progress.csv").is_file():
+            theirs.setdefault(p.name.split("-")[1], p)  # seed-000-<time>: the seed's latest directory
+    return ours + sorted(theirs.values())
+
+
+def cpu_seconds_per_epoch(path: Path) -> float:
+    """Mean of Time/Rollout + Time/Update over the logged epochs (both tools log these, in seconds)."""
+    name = "metrics.csv" if (path / "metrics.csv").is_file() else "progress.csv"
+    _, rows = _read_csv(path / name)
+    per = [float(r["Time/Rollout"]) + float(r["Time/Update"]) for r in rows
+           if r.get("Time/Rollout") not in (None, "") and r.get("Time/Update") not in (None, "")]
+    return float(np.mean(per)) if per else math.nan
+
+
+def overlap(a: dict, b: dict) -> bool | None:
+    """Whether two [ci_low, ci_high] intervals overlap (None when either is missing)."""
+    if any(math.isnan(x) for x in (a["ci_low"], a["ci_high"], b["ci_low"], b["ci_high"])):
+        return None
+    return a["ci_low"] <= b["ci_high"] and b["ci_low"] <= a["ci_high"]
+
+
+def within_or_better(ours: dict, anchor: dict) -> bool | None:
+    """The issue's goal per algorithm: rlspec's return and cost CIs overlap the anchor's, or rlspec is better on
+    both (mean return higher and mean cost lower)."""
+    r, c = overlap(ours["final_return"], anchor["final_return"]), overlap(ours["final_cost"], anchor["final_cost"])
+    if r is None or c is None:
+        return None
+    better = (ours["final_return"]["mean"] > anchor["final_return"]["mean"]
+              and ours["final_cost"]["mean"] < anchor["final_cost"]["mean"])
+    return bool((r and c) or better)
+
+
+def compare_algo(algo: str, curves: list[Curve], total_steps: int) -> dict:
+    """One algorithm: finished runs' group report per side, unfinished runs listed, the checks."""
+    finished = [bool(c.steps.size) and c.steps[-1] >= total_steps for c in curves]
+    done = [c for c, f in zip(curves, finished) if f]
+    out = {"unfinished": [{"path": str(c.path), "env_steps": float(c.steps[-1]) if c.steps.size else 0.0}
+                          for c, f in zip(curves, finished) if not f],
+           "cpu_s_per_epoch": {c.group: [] for c in curves}}
+    for c in curves:
+        out["cpu_s_per_epoch"][c.group].append(cpu_seconds_per_epoch(c.path))
+    if not done:
+        out["report"], out["checks"] = None, {}
+        return out
+    report = group_report(done, cost_limit=COST_LIMIT)
+    out["report"] = report
+    ours, anchor = report["groups"].get(f"rlspec {algo}"), report["groups"].get(f"omnisafe {algo}")
+    checks: dict = {}
+    if ours and anchor:
+        s, a = ours["summary"], anchor["summary"]
+        checks["return_ci_overlaps"] = overlap(s["final_return"], a["final_return"])
+        checks["cost_ci_overlaps"] = overlap(s["final_cost"], a["final_cost"])
+        checks["within_anchor_ci_or_better"] = within_or_better(s, a)
+    if algo in LAGRANGIAN:
+        for side, g in (("rlspec", ours), ("omnisafe", anchor)):
+            if g:
+                late_cost = g["summary"]["final_cost"]["mean"]
+                checks[f"{side}_late_cost_within_limit_pm5"] = abs(late_cost - COST_LIMIT) <= COST_BAND
+    out["checks"] = checks
+    return out
+
+
+def setting_differences(omnisafe_json: Path, algo: str) -> list[dict] | None:
+    """Rows of omnisafe_safe.json's defaults table whose two values differ (what the override set leaves); None
+    when that file holds no defaults table for the algorithm (omnisafe_safe.py writes it once its seeds ran)."""
+    if not omnisafe_json.is_file():
+        return None
+    entry = json.loads(omnisafe_json.read_text()).get("algos", {}).get(algo, {})
+    return entry.get("defaults_differ")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rlspec", type=Path, default=Path("runs/safe-cmp"), help="rlspec run directories")
+    p.add_argument("--omnisafe", type=Path, default=Path("runs/omnisafe"), help="OmniSafe's log directory")
+    p.add_argument("--algos", nargs="+", default=["PPOLag"])
+    p.add_argument("--total-steps", type=int, default=200_000)
+    p.add_argument("--settings", type=Path, help="omnisafe_safe.json holding the defaults table (default: the one "
+                                                 "under --omnisafe)")
+    p.add_argument("--out", type=Path, default=Path("docs/bench"))
+    args = p.parse_args(argv)
+    result = {"what": "rlspec's safe engine beside OmniSafe 0.5.0 on the same work (tests/bench/safe_vs_omnisafe.py)",
+              "total_steps": args.total_steps, "cost_limit": COST_LIMIT, "machine": platform.processor() or
+              platform.machine(), "algos": {}}
+    all_curves = []
+    for algo in args.algos:
+        curves = [read_run(path) for path in find_runs(args.rlspec, args.omnisafe, algo)]
+        all_curves += curves
+        result["algos"][algo] = compare_algo(algo, curves, args.total_steps)
+        settings = args.settings or args.omnisafe / "omnisafe_safe.json"
+        result["algos"][algo]["setting_differences"] = setting_differences(settings, algo)
+        result["algos"][algo]["settings_from"] = str(settings)
+    if not all_curves:
+        print(f"safe_vs_omnisafe: no runs under {args.rlspec} or {args.omnisafe}")
+        return 1
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "safe_vs_omnisafe.json").write_text(json.dumps(result, indent=1) + "\n")
+    plot_groups(all_curves, args.out / "safe_vs_omnisafe.png", COST_LIMIT)
+    for algo, r in result["algos"].items():
+        finished = {g: len(v["runs"]) for g, v in (r["report"] or {"groups": {}})["groups"].items()}
+        print(f"{algo}: finished {finished}, unfinished {len(r['unfinished'])}, checks {r['checks']}")
+    print(f"wrote {args.out / 'safe_vs_omnisafe.json'} and safe_vs_omnisafe.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,85 @@
+"""tests/bench/safe_vs_omnisafe.py on runs the test writes in each tool's own format: only finished runs enter
+the statistics, CI overlap and the "within the anchor's CI or better on both" goal, the cost-band check, CPU
+seconds per epoch. Trains nothing."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+from test_evaluation import write_csv  # tests/unit is on sys.path (pytest rootdir-relative import)
+
+BENCH = Path(__file__).parents[1] / "bench"
+STEPS = [1000 * (k + 1) for k in range(10)]
+
+
+@pytest.fixture
+def svo(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    return importlib.import_module("safe_vs_omnisafe")
+
+
+def ours(root: Path, seed: int, ret: float, cost: float, steps=STEPS) -> None:
+    write_csv(root / f"PPOLag-s{seed}" / "metrics.csv",
+              {"step": steps, "Metrics/EpRet": [ret] * len(steps), "Metrics/EpCost": [cost] * len(steps),
+               "Metrics/LagrangeMultiplier": [0.1] * len(steps), "Time/Rollout": [2.0] * len(steps),
+               "Time/Update": [3.0] * len(steps)})
+    (root / f"PPOLag-s{seed}" / "config.json").write_text(json.dumps({"engine": "safe", "config": {"algo": "PPOLag"}}))
+
+
+def theirs(root: Path, seed: int, ret: float, cost: float, steps=STEPS, stamp: str = "2026-11-28-07-00-00") -> None:
+    write_csv(root / "PPOLag-{SafetyPointGoal1-v0}" / f"seed-{seed:03d}-{stamp}" / "progress.csv",
+              {"Metrics/EpRet": [ret] * len(steps), "Metrics/EpCost": [cost] * len(steps), "TotalEnvSteps": steps,
+               "Metrics/LagrangeMultiplier": [0.2] * len(steps), "Time/Rollout": [4.0] * len(steps),
+               "Time/Update": [6.0] * len(steps)})
+
+
+def test_overlapping_sides_meet_the_goal_and_unfinished_runs_stay_out(svo, tmp_path):
+    a, b = tmp_path / "rlspec", tmp_path / "omnisafe"
+    for seed, (r, c) in enumerate([(10, 24), (12, 26), (11, 25)]):
+        ours(a, seed, r, c)
+        theirs(b, seed, r + 0.5, c + 1)
+    ours(a, 3, 100.0, 0.0, steps=STEPS[:4])  # unfinished: must not enter the statistics
+    theirs(b, 0, 99.0, 99.0, stamp="2026-11-27-07-00-00")  # an older directory of seed 0: passed over
+    out = svo.compare_algo("PPOLag", [svo.read_run(p) for p in svo.find_runs(a, b, "PPOLag")], 10_000)
+    groups = out["report"]["groups"]
+    assert len(groups["rlspec PPOLag"]["runs"]) == 3 and len(groups["omnisafe PPOLag"]["runs"]) == 3
+    assert groups["rlspec PPOLag"]["summary"]["final_return"]["mean"] == pytest.approx(11.0)
+    assert groups["omnisafe PPOLag"]["summary"]["final_cost"]["mean"] == pytest.approx(26.0)
+    assert out["unfinished"] == [{"path": str(a / "PPOLag-s3"), "env_steps": 4000.0}]
+    assert out["checks"] == {"return_ci_overlaps": True, "cost_ci_overlaps": True, "within_anchor_ci_or_better": True,
+                             "rlspec_late_cost_within_limit_pm5": True, "omnisafe_late_cost_within_limit_pm5": True}
+    assert out["cpu_s_per_epoch"] == {"rlspec PPOLag": [5.0] * 4, "omnisafe PPOLag": [10.0] * 3}
+
+
+def test_a_miss_is_reported_and_better_on_both_counts_as_met(svo, tmp_path):
+    a, b = tmp_path / "rlspec", tmp_path / "omnisafe"
+    for seed, spread in enumerate([-1.0, 0.0, 1.0]):
+        ours(a, seed, 20 + spread, 40 + spread)  # far above the limit: outside the band
+        theirs(b, seed, 5 + spread, 24 + spread)
+    out = svo.compare_algo("PPOLag", [svo.read_run(p) for p in svo.find_runs(a, b, "PPOLag")], 10_000)
+    assert out["checks"]["return_ci_overlaps"] is False and out["checks"]["within_anchor_ci_or_better"] is False
+    assert out["checks"]["rlspec_late_cost_within_limit_pm5"] is False
+    assert out["checks"]["omnisafe_late_cost_within_limit_pm5"] is True
+    better = {"final_return": {"mean": 9.0, "ci_low": 8.0, "ci_high": 10.0},
+              "final_cost": {"mean": 20.0, "ci_low": 19.0, "ci_high": 21.0}}
+    worse = {"final_return": {"mean": 5.0, "ci_low": 4.0, "ci_high": 6.0},
+             "final_cost": {"mean": 30.0, "ci_low": 29.0, "ci_high": 31.0}}
+    assert svo.within_or_better(better, worse) is True and svo.within_or_better(worse, better) is False
+
+
+def test_main_writes_the_json_and_the_figure(svo, tmp_path):
+    a, b, out = tmp_path / "rlspec", tmp_path / "omnisafe", tmp_path / "out"
+    for seed in range(3):
+        ours(a, seed, 10 + seed, 25)
+        theirs(b, seed, 10 + seed, 25)
+    assert svo.main(["--rlspec", str(a), "--omnisafe", str(b), "--total-steps", "10000", "--out", str(out)]) == 0
+    result = json.loads((out / "safe_vs_omnisafe.json").read_text())
+    assert result["algos"]["PPOLag"]["checks"]["within_anchor_ci_or_better"] is True
+    assert result["algos"]["PPOLag"]["setting_differences"] is None  # no defaults table written here
+    assert (out / "safe_vs_omnisafe.png").stat().st_size > 0
+    assert svo.main(["--rlspec", str(tmp_path / "none"), "--omnisafe", str(tmp_path / "none"), "--out",
+                     str(out)]) == 1
