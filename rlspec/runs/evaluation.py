@@ -14,7 +14,8 @@ algorithm, mean ± 95% bootstrap CI over seeds, and per group
 Readers turn four formats into one Curve with one vocabulary (NAMES): an rlspec run directory (config.json +
 metrics.csv, any engine), OmniSafe's own log directory (progress.csv with `Metrics/EpRet`, `Metrics/EpCost`,
 `Metrics/LagrangeMultiplier`, `TotalEnvSteps`, its config.json naming the algorithm), Stable-Baselines3's CSV
-log (progress.csv with `time/total_timesteps`, `rollout/ep_rew_mean`; SB3 knows no cost) and sheeprl's
+log (progress.csv with `time/total_timesteps`, `rollout/ep_rew_mean`; SB3 logs no cost, so `rollout/ep_cost_mean`
+is read where a callback wrote it, as tests/bench/sb3_safe.py's does) and sheeprl's
 TensorBoard events (`Rewards/rew_avg`, `Loss/world_model_loss`, ... against its policy step; read with the
 `tensorboard` package of the `runs` extra). Names are mapped, values are as each tool logs them: a loss may be
 scaled differently in another tool (e.g. summed over pixels instead of averaged). Imports no torch.
@@ -35,7 +36,9 @@ import numpy as np
 NAMES: dict[str, dict[str, str | None]] = {
     "return": {"rlspec": "Metrics/EpRet", "omnisafe": "Metrics/EpRet", "sb3": "rollout/ep_rew_mean",
                "sheeprl": "Rewards/rew_avg"},
-    "cost": {"rlspec": "Metrics/EpCost", "omnisafe": "Metrics/EpCost", "sb3": None, "sheeprl": None},
+    # SB3 logs no cost: rollout/ep_cost_mean is the column tests/bench/sb3_safe.py's callback adds
+    "cost": {"rlspec": "Metrics/EpCost", "omnisafe": "Metrics/EpCost", "sb3": "rollout/ep_cost_mean",
+             "sheeprl": None},
     "multiplier": {"rlspec": "Metrics/LagrangeMultiplier", "omnisafe": "Metrics/LagrangeMultiplier", "sb3": None,
                    "sheeprl": None},
     "success": {"rlspec": "Metrics/SuccessRate", "omnisafe": None, "sb3": None, "sheeprl": None},

@@ -1,6 +1,7 @@
-"""rlspec's safe engine beside OmniSafe 0.5.0's own code on the same work: one JSON + one figure from the runs of
-both sides (tests/bench/safe_learning.py for rlspec, tests/bench/omnisafe_safe.py for OmniSafe, the same override
-set: OUT/omnisafe_safe.json). Reported, never asserted.
+"""rlspec's safe engine beside OmniSafe 0.5.0's own code (and, for PPO, Stable-Baselines3 2.9.2's) on the same
+work: one JSON + one figure from the runs of every side (tests/bench/safe_learning.py for rlspec,
+tests/bench/omnisafe_safe.py for OmniSafe, tests/bench/sb3_safe.py for SB3, the same override set). Reported,
+never asserted.
 
     python tests/bench/safe_vs_omnisafe.py --rlspec runs/safe-cmp --omnisafe runs/omnisafe \\
         --total-steps 200000 --out docs/bench
@@ -9,10 +10,11 @@ Per algorithm and side (rlspec `ALGO-sSEED` run directories; OmniSafe `ALGO-{ENV
 reached --total-steps enter the statistics (`rlspec.runs.evaluation.group_report`: the last 10% of each run's
 epochs, mean and 95% bootstrap CI over seeds, violation rate, late-cost variance, λ oscillation); unfinished runs
 are listed with the env steps they reached. Per algorithm, for final return and final cost: whether rlspec's CI
-overlaps OmniSafe's; the goal "within the anchor's CI (or better on both)"; for the Lagrangian algorithms,
-whether each side's late cost is within the limit ± 5. CPU seconds per epoch (the engines' own Time/Rollout +
-Time/Update means) are written beside, and the differences in settings that the override set does not remove
-(the defaults table of omnisafe_safe.json, rows whose values differ) are copied in.
+overlaps each anchor's; the goal "within the anchor's CI (or better on both)"; for the Lagrangian algorithms,
+whether each side's late cost is within the limit ± 5 (checks keyed by group, e.g. "omnisafe PPOLag"). CPU
+seconds per epoch (the engines' own Time/Rollout + Time/Update means) are written beside, and the differences
+in settings that the override set does not remove (the defaults table of omnisafe_safe.json, rows whose values
+differ) are copied in.
 """
 
 from __future__ import annotations
@@ -31,14 +33,17 @@ COST_LIMIT, COST_BAND = 25.0, 5.0
 LAGRANGIAN = ("PPOLag", "CPPOPID", "TRPOLag", "TRPOPID", "PPOLagSem")
 
 
-def find_runs(rlspec_dir: Path, omnisafe_dir: Path, algo: str) -> list[Path]:
-    """rlspec's ALGO-s* run directories, then OmniSafe's ALGO-{*}/seed-* (latest first within a seed: one kept)."""
+def find_runs(rlspec_dir: Path, omnisafe_dir: Path, algo: str, sb3_dir: Path | None = None) -> list[Path]:
+    """rlspec's ALGO-s* run directories, OmniSafe's ALGO-{*}/seed-* (the latest directory of a seed), and for PPO
+    SB3's PPO-s* (tests/bench/sb3_safe.py)."""
     ours = sorted(p for p in rlspec_dir.glob(f"{algo}-s*") if (p / "metrics.csv").is_file())
     theirs: dict[str, Path] = {}
     for p in sorted(omnisafe_dir.glob(f"{algo}-{{*}}/seed-*"), reverse=True):
         if (p / "progress.csv").is_file():
             theirs.setdefault(p.name.split("-")[1], p)  # seed-000-<time>: the seed's latest directory
-    return ours + sorted(theirs.values())
+    sb3 = [] if sb3_dir is None or algo != "PPO" else sorted(
+        p for p in sb3_dir.glob("PPO-s*") if (p / "progress.csv").is_file())
+    return ours + sorted(theirs.values()) + sb3
 
 
 def cpu_seconds_per_epoch(path: Path) -> float:
@@ -82,18 +87,18 @@ def compare_algo(algo: str, curves: list[Curve], total_steps: int) -> dict:
         return out
     report = group_report(done, cost_limit=COST_LIMIT)
     out["report"] = report
-    ours, anchor = report["groups"].get(f"rlspec {algo}"), report["groups"].get(f"omnisafe {algo}")
+    ours = report["groups"].get(f"rlspec {algo}")
     checks: dict = {}
-    if ours and anchor:
-        s, a = ours["summary"], anchor["summary"]
-        checks["return_ci_overlaps"] = overlap(s["final_return"], a["final_return"])
-        checks["cost_ci_overlaps"] = overlap(s["final_cost"], a["final_cost"])
-        checks["within_anchor_ci_or_better"] = within_or_better(s, a)
+    for name, anchor in report["groups"].items():
+        if ours and anchor is not ours:  # per anchor (OmniSafe; SB3 for PPO): SB3's cost CI exists by its callback
+            s, a = ours["summary"], anchor["summary"]
+            checks[name] = {"return_ci_overlaps": overlap(s["final_return"], a["final_return"]),
+                            "cost_ci_overlaps": overlap(s["final_cost"], a["final_cost"]),
+                            "within_anchor_ci_or_better": within_or_better(s, a)}
     if algo in LAGRANGIAN:
-        for side, g in (("rlspec", ours), ("omnisafe", anchor)):
-            if g:
-                late_cost = g["summary"]["final_cost"]["mean"]
-                checks[f"{side}_late_cost_within_limit_pm5"] = abs(late_cost - COST_LIMIT) <= COST_BAND
+        for name, g in report["groups"].items():
+            checks.setdefault(name, {})["late_cost_within_limit_pm5"] = (
+                abs(g["summary"]["final_cost"]["mean"] - COST_LIMIT) <= COST_BAND)
     out["checks"] = checks
     return out
 
@@ -111,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rlspec", type=Path, default=Path("runs/safe-cmp"), help="rlspec run directories")
     p.add_argument("--omnisafe", type=Path, default=Path("runs/omnisafe"), help="OmniSafe's log directory")
+    p.add_argument("--sb3", type=Path, default=Path("runs/sb3"), help="SB3 PPO runs (tests/bench/sb3_safe.py)")
     p.add_argument("--algos", nargs="+", default=["PPOLag"])
     p.add_argument("--total-steps", type=int, default=200_000)
     p.add_argument("--settings", type=Path, help="omnisafe_safe.json holding the defaults table (default: the one "
@@ -122,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
               platform.machine(), "algos": {}}
     all_curves = []
     for algo in args.algos:
-        curves = [read_run(path) for path in find_runs(args.rlspec, args.omnisafe, algo)]
+        curves = [read_run(path) for path in find_runs(args.rlspec, args.omnisafe, algo, args.sb3)]
         all_curves += curves
         result["algos"][algo] = compare_algo(algo, curves, args.total_steps)
         settings = args.settings or args.omnisafe / "omnisafe_safe.json"

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from test_evaluation import write_csv  # tests/unit is on sys.path (pytest rootdir-relative import)
 
 BENCH = Path(__file__).parents[1] / "bench"
@@ -50,8 +49,10 @@ def test_overlapping_sides_meet_the_goal_and_unfinished_runs_stay_out(svo, tmp_p
     assert groups["rlspec PPOLag"]["summary"]["final_return"]["mean"] == pytest.approx(11.0)
     assert groups["omnisafe PPOLag"]["summary"]["final_cost"]["mean"] == pytest.approx(26.0)
     assert out["unfinished"] == [{"path": str(a / "PPOLag-s3"), "env_steps": 4000.0}]
-    assert out["checks"] == {"return_ci_overlaps": True, "cost_ci_overlaps": True, "within_anchor_ci_or_better": True,
-                             "rlspec_late_cost_within_limit_pm5": True, "omnisafe_late_cost_within_limit_pm5": True}
+    assert out["checks"] == {"omnisafe PPOLag": {"return_ci_overlaps": True, "cost_ci_overlaps": True,
+                                                 "within_anchor_ci_or_better": True,
+                                                 "late_cost_within_limit_pm5": True},
+                             "rlspec PPOLag": {"late_cost_within_limit_pm5": True}}
     assert out["cpu_s_per_epoch"] == {"rlspec PPOLag": [5.0] * 4, "omnisafe PPOLag": [10.0] * 3}
 
 
@@ -61,9 +62,10 @@ def test_a_miss_is_reported_and_better_on_both_counts_as_met(svo, tmp_path):
         ours(a, seed, 20 + spread, 40 + spread)  # far above the limit: outside the band
         theirs(b, seed, 5 + spread, 24 + spread)
     out = svo.compare_algo("PPOLag", [svo.read_run(p) for p in svo.find_runs(a, b, "PPOLag")], 10_000)
-    assert out["checks"]["return_ci_overlaps"] is False and out["checks"]["within_anchor_ci_or_better"] is False
-    assert out["checks"]["rlspec_late_cost_within_limit_pm5"] is False
-    assert out["checks"]["omnisafe_late_cost_within_limit_pm5"] is True
+    anchor = out["checks"]["omnisafe PPOLag"]
+    assert anchor["return_ci_overlaps"] is False and anchor["within_anchor_ci_or_better"] is False
+    assert out["checks"]["rlspec PPOLag"]["late_cost_within_limit_pm5"] is False
+    assert anchor["late_cost_within_limit_pm5"] is True
     better = {"final_return": {"mean": 9.0, "ci_low": 8.0, "ci_high": 10.0},
               "final_cost": {"mean": 20.0, "ci_low": 19.0, "ci_high": 21.0}}
     worse = {"final_return": {"mean": 5.0, "ci_low": 4.0, "ci_high": 6.0},
@@ -78,8 +80,33 @@ def test_main_writes_the_json_and_the_figure(svo, tmp_path):
         theirs(b, seed, 10 + seed, 25)
     assert svo.main(["--rlspec", str(a), "--omnisafe", str(b), "--total-steps", "10000", "--out", str(out)]) == 0
     result = json.loads((out / "safe_vs_omnisafe.json").read_text())
-    assert result["algos"]["PPOLag"]["checks"]["within_anchor_ci_or_better"] is True
+    assert result["algos"]["PPOLag"]["checks"]["omnisafe PPOLag"]["within_anchor_ci_or_better"] is True
     assert result["algos"]["PPOLag"]["setting_differences"] is None  # no defaults table written here
     assert (out / "safe_vs_omnisafe.png").stat().st_size > 0
     assert svo.main(["--rlspec", str(tmp_path / "none"), "--omnisafe", str(tmp_path / "none"), "--out",
                      str(out)]) == 1
+
+
+def sb3(root: Path, seed: int, ret: float, cost: float, steps=STEPS) -> None:
+    write_csv(root / f"PPO-s{seed}" / "progress.csv",
+              {"time/total_timesteps": steps, "rollout/ep_rew_mean": [ret] * len(steps),
+               "rollout/ep_cost_mean": [cost] * len(steps), "rollout/ep_len_mean": [1000] * len(steps)})
+
+
+def test_ppo_has_two_anchors_and_sb3_cost_comes_from_its_callback_column(svo, tmp_path):
+    a, b, c = tmp_path / "rlspec", tmp_path / "omnisafe", tmp_path / "sb3"
+    for seed in range(3):
+        write_csv(a / f"PPO-s{seed}" / "metrics.csv", {"step": STEPS, "Metrics/EpRet": [10.0 + seed] * 10,
+                                                       "Metrics/EpCost": [50.0] * 10})
+        (a / f"PPO-s{seed}" / "config.json").write_text(json.dumps({"engine": "safe", "config": {"algo": "PPO"}}))
+        write_csv(b / "PPO-{SafetyPointGoal1-v0}" / f"seed-{seed:03d}-t" / "progress.csv",
+                  {"Metrics/EpRet": [11.0 + seed] * 10, "Metrics/EpCost": [50.0] * 10, "TotalEnvSteps": STEPS})
+        sb3(c, seed, 5.0 + seed, 80.0)
+    paths = svo.find_runs(a, b, "PPO", c)
+    assert [p.parent.name if "seed-" in p.name else p.name for p in paths][-3:] == ["PPO-s0", "PPO-s1", "PPO-s2"]
+    out = svo.compare_algo("PPO", [svo.read_run(p) for p in paths], 10_000)
+    assert out["report"]["groups"]["sb3 PPO"]["summary"]["final_cost"]["mean"] == pytest.approx(80.0)
+    assert out["checks"]["omnisafe PPO"]["within_anchor_ci_or_better"] is True
+    assert out["checks"]["sb3 PPO"] == {"return_ci_overlaps": False, "cost_ci_overlaps": False,
+                                        "within_anchor_ci_or_better": True}  # better on both: return and cost
+    assert svo.find_runs(a, b, "PPOLag", c) == []  # SB3 anchors PPO only
