@@ -13,7 +13,11 @@ the replay with the caller's generator, stacked along the env axis ([T, N_total]
 2. Advantages = V-trace's policy-gradient advantages ρ̄-clipped (r_t + γ_t·v_{s,t+1} − V(s_t))·min(ρ̄_pg, ρ_t),
    standardized over the batch; value targets v_s.
 3. ``epochs`` × ``minibatches`` of PPO-clip on π/π_old with ½(V − v_s)² and an entropy bonus (Adam; the
-   policy's and the critic's gradients clipped to their own norms).
+   policy's and the critic's gradients clipped to their own norms). Seed 002's guards, counted in ``Guard/*``:
+   the ratio passes the kit's ``ratio_guard`` (log-ratio clamped to ±20, ratio to [0.01, 100], a non-finite
+   one replaced by 1), each loss the learner's ``LossGuard`` (a non-finite loss becomes 0, cumulative counts),
+   and with ``target_kl`` the KL early stop ends the epochs. The entropy of each action dimension's head is
+   logged apart (``Train/Entropy/d``).
 
 Return scale (``ReturnScale``): the replay keeps raw rewards; each update divides its whole batch's rewards by
 σ_G, the running std of the discounted return (SB3 VecNormalize's reward scale), so the critic fits values
@@ -88,6 +92,11 @@ class LearnerConfig:
     """Divide rewards by the running std of the discounted return before V-trace (ReturnScale)."""
     bonus_lr: float = 1e-4
     """Adam learning rate of the bonus phase's policy steps (its own optimizer)."""
+    target_kl: float | None = None
+    """KL early stop (seed 001/002, OmniSafe's kl_early_stop): after each epoch, the approximate KL
+    mean(log π_old − log π) over the whole batch; above target_kl the update's remaining epochs are skipped
+    (Guard/KLEarlyStop, Train/StopIter). None: every epoch runs. One trainer only (a per-rank decision would
+    desynchronize the gradient all-reduce)."""
 
 
 class TokenPolicy(nn.Module):
@@ -104,10 +113,15 @@ class TokenPolicy(nn.Module):
 
 def token_logp(logits: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """log π(a|s) = Σ_d log π_d(a_d|s) [N] and the entropy Σ_d H(π_d) [N], from logits [N, A, B], tokens [N, A]."""
+    chosen, entropy = head_logp(logits, tokens)
+    return chosen.sum(-1), entropy.sum(-1)
+
+
+def head_logp(logits: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per action dimension d: log π_d(a_d|s) [N, A] and H(π_d) [N, A], from logits [N, A, B], tokens [N, A]."""
     logp = torch.log_softmax(logits, dim=-1)  # [N, A, B]
     chosen = logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # [N, A]
-    entropy = -(logp.exp() * logp).sum(-1)  # [N, A]
-    return chosen.sum(-1), entropy.sum(-1)
+    return chosen, -(logp.exp() * logp).sum(-1)
 
 
 def sample_tokens(logits: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -136,7 +150,7 @@ def stack_fragments(frags: list[Fragment]) -> Fragment:
 @dataclass
 class BonusKit:
     """The contract implementations the core calls (reference or fast twins of ``vtrace``, ``success_set`` and
-    ``numerics``' RunningMeanStd)."""
+    ``numerics``' RunningMeanStd, ratio_guard and LossGuard)."""
 
     vtrace: object
     loss_a: object
@@ -145,6 +159,8 @@ class BonusKit:
     PairedQueue: type
     BonusScheduler: type
     RunningMeanStd: type
+    ratio_guard: object
+    LossGuard: type
 
     @classmethod
     def reference(cls) -> "BonusKit":
@@ -152,14 +168,16 @@ class BonusKit:
 
         return cls(vtrace=vtrace.vtrace, loss_a=success_set.loss_a, mine_pair=success_set.mine_pair,
                    SuccessPrototypes=success_set.SuccessPrototypes, PairedQueue=success_set.PairedQueue,
-                   BonusScheduler=success_set.BonusScheduler, RunningMeanStd=numerics.RunningMeanStd)
+                   BonusScheduler=success_set.BonusScheduler, RunningMeanStd=numerics.RunningMeanStd,
+                   ratio_guard=numerics.ratio_guard, LossGuard=numerics.LossGuard)
 
     @classmethod
     def fast(cls) -> "BonusKit":
         from rlspec.fast import numerics, success_set, vtrace
 
         return dataclasses.replace(cls.reference(), vtrace=vtrace.vtrace, loss_a=success_set.loss_a,
-                                   mine_pair=success_set.mine_pair, RunningMeanStd=numerics.RunningMeanStd)
+                                   mine_pair=success_set.mine_pair, RunningMeanStd=numerics.RunningMeanStd,
+                                   ratio_guard=numerics.ratio_guard, LossGuard=numerics.LossGuard)
 
     @classmethod
     def named(cls, name: str) -> "BonusKit":
@@ -260,41 +278,62 @@ def vtrace_targets(state: LearnerState, batch: Fragment, cfg: LearnerConfig, vtr
     return logp_old, vs.to(v.dtype), pg.to(v.dtype), log_rho.exp()
 
 
-def ppo_vtrace_update(state: LearnerState, batch: Fragment, cfg: LearnerConfig, vtrace, gen: torch.Generator,
+def ppo_vtrace_update(state: LearnerState, batch: Fragment, cfg: LearnerConfig, kit: BonusKit, gen: torch.Generator,
                       average_gradients: Callable[[list[nn.Parameter]], None] | None = None,
                       return_scale: float = 1.0) -> dict[str, float]:
     """The main update (module docstring, steps 1–3) on rewards / ``return_scale`` (ReturnScale.scale());
-    returns the logged metrics. ``average_gradients``: data parallel trainers average every gradient over
-    ranks before the clip (each rank the same number of minibatches: equal batches per rank)."""
+    returns the logged metrics. ``kit``: vtrace, ratio_guard and LossGuard. ``average_gradients``: data parallel
+    trainers average every gradient over ranks before the clip (each rank the same number of minibatches:
+    equal batches per rank)."""
     batch = batch._replace(reward=batch.reward / return_scale)
-    logp_old, vs, adv, rho = vtrace_targets(state, batch, cfg, vtrace)
+    logp_old, vs, adv, rho = vtrace_targets(state, batch, cfg, kit.vtrace)
     T, N = logp_old.shape
     flat = lambda x: x.reshape(T * N, *x.shape[2:])  # noqa: E731  [T, N, ...] -> [M, ...]
     obs, tokens, logp_old, vs, adv = flat(batch.obs), flat(batch.tokens), flat(logp_old), flat(vs), flat(adv)
     adv = (adv - adv.mean()) / (adv.std(unbiased=False) + 1e-8)
     M = T * N
     size = math.ceil(M / cfg.minibatches)
-    sums = {"Loss/Loss_pi": 0.0, "Loss/Loss_value": 0.0, "Train/Entropy": 0.0, "Train/KL": 0.0,
-            "Train/GradNormPi": 0.0, "Train/GradNormV": 0.0}
-    n = 0
+    guard = kit.LossGuard()  # this update's non-finite losses
+    means = {k: 0.0 for k in ("Loss/Loss_pi", "Loss/Loss_value", "Train/Entropy", "Train/KL", "Train/GradNormPi",
+                              "Train/GradNormV", *(f"Train/Entropy/{d}" for d in range(state.policy.action_dim)))}
+    counts = {"Guard/RatioClamped": 0, "Guard/LogRatioClamped": 0, "Guard/RatioNonFinite": 0}
+    n = epochs_run = 0
     groups = [(list(state.policy.parameters()), cfg.max_grad_norm),
               (list(state.critic.parameters()), cfg.value_max_grad_norm)]
     for _ in range(cfg.epochs):
         perm = torch.randperm(M, generator=gen)
         for start in range(0, M, size):
             idx = perm[start:start + size]
-            logp, entropy = token_logp(state.policy(obs[idx]), tokens[idx])  # [b] each
-            ratio = torch.exp(logp - logp_old[idx])
-            loss_pi = -torch.min(ratio * adv[idx], ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv[idx]).mean()
-            loss_v = 0.5 * (state.critic(obs[idx]) - vs[idx]).pow(2).mean()
+            chosen, head_entropy = head_logp(state.policy(obs[idx]), tokens[idx])  # [b, A] each
+            logp, entropy = chosen.sum(-1), head_entropy.sum(-1)  # [b] each
+            ratio, events = kit.ratio_guard(logp, logp_old[idx])
+            clipped = ratio.clamp(1 - cfg.clip, 1 + cfg.clip)
+            loss_pi = guard(-torch.min(ratio * adv[idx], clipped * adv[idx]).mean(), "policy")
+            loss_v = guard(0.5 * (state.critic(obs[idx]) - vs[idx]).pow(2).mean(), "value")
             loss = loss_pi + cfg.value_coef * loss_v - cfg.entropy_coef * entropy.mean()
             norms = _step(state.opt, loss, groups, average_gradients)
             with torch.no_grad():
-                for key, val in zip(sums, (loss_pi, loss_v, entropy.mean(), (logp_old[idx] - logp).mean(), *norms)):
-                    sums[key] += float(val)
+                values = (loss_pi, loss_v, entropy.mean(), (logp_old[idx] - logp).mean(), *norms,
+                          *head_entropy.mean(0))
+                for key, val in zip(means, values):
+                    means[key] += float(val)
+                for key, event in zip(counts, ("ratio_clamped", "log_ratio_clamped", "nonfinite")):
+                    counts[key] += int(events[event])
             n += 1
-    return {**{k: v / n for k, v in sums.items()}, "Train/RhoClipFrac": float((rho > cfg.rho_bar).double().mean()),
-            "Train/ReturnScale": return_scale}
+        epochs_run += 1
+        if cfg.target_kl is not None and approx_kl(state.policy, obs, tokens, logp_old) > cfg.target_kl:
+            break
+    losses = guard.counts()
+    return {**{k: v / n for k, v in means.items()}, **counts,
+            "Guard/LossNonFinite/policy": losses.get("policy", 0), "Guard/LossNonFinite/value": losses.get("value", 0),
+            "Guard/KLEarlyStop": int(epochs_run < cfg.epochs), "Train/StopIter": epochs_run,
+            "Train/RhoClipFrac": float((rho > cfg.rho_bar).double().mean()), "Train/ReturnScale": return_scale}
+
+
+@torch.no_grad()
+def approx_kl(policy: TokenPolicy, obs: torch.Tensor, tokens: torch.Tensor, logp_old: torch.Tensor) -> float:
+    """mean(log π_old(a|s) − log π(a|s)) over the whole batch [M]: Train/KL's estimator, for the early stop."""
+    return float((logp_old - token_logp(policy(obs), tokens)[0]).mean())
 
 
 # ------------------------------------------------------------------------------------- the bonus side

@@ -128,6 +128,13 @@ def validate(cfg: BonusConfig) -> None:
     if not 0.0 <= cfg.best_ema < 1.0 or cfg.best_perturb_std < 0:
         raise runconfig.ConfigError(f"config keys 'best_ema' in [0, 1) and 'best_perturb_std' >= 0: got "
                                     f"{cfg.best_ema}, {cfg.best_perturb_std}")
+    if cfg.execution == "ray" and cfg.trainers > 1 and cfg.learner.target_kl is not None:
+        raise runconfig.ConfigError(f"config key 'learner.target_kl': the KL early stop needs trainers = 1 (each "
+                                    f"rank would decide alone), got target_kl = {cfg.learner.target_kl} with "
+                                    f"trainers = {cfg.trainers}")
+    if cfg.learner.target_kl is not None and not cfg.learner.target_kl > 0:
+        raise runconfig.ConfigError(f"config key 'learner.target_kl': expected > 0 or none, got "
+                                    f"{cfg.learner.target_kl}")
     if cfg.execution == "ray" and cfg.rollout_workers % cfg.trainers:
         raise runconfig.ConfigError(f"config key 'rollout_workers': {cfg.rollout_workers} is not a multiple of "
                                     f"trainers = {cfg.trainers} (each trainer takes the same number of fragments)")

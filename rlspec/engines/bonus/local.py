@@ -167,7 +167,7 @@ class LearnerSide:
     def update(self, batch: Fragment, miner: PairMiner, step: int, gen: torch.Generator,
                return_scale: float = 1.0) -> dict[str, float]:
         """The main update on rewards / return_scale, then bonus time (its errors counted)."""
-        metrics = ppo_vtrace_update(self.learner, batch, self.cfg.learner, self.kit.vtrace, gen,
+        metrics = ppo_vtrace_update(self.learner, batch, self.cfg.learner, self.kit, gen,
                                     self.average_gradients, return_scale)
         if self.setup.loss_a:
             telemetry = bonus_phase(self.learner, miner, self.scheduler, step, self.n_bins,

@@ -160,9 +160,8 @@ def _update_after_return_scale(c: float, normalize: bool):
     scale = bv.ReturnScale(N, cfg.gamma, bv.BonusKit.reference())
     scale.observe(reward, term | trunc, torch.arange(N))
     batch = bv.Fragment(obs[:-1], tokens, logp, reward, term, trunc, obs[1:])
-    from rlspec.reference.vtrace import vtrace
-
-    metrics = bv.ppo_vtrace_update(st, batch, cfg, vtrace, gen, return_scale=scale.scale() if normalize else 1.0)
+    kit = bv.BonusKit.reference()
+    metrics = bv.ppo_vtrace_update(st, batch, cfg, kit, gen, return_scale=scale.scale() if normalize else 1.0)
     return st, metrics
 
 
@@ -183,6 +182,84 @@ def test_scaling_rewards_by_c_leaves_the_normalized_update_unchanged(c):
     raw_ref, _ = _update_after_return_scale(1.0, False)
     assert not all(torch.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in
                    zip(raw.policy.state_dict().values(), raw_ref.policy.state_dict().values()))
+
+
+def _guarded_update(critic=None, **learner):
+    """A fresh learner (action_dim 2) after one main update with LearnerConfig(**learner); ``critic``: a wrapper
+    installed after the V-trace targets are computed (a critic that goes wrong during the update)."""
+    gen = torch.Generator().manual_seed(3)
+    cfg = bv.LearnerConfig(**{"epochs": 4, "minibatches": 2, **learner})
+    st = bv.make_learner(cfg, 3, 2, 5, gen)
+    T, N = 16, 4
+    obs = torch.randn(T + 1, N, 3, generator=gen)
+    tokens = torch.randint(0, 5, (T, N, 2), generator=gen)
+    with torch.no_grad():
+        logp = bv.token_logp(st.policy(obs[:-1]), tokens)[0]
+    batch = bv.Fragment(obs[:-1], tokens, logp, torch.randn(T, N, generator=gen), torch.zeros(T, N, dtype=torch.bool),
+                        torch.zeros(T, N, dtype=torch.bool), obs[1:])
+    kit = bv.BonusKit.reference()
+    if critic is not None:
+        targets = bv.vtrace_targets
+        def wrapped(state, *args):  # targets from the healthy critic, then the update sees the wrapper
+            out = targets(state, *args)
+            state.critic = critic(state.critic)
+            return out
+        bv_targets, bv.vtrace_targets = bv.vtrace_targets, wrapped
+        try:
+            return st, bv.ppo_vtrace_update(st, batch, cfg, kit, gen)
+        finally:
+            bv.vtrace_targets = bv_targets
+    return st, bv.ppo_vtrace_update(st, batch, cfg, kit, gen)
+
+
+def test_kl_early_stop_ends_the_epochs_and_equals_the_shorter_update():
+    """Above target_kl after the first epoch, the remaining epochs are skipped: the networks equal an update of one
+    epoch (the same generator draws), and the stop is logged; without target_kl every epoch runs."""
+    stopped, m = _guarded_update(target_kl=1e-12)
+    one, m_one = _guarded_update(epochs=1)
+    assert m["Train/StopIter"] == 1 and m["Guard/KLEarlyStop"] == 1 and m_one["Guard/KLEarlyStop"] == 0
+    for (k, a), b in zip(one.policy.state_dict().items(), stopped.policy.state_dict().values()):
+        torch.testing.assert_close(b, a, rtol=0, atol=0, msg=k)
+    _, m_all = _guarded_update()
+    assert m_all["Train/StopIter"] == 4 and m_all["Guard/KLEarlyStop"] == 0
+    _, m_loose = _guarded_update(target_kl=10.0)
+    assert m_loose["Train/StopIter"] == 4
+
+
+def test_ratio_guard_counts_clamps_when_the_policy_runs_away_and_heads_log_their_entropy():
+    """lr 5 over 8 epochs moves π far from π_old: log-ratios beyond log 100 are clamped and counted; a small lr
+    clamps nothing. Per-head entropies sum to Train/Entropy (each minibatch's Σ_d H_d)."""
+    _, wild = _guarded_update(lr=5.0, epochs=8)
+    _, calm = _guarded_update(lr=1e-5)
+    assert wild["Guard/RatioClamped"] > 0 and calm["Guard/RatioClamped"] == 0 == calm["Guard/RatioNonFinite"]
+    assert math.isfinite(wild["Loss/Loss_pi"])
+    assert calm["Train/Entropy/0"] + calm["Train/Entropy/1"] == pytest.approx(calm["Train/Entropy"], rel=1e-6)
+    assert 0 < calm["Train/Entropy/0"] <= math.log(5) + 1e-6
+
+
+class _Diverged(torch.nn.Module):
+    """A critic whose outputs became non-finite."""
+
+    def __init__(self, critic):
+        super().__init__()
+        self.inner = critic
+
+    def forward(self, obs):
+        return self.inner(obs) * math.inf
+
+
+def test_a_non_finite_value_loss_is_zeroed_and_counted_and_leaves_the_critic():
+    before = None
+    def diverge(critic):
+        nonlocal before
+        before = {k: v.clone() for k, v in critic.state_dict().items()}
+        return _Diverged(critic)
+    with pytest.warns(RuntimeWarning, match="non-finite value loss"):
+        st, m = _guarded_update(critic=diverge)
+    assert m["Guard/LossNonFinite/value"] == 4 * 2 and m["Guard/LossNonFinite/policy"] == 0  # epochs × minibatches
+    assert m["Loss/Loss_value"] == 0.0 and math.isfinite(m["Loss/Loss_pi"])
+    for k, v in st.critic.inner.state_dict().items():
+        torch.testing.assert_close(v, before[k], rtol=0, atol=0, msg=k)
 
 
 def test_policy_and_critic_gradients_are_clipped_apart():
