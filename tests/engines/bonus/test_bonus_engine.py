@@ -371,6 +371,12 @@ def test_cli_trains_and_reports_bad_keys(tmp_path, capsys):
         bonus.validate(bonus.build_config(overrides=["task=pong"]))
     with pytest.raises(ConfigError, match="config key 'execution'"):
         bonus.validate(bonus.build_config(overrides=["execution=threads"]))
+    with pytest.raises(ConfigError, match="config key 'learner.target_kl': the KL early stop needs trainers = 1"):
+        bonus.validate(bonus.build_config(overrides=["execution=ray", "trainers=2", "rollout_workers=2",
+                                                     "learner.target_kl=0.02"]))
+    with pytest.raises(ConfigError, match="config key 'learner.target_kl': expected > 0 or none, got -0.1"):
+        bonus.validate(bonus.build_config(overrides=["learner.target_kl=-0.1"]))
+    bonus.validate(bonus.build_config(overrides=["learner.target_kl=0.02"]))  # one trainer: accepted
     run = tmp_path / "z"
     assert cli_main(["train", "bonus", "--preset", "smoke", "--set", "total_steps=512", "--out", str(run),
                      "--quiet"]) == 0
