@@ -5,7 +5,8 @@ Kit: `rlspec check <contract> [<contract> ...]|all [--impl MODULE_OR_PATH] [--cl
 Engines: `rlspec train <engine> ...`, `rlspec eval RUN ...`, `rlspec plot RUN`, `rlspec compare <engine> ...`.
 Tools: `rlspec probe --frames DIR|VIDEO --safe ... --unsafe ...` (semantic prompt probe, seed 000 §30),
 `rlspec report RUN... [--threshold R] [--cost-limit L]` (seed 000's evaluation metrics over runs of rlspec,
-OmniSafe, Stable-Baselines3 or sheeprl, grouped, with bootstrap CIs).
+OmniSafe, Stable-Baselines3 or sheeprl, grouped, with bootstrap CIs), `rlspec semantics fit --out DIR` (a
+task-trained CLIP made offline from Safety-Gymnasium frames).
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ def _parser() -> argparse.ArgumentParser:
                        help=engines if what == "engine" else "a run directory (it holds config.json)")
         p.add_argument("rest", nargs=argparse.REMAINDER, help="the options of the engine's " + verb)
     sub.add_parser("probe", help="prompt-centroid separability on frames: rlspec probe --help", add_help=False)
+    sub.add_parser("semantics", help="make a task-trained CLIP offline: rlspec semantics fit --help",
+                   add_help=False)
     sub.add_parser("report", help="evaluation metrics of runs (rlspec, OmniSafe, SB3, sheeprl) grouped, with "
                                   "95%% bootstrap CIs, and a plot: rlspec report --help", add_help=False)
     return parser
@@ -123,6 +126,8 @@ def _main(argv: list[str] | None) -> int:
         return _verb(argv, lambda: _probe(argv[1:]))
     if argv[:1] == ["report"]:  # likewise
         return _verb(argv, lambda: _report(argv[1:]))
+    if argv[:1] == ["semantics"]:
+        return _verb(argv, lambda: _semantics(argv[1:]))
     args = parser.parse_args(argv)
 
     if args.verb == "train":
@@ -169,6 +174,17 @@ def _probe(argv: list[str]) -> int:
     from rlspec.semantics.probe import main as probe
 
     return probe(argv)
+
+
+def _semantics(argv: list[str]) -> int:
+    if argv[:1] != ["fit"]:
+        print(f"rlspec semantics: expected the sub-verb fit (rlspec semantics fit --help), got {argv[:1] or 'none'}",
+              file=sys.stderr)
+        return 2
+    from rlspec.envs.safety_frames import safety_frames
+    from rlspec.semantics.fit import main as fit
+
+    return fit(argv[1:], render=safety_frames)
 
 
 def _report(argv: list[str]) -> int:

@@ -113,6 +113,12 @@ def as_frame_list(frames) -> list[np.ndarray]:
     return out
 
 
+def pooled(out) -> torch.Tensor:
+    """The embedding of get_text_features / get_image_features: an output object's pooler_output (transformers 5)
+    or the tensor itself (transformers 4)."""
+    return out.pooler_output if hasattr(out, "pooler_output") else out
+
+
 class VisionLanguageBackend:
     """A loaded model + processor on one device in one dtype; see :meth:`load`."""
 
@@ -170,9 +176,6 @@ class VisionLanguageBackend:
     def _to_device(self, inputs) -> dict[str, torch.Tensor]:
         return {k: v.to(self.device, self.dtype if v.is_floating_point() else None) for k, v in inputs.items()}
 
-    @staticmethod
-    def _features(out) -> torch.Tensor:
-        return out.pooler_output if hasattr(out, "pooler_output") else out  # transformers 5 vs 4
 
     @torch.no_grad()
     def text_features(self, prompts: list[str]) -> torch.Tensor:  # -> [P, D] unit, model dtype and device
@@ -180,12 +183,12 @@ class VisionLanguageBackend:
         max_length = getattr(self.model.config.text_config, "max_position_embeddings", None)
         inputs = self.processor(text=list(prompts), padding=padding, truncation=True, max_length=max_length,
                                 return_tensors="pt")
-        return F.normalize(self._features(self.model.get_text_features(**self._to_device(inputs))), dim=-1)
+        return F.normalize(pooled(self.model.get_text_features(**self._to_device(inputs))), dim=-1)
 
     @torch.no_grad()
     def image_features(self, frames) -> torch.Tensor:  # uint8 [N, H, W, 3] -> [N, D] unit, model dtype
         inputs = self.processor(images=as_frame_list(frames), return_tensors="pt", input_data_format="channels_last")
-        return F.normalize(self._features(self.model.get_image_features(**self._to_device(inputs))), dim=-1)
+        return F.normalize(pooled(self.model.get_image_features(**self._to_device(inputs))), dim=-1)
 
     def identity(self) -> dict:
         """Model identity for the run's metadata (§13: hash the model for archival)."""

@@ -40,7 +40,7 @@ def _main(argv: list[str], cache: Path) -> tuple[int, str, list[str]]:
 
 
 @pytest.mark.parametrize("argv, says", [
-    (["--help"], ["{check,list,train,compare,eval,plot,probe,report}", "train an engine"]),
+    (["--help"], ["{check,list,train,compare,eval,plot,probe,semantics,report}", "train an engine"]),
     (["check", "--help"], ["--jobs N", "--impl IMPL", "twohot, return_ema"]),
     (["list", "--help"], ["one of twohot"]),
     (["train", "--help"], ["one of safe, safe-fast, bonus, dreamer"]),

@@ -1,0 +1,42 @@
+"""Frames of a Safety-Gymnasium task labelled from the env's true state: the data ``rlspec semantics fit``
+trains on. A uniformly random policy, rendered as PPOLagSem renders (rgb_array, size × size; MuJoCo, MUJOCO_GL=egl
+headless), a new layout every ``EPISODE_STEPS`` steps. A frame is "hazard" when the agent is within ``NEAR`` of a
+hazard's edge (inside counts), else "goal" within ``NEAR`` of the goal's edge, else "clear"."""
+
+from __future__ import annotations
+
+import numpy as np
+
+NEAR = 0.3  # metres from a hazard's or the goal's edge
+EPISODE_STEPS = 100  # steps before a new layout (reset with the next seed)
+
+
+def label_of(agent_xy: np.ndarray, hazards_xy: np.ndarray, hazard_size: float, goal_xy: np.ndarray,
+             goal_size: float) -> str:
+    """"hazard", "goal" or "clear" by the nearest-edge rule (module docstring); positions in metres [2]."""
+    if len(hazards_xy) and np.min(np.linalg.norm(hazards_xy - agent_xy, axis=1)) - hazard_size < NEAR:
+        return "hazard"
+    return "goal" if np.linalg.norm(goal_xy - agent_xy) - goal_size < NEAR else "clear"
+
+
+def safety_frames(env_id: str, n: int, size: int, seed: int) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """(frames uint8 [n, size, size, 3], their labels, the env's cost of each step [n]) from a random policy in
+    ``env_id`` (a step with cost > 0 is inside a hazard: its label must be "hazard")."""
+    from rlspec.envs import safety_gym
+
+    env = safety_gym.make_env(env_id, render_mode="rgb_array", width=size, height=size)
+    rng = np.random.default_rng(seed)
+    frames, labels, costs = np.empty((n, size, size, 3), np.uint8), [], np.empty(n)
+    low, high = env.action_space.low, env.action_space.high
+    for i in range(n):
+        if i % EPISODE_STEPS == 0:
+            env.reset(seed=seed + i // EPISODE_STEPS)
+        _, _, costs[i], terminated, truncated, _ = env.step(rng.uniform(low, high))
+        task = env.unwrapped.task
+        frames[i] = env.render()
+        labels.append(label_of(task.agent.pos[:2], np.array([h[:2] for h in task.hazards.pos]), task.hazards.size,
+                               np.asarray(task.goal.pos[:2]), task.goal.size))
+        if terminated or truncated:
+            env.reset(seed=seed + 10_000 + i)
+    env.close()
+    return frames, labels, costs
