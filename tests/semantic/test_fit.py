@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rlspec import cli
-from rlspec.envs.safety_frames import label_of
+from rlspec.envs.safety_frames import label_of, steer
 from rlspec.semantics import fit as sf
 
 SIZE = 32
@@ -28,6 +28,14 @@ def test_label_of_is_the_nearest_edge_rule():
     assert sf.label_indices(["hazard", "clear", "goal"]).tolist() == [sf.HAZARD, sf.CLEAR, sf.GOAL]
     with pytest.raises(ValueError, match=r"labels must be among \('clear', 'goal', 'hazard'\), got \['wall'\]"):
         sf.label_indices(["clear", "wall"])
+
+
+def test_steer_drives_by_the_cosine_and_turns_by_the_bearing():
+    east, origin = np.array([1.0, 0.0]), np.zeros(2)
+    np.testing.assert_allclose(steer(east, origin, np.array([2.0, 0.0])), [1.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(steer(east, origin, np.array([0.0, 1.0])), [0.0, 1.0], atol=1e-12)  # left: +
+    np.testing.assert_allclose(steer(east, origin, np.array([1.0, -1.0])), [np.sqrt(0.5), -0.5], atol=1e-12)
+    np.testing.assert_allclose(steer(east, origin, np.array([-1.0, 1e-9])), [0.0, 1.0], atol=1e-6)  # behind
 
 
 def test_auc_is_the_mann_whitney_probability():
