@@ -73,10 +73,15 @@ def within_or_better(ours: dict, anchor: dict) -> bool | None:
     return bool((r and c) or better)
 
 
+def finished_runs(curves: list[Curve], total_steps: int) -> list[Curve]:
+    """The runs that reached total_steps (the only ones in the statistics and the figure)."""
+    return [c for c in curves if c.steps.size and c.steps[-1] >= total_steps]
+
+
 def compare_algo(algo: str, curves: list[Curve], total_steps: int) -> dict:
     """One algorithm: finished runs' group report per side, unfinished runs listed, the checks."""
-    finished = [bool(c.steps.size) and c.steps[-1] >= total_steps for c in curves]
-    done = [c for c, f in zip(curves, finished) if f]
+    done = finished_runs(curves, total_steps)
+    finished = [any(c is d for d in done) for c in curves]
     out = {"unfinished": [{"path": str(c.path), "env_steps": float(c.steps[-1]) if c.steps.size else 0.0}
                           for c, f in zip(curves, finished) if not f],
            "cpu_s_per_epoch": {c.group: [] for c in curves}}
@@ -129,13 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     all_curves = []
     for algo in args.algos:
         curves = [read_run(path) for path in find_runs(args.rlspec, args.omnisafe, algo, args.sb3)]
-        all_curves += curves
+        all_curves += finished_runs(curves, args.total_steps)
         result["algos"][algo] = compare_algo(algo, curves, args.total_steps)
         settings = args.settings or args.omnisafe / "omnisafe_safe.json"
         result["algos"][algo]["setting_differences"] = setting_differences(settings, algo)
         result["algos"][algo]["settings_from"] = str(settings)
     if not all_curves:
-        print(f"safe_vs_omnisafe: no runs under {args.rlspec} or {args.omnisafe}")
+        print(f"safe_vs_omnisafe: no finished runs under {args.rlspec} or {args.omnisafe}")
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "safe_vs_omnisafe.json").write_text(json.dumps(result, indent=1) + "\n")
