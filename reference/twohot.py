@@ -32,9 +32,10 @@ def symexp(y: torch.Tensor) -> torch.Tensor:
     return odd_extension(torch.expm1, y.double()).to(y.dtype)
 
 
-def _bins(fn: str, num_bins: int, low: float, high: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+def _bins(fn: str, num_bins: int, low: float, high: float, dtype: torch.dtype,
+          device: torch.device) -> torch.Tensor:
     validate_support(fn, num_bins, low, high)
-    return support(num_bins, low, high, dtype).double().to(device)  # [n]: built on the CPU, the same bits anywhere
+    return support(num_bins, low, high, dtype).double().to(device)  # [n]: built on the CPU: the same bits anywhere
 
 
 @scalar_args("num_bins", "low", "high")

@@ -36,7 +36,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from rlspec.reference.shaping import prompt_centroid, semantic_margin
+from rlspec.semantics.backend import VisionLanguageBackend, pooled
 from rlspec.semantics.config import SemanticConfig
+from rlspec.semantics.tiny import save_tiny_clip
 
 LABELS = ("clear", "goal", "hazard")  # a label's index in TARGETS
 CLEAR, GOAL, HAZARD = range(3)
@@ -69,9 +72,6 @@ def auc(scores: np.ndarray, positive: np.ndarray) -> float:
 def probe_auc(model_dir: Path, frames: np.ndarray, labels: np.ndarray) -> float:
     """AUC of the margin cos(e, μ_safe) − cos(e, μ_unsafe) for safe (CLEAR, GOAL) above HAZARD frames, with the
     model loaded from ``model_dir`` by the runtime's loader (float32, CPU)."""
-    from rlspec.reference.shaping import prompt_centroid, semantic_margin
-    from rlspec.semantics.backend import VisionLanguageBackend
-
     backend, report = VisionLanguageBackend.load(str(model_dir), dtype_preference=("float32",))
     if backend is None:
         raise RuntimeError(f"rlspec semantics fit: {model_dir} did not load: {report.status} {report.message}")
@@ -83,8 +83,6 @@ def probe_auc(model_dir: Path, frames: np.ndarray, labels: np.ndarray) -> float:
 
 def _logits(model, pixels: torch.Tensor, text: dict) -> torch.Tensor:
     """Scaled cosine of images [B, ...] against the captions: [B, len(CAPTIONS)]."""
-    from rlspec.semantics.backend import pooled
-
     img = F.normalize(pooled(model.get_image_features(pixel_values=pixels)), dim=-1)
     txt = F.normalize(pooled(model.get_text_features(**text)), dim=-1)
     return model.logit_scale.exp() * img @ txt.T
@@ -101,9 +99,7 @@ def label_indices(names: list[str]) -> np.ndarray:
 def fit(frames: np.ndarray, labels: np.ndarray, out: Path, *, epochs: int = 30, batch: int = 64, lr: float = 1e-3,
         val: float = 0.2, seed: int = 0, log=print) -> dict:
     """Train the tiny CLIP on (frames, labels) into ``out`` (module docstring, steps 3–4); returns the report."""
-    from transformers import CLIPModel, CLIPProcessor
-
-    from rlspec.semantics.tiny import save_tiny_clip
+    from transformers import CLIPModel, CLIPProcessor  # the semantic extra: imported where it is used
 
     size = frames.shape[1]
     save_tiny_clip(out, seed=seed, image_size=size, patch_size=8, hidden=64, layers=2, projection_dim=32)

@@ -73,17 +73,16 @@ def within_or_better(ours: dict, anchor: dict) -> bool | None:
     return bool((r and c) or better)
 
 
-def finished_runs(curves: list[Curve], total_steps: int) -> list[Curve]:
-    """The runs that reached total_steps (the only ones in the statistics and the figure)."""
-    return [c for c in curves if c.steps.size and c.steps[-1] >= total_steps]
+def reached(curve: Curve, total_steps: int) -> bool:
+    """Whether a run got to total_steps (only such runs enter the statistics and the figure)."""
+    return bool(curve.steps.size) and curve.steps[-1] >= total_steps
 
 
 def compare_algo(algo: str, curves: list[Curve], total_steps: int) -> dict:
     """One algorithm: finished runs' group report per side, unfinished runs listed, the checks."""
-    done = finished_runs(curves, total_steps)
-    finished = [any(c is d for d in done) for c in curves]
+    done = [c for c in curves if reached(c, total_steps)]
     out = {"unfinished": [{"path": str(c.path), "env_steps": float(c.steps[-1]) if c.steps.size else 0.0}
-                          for c, f in zip(curves, finished) if not f],
+                          for c in curves if not reached(c, total_steps)],
            "cpu_s_per_epoch": {c.group: [] for c in curves}}
     for c in curves:
         out["cpu_s_per_epoch"][c.group].append(cpu_seconds_per_epoch(c.path))
@@ -134,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     all_curves = []
     for algo in args.algos:
         curves = [read_run(path) for path in find_runs(args.rlspec, args.omnisafe, algo, args.sb3)]
-        all_curves += finished_runs(curves, args.total_steps)
+        all_curves += [c for c in curves if reached(c, args.total_steps)]
         result["algos"][algo] = compare_algo(algo, curves, args.total_steps)
         settings = args.settings or args.omnisafe / "omnisafe_safe.json"
         result["algos"][algo]["setting_differences"] = setting_differences(settings, algo)
