@@ -193,6 +193,29 @@ def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """The keys every engine's run config has (an engine's config class extends it, redeclaring a key only to give
+    it another default or a more specific docstring; rlspec/engines)."""
+
+    seed: int = 0
+    """Seed of the run's generator (weights, actions, minibatches, replay picks) and of every episode's reset."""
+    num_envs: int = 1
+    """Environments stepped together (all of this process's envs)."""
+    total_steps: int = 100_000
+    """Env steps of the whole run (all envs together)."""
+    ep_window: int = 50
+    """Finished episodes averaged in the Metrics/Ep* (and SuccessRate) columns."""
+    checkpoint_every: int = 1
+    """Write RUN/checkpoints/last.pt every this many of the engine's units (those of its --stop-after-UNIT:
+    safe epochs, bonus updates, dreamer env steps) and at the end."""
+    torch_threads: int = 1
+    """torch.set_num_threads for the run (1: the same numbers on any machine)."""
+    kit: str = "reference"
+    """Which implementations of the contracts the run calls: reference (rlspec/reference, the truth) or fast
+    (their rlspec/fast twins, within the contracts' tolerances of the reference)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Rule:
     """What a key's value must be: in words (the error message) and as a test."""
 

@@ -19,7 +19,12 @@ METAWORLD = "metaworld:"
 
 
 @dataclass(frozen=True)
-class BonusConfig:
+class BonusConfig(runconfig.RunConfig):
+    """The bonus engine's run (the keys every engine has: rlspec/runs/config.py RunConfig)."""
+
+    num_envs: int = 8
+    total_steps: int = 200_000
+    checkpoint_every: int = 50  # updates
     task: str = "token-reach"
     """token-reach (rlspec/envs/token_reach.py: numpy, two gaps in a wall, for CI and quick runs) or
     metaworld:NAME-v3 (e.g. metaworld:push-v3; the `bonus` extra)."""
@@ -48,14 +53,8 @@ class BonusConfig:
     """Meta-World: steps before truncation (at most 500); token-reach has its own 60."""
     ablation: str = "prototypes"
     """Seed 003 §7: baseline, queue, top1, topk or prototypes (everything on)."""
-    seed: int = 0
-    """Seed of the generator (weights, actions, replay picks, pack sampling) and of every episode."""
-    num_envs: int = 8
-    """Environments stepped together."""
     fragment_len: int = 32
     """Steps per env in one rollout fragment (one main update per fragment)."""
-    total_steps: int = 200_000
-    """Env steps of the whole run (all envs together)."""
     replay_fragments: int = 3
     """Older fragments drawn from the replay into each update beside the newest (V-trace corrects them)."""
     replay_capacity: int = 64
@@ -64,15 +63,6 @@ class BonusConfig:
     """Successes kept for pair mining (FIFO)."""
     queue_size: int = 1024
     """Capacity of the paired queue (FIFO)."""
-    ep_window: int = 50
-    """Episodes averaged in Metrics/EpRet, Metrics/SuccessRate, Metrics/EpLen."""
-    checkpoint_every: int = 50
-    """Write RUN/checkpoints/last.pt every this many updates (and at the end)."""
-    kit: str = "reference"
-    """Which implementations of vtrace, success_set and numerics the run calls: reference (rlspec/reference) or
-    fast (their fast twins, vectorized torch). Was the boolean key ``fast`` (fast=true is kit=fast)."""
-    torch_threads: int = 1
-    """torch.set_num_threads for the run (1: the same numbers on any machine)."""
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     """PPO + V-trace settings."""
     bonus: SuccessSetConfig = field(default_factory=SuccessSetConfig)

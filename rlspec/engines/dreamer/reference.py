@@ -67,7 +67,9 @@ ENVS = ("room", "pyboy")  # --env: the project's room ROM, or a user's ROM with 
 
 
 @dataclass(frozen=True)
-class DreamerRunConfig:
+class DreamerRunConfig(runconfig.RunConfig):
+    """The dreamer engine's run (the keys every engine has: rlspec/runs/config.py RunConfig)."""
+
     engine: str = "reference"
     """reference (DreamerV3EngineCPU: PyBoy, one process, CPU) or fast (DreamerV3Engine: Warp room, actor and
     learner parts, fast.py); --engine sets it. The keys below marked "fast" are
@@ -84,12 +86,12 @@ class DreamerRunConfig:
     plugin: str = ""
     """env pyboy: the reward/termination plug-in reading RAM (--plugin), a .py file or a module name; its
     interface: rlspec/envs/pyboy_env.py."""
-    seed: int = 0
-    """Seed of the generator (weights, actions, replay windows, latents) and of every episode's reset."""
     num_envs: int = 4
     """Rooms stepped together (PyBoy emulators; Warp envs on the device in the fast engine)."""
     total_steps: int = 50_000
     """Env steps of the whole run (all envs together; a multiple of num_envs)."""
+    ep_window: int = 20
+    checkpoint_every: int = 4096  # env steps
     min_ready_steps: int = 1024
     """Env steps of uniformly random actions before the first update (replay prefill)."""
     train_ratio: float = 64.0
@@ -105,12 +107,6 @@ class DreamerRunConfig:
     the fast engine renders the frame after the update directly (the same frame: contract room_env)."""
     log_every: int = 256
     """Write a metrics row every this many env steps (a multiple of num_envs) and at total_steps."""
-    checkpoint_every: int = 4096
-    """Write RUN/checkpoints/last.pt every this many env steps (and at the end)."""
-    ep_window: int = 20
-    """Finished episodes averaged in Metrics/EpRet, EpLen and SuccessRate."""
-    torch_threads: int = 1
-    """torch.set_num_threads for the run (1: the same numbers on any machine)."""
     device: str = "auto"
     """fast: cpu, cuda, cuda:K, or auto (cuda when available, else cpu)."""
     kit: str = "fast"

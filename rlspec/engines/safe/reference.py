@@ -77,32 +77,21 @@ ENGINE = "safe"
 
 
 @dataclass(frozen=True)
-class SafeConfig:
+class SafeConfig(runconfig.RunConfig):
+    """The safe engine's run (the keys every engine has: rlspec/runs/config.py RunConfig)."""
+
     algo: str = "PPOLag"
     """PPO, PPOLag, PPOLagSem, CPPOPID, PPOSaute, PPOSimmerPID (rlspec/algos/safe_ppo.py), TRPO, TRPOLag,
     TRPOPID, CPO or P3O (rlspec/algos/trust_region.py)."""
     env_id: str = "SafetyPointGoal1-v0"
     """A Safety-Gymnasium id, or ToyGoal-v0 (numpy only, for tests)."""
-    seed: int = 0
-    """Seed of the generator (weights, action noise, minibatches) and of every episode's reset."""
-    num_envs: int = 1
-    """Environments stepped together (OmniSafe vector_env_nums)."""
     total_steps: int = 10_000_000
-    """Env steps of the whole run (all envs together)."""
     steps_per_epoch: int = 20_000
     """Env steps per rollout/update (all envs together; a multiple of num_envs)."""
     ep_window: int = 50
     """Episodes averaged in Metrics/EpRet, EpCost, EpLen and in J_c for λ (OmniSafe window_length 50)."""
-    checkpoint_every: int = 1
-    """Write RUN/checkpoints/last.pt every this many epochs (and at the end)."""
     forced_cost: float = 0.0
     """Constant cost added to every step (test aid: λ must rise when the cost exceeds the limit)."""
-    torch_threads: int = 1
-    """torch.set_num_threads for the run (1: the same numbers on any machine)."""
-    kit: str = "reference"
-    """Which implementations of the contracts the update calls (gae, lagrange, numerics, trust_region): reference
-    (rlspec/reference: float64 where it matters, the truth) or fast (rlspec/fast: the twins, within the contracts'
-    tolerances of the reference, no host reads in the controllers)."""
     ppo: PPOConfig = field(default_factory=PPOConfig)
     """PPO hyper-parameters (OmniSafe 0.5.0 PPOLag.yaml defaults)."""
     safety: SafetyConfig = field(default_factory=SafetyConfig)
