@@ -13,6 +13,7 @@ import importlib.util
 import sys
 import traceback
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the test half is imported only when a contract is loaded
@@ -125,6 +126,18 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
         "fast-torch": "rlspec.fast.world_model",
     },
 }
+
+
+# a run config's ``kit`` -> the implementation each contract registers under it (an engine's Kit is built from
+# these modules: rlspec/algos/safe_ppo.py, bonus_vtrace.py, dreamer.py)
+KIT_IMPLEMENTATIONS: dict[str, str] = {"reference": "reference", "fast": "fast-torch"}
+
+
+def kit_modules(kit: str, contracts: tuple[str, ...]) -> dict[str, ModuleType]:
+    """contract -> the module ``IMPLEMENTATIONS`` registers for it under the run kit ``kit`` (reference, fast)."""
+    if kit not in KIT_IMPLEMENTATIONS:
+        raise ValueError(f"kit_modules: argument 'kit' is {kit!r}, expected one of {list(KIT_IMPLEMENTATIONS)}")
+    return {c: importlib.import_module(IMPLEMENTATIONS[c][KIT_IMPLEMENTATIONS[kit]]) for c in contracts}
 
 
 def load_contract(name: str) -> Contract:

@@ -44,11 +44,12 @@ import logging
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Literal, NamedTuple
+from typing import Any, Callable, Literal, NamedTuple
 
 import torch
 from torch import nn
 
+from rlspec import registry
 from rlspec.algos.episodes import Finished
 from rlspec.contracts.success_set import Episode, SuccessSetConfig, episode_embedding, stack_packs
 from rlspec.models.actor_critic import Critic, mlp
@@ -147,44 +148,45 @@ def stack_fragments(frags: list[Fragment]) -> Fragment:
     return Fragment(*(torch.cat(cols, dim=1) for cols in zip(*frags)))
 
 
+KIT_CONTRACTS = ("vtrace", "success_set", "numerics")  # what a BonusKit is built from (registry)
+
+
 @dataclass
 class BonusKit:
-    """The contract implementations the core calls (reference or fast twins of ``vtrace``, ``success_set`` and
-    ``numerics``' RunningMeanStd, ratio_guard and LossGuard)."""
+    """The contract implementations the core calls: the modules rlspec/registry.py registers for one run kit
+    (reference or fast) of ``vtrace``, ``success_set`` and ``numerics``."""
 
-    vtrace: object
-    loss_a: object
-    mine_pair: object
+    vtrace: Callable[..., tuple[torch.Tensor, torch.Tensor]]  # contract vtrace: (vs, pg_advantages)
+    # contract success_set (the stateful parts are the reference's in both kits: once per episode, not hot)
+    loss_a: Callable[..., Any]
+    mine_pair: Callable[..., Any]
     SuccessPrototypes: type
     PairedQueue: type
     BonusScheduler: type
+    # contract numerics
     RunningMeanStd: type
-    ratio_guard: object
+    ratio_guard: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]
     LossGuard: type
 
     @classmethod
     def reference(cls) -> "BonusKit":
-        from rlspec.reference import numerics, success_set, vtrace
-
-        return cls(vtrace=vtrace.vtrace, loss_a=success_set.loss_a, mine_pair=success_set.mine_pair,
-                   SuccessPrototypes=success_set.SuccessPrototypes, PairedQueue=success_set.PairedQueue,
-                   BonusScheduler=success_set.BonusScheduler, RunningMeanStd=numerics.RunningMeanStd,
-                   ratio_guard=numerics.ratio_guard, LossGuard=numerics.LossGuard)
+        return cls.named("reference")
 
     @classmethod
     def fast(cls) -> "BonusKit":
-        from rlspec.fast import numerics, success_set, vtrace
-
-        return dataclasses.replace(cls.reference(), vtrace=vtrace.vtrace, loss_a=success_set.loss_a,
-                                   mine_pair=success_set.mine_pair, RunningMeanStd=numerics.RunningMeanStd,
-                                   ratio_guard=numerics.ratio_guard, LossGuard=numerics.LossGuard)
+        return cls.named("fast")
 
     @classmethod
     def named(cls, name: str) -> "BonusKit":
         """The kit a run config names: one of KITS."""
         if name not in KITS:
             raise ValueError(f"BonusKit.named: argument 'name' must be one of {KITS}, got {name!r}")
-        return cls.reference() if name == "reference" else cls.fast()
+        m = registry.kit_modules(name, KIT_CONTRACTS)
+        vtrace, success_set, numerics = (m[c] for c in KIT_CONTRACTS)
+        return cls(vtrace=vtrace.vtrace, loss_a=success_set.loss_a, mine_pair=success_set.mine_pair,
+                   SuccessPrototypes=success_set.SuccessPrototypes, PairedQueue=success_set.PairedQueue,
+                   BonusScheduler=success_set.BonusScheduler, RunningMeanStd=numerics.RunningMeanStd,
+                   ratio_guard=numerics.ratio_guard, LossGuard=numerics.LossGuard)
 
 
 class ReturnScale:

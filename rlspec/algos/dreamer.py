@@ -34,14 +34,16 @@ Row alignment (the two contracts state different conventions; this file joins th
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlspec import registry
 from rlspec.contracts.behavior import BehaviorConfig, sample_categorical
 from rlspec.contracts.rssm import RSSMState
 from rlspec.contracts.world_model import WorldModelConfig, conv_latent_shape
@@ -152,30 +154,34 @@ def same_latent(z: torch.Tensor) -> torch.Tensor:
     return z
 
 
+KIT_CONTRACTS = ("world_model", "behavior", "twohot", "return_ema")  # what a Kit is built from (registry)
+# kits whose world model is a variant of the fast twin's (same parameters, same contract; not in the registry: the
+# variants compile or interpret kernels, too slow for every `rlspec check`)
+WORLD_MODEL_VARIANTS = {"fast-compiled": "rlspec.fast.world_model_compiled",
+                        "fast-triton": "rlspec.fast.world_model_triton"}
+
+
 @dataclass(frozen=True)
 class Kit:
-    """The contract implementations the core calls: reference twins here, fast twins in the fast kits. ``latent``,
-    ``features`` and ``Linear`` choose how imagination carries z and how its readers take f = [h; flatten(z)]:
-    the reference kit dense (z [..., S, K], ``torch.cat``), the fast kits as fast/onehot.py's Features (z's
-    class indices; every Linear over f a gather-sum of weight columns instead of a matmul with the one-hot)."""
+    """The contract implementations the core calls: the modules rlspec/registry.py registers for the reference
+    kit or the fast twins. ``latent``, ``features`` and ``Linear`` choose how imagination carries z and how its
+    readers take f = [h; flatten(z)]: the reference kit dense (z [..., S, K], ``torch.cat``), the fast kits as
+    fast/onehot.py's Features (z's class indices; every Linear over f a gather-sum of weight columns instead of a
+    matmul with the one-hot)."""
 
     WorldModel: type  # contract world_model (its RSSM inside: contract rssm)
-    imagine: Any  # contract behavior
-    behavior_losses: Any
-    update_slow_critic: Any
-    twohot_mean: Any  # contract twohot
+    imagine: Callable[..., Any]  # contract behavior
+    behavior_losses: Callable[..., Any]
+    update_slow_critic: Callable[..., None]
+    twohot_mean: Callable[..., torch.Tensor]  # contract twohot
     ReturnEMA: type  # contract return_ema
-    latent: Any = same_latent  # z [..., S, K] one-hot -> the latent imagination carries (img_step's z form)
-    features: Any = dense_features  # (h [..., H], latent, K) -> f, what the actor, critic and heads read
+    latent: Callable[[torch.Tensor], Any] = same_latent  # z [..., S, K] one-hot -> the latent imagination carries
+    features: Callable[..., Any] = dense_features  # (h [..., H], latent, K) -> f, what the actor, critic, heads read
     Linear: type = nn.Linear  # class of the actor's and critic's first layer (reads f)
 
     @classmethod
     def reference(cls) -> Kit:
-        from rlspec.reference import behavior, return_ema, twohot, world_model
-
-        return cls(WorldModel=world_model.WorldModel, imagine=behavior.imagine,
-                   behavior_losses=behavior.behavior_losses, update_slow_critic=behavior.update_slow_critic,
-                   twohot_mean=twohot.mean, ReturnEMA=return_ema.ReturnEMA)
+        return cls.named("reference")
 
     @classmethod
     def fast(cls, compile: bool = False, fused_gru: bool = False) -> Kit:
@@ -185,21 +191,10 @@ class Kit:
         variants may be chosen: ``compile``, fast/world_model_compiled.py (torch.compile of the RSSM steps,
         heads and KL; compiles on the first updates, losses within ~1e-5 relative of eager); ``fused_gru``,
         fast/world_model_triton.py (the Triton LayerNorm-GRU: CUDA, or the interpreter on CPU)."""
-        from rlspec.fast import behavior, onehot, return_ema, twohot, world_model
-
         if compile and fused_gru:
             raise ValueError("Kit.fast: arguments 'compile' and 'fused_gru' are both True, expected at most one "
                              "(torch.compile through the Triton GRU's autograd.Function is not supported here)")
-        if compile:
-            from rlspec.fast import world_model_compiled as world_model
-        elif fused_gru:
-            from rlspec.fast import world_model_triton as world_model
-        # with torch.compile (heads, RSSM step) the features stay dense tensors
-        sparse = {} if compile else dict(latent=onehot.indices, features=onehot.Features,
-                                         Linear=onehot.FeatureLinear)
-        return cls(WorldModel=world_model.WorldModel, imagine=behavior.imagine,
-                   behavior_losses=behavior.behavior_losses, update_slow_critic=behavior.update_slow_critic,
-                   twohot_mean=twohot.mean, ReturnEMA=return_ema.ReturnEMA, **sparse)
+        return cls.named("fast-compiled" if compile else "fast-triton" if fused_gru else "fast")
 
     @classmethod
     def named(cls, name: str) -> Kit:
@@ -207,9 +202,17 @@ class Kit:
         (``Kit.fast(fused_gru=True)``)."""
         if name not in KITS:
             raise ValueError(f"Kit.named: argument 'name' is {name!r}, expected one of {list(KITS)}")
-        if name == "reference":
-            return cls.reference()
-        return cls.fast(compile=name == "fast-compiled", fused_gru=name == "fast-triton")
+        m = registry.kit_modules("reference" if name == "reference" else "fast", KIT_CONTRACTS)
+        variant = WORLD_MODEL_VARIANTS.get(name)
+        world_model = importlib.import_module(variant) if variant else m["world_model"]
+        sparse = {}
+        if name in ("fast", "fast-triton"):  # with torch.compile (heads, RSSM step) the features stay dense
+            from rlspec.fast import onehot
+
+            sparse = dict(latent=onehot.indices, features=onehot.Features, Linear=onehot.FeatureLinear)
+        return cls(WorldModel=world_model.WorldModel, imagine=m["behavior"].imagine,
+                   behavior_losses=m["behavior"].behavior_losses, update_slow_critic=m["behavior"].update_slow_critic,
+                   twohot_mean=m["twohot"].mean, ReturnEMA=m["return_ema"].ReturnEMA, **sparse)
 
 
 KITS = ("reference", "fast", "fast-compiled", "fast-triton")

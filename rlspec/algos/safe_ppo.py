@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 import torch
 
+from rlspec import registry
 from rlspec.contracts.lagrange import saute_budget
 from rlspec.contracts.numerics import KL_MULTIPLIER
 from rlspec.models.actor_critic import Critic, GaussianActor
@@ -164,48 +165,50 @@ class SafetyConfig:
 KITS = ("reference", "fast")
 
 
+KIT_CONTRACTS = ("gae", "lagrange", "numerics", "trust_region")  # what a safe Kit is built from (registry)
+
+
 @dataclass
 class Kit:
-    """The contract implementations the core calls (a kit of reference or fast twins)."""
+    """The contract implementations the core calls: the modules rlspec/registry.py registers for one run kit
+    (reference or fast), one field per function or class the update uses."""
 
-    gae: object
-    ratio_guard: object
-    value_loss: object
-    kl_early_stop: object
+    gae: Callable[..., tuple[torch.Tensor, torch.Tensor]]  # contract gae: (advantages, returns)
+    # contract numerics
+    ratio_guard: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]
+    value_loss: Callable[..., torch.Tensor]
+    kl_early_stop: Callable[[torch.Tensor, float | None], tuple[torch.Tensor, torch.Tensor]]  # (stop, kl)
     ObsNormalizer: type
     RunningMeanStd: type
     LossGuard: type
+    # contract lagrange
     OmniSafeLagrange: type
     PIDLagrangian: type
     SauteBudget: type
     SimmerPID: type
-    # contract ``trust_region`` (rlspec/algos/trust_region.py)
-    conjugate_gradient: object
-    fisher_vector_product: object
-    natural_step: object
-    cpo_step: object
-    line_search: object
-    p3o_loss: object
+    # contract trust_region (rlspec/algos/trust_region.py)
+    conjugate_gradient: Callable[..., torch.Tensor]
+    fisher_vector_product: Callable[..., Callable[[torch.Tensor], torch.Tensor]]
+    natural_step: Callable[..., torch.Tensor]
+    cpo_step: Callable[..., Any]
+    line_search: Callable[..., Any]
+    p3o_loss: Callable[..., torch.Tensor]
 
     @classmethod
     def reference(cls) -> "Kit":
-        from rlspec.reference import gae, lagrange, numerics, trust_region
-
-        return cls.of(gae, lagrange, numerics, trust_region)
+        return cls.named("reference")
 
     @classmethod
     def fast(cls) -> "Kit":
         """The fast twins (rlspec/fast: vectorized torch, no host reads in the controllers), the same contracts."""
-        from rlspec.fast import gae, lagrange, numerics, trust_region
-
-        return cls.of(gae, lagrange, numerics, trust_region)
+        return cls.named("fast")
 
     @classmethod
     def named(cls, name: str) -> "Kit":
         """The kit a run config names: "reference" or "fast"."""
         if name not in KITS:
             raise ValueError(f"Kit.named: argument 'name' must be one of {KITS}, got {name!r}")
-        return cls.reference() if name == "reference" else cls.fast()
+        return cls.of(**registry.kit_modules(name, KIT_CONTRACTS))
 
     @classmethod
     def of(cls, gae, lagrange, numerics, trust_region) -> "Kit":

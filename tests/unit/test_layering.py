@@ -28,7 +28,7 @@ LOWER = {
     "fast": {"contracts", "reference", "fast"},
     "models": {"contracts", "reference", "fast", "models"},
     "semantics": {"contracts", "reference", "fast", "models", "semantics"},
-    "algos": {"contracts", "reference", "fast", "models", "semantics", "algos"},
+    "algos": {"contracts", "reference", "fast", "models", "semantics", "algos", "registry"},
     "envs": {"contracts", "reference", "fast", "envs"},
     "runs": {"contracts", "runs"},
     "registry": {"registry"},

@@ -325,9 +325,9 @@ def test_a_failing_bonus_phase_is_counted_and_training_goes_on(tmp_path, monkeyp
     def broken_loss_a(*args, **kwargs):
         raise RuntimeError("planted")
 
-    real = bv.BonusKit.reference
-    monkeypatch.setattr(bv.BonusKit, "reference", classmethod(lambda cls: dataclasses.replace(
-        real.__func__(cls), loss_a=broken_loss_a)))
+    real = bv.BonusKit.named
+    monkeypatch.setattr(bv.BonusKit, "named", classmethod(lambda cls, name: dataclasses.replace(
+        real.__func__(cls, name), loss_a=broken_loss_a)))
     out, cfg = smoke(tmp_path)
     rows = read_metrics(out)
     per_update = cfg.num_envs * cfg.fragment_len
