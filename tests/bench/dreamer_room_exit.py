@@ -66,8 +66,8 @@ def random_rate(episodes: int = 20_000, num_envs: int = 256, seed: int = 12345) 
 
 def train_engine(engine: str, run: Path, steps: int, chunk: int, seed: int, episodes: int) -> list[dict]:
     """Train ``engine`` in chunks with a greedy evaluation after each; returns (and writes) RUN/greedy.json."""
-    cfg = dreamer.build_config("default", [f"engine={engine}", f"seed={seed}", f"total_steps={steps}",
-                                           f"checkpoint_every={chunk}", *OVERRIDES])
+    cfg = dreamer.build_config("default", [f"execution={dreamer.ENGINE_NAMES[engine]}", f"seed={seed}",
+                                           f"total_steps={steps}", f"checkpoint_every={chunk}", *OVERRIDES])
     rows_path = run / "greedy.json"
     rows = json.loads(rows_path.read_text()) if rows_path.is_file() else []
     wall = rows[-1]["wall_s"] if rows else 0.0
@@ -162,7 +162,7 @@ def plot(report: dict, path: Path) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--engines", nargs="+", choices=dreamer.ENGINES, default=list(dreamer.ENGINES))
+    p.add_argument("--engines", nargs="+", choices=list(dreamer.ENGINE_NAMES), default=list(dreamer.ENGINE_NAMES))
     p.add_argument("--steps", type=int, default=49_152, help="env steps per run (default 49152)")
     p.add_argument("--chunk", type=int, default=2_048, help="env steps between greedy evaluations (default 2048)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run per engine and seed (the report: the "
@@ -182,7 +182,7 @@ def main() -> None:
         for seed in args.seeds:
             for engine in args.engines:
                 train_engine(engine, run_dir(args.runs, engine, seed), args.steps, args.chunk, seed, args.episodes)
-    report(args.runs, args.out, list(dreamer.ENGINES), args.seeds[0], args.episodes, random_rate(), args.note)
+    report(args.runs, args.out, list(dreamer.ENGINE_NAMES), args.seeds[0], args.episodes, random_rate(), args.note)
 
 
 if __name__ == "__main__":

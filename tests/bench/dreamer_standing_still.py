@@ -5,7 +5,7 @@ first N = 200 updates.
     nice -n 10 python tests/bench/dreamer_standing_still.py [OUT_DIR]
         (default docs/bench; writes dreamer_standing_still.json and .png; ~30 s wall, ~12 s CPU on one core)
 
-The run: ``rlspec train dreamer --engine reference --task standing-still --preset smoke`` (2 PyBoy rooms,
+The run: ``rlspec train dreamer --task standing-still --preset smoke`` (2 PyBoy rooms,
 the smoke preset's tiny model, batch 4 × 16 steps) with 64 prefill env steps, train ratio 32 (one update
 per vector step of the 2 envs), seed 0, one torch thread, a metrics row per update. Loss/recon_loss is
 the sum over the pooled 18 × 20 frame of the squared error, averaged over the batch (rlspec/algos/dreamer.py).

@@ -219,7 +219,7 @@ def test_a_bad_setting_is_refused_by_name_before_anything_is_created(tmp_path, c
 
 
 @pytest.mark.parametrize("engine,unit,shorthand", [("safe", "epochs", ["--algo", "PPO"]),
-                                                   ("dreamer", "steps", ["--engine", "fast"]),
+                                                   ("dreamer", "steps", ["--execution", "device"]),
                                                    ("bonus", "updates", ["--ablation", "queue"])])
 def test_the_front_end_refuses_a_zero_stop_and_shorthands_on_resume(tmp_path, capsys, engine, unit, shorthand):
     """Every engine's `rlspec train` (one front end): --stop-after-<unit> 0 is refused by name before anything is

@@ -27,7 +27,7 @@ TINY = ["num_envs=2", "total_steps=48", "min_ready_steps=16", "train_ratio=16", 
         "dreamer.deter=16", "dreamer.stoch=4", "dreamer.classes=4", "dreamer.hidden=16", "dreamer.embed_dim=16",
         "dreamer.pool=8", "dreamer.mlp_hidden=16", "dreamer.mlp_layers=1", "dreamer.horizon=4",
         "dreamer.batch_size=2", "dreamer.seq_len=8",
-        "engine=fast", "device=cuda", "commit_stride=2", "steps_per_rollout=3", "sync_every=2"]
+        "execution=device", "device=cuda", "commit_stride=2", "steps_per_rollout=3", "sync_every=2"]
 
 
 def _engine(*extra: str) -> DreamerV3Engine:

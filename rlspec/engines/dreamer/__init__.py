@@ -4,17 +4,18 @@ fast.py (``DreamerV3Engine``: actor and learner parts over a device ring, the Wa
 which joins them behind the CLI (train, eval, plot, compare). reference.py never imports fast.py; neither
 imports this module.
 
-    rlspec train dreamer --engine reference --task room-exit|standing-still [--preset smoke] [--out DIR]
+    rlspec train dreamer --task room-exit|standing-still [--preset smoke] [--out DIR]
                          [--set KEY=VALUE ...]
     rlspec train dreamer --env pyboy --rom ROM [--state STATE] --plugin PLUGIN [...]   # a user's own game:
                          # its ROM, a save state every episode starts from, a RAM reward/termination plug-in
-                         # (interface: rlspec/envs/pyboy_env.py); reference engine only
+                         # (interface: rlspec/envs/pyboy_env.py); execution local only
     rlspec train dreamer --resume RUN            # continue RUN from its last checkpoint, bit for bit
     rlspec eval RUN [--episodes K] [--video]     # greedy policy: mean return, success rate (RUN/eval/eval.json);
                                                  # --video: RUN/eval/episodes.mp4 of those episodes
     rlspec plot RUN                              # redraw RUN/plots/*.png
-    rlspec train dreamer --engine fast ...       # DreamerV3Engine (fast.py), same config
-    rlspec compare dreamer ...                   # both engines from one seed
+    rlspec train dreamer --execution device ...  # DreamerV3Engine (fast.py), same config (--engine fast:
+                                                 # the former name, still accepted)
+    rlspec compare dreamer ...                   # both executions from one seed
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from rlspec.contracts.room_env import SCENARIOS
 from rlspec.engines.dreamer import fast
 from rlspec.engines.dreamer.reference import (
     ENGINE,
-    ENGINES,
+    ENGINE_NAMES,
     ENVS,
+    EXECUTIONS,
     NUM_ACTIONS,
     PRESETS,
     DreamerRunConfig,
@@ -56,16 +58,18 @@ from rlspec.runs.plots import draw, overlay
 from rlspec.runs.rundir import EpisodeProgress, RunDir, read_metrics
 
 # what other modules take from the engine: the CLI verbs, and the shared half's config, scheduler and eval helpers
-__all__ = ["DESCRIPTION", "ENGINE", "ENGINES", "NUM_ACTIONS", "PRESETS", "DreamerRunConfig", "DreamerV3EngineCPU",
-           "build_config", "compare", "engine", "evaluate", "load_config", "make_envs", "plot", "restore_ring",
+__all__ = ["DESCRIPTION", "ENGINE", "ENGINE_NAMES", "EXECUTIONS", "NUM_ACTIONS", "PRESETS", "DreamerRunConfig",
+           "DreamerV3EngineCPU", "build_config", "compare", "engine", "evaluate", "load_config", "make_envs", "plot", "restore_ring",
            "run_episodes", "train", "updates_due", "validate", "video_frame"]
 
 
 # ------------------------------------------------------------------------------------ CLI entry points
 def _options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", choices=ENGINES, default=None,
-                   help="reference (default): DreamerV3EngineCPU (PyBoy, one process, deterministic); fast: "
+    p.add_argument("--execution", choices=EXECUTIONS, default=None,
+                   help="local (default): DreamerV3EngineCPU (PyBoy, one process, deterministic); device: "
                         "DreamerV3Engine (Warp room, actor/learner parts, CUDA streams when device is cuda)")
+    p.add_argument("--engine", choices=tuple(ENGINE_NAMES), default=None,
+                   help="the former name of --execution: reference is local, fast is device")
     p.add_argument("--env", choices=ENVS, help="room (default): the project's ROM; pyboy: your own ROM (--rom, "
                                                "--state, --plugin)")
     p.add_argument("--rom", type=Path, help="env pyboy: your Game Boy ROM (shorthand for --set rom=...)")
@@ -76,7 +80,7 @@ def _options(p: argparse.ArgumentParser) -> None:
 
 def _out_name(cfg: DreamerRunConfig) -> str:
     name = cfg.task if cfg.env == "room" else f"pyboy-{Path(cfg.rom).stem}"
-    return f"{ENGINE}{'-fast' * (cfg.engine == 'fast')}-{name}-s{cfg.seed}"
+    return f"{ENGINE}{'-fast' * (cfg.execution == 'device')}-{name}-s{cfg.seed}"
 
 
 DESCRIPTION = shell.Engine(
@@ -85,8 +89,8 @@ DESCRIPTION = shell.Engine(
         out, resume=resume, stop_after_steps=stop_after, show_progress=show_progress),
     out_name=_out_name, out_pattern="dreamer-TASK-sSEED", stop_unit="steps",
     flags=(shell.Flag("task", "task", choices=tuple(sorted(SCENARIOS))),), options=_options,
-    option_sets=lambda args: [*([f"engine={args.engine}"] if args.engine else []), *user_env_args(args)],
-    option_names=("--engine", "--env", "--rom", "--state", "--plugin"))
+    option_sets=lambda args: [*execution_args(args), *user_env_args(args)],
+    option_names=("--execution", "--engine", "--env", "--rom", "--state", "--plugin"))
 
 
 def build_config(preset: str = "default", overrides: list[str] = (), task: str | None = None) -> DreamerRunConfig:
@@ -96,6 +100,18 @@ def build_config(preset: str = "default", overrides: list[str] = (), task: str |
 def train(argv: list[str]) -> int:
     """`rlspec train dreamer ...`"""
     return shell.train(DESCRIPTION, argv)
+
+
+def execution_args(args) -> list[str]:
+    """--execution, or the former --engine (its value translated, saying so), as a --set override."""
+    if args.engine is None:
+        return [f"execution={args.execution}"] if args.execution else []
+    execution = ENGINE_NAMES[args.engine]
+    if args.execution not in (None, execution):
+        raise runconfig.ConfigError(f"--engine {args.engine} is --execution {execution}, but --execution "
+                                    f"{args.execution} was given too")
+    print(f"rlspec: --engine {args.engine} is now --execution {execution}", file=sys.stderr)
+    return [f"execution={execution}"]
 
 
 def user_env_args(args) -> list[str]:
@@ -111,8 +127,8 @@ def user_env_args(args) -> list[str]:
 
 
 def engine(cfg: DreamerRunConfig):
-    """The engine object ``cfg.engine`` names."""
-    if cfg.engine == "fast":
+    """The engine object of ``cfg.execution``."""
+    if cfg.execution == "device":
         return fast.DreamerV3Engine(cfg)
     return DreamerV3EngineCPU(cfg)
 
@@ -120,7 +136,7 @@ def engine(cfg: DreamerRunConfig):
 def restore_ring(cfg: DreamerRunConfig, saved):
     """The replay ring of a checkpoint, on the CPU: the reference ring is saved as the object, the fast ring
     as its state_dict."""
-    return fast.cpu_ring(cfg, saved) if cfg.engine == "fast" else saved
+    return fast.cpu_ring(cfg, saved) if cfg.execution == "device" else saved
 
 
 def load_config(run_dir: Path) -> DreamerRunConfig:
@@ -216,12 +232,11 @@ def compare(argv: list[str]) -> int:
     args = p.parse_args(argv)
 
     def both() -> tuple[DreamerRunConfig, Path, dict[str, Path]]:
-        cfg = build_config(args.preset, ["engine=fast", *args.set], args.task)
+        cfg = build_config(args.preset, ["execution=device", *args.set], args.task)
         validate(cfg)
         out = args.out or Path("runs") / f"compare-dreamer-{cfg.task}-s{cfg.seed}"
-        return cfg, out, {name: engine(dataclasses.replace(cfg, engine=name)).run(out / name,
-                                                                                     show_progress=not args.quiet)
-                          for name in ENGINES}
+        return cfg, out, {name: engine(dataclasses.replace(cfg, execution=execution)).run(
+                              out / name, show_progress=not args.quiet) for name, execution in ENGINE_NAMES.items()}
 
     status, ran = attempt("rlspec compare dreamer", both)
     if status is not None:

@@ -2,7 +2,7 @@
 rlspec/algos/dreamer.py (``train_step``, ``policy_step``) with the fast kit, split into an actor part and a
 learner part that share a device-resident replay ring (rlspec/fast/replay.py).
 
-    rlspec train dreamer --engine fast --task room-exit [--preset smoke] [--set device=cuda] [--set ...]
+    rlspec train dreamer --execution device --task room-exit [--preset smoke] [--set device=cuda] [--set ...]
     rlspec compare dreamer --preset smoke [--set ...]   # both engines from one seed: compare.json, compare.png
 
 The config, run directory, checkpoints, plots and eval are the reference engine's (reference.py; the CLI: the
@@ -242,8 +242,9 @@ class DreamerV3Engine:
 
     def __init__(self, cfg: DreamerRunConfig):
         ref.validate(cfg)
-        if cfg.engine != "fast":
-            raise runconfig.ConfigError(f"config key 'engine': DreamerV3Engine runs engine 'fast', got {cfg.engine!r}")
+        if cfg.execution != "device":
+            raise runconfig.ConfigError(f"config key 'execution': DreamerV3Engine runs execution 'device', got "
+                                        f"{cfg.execution!r}")
         self.cfg = cfg
         self.dev = device(cfg)
         cuda = self.dev.type == "cuda"

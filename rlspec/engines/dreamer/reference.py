@@ -37,6 +37,7 @@ import json
 import math
 import time
 from dataclasses import dataclass, field
+from typing import ClassVar
 from pathlib import Path
 
 import torch
@@ -60,7 +61,9 @@ from rlspec.runs.rundir import (
 ENGINE = "dreamer"
 
 
-ENGINES = ("reference", "fast")  # --engine: DreamerV3EngineCPU here, DreamerV3Engine in fast.py
+EXECUTIONS = ("local", "device")  # --execution: DreamerV3EngineCPU here, DreamerV3Engine in fast.py
+# the former key engine (and --engine): its values, which also name compare's two runs, -> execution
+ENGINE_NAMES = {"reference": "local", "fast": "device"}
 
 
 ENVS = ("room", "pyboy")  # --env: the project's room ROM, or a user's ROM with a RAM plug-in
@@ -70,15 +73,16 @@ ENVS = ("room", "pyboy")  # --env: the project's room ROM, or a user's ROM with 
 class DreamerRunConfig(runconfig.RunConfig):
     """The dreamer engine's run (the keys every engine has: rlspec/runs/config.py RunConfig)."""
 
-    engine: str = "reference"
-    """reference (DreamerV3EngineCPU: PyBoy, one process, CPU) or fast (DreamerV3Engine: Warp room, actor and
-    learner parts, fast.py); --engine sets it. The keys below marked "fast" are
-    read by the fast engine only."""
+    execution: str = "local"
+    """local (DreamerV3EngineCPU: PyBoy, one process, CPU, deterministic) or device (DreamerV3Engine: the Warp
+    room, actor and learner parts over a replay ring on ``device``, fast.py). The keys below marked "device:" are
+    read by the device execution only. Was the key ``engine`` (engine=reference is execution=local, engine=fast
+    is execution=device)."""
     task: str = "room-exit"
     """The room scenario: room-exit (reach the door: success) or standing-still (reconstruction only)."""
     env: str = "room"
     """room (the project's ROM, rlspec/envs/room/room.gb) or pyboy (a user's own ROM: the keys rom, state and
-    plugin; the reference engine only; task is then ignored)."""
+    plugin; execution local only; task is then ignored)."""
     rom: str = ""
     """env pyboy: path of the Game Boy ROM (--rom; the user's own, nothing is shipped or downloaded)."""
     state: str = ""
@@ -87,7 +91,7 @@ class DreamerRunConfig(runconfig.RunConfig):
     """env pyboy: the reward/termination plug-in reading RAM (--plugin), a .py file or a module name; its
     interface: rlspec/envs/pyboy_env.py."""
     num_envs: int = 4
-    """Rooms stepped together (PyBoy emulators; Warp envs on the device in the fast engine)."""
+    """Rooms stepped together (PyBoy emulators locally; Warp envs in the device execution)."""
     total_steps: int = 50_000
     """Env steps of the whole run (all envs together; a multiple of num_envs)."""
     ep_window: int = 20
@@ -104,34 +108,37 @@ class DreamerRunConfig(runconfig.RunConfig):
     """Env steps before an episode is truncated."""
     frameskip: int = 4
     """Emulated frames per env step (>= 3: the room shows its update from the third frame). The Warp room of
-    the fast engine renders the frame after the update directly (the same frame: contract room_env)."""
+    the device execution renders the frame after the update directly (the same frame: contract room_env)."""
     log_every: int = 256
     """Write a metrics row every this many env steps (a multiple of num_envs) and at total_steps."""
     device: str = "auto"
-    """fast: cpu, cuda, cuda:K, or auto (cuda when available, else cpu)."""
+    """device: where the device execution runs, cpu, cuda, cuda:K, or auto (cuda when available, else cpu)."""
     kit: str = "fast"
-    """fast: the contract implementations (Kit) of the core, fast (the fast twins), fast-compiled (the fast
+    """device: the contract implementations (Kit) of the core, fast (the fast twins), fast-compiled (the fast
     twins with torch.compile of the world model's steps, heads and KL), fast-triton (the fast twins with the
     fused Triton LayerNorm-GRU: CUDA, or TRITON_INTERPRET=1) or reference (compare's deterministic mode). The
-    reference engine always uses the reference kit."""
+    local execution always uses the reference kit."""
     steps_per_rollout: int = 8
-    """fast: vector steps the actor part runs before the learner part takes its due updates (actor-side
+    """device: vector steps the actor part runs before the learner part takes its due updates (actor-side
     convenience, decoupled from commit_stride and seq_len: seed 004 M7)."""
     commit_stride: int = 4
-    """fast: vector steps between replay commits (a commit makes rows readable to the learner; on CUDA it
+    """device: vector steps between replay commits (a commit makes rows readable to the learner; on CUDA it
     records an event the learner's gather waits on). <= dreamer.seq_len (the seed's default advice is
     seq_len / 2)."""
     sync_every: int = 4
-    """fast: learner -> actor weight syncs: after a learner phase, if this many updates were taken since the
+    """device: learner -> actor weight syncs: after a learner phase, if this many updates were taken since the
     last sync, the learner copies its world model and actor into the actor's copy (on CUDA the actor stream
     waits for the copy before acting again)."""
     value_checks: str = "auto"
-    """fast: check tensor values at every call of the hot loop (NaN/Inf, action ids, 0/1 flags, ring pushes):
+    """device: check tensor values at every call of the hot loop (NaN/Inf, action ids, 0/1 flags, ring pushes):
     on, off, or auto (on with device cpu, where they are free; off on CUDA, where each is a host
     synchronization). Off, shapes and dtypes are still checked, and the engine still stops on non-finite
     metrics and counts ring push violations on the device."""
     dreamer: DreamerConfig = field(default_factory=DreamerConfig)
     """World model, actor-critic and optimisation settings (rlspec/algos/dreamer.py)."""
+
+    # old key -> (new key, the old key's type, old value -> new value): --set and an old run's config.json
+    RENAMED: ClassVar[dict] = {"engine": ("execution", str, lambda name: ENGINE_NAMES.get(name, name))}
 
 
 PRESETS: dict[str, dict] = {
@@ -166,8 +173,8 @@ def validate(cfg: DreamerRunConfig) -> None:
     def bad(key: str, expected: str, got) -> runconfig.ConfigError:
         return runconfig.ConfigError(f"config key {key!r}: expected {expected}, got {got!r}")
 
-    if cfg.engine not in ENGINES:
-        raise bad("engine", f"one of {list(ENGINES)}", cfg.engine)
+    if cfg.execution not in EXECUTIONS:
+        raise bad("execution", f"one of {list(EXECUTIONS)}", cfg.execution)
     if cfg.task not in SCENARIOS:
         raise bad("task", f"one of {sorted(SCENARIOS)}", cfg.task)
     validate_env(cfg, bad)
@@ -190,7 +197,7 @@ def validate(cfg: DreamerRunConfig) -> None:
         d.world_model_config(num_actions(cfg)), d.behavior_config()
     except (TypeError, ValueError) as err:
         raise runconfig.ConfigError(f"config group 'dreamer': {err}") from None
-    if cfg.engine == "fast":
+    if cfg.execution == "device":
         validate_fast(cfg, bad)
 
 
@@ -205,8 +212,8 @@ def validate_env(cfg: DreamerRunConfig, bad) -> None:
                 raise bad(key, "empty with env room (the project's ROM; --env pyboy runs a user's ROM)",
                           getattr(cfg, key))
         return
-    if cfg.engine != "reference":
-        raise bad("engine", "reference with env pyboy (the fast engine runs the Warp room only)", cfg.engine)
+    if cfg.execution != "local":
+        raise bad("execution", "local with env pyboy (the device execution runs the Warp room only)", cfg.execution)
     from rlspec.envs import pyboy_env  # needs PyBoy: only on this path
 
     if not cfg.rom or not Path(cfg.rom).is_file():
@@ -457,9 +464,9 @@ class DreamerV3EngineCPU:
 
     def __init__(self, cfg: DreamerRunConfig):
         validate(cfg)
-        if cfg.engine != "reference":
-            raise runconfig.ConfigError(f"config key 'engine': DreamerV3EngineCPU runs engine 'reference', got "
-                                        f"{cfg.engine!r}")
+        if cfg.execution != "local":
+            raise runconfig.ConfigError(f"config key 'execution': DreamerV3EngineCPU runs execution 'local', got "
+                                        f"{cfg.execution!r}")
         self.cfg = cfg
 
     def run(self, out: Path, resume: bool = False, stop_after_steps: int | None = None,
@@ -550,7 +557,7 @@ class Logger:
         peak memory of this process (a resumed run: of its last part), its wall time."""
         keys = ("step", "Train/updates", "Train/replay_ratio", "Loss/loss", "Loss/recon_loss", "Metrics/EpRet",
                 "Metrics/SuccessRate")
-        summary = {"engine": self.cfg.engine, "train_ratio": self.cfg.train_ratio,
+        summary = {"execution": self.cfg.execution, "train_ratio": self.cfg.train_ratio,
                    **{k: self.last[k] for k in keys if k in self.last}, **peak_memory(self.device),
                    "wall_s": time.perf_counter() - self.start}
         atomic_write_bytes(self.rundir.path / "summary.json", json.dumps(summary, indent=2).encode())
@@ -569,7 +576,7 @@ def _versions(cfg: DreamerRunConfig) -> dict:
                     for k in ("rom", "state") if getattr(cfg, k)})
     else:
         out["room_rom_sha256"] = hashlib.sha256(rom_path().read_bytes()).hexdigest()
-    if cfg.engine == "fast":
+    if cfg.execution == "device":
         import warp
 
         out["warp"] = warp.__version__

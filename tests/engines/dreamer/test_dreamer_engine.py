@@ -4,6 +4,7 @@ stopped and resumed equals the straight run bit for bit; the env checkpoint by r
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -12,6 +13,7 @@ import torch
 from rlspec import cli
 from rlspec.engines import dreamer
 from rlspec.envs.room.recorded import RecordedRoom
+from rlspec.runs import shell
 from rlspec.runs.rundir import load_checkpoint, read_metrics
 
 # 2 envs × 48 env steps: 16 of prefill, then one update per env step (B·T = 2·8 = 16 = train_ratio)
@@ -143,13 +145,28 @@ def test_unknown_key_and_bad_value_name_the_key(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
-def test_engine_key_is_checked(tmp_path, capsys):
-    code, err = _train(["--resume", str(tmp_path), "--engine", "fast"], capsys)
+def test_execution_key_is_checked(tmp_path, capsys):
+    code, err = _train(["--resume", str(tmp_path), "--execution", "device"], capsys)
     assert code == 2 and "--resume continues a run with its own config.json" in err
-    code, err = _train(["--out", str(tmp_path / "r"), "--set", "engine=turbo"], capsys)
-    assert code == 2 and "config key 'engine': expected one of ['reference', 'fast'], got 'turbo'" in err
-    with pytest.raises(dreamer.runconfig.ConfigError, match="DreamerV3EngineCPU runs engine 'reference'"):
-        dreamer.DreamerV3EngineCPU(_cfg("engine=fast"))
+    code, err = _train(["--out", str(tmp_path / "r"), "--set", "execution=turbo"], capsys)
+    assert code == 2 and "config key 'execution': expected one of ['local', 'device'], got 'turbo'" in err
+    with pytest.raises(dreamer.runconfig.ConfigError, match="DreamerV3EngineCPU runs execution 'local'"):
+        dreamer.DreamerV3EngineCPU(_cfg("execution=device"))
+
+
+@pytest.mark.parametrize("old, new", [("reference", "local"), ("fast", "device")])
+def test_the_former_engine_key_and_flag_map_to_execution(tmp_path, capsys, old, new):
+    """engine= (--set, an old run's config.json) and --engine still work, each saying what it now is."""
+    assert _cfg(f"engine={old}").execution == new
+    assert f"config key 'engine' is now 'execution': engine={old} is execution={new}" in capsys.readouterr().err
+    old_run = {"engine": "dreamer", "config": {"engine": old, "seed": 3}}
+    (tmp_path / "config.json").write_text(json.dumps(old_run))
+    assert dreamer.load_config(tmp_path).execution == new
+    args = dreamer.DESCRIPTION.option_sets(shell.parser(dreamer.DESCRIPTION).parse_args(["--engine", old]))
+    assert args == [f"execution={new}"] and f"--engine {old} is now --execution {new}" in capsys.readouterr().err
+    code, err = _train(["--out", str(tmp_path / "r"), "--engine", old, "--execution", "device" if old == "reference"
+                        else "local"], capsys)
+    assert code == 2 and f"--engine {old} is --execution {new}, but --execution" in err
 
 
 def test_missing_rom_is_a_clear_error(tmp_path, monkeypatch, capsys):

@@ -17,8 +17,8 @@ from rlspec.engines import dreamer
 imageio = pytest.importorskip("imageio.v2")
 pytest.importorskip("imageio_ffmpeg")
 
-ENGINE = {"reference": ["engine=reference"],
-          "fast": ["engine=fast", "commit_stride=2", "steps_per_rollout=2", "sync_every=2", "device=cpu"]}
+ENGINE = {"reference": ["execution=local"],
+          "fast": ["execution=device", "commit_stride=2", "steps_per_rollout=2", "sync_every=2", "device=cpu"]}
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINE))

@@ -25,8 +25,8 @@ from rlspec.spec import replay as spec
 from rlspec.spec.core import HOST_READS, no_host_sync
 
 # the asynchronous settings: commits every 2 vector steps, rollouts of 3, weights synced every 2 updates
-ASYNC = ["engine=fast", "commit_stride=2", "steps_per_rollout=3", "sync_every=2", "device=cpu"]
-DETERMINISTIC = ["engine=fast", "commit_stride=1", "steps_per_rollout=1", "sync_every=1", "device=cpu"]
+ASYNC = ["execution=device", "commit_stride=2", "steps_per_rollout=3", "sync_every=2", "device=cpu"]
+DETERMINISTIC = ["execution=device", "commit_stride=1", "steps_per_rollout=1", "sync_every=1", "device=cpu"]
 
 
 def _cfg(*extra: str):
@@ -34,7 +34,7 @@ def _cfg(*extra: str):
 
 
 def test_fast_smoke_run_finite_losses_ratio_held(tmp_path, capsys):
-    assert cli.main(["train", "dreamer", "--engine", "fast", "--quiet", "--out", str(tmp_path / "run"),
+    assert cli.main(["train", "dreamer", "--execution", "device", "--quiet", "--out", str(tmp_path / "run"),
                      *[a for kv in TINY + ASYNC[1:] for a in ("--set", kv)]]) == 0
     run = tmp_path / "run"
     rows = read_metrics(run)
@@ -50,7 +50,7 @@ def test_fast_smoke_run_finite_losses_ratio_held(tmp_path, capsys):
     ckpt = load_checkpoint(run / "checkpoints/last.pt")
     assert ckpt["engine"] == "fast" and ckpt["state"]["updates"] == 32 and ckpt["ring"]["t"] == 24
     assert ckpt["ring"]["committed_t"] == 24  # 24 pushes, a commit every 2
-    assert json.loads((run / "config.json").read_text())["config"]["engine"] == "fast"
+    assert json.loads((run / "config.json").read_text())["config"]["execution"] == "device"
     assert "warp" in json.loads((run / "versions.json").read_text())
     assert {"loss.png", "replay_ratio.png", "reconstruction.png"} <= {p.name for p in (run / "plots").iterdir()}
     (run / "plots/reconstruction.png").unlink()
@@ -99,7 +99,7 @@ def test_engine_ring_reserves_one_rollout():
 
 
 def _train_fast(tmp_path, *extra):
-    return cli.main(["train", "dreamer", "--engine", "fast", "--quiet", "--out", str(tmp_path / "run"),
+    return cli.main(["train", "dreamer", "--execution", "device", "--quiet", "--out", str(tmp_path / "run"),
                      *[a for kv in TINY + DETERMINISTIC[1:] + list(extra) for a in ("--set", kv)]])
 
 
@@ -183,7 +183,7 @@ def test_fast_resumed_run_equals_straight_run(tmp_path):
                                           ("replay_capacity=12", "replay_capacity"), ("ep_window=1", "ep_window"),
                                           ("value_checks=maybe", "value_checks")])
 def test_bad_fast_keys_name_the_key(tmp_path, capsys, override, key):
-    code = cli.main(["train", "dreamer", "--engine", "fast", "--quiet", "--out", str(tmp_path / "run"),
+    code = cli.main(["train", "dreamer", "--execution", "device", "--quiet", "--out", str(tmp_path / "run"),
                      *[a for kv in TINY + [override] for a in ("--set", kv)]])
     err = capsys.readouterr().err
     assert code == 2 and f"config key {key!r}" in err, err

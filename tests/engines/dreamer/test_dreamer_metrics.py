@@ -17,8 +17,8 @@ from rlspec.engines import dreamer
 from rlspec.engines.dreamer import fast as dreamer_fast
 from rlspec.runs.rundir import peak_memory, read_metrics
 
-ENGINE = {"reference": ["engine=reference"],
-          "fast": ["engine=fast", "commit_stride=2", "steps_per_rollout=3", "sync_every=2", "device=cpu"]}
+ENGINE = {"reference": ["execution=local"],
+          "fast": ["execution=device", "commit_stride=2", "steps_per_rollout=3", "sync_every=2", "device=cpu"]}
 RATIO = 7.0  # not a divisor of B·T = 16: the scheduler rounds down (7/16 update per env step)
 
 
@@ -46,7 +46,7 @@ def test_replay_ratio_held_and_peak_memory_reported(tmp_path, engine):
     assert rss == sorted(rss) and 100 < rss[-1] <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     assert all("Memory/peak_vram_mib" not in r for r in rows)  # CPU run
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["engine"] == engine and summary["step"] == 112 and summary["train_ratio"] == RATIO
+    assert summary["execution"] == dreamer.ENGINE_NAMES[engine] and summary["step"] == 112 and summary["train_ratio"] == RATIO
     assert summary["Train/replay_ratio"] == rows[-1]["Train/replay_ratio"]
     assert summary["Memory/peak_rss_mib"] >= rss[-1] and summary["wall_s"] > 0
 

@@ -153,7 +153,7 @@ def test_train_eval_and_resume_on_a_user_rom(user_game, tmp_path, capsys):
     ({"--plugin": "missing.py"}, "plugin", "a plug-in that loads.*FileNotFoundError"),
     ({"--plugin": "no_done.py"}, "plugin", r"lacks \['done'\]"),
     ({"--env": "room"}, "rom", "empty with env room"),
-    ({"--engine": "fast"}, "engine", "reference with env pyboy"),
+    ({"--execution": "device"}, "execution", "local with env pyboy"),
 ])
 def test_bad_user_rom_input_names_the_key_and_loses_nothing(user_game, tmp_path, capsys, change, key, expected):
     rom, state, plugin = user_game
