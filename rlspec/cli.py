@@ -27,9 +27,10 @@ from rlspec import help_cache, registry
 
 PROFILES = ("ci", "dev", "nightly")  # spec.core.PROFILES' names (tests/unit/test_layering.py keeps them equal)
 
-# Engines behind `train`, `eval`, `plot` and `compare`, imported only when their verb runs. Each module
-# provides train(argv) -> int, evaluate(run_dir, argv) -> int, plot(run_dir) -> int, compare(argv) -> int.
-ENGINES: dict[str, str] = {"safe": "rlspec.engines.safe", "safe-fast": "rlspec.engines.safe.parallel",
+# Engines behind `train`, `eval`, `plot` and `compare`, imported only when their verb runs: a module, or
+# "module:name" for an object in it, providing train(argv) -> int, evaluate(run_dir, argv) -> int,
+# plot(run_dir) -> int, compare(argv) -> int. safe-fast is the safe engine with execution=parallel defaults.
+ENGINES: dict[str, str] = {"safe": "rlspec.engines.safe", "safe-fast": "rlspec.engines.safe:safe_fast",
                            "bonus": "rlspec.engines.bonus", "dreamer": "rlspec.engines.dreamer"}
 HELP = ("-h", "--help")
 
@@ -37,7 +38,8 @@ HELP = ("-h", "--help")
 def _engine(name: str):
     if name not in ENGINES:
         raise SystemExit(f"rlspec: unknown engine {name!r}; known: {', '.join(sorted(ENGINES)) or 'none'}")
-    return importlib.import_module(ENGINES[name])
+    module, _, attr = ENGINES[name].partition(":")
+    return getattr(importlib.import_module(module), attr) if attr else importlib.import_module(module)
 
 
 def _jobs(text: str) -> int:

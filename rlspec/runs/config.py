@@ -213,6 +213,9 @@ class RunConfig:
     kit: str = "reference"
     """Which implementations of the contracts the run calls: reference (rlspec/reference, the truth) or fast
     (their rlspec/fast twins, within the contracts' tolerances of the reference)."""
+    execution: str = "local"
+    """How the run executes: local (one process) or the engine's other executions (safe: parallel, dreamer:
+    device, bonus: ray). Which implementations run is ``kit``'s business, where they run is this key's."""
 
 
 @dataclasses.dataclass(frozen=True)

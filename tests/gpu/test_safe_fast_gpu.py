@@ -27,7 +27,7 @@ TINY = ["env_id=ToyGoal-v0", "total_steps=300", "steps_per_epoch=150", "num_envs
 def test_gpu_policy_follows_the_host_run(tmp_path, algo):
     runs = {}
     for dev in ("cpu", "cuda"):
-        cfg = safe.build_config(overrides=[f"algo={algo}", *TINY, f"device={dev}"], cls=safe_fast.FastConfig)
+        cfg = safe.build_config(overrides=[f"algo={algo}", *TINY, f"device={dev}"], cls=safe_fast.SafeFastConfig)
         runs[dev] = read_metrics(safe.run(cfg, tmp_path / dev, show_progress=False,
                                           execution=safe_fast.execution(cfg)))
     cpu, gpu = runs["cpu"], runs["cuda"]

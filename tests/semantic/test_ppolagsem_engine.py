@@ -300,6 +300,6 @@ def test_semantics_refuse_env_workers(tmp_path, clip_dir):
     from rlspec.engines.safe import parallel as safe_fast
 
     cfg = safe.build_config(overrides=["algo=PPOLagSem", *TINY, *semantic(clip_dir), "env_workers=2"],
-                            cls=safe_fast.FastConfig)
+                            cls=safe_fast.SafeFastConfig)
     with pytest.raises(runconfig.ConfigError, match="'semantic.enable': PPOLagSem renders frames from in-process"):
         safe.run(cfg, tmp_path / "run", show_progress=False, execution=safe_fast.execution(cfg))

@@ -1,5 +1,5 @@
-"""The safe-fast engine: the reference loop (reference.py ``run``,
-the same functional core and kit), executed elsewhere:
+"""Execution parallel of the safe engine (``execution=parallel``): the reference loop (reference.py ``run``, the
+same functional core and kit), executed elsewhere:
 
 * envs in ``env_workers`` worker processes (rlspec/envs/subproc_vector.py), stepped in parallel, actions
   for all envs from one batched policy call; with ``learner_steps`` this process steps a share too;
@@ -10,10 +10,12 @@ the same functional core and kit), executed elsewhere:
   product and the line search's surrogates and KL (rlspec/algos/trust_region.py), P3O runs the PPO loop;
   rank 0 writes the run directory.
 
-    rlspec train safe-fast --algo PPOLag --env SafetyPointGoal1-v0 --set num_envs=8 --set env_workers=4
-    torchrun --nproc_per_node 2 "$(which rlspec)" train safe-fast --algo PPOLag --set num_envs=4 ...
+    rlspec train safe --set execution=parallel --algo PPOLag --set num_envs=8 --set env_workers=4
+    torchrun --nproc_per_node 2 "$(which rlspec)" train safe --set execution=parallel --set num_envs=4 ...
+    rlspec train safe-fast ...    # the former engine name: safe with execution=parallel, num_envs=2 and
+                                  # env_workers=2 as its defaults (SafeFastConfig)
 
-With one process the run is the reference engine's run exactly (the workers step the same episodes).
+With one process the run is the local execution's run exactly (the workers step the same episodes).
 ``steps_per_epoch`` counts the env steps of all processes together (OmniSafe's convention).
 """
 
@@ -23,7 +25,8 @@ import argparse
 import json
 import math
 import os
-from dataclasses import dataclass, fields
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import torch
@@ -39,23 +42,15 @@ from rlspec.runs.config import ConfigError
 from rlspec.runs.faults import RunStopped, attempt
 from rlspec.runs.rundir import read_metrics
 
-ENGINE = "safe-fast"
-
 
 @dataclass(frozen=True)
-class FastConfig(SafeConfig):
+class SafeFastConfig(SafeConfig):
+    """The safe config with the defaults of `rlspec train safe-fast` (the former safe-fast engine's): execution
+    parallel, 2 envs stepped by 2 worker processes."""
+
+    execution: str = "parallel"
     num_envs: int = 2
-    """Environments stepped together by this process (at least env_workers: one worker steps one or more)."""
     env_workers: int = 2
-    """Worker processes stepping this process's num_envs envs (0: step them in this process)."""
-    learner_steps: bool = False
-    """This process steps a share of the envs too (the first of env_workers + 1 slices) while the workers step
-    theirs: on two cores env_workers=1 with learner_steps leaves no core idle while the learner waits."""
-    device: str = "cpu"
-    """Where the networks live and the update runs: cpu, cuda, cuda:K or auto. On CUDA (a GPU policy) the
-    batched policy call runs on the device and its actions come back to the env workers; the action noise
-    is still drawn from the host generator (the same draws as on the host). Under torchrun with cuda each
-    process takes cuda:LOCAL_RANK and the process group is NCCL's."""
 
 
 class EnvWorkerStopped(EnvWorkerError, RunStopped):
@@ -87,7 +82,7 @@ class TorchDistComm(Comm):
             p.grad /= self.world_size
 
 
-def policy_device(cfg: FastConfig) -> torch.device:
+def policy_device(cfg: SafeConfig) -> torch.device:
     """cfg.device resolved here; "cuda" under torchrun is this process's cuda:LOCAL_RANK."""
     requested = cfg.device
     if requested == "cuda" and "LOCAL_RANK" in os.environ:
@@ -98,7 +93,7 @@ def policy_device(cfg: FastConfig) -> torch.device:
         raise ConfigError(f"config key 'device': expected {device.CHOICES}, got {cfg.device!r} ({err})") from None
 
 
-def execution(cfg: FastConfig) -> Execution:
+def execution(cfg: SafeConfig) -> Execution:
     """Envs in workers; the torch.distributed group (if one is initialized) as comm; the networks on
     cfg.device."""
     if cfg.env_workers < 0 or cfg.env_workers > cfg.num_envs - cfg.learner_steps:
@@ -116,29 +111,20 @@ def execution(cfg: FastConfig) -> Execution:
     comm: Comm = TorchDistComm(dev) if grouped else LOCAL
     make = Execution.make_envs
     if cfg.env_workers:
-        def make(c: FastConfig, first: int) -> RunWorkers:
+        def make(c: SafeConfig, first: int) -> RunWorkers:
             return RunWorkers(c.env_id, c.num_envs, c.seed, c.env_workers, c.forced_cost, first,
                               caller_steps=c.learner_steps)
-    return Execution(make_envs=make, comm=comm, rank=dist.get_rank() if grouped else 0, engine=ENGINE,
-                     device=str(dev))
+    return Execution(make_envs=make, comm=comm, rank=dist.get_rank() if grouped else 0, device=str(dev))
 
 
-def train(argv: list[str]) -> int:
-    """`rlspec train safe-fast ...`; under torchrun (WORLD_SIZE > 1) ``execution`` joins the process group."""
+def leaving_process_group(work: Callable[[], int]) -> int:
+    """``work()``; a torch.distributed process group it joined (under torchrun: ``execution``) is left after."""
     joined = dist.is_available() and dist.is_initialized()
     try:
-        return safe.train(argv, FastConfig, ENGINE, execution)
+        return work()
     finally:
         if not joined and dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
-
-
-def plot(run_dir: Path) -> int:
-    return safe.plot(run_dir, FastConfig)
-
-
-def evaluate(run_dir: Path, argv: list[str]) -> int:
-    return safe.evaluate(run_dir, argv, FastConfig)
 
 
 def compare(argv: list[str]) -> int:
@@ -156,8 +142,9 @@ def compare(argv: list[str]) -> int:
     args = p.parse_args(argv)
 
     def both() -> tuple[Path, dict[str, Path]]:
-        cfg = safe.build_config(args.preset, args.set, args.algo, args.env, FastConfig)
-        ref_cfg = SafeConfig(**{f.name: getattr(cfg, f.name) for f in fields(SafeConfig)})  # without env_workers
+        cfg = safe.build_config(args.preset, args.set, args.algo, args.env, SafeFastConfig)
+        ref_cfg = replace(SafeConfig(**{f.name: getattr(cfg, f.name) for f in fields(cfg)}), execution="local",
+                          **safe.PARALLEL_ONLY)
         out = args.out or Path("runs") / f"compare-{cfg.algo}-{cfg.env_id}-s{cfg.seed}"
         return out, {"reference": safe.run(ref_cfg, out / "reference", show_progress=not args.quiet),
                      "fast": safe.run(cfg, out / "fast", show_progress=not args.quiet, execution=execution(cfg))}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import json
 import math
@@ -92,6 +93,21 @@ class SafeConfig(runconfig.RunConfig):
     """Episodes averaged in Metrics/EpRet, EpCost, EpLen and in J_c for λ (OmniSafe window_length 50)."""
     forced_cost: float = 0.0
     """Constant cost added to every step (test aid: λ must rise when the cost exceeds the limit)."""
+    execution: str = "local"
+    """How the run executes: local (the loop and its envs in this process: reference.py) or parallel (the same
+    loop, the same run with one process: envs in env_workers worker processes, data parallel under torchrun,
+    the networks on device: parallel.py). The three keys below are parallel's."""
+    env_workers: int = 0
+    """parallel: worker processes stepping this process's num_envs envs (0: step them in this process)."""
+    learner_steps: bool = False
+    """parallel: this process steps a share of the envs too (the first of env_workers + 1 slices) while the
+    workers step theirs: on two cores env_workers=1 with learner_steps leaves no core idle while the learner
+    waits."""
+    device: str = "cpu"
+    """parallel: where the networks live and the update runs: cpu, cuda, cuda:K or auto. On CUDA (a GPU policy)
+    the batched policy call runs on the device and its actions come back to the env workers; the action noise
+    is still drawn from the host generator (the same draws as on the host). Under torchrun with cuda each
+    process takes cuda:LOCAL_RANK and the process group is NCCL's."""
     ppo: PPOConfig = field(default_factory=PPOConfig)
     """PPO hyper-parameters (OmniSafe 0.5.0 PPOLag.yaml defaults)."""
     safety: SafetyConfig = field(default_factory=SafetyConfig)
@@ -122,7 +138,18 @@ def panels(cfg: SafeConfig) -> list[Panel]:
     return out
 
 
+EXECUTIONS = ("local", "parallel")
+PARALLEL_ONLY = {"env_workers": 0, "learner_steps": False, "device": "cpu"}  # key -> its value with execution local
+
+
 def validate(cfg: SafeConfig) -> None:
+    if cfg.execution not in EXECUTIONS:
+        raise runconfig.ConfigError(f"config key 'execution': expected one of {list(EXECUTIONS)}, got "
+                                    f"{cfg.execution!r}")
+    for key, local in PARALLEL_ONLY.items():
+        if cfg.execution == "local" and getattr(cfg, key) != local:
+            raise runconfig.ConfigError(f"config key {key!r}: expected {local!r} with execution local (it is "
+                                        f"execution parallel's), got {getattr(cfg, key)!r}")
     if cfg.algo not in ALGOS:
         raise runconfig.ConfigError(f"config key 'algo': expected one of {sorted(ALGOS)}, got {cfg.algo!r}")
     if cfg.kit not in KITS:
@@ -201,8 +228,8 @@ def _window_means(window: deque, comm: Comm) -> dict[str, float]:
 
 @dataclass
 class Execution:
-    """Where the loop's pieces run. The reference engine: one process, its envs in it. The fast engine
-    (rlspec/engines/safe/parallel.py) passes envs in worker processes and a torch.distributed ``comm``."""
+    """Where the loop's pieces run. Execution local: one process, its envs in it. Execution parallel
+    (rlspec/engines/safe/parallel.py): envs in worker processes, a torch.distributed ``comm``, a device."""
 
     make_envs: Callable[[SafeConfig, int], object] = lambda cfg, first: safety_gym.make_vector(
         cfg.env_id, cfg.num_envs, cfg.seed, cfg.forced_cost, first, **render_settings(cfg))
@@ -371,16 +398,16 @@ class _Progress:
 
 
 # ------------------------------------------------------------------------------------ CLI entry points
-def describe(cls: type = SafeConfig, engine: str = ENGINE,
-             execution: Callable[[SafeConfig], Execution] = lambda cfg: Execution()) -> shell.Engine:
-    """The engine `rlspec train` runs: this loop with ``cls``'s config, named ``engine``, executed by
-    ``execution(cfg)`` (the fast engine: rlspec/engines/safe/parallel.py)."""
+def describe(name: str = ENGINE, cls: type = SafeConfig,
+             execution: Callable[[SafeConfig], Execution] = lambda cfg: Execution(), doc: str = "") -> shell.Engine:
+    """The engine `rlspec train NAME` runs: this loop with ``cls``'s config (its defaults), executed by
+    ``execution(cfg)`` (rlspec/engines/safe/__init__.py chooses by cfg.execution), its runs recorded as NAME's."""
     return shell.Engine(
-        name=engine, config=cls, presets=PRESETS, doc=sys.modules[cls.__module__].__doc__, validate=validate,
+        name=name, config=cls, presets=PRESETS, doc=doc or __doc__, validate=validate,
         run=lambda cfg, out, resume, stop_after, show_progress: run(
             cfg, out, resume=resume, stop_after_epochs=stop_after, show_progress=show_progress,
-            execution=execution(cfg)),
-        out_name=lambda cfg: f"{engine}-{cfg.algo}-{cfg.env_id}-s{cfg.seed}", out_pattern=f"{engine}-ALGO-ENV-sSEED",
+            execution=dataclasses.replace(execution(cfg), engine=name)),
+        out_name=lambda cfg: f"{name}-{cfg.algo}-{cfg.env_id}-s{cfg.seed}", out_pattern=f"{name}-ALGO-ENV-sSEED",
         stop_unit="epochs", flags=(shell.Flag("algo", "algo", choices=tuple(sorted(ALGOS))),
                                    shell.Flag("env", "env_id")))
 
@@ -388,13 +415,7 @@ def describe(cls: type = SafeConfig, engine: str = ENGINE,
 def build_config(preset: str = "default", overrides: list[str] = (), algo: str | None = None,
                  env: str | None = None, cls: type = SafeConfig) -> SafeConfig:
     shorthands = [f"algo={algo}"] * bool(algo) + [f"env_id={env}"] * bool(env)
-    return shell.build_config(describe(cls), preset, [*shorthands, *overrides])
-
-
-def train(argv: list[str], cls: type = SafeConfig, engine: str = ENGINE,
-          execution: Callable[[SafeConfig], Execution] = lambda cfg: Execution()) -> int:
-    """`rlspec train safe ...`, or with (``cls``, ``engine``, ``execution``) an engine built on this loop."""
-    return shell.train(describe(cls, engine, execution), argv)
+    return shell.build_config(describe(cls=cls), preset, [*shorthands, *overrides])
 
 
 def plot(run_dir: Path, cls: type = SafeConfig) -> int:

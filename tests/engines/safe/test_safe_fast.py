@@ -1,4 +1,4 @@
-"""The fast safe-RL engine: with envs in worker processes it is the reference run, bit for bit; two
+"""The safe engine's parallel execution: with envs in worker processes it is the local run, bit for bit; two
 data-parallel processes on half a batch each take the same update as one process on the whole batch."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _rows(run):
 def test_workers_give_the_reference_run(tmp_path, workers, learner_steps):
     ref = safe.run(safe.build_config(overrides=["algo=CPPOPID", *TINY]), tmp_path / "ref", show_progress=False)
     cfg = safe.build_config(overrides=["algo=CPPOPID", *TINY, f"env_workers={workers}",
-                                       f"learner_steps={learner_steps}"], cls=safe_fast.FastConfig)
+                                       f"learner_steps={learner_steps}"], cls=safe_fast.SafeFastConfig)
     fast = safe.run(cfg, tmp_path / "fast", show_progress=False, execution=safe_fast.execution(cfg))
     a, b = _rows(ref), _rows(fast)
     assert len(a) == 2 and a == b
@@ -42,7 +42,7 @@ def test_workers_give_the_reference_run(tmp_path, workers, learner_steps):
 
 def test_a_resumed_run_with_workers_is_the_reference_run(tmp_path):
     ref = safe.run(safe.build_config(overrides=["algo=PPOLag", *TINY]), tmp_path / "ref", show_progress=False)
-    cfg = safe.build_config(overrides=["algo=PPOLag", *TINY, "env_workers=2"], cls=safe_fast.FastConfig)
+    cfg = safe.build_config(overrides=["algo=PPOLag", *TINY, "env_workers=2"], cls=safe_fast.SafeFastConfig)
     part = safe.run(cfg, tmp_path / "fast", stop_after_epochs=1, show_progress=False,
                     execution=safe_fast.execution(cfg))
     assert len(read_metrics(part)) == 1
@@ -52,15 +52,15 @@ def test_a_resumed_run_with_workers_is_the_reference_run(tmp_path):
 
 
 def test_env_workers_out_of_range_is_named(tmp_path, capsys):
-    code = safe_fast.train(["--env", "ToyGoal-v0", "--set", "num_envs=2", "--set", "env_workers=3",
-                            "--out", str(tmp_path / "x")])
+    code = cli.main(["train", "safe-fast", "--env", "ToyGoal-v0", "--set", "num_envs=2", "--set", "env_workers=3",
+                     "--out", str(tmp_path / "x")])
     assert code == 2 and "config key 'env_workers': expected 0..num_envs = 2, got 3" in capsys.readouterr().err
-    code = safe_fast.train(["--env", "ToyGoal-v0", "--set", "num_envs=2", "--set", "env_workers=2",
-                            "--set", "learner_steps=true", "--out", str(tmp_path / "x")])
+    code = cli.main(["train", "safe-fast", "--env", "ToyGoal-v0", "--set", "num_envs=2", "--set", "env_workers=2",
+                     "--set", "learner_steps=true", "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert code == 2 and "config key 'env_workers': expected 0..num_envs - 1 (learner_steps) = 1, got 2" in err
-    code = safe_fast.train(["--env", "ToyGoal-v0", "--set", "env_workers=0", "--set", "learner_steps=true",
-                            "--out", str(tmp_path / "x")])
+    code = cli.main(["train", "safe-fast", "--env", "ToyGoal-v0", "--set", "env_workers=0", "--set",
+                     "learner_steps=true", "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert code == 2 and "config key 'learner_steps': expected false with env_workers=0" in err
     assert not (tmp_path / "x").exists()
@@ -69,7 +69,8 @@ def test_env_workers_out_of_range_is_named(tmp_path, capsys):
 @pytest.mark.parametrize("value, why", [("meta", "unsupported device type meta"), ("tpu", ""), ("gpu0", "")] +
                          ([] if torch.cuda.is_available() else [("cuda", "CUDA is not available")]))
 def test_bad_device_is_named_and_writes_nothing(tmp_path, capsys, value, why):
-    code = safe_fast.train(["--env", "ToyGoal-v0", "--set", f"device={value}", "--out", str(tmp_path / "x")])
+    code = cli.main(["train", "safe-fast", "--env", "ToyGoal-v0", "--set", f"device={value}", "--out",
+                     str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert code == 2 and f"config key 'device': expected cpu, cuda, cuda:K (a visible device) or auto, got {value!r}" in err
     assert why in err and not (tmp_path / "x").exists()
@@ -126,3 +127,31 @@ def test_compare_runs_both_engines_and_finds_a_difference(tmp_path, capsys):
     changed = safe_fast.compare_runs(tmp_path / "cmp/reference", tmp_path / "cmp/fast")
     assert not changed["identical"] and changed["max_diff"]["Metrics/LagrangeMultiplier"] == pytest.approx(
         0.5 / max(abs(before), abs(before + 0.5), 1.0))  # rlspec/runs/compare.py's measure
+
+
+def test_execution_parallel_is_a_key_of_the_safe_engine(tmp_path, capsys):
+    """`rlspec train safe --set execution=parallel` runs the workers (the local run, bit for bit); the parallel
+    keys are refused by name with execution local; safe-fast is safe with SafeFastConfig's defaults, says so, and
+    a run it made before execution was a key (no 'execution' in its config.json) still resumes as parallel."""
+    argv = ["--algo", "CPPOPID", "--quiet", *(a for kv in TINY for a in ("--set", kv))]
+    assert cli.main(["train", "safe", *argv, "--out", str(tmp_path / "local")]) == 0
+    assert cli.main(["train", "safe", *argv, "--set", "execution=parallel", "--set", "env_workers=2",
+                     "--out", str(tmp_path / "par")]) == 0
+    assert _rows(tmp_path / "local") == _rows(tmp_path / "par") and len(_rows(tmp_path / "par")) == 2
+    saved = json.loads((tmp_path / "par/config.json").read_text())
+    assert saved["engine"] == "safe" and saved["config"]["execution"] == "parallel"
+    capsys.readouterr()
+    assert cli.main(["train", "safe", *argv, "--set", "env_workers=2", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "config key 'env_workers': expected 0 with execution local (it is execution parallel's), got 2" in err
+    assert not (tmp_path / "x").exists()
+    assert cli.main(["train", "safe-fast", *argv, "--out", str(tmp_path / "alias"), "--stop-after-epochs", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "`rlspec train safe-fast` is `rlspec train safe` with execution=parallel, num_envs=2 and env_workers=2" in err
+    old = json.loads((tmp_path / "alias/config.json").read_text())
+    assert old["engine"] == "safe-fast" and old["config"]["env_workers"] == 2
+    del old["config"]["execution"]  # as the former safe-fast engine wrote it
+    (tmp_path / "alias/config.json").write_text(json.dumps(old))
+    assert cli.main(["train", "safe-fast", "--resume", str(tmp_path / "alias"), "--quiet"]) == 0
+    assert json.loads((tmp_path / "alias/config.json").read_text())["config"]["execution"] == "parallel"
+    assert len(_rows(tmp_path / "alias")) == 2
