@@ -34,6 +34,7 @@ Row alignment (the two contracts state different conventions; this file joins th
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 from dataclasses import dataclass
@@ -124,19 +125,26 @@ class DreamerConfig:
     critic_clip: float = 100.0
     """Gradient-norm clip of the critic."""
 
+    def shared(self, cls: type) -> dict[str, Any]:
+        """This config's values of the keys it shares, by name, with the contract config ``cls`` (every key of
+        this class is one of WorldModelConfig's, BehaviorConfig's or ENGINE_ONLY: tests/engines/dreamer)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name in names}
+
     def world_model_config(self, num_actions: int) -> WorldModelConfig:
         conv = self.encoder == "conv"
         embed = math.prod(conv_latent_shape(self.frame, self.pool, self.cnn_mult, self.cnn_stages)) if conv \
             else self.embed_dim
-        return WorldModelConfig(num_actions=num_actions, deter=self.deter, stoch=self.stoch, classes=self.classes,
-                                hidden=self.hidden, embed_dim=embed, pool=self.pool, frame=self.frame,
-                                encoder=self.encoder, cnn_mult=self.cnn_mult, cnn_stages=self.cnn_stages,
-                                free_bits=self.free_bits, dyn_scale=self.dyn_scale, rep_scale=self.rep_scale,
-                                unimix=self.unimix, head_input=self.head_input)
+        return WorldModelConfig(num_actions=num_actions, **{**self.shared(WorldModelConfig), "embed_dim": embed})
 
     def behavior_config(self) -> BehaviorConfig:
-        return BehaviorConfig(horizon=self.horizon, gamma=self.gamma, lam=self.lam, entropy_coef=self.entropy_coef,
-                              slow_rate=self.slow_rate, slow_reg=self.slow_reg)
+        return BehaviorConfig(**self.shared(BehaviorConfig))
+
+
+# DreamerConfig's keys that are neither WorldModelConfig's nor BehaviorConfig's: the actor/critic MLPs and the
+# optimisation
+ENGINE_ONLY = ("mlp_hidden", "mlp_layers", "batch_size", "seq_len", "wm_lr", "actor_lr", "critic_lr", "wm_eps",
+               "ac_eps", "wm_clip", "actor_clip", "critic_clip")
 
 
 def features(h: torch.Tensor, z: torch.Tensor) -> torch.Tensor:

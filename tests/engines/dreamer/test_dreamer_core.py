@@ -199,3 +199,21 @@ def test_a_masked_action_is_an_absent_action(kit):
     torch.testing.assert_close(entropy, entropy_without)
     torch.testing.assert_close(grad[..., :-1], grad_without)
     assert torch.equal(grad[..., -1], torch.zeros(H + 1, B))
+
+
+def test_every_dreamer_key_reaches_its_contract_config_by_name():
+    """DreamerConfig mirrors no config by hand: each key is WorldModelConfig's, BehaviorConfig's or listed as the
+    engine's own, and every shared key's value (all changed from the defaults) arrives in the contract config."""
+    from rlspec.contracts.behavior import BehaviorConfig
+    from rlspec.contracts.world_model import WorldModelConfig
+
+    wm, beh = ({f.name for f in dataclasses.fields(c)} for c in (WorldModelConfig, BehaviorConfig))
+    keys = {f.name for f in dataclasses.fields(core.DreamerConfig)}
+    assert keys - wm - beh == set(core.ENGINE_ONLY) and not wm & beh
+    changed = dict(deter=8, stoch=3, classes=5, hidden=12, embed_dim=20, pool=2, frame=(64, 64), cnn_mult=3,
+                   cnn_stages=3, free_bits=0.25, dyn_scale=0.7, rep_scale=0.2, unimix=0.05, head_input="state",
+                   horizon=4, gamma=0.9, lam=0.8, entropy_coef=1e-3, slow_rate=0.1, slow_reg=0.5)
+    assert set(changed) | {"encoder"} == keys & (wm | beh)  # every shared key is exercised here
+    cfg = dataclasses.replace(core.DreamerConfig(), **changed)
+    got = {**dataclasses.asdict(cfg.world_model_config(7)), **dataclasses.asdict(cfg.behavior_config())}
+    assert {k: got[k] for k in changed} == changed and got["num_actions"] == 7 and got["encoder"] == "mlp"
