@@ -230,6 +230,11 @@ POSITIVE = Rule("a finite float > 0", lambda v: math.isfinite(v) and v > 0)
 UNIT = Rule("a float in [0, 1]", lambda v: 0 <= v <= 1)
 
 
+def one_of(values) -> Rule:
+    allowed = list(values)
+    return Rule(f"one of {allowed}", lambda v: v in allowed)
+
+
 def at_least(least: int) -> Rule:
     return Rule(f"an int >= {least}", lambda v: v >= least)
 

@@ -82,6 +82,12 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
+def load_run(run_dir: Path, cls: type, keys: tuple[str, ...] = ()) -> tuple[Any, dict[str, Any]]:
+    """RUN's config (config.json as ``cls``) and last checkpoint (with ``keys``: ``load_checkpoint``)."""
+    cfg = runconfig.from_dict(cls, RunDir.read_config(run_dir)["config"])
+    return cfg, load_checkpoint(Path(run_dir) / "checkpoints/last.pt", keys)
+
+
 def load_checkpoint(path: Path, keys: tuple[str, ...] = ()) -> dict[str, Any]:
     """A checkpoint this package wrote (it holds plain Python objects too: only load your own runs), with
     ``keys``; a ConfigError when it is truncated, foreign or lacks one of them."""

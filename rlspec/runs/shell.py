@@ -15,6 +15,7 @@ Imports no torch: an engine module builds its ``Engine`` and passes it here.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,11 +79,56 @@ def parser(engine: Engine) -> argparse.ArgumentParser:
     return p
 
 
+def flag_sets(engine: Engine, args: argparse.Namespace) -> list[str]:
+    """The shorthand flags given, as --set overrides."""
+    return [f"{flag.key}={getattr(args, flag.name)}" for flag in engine.flags if getattr(args, flag.name) is not None]
+
+
 def shorthand_sets(engine: Engine, args: argparse.Namespace) -> list[str]:
     """The shorthand flags and the engine's options given, as --set overrides (before the user's --set)."""
-    flags = [f"{flag.key}={getattr(args, flag.name)}" for flag in engine.flags
-             if getattr(args, flag.name) is not None]
-    return [*flags, *engine.option_sets(args)]
+    return [*flag_sets(engine, args), *engine.option_sets(args)]
+
+
+def compare_parser(engine: Engine, doc: str, out_pattern: str) -> argparse.ArgumentParser:
+    """`rlspec compare ENGINE`'s parser: the engine's shorthand flags, ``--preset``, ``--set`` (both runs),
+    ``--out`` (default runs/``out_pattern``) and ``--quiet``; an engine adds its own options."""
+    p = argparse.ArgumentParser(prog=f"rlspec compare {engine.name}", description=doc)
+    for flag in engine.flags:
+        p.add_argument(f"--{flag.name}", choices=flag.choices, help=flag.help or f"shorthand for --set {flag.key}=...")
+    p.add_argument("--preset", choices=sorted(engine.presets), default="default", help="a named set of overrides")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (both runs)")
+    p.add_argument("--out", type=Path, help=f"where the runs and compare.json go (default runs/{out_pattern})")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    return p
+
+
+def compare_config(engine: Engine, args: argparse.Namespace, first: list[str] = ()) -> Any:
+    """The config both runs of `rlspec compare` share: the preset, ``first``, the shorthand flags, ``--set``."""
+    return build_config(engine, args.preset, [*first, *flag_sets(engine, args), *args.set])
+
+
+def eval_parser(episodes: int) -> argparse.ArgumentParser:
+    """`rlspec eval RUN`'s parser with ``--episodes K`` (default ``episodes``); an engine adds its own options."""
+    p = argparse.ArgumentParser(prog="rlspec eval RUN")
+    p.add_argument("--episodes", type=int, default=episodes, help=f"episodes to average (default {episodes})")
+    return p
+
+
+def eval_inputs(p: argparse.ArgumentParser, argv: list[str], load: Callable[[], tuple[Any, dict]],
+                positive: tuple[str, ...] = ("episodes",)) -> tuple[argparse.Namespace, Any, dict] | None:
+    """`rlspec eval RUN ...`'s inputs: ``argv`` parsed (each option of ``positive`` an int >= 1, else argparse's
+    error), then RUN's config and checkpoint from ``load()``; (args, cfg, ckpt), or None after one error line (a
+    missing or damaged run: ConfigError, FileNotFoundError)."""
+    args = p.parse_args(argv)
+    for key in positive:
+        if getattr(args, key) < 1:
+            p.error(f"--{key}: expected an int >= 1, got {getattr(args, key)}")
+    try:
+        cfg, ckpt = load()
+    except (runconfig.ConfigError, FileNotFoundError) as err:
+        print(f"rlspec eval: error: {err}", file=sys.stderr)
+        return None
+    return args, cfg, ckpt
 
 
 def train(engine: Engine, argv: list[str]) -> int:

@@ -19,11 +19,9 @@ topk (+ the Top-K set), prototypes (+ prototypes and cross-cluster sampling, the
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -37,7 +35,7 @@ from rlspec.runs import shell
 from rlspec.runs.compare import difference
 from rlspec.runs.faults import attempt, check_finite
 from rlspec.runs.plots import Panel, draw, overlay
-from rlspec.runs.rundir import EpisodeProgress, Progress, RunDir, load_checkpoint, read_metrics
+from rlspec.runs.rundir import EpisodeProgress, Progress, RunDir, load_checkpoint, load_run, read_metrics
 
 # the names other modules take from the engine, with the config's and the local execution's
 __all__ = ["ENGINE", "PRESETS", "BonusConfig", "World", "build_config", "compare", "evaluate", "make_envs",
@@ -143,17 +141,11 @@ def policy_state(world: dict) -> dict:
 def evaluate(run_dir: Path, argv: list[str]) -> int:
     """Success rate and mean return of the greedy policy (argmax token per dimension) over K episodes drawn
     from a seed the run never trained on; RUN/eval/eval.json."""
-    p = argparse.ArgumentParser(prog="rlspec eval RUN")
-    p.add_argument("--episodes", type=int, default=20, help="episodes to average (default 20)")
-    args = p.parse_args(argv)
-    if args.episodes < 1:
-        p.error(f"--episodes: expected an int >= 1, got {args.episodes}")
-    try:
-        cfg = runconfig.from_dict(BonusConfig, RunDir.read_config(run_dir)["config"])
-        ckpt = load_checkpoint(Path(run_dir) / "checkpoints/last.pt", ("update", "world"))
-    except (runconfig.ConfigError, FileNotFoundError) as err:
-        print(f"rlspec eval: error: {err}", file=sys.stderr)
+    opened = shell.eval_inputs(shell.eval_parser(episodes=20), argv,
+                               lambda: load_run(run_dir, BonusConfig, ("update", "world")))
+    if opened is None:
         return 2
+    args, cfg, ckpt = opened
     w = World(cfg)
     w.learner.learner.policy.load_state_dict(policy_state(ckpt["world"]))
     envs = make_envs(cfg, 1, 1_000_003)  # an env index no training run uses
@@ -185,17 +177,10 @@ def compare(argv: list[str]) -> int:
     DIR/compare.png (their curves side by side), with the difference of those means (rlspec/runs/compare.py).
     The two draw their random numbers differently (one generator vs one per worker), so their curves are
     compared, not their rows."""
-    p = argparse.ArgumentParser(prog="rlspec compare bonus", description=compare.__doc__)
-    p.add_argument("--task", help="shorthand for --set task=...")
-    p.add_argument("--ablation", choices=ABLATIONS, help="shorthand for --set ablation=...")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (both)")
-    p.add_argument("--out", type=Path, help="where the runs and compare.json go (default runs/compare-bonus-TASK-sSEED)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
-    args = p.parse_args(argv)
+    args = shell.compare_parser(DESCRIPTION, compare.__doc__, "compare-bonus-TASK-sSEED").parse_args(argv)
 
     def both() -> tuple[Path, dict[str, Path]]:
-        cfg = build_config(args.preset, args.set, args.task, args.ablation)
+        cfg = shell.compare_config(DESCRIPTION, args)
         out = args.out or Path("runs") / f"compare-bonus-{cfg.task}-s{cfg.seed}"
         configs = {execution: dataclasses.replace(cfg, execution=execution,
                                                   inference=cfg.inference if execution == "ray" else "local")

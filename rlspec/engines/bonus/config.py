@@ -99,10 +99,7 @@ def validate(cfg: BonusConfig) -> None:
     if cfg.inference not in ("local", "actor") or (cfg.inference == "actor" and cfg.execution != "ray"):
         raise runconfig.ConfigError(f"config key 'inference': expected local, or actor with execution=ray, got "
                                     f"{cfg.inference!r} with execution={cfg.execution!r}")
-    if cfg.kit not in KITS:
-        raise runconfig.ConfigError(f"config key 'kit': expected one of {list(KITS)}, got {cfg.kit!r}")
-    if cfg.ablation not in ABLATIONS:
-        raise runconfig.ConfigError(f"config key 'ablation': expected one of {list(ABLATIONS)}, got {cfg.ablation!r}")
+    runconfig.check(cfg, {"kit": runconfig.one_of(KITS), "ablation": runconfig.one_of(ABLATIONS)})
     runconfig.require_at_least(cfg, dict.fromkeys(("num_envs", "fragment_len", "total_steps", "replay_capacity",
                                                    "pool_size", "queue_size", "ep_window", "checkpoint_every",
                                                    "torch_threads", "rollout_workers", "trainers", "episode_steps"), 1)

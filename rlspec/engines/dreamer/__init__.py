@@ -167,24 +167,19 @@ def plot(run_dir: Path) -> int:
 def evaluate(run_dir: Path, argv: list[str]) -> int:
     """Greedy policy (argmax of the actor) of RUN's last checkpoint over K episodes on fresh envs (another seed):
     mean return, length and success rate in RUN/eval/eval.json; with --video, RUN/eval/episodes.mp4 of them."""
-    p = argparse.ArgumentParser(prog="rlspec eval RUN")
-    p.add_argument("--episodes", type=int, default=10, help="episodes to average (default 10)")
+    p = shell.eval_parser(episodes=10)
     p.add_argument("--seed", type=int, help="env and policy seed (default: the run's seed + 1000003)")
     p.add_argument("--video", action="store_true",
                    help="write RUN/eval/episodes.mp4: one frame per vector step (the first: the reset), the "
                         "num_envs screens side by side, grayscale, upscaled (imageio + imageio-ffmpeg)")
     p.add_argument("--scale", type=int, default=4, help="video upscaling of the 72 x 80 frames (default 4)")
     p.add_argument("--fps", type=int, default=15, help="video frames per second (default 15)")
-    args = p.parse_args(argv)
-    for key in ("episodes", "scale", "fps"):
-        if getattr(args, key) < 1:
-            p.error(f"--{key}: expected an int >= 1, got {getattr(args, key)}")
-    try:
-        cfg = load_config(run_dir)
-        ckpt = read_checkpoint(Path(run_dir) / "checkpoints/last.pt")
-    except (runconfig.ConfigError, FileNotFoundError) as err:
-        print(f"rlspec eval: error: {err}", file=sys.stderr)
+    checkpoint = Path(run_dir) / "checkpoints/last.pt"
+    opened = shell.eval_inputs(p, argv, lambda: (load_config(run_dir), read_checkpoint(checkpoint)),
+                               positive=("episodes", "scale", "fps"))
+    if opened is None:
         return 2
+    args, cfg, ckpt = opened
     seed = cfg.seed + 1_000_003 if args.seed is None else args.seed
     gen = torch.Generator().manual_seed(seed)
     state = build(cfg, gen)
@@ -218,21 +213,15 @@ def compare(argv: list[str]) -> int:
     over the rows up to K updates, and over all rows; env steps/s and updates/s of both) and DIR/compare.png
     (their curves side by side). In the deterministic mode (commit_stride = steps_per_rollout = sync_every = 1,
     device cpu) the rows up to K updates must agree within --rtol: exit 1 if not."""
-    p = argparse.ArgumentParser(prog="rlspec compare dreamer", description=compare.__doc__)
-    p.add_argument("--task", help="shorthand for --set task=...")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="default", help="a named set of overrides")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (both)")
+    p = shell.compare_parser(DESCRIPTION, compare.__doc__, "compare-dreamer-TASK-sSEED")
     p.add_argument("--updates", type=int, default=16, help="K: compare the rows up to K updates (default 16)")
     p.add_argument("--rtol", type=float, default=None,
                    help="agreement tolerance on |a − b| / max(|a|, |b|, 1) (default 1e-6 with kit=reference, "
                         "1e-3 with kit=fast)")
-    p.add_argument("--out", type=Path,
-                   help="where the runs and compare.json go (default runs/compare-dreamer-TASK-sSEED)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
     args = p.parse_args(argv)
 
     def both() -> tuple[DreamerRunConfig, Path, dict[str, Path]]:
-        cfg = build_config(args.preset, ["execution=device", *args.set], args.task)
+        cfg = shell.compare_config(DESCRIPTION, args, ["execution=device"])
         validate(cfg)
         out = args.out or Path("runs") / f"compare-dreamer-{cfg.task}-s{cfg.seed}"
         return cfg, out, {name: engine(dataclasses.replace(cfg, execution=execution)).run(

@@ -21,7 +21,6 @@ With one process the run is the local execution's run exactly (the workers step 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -36,7 +35,7 @@ from rlspec.algos.safe_ppo import LOCAL, Comm
 from rlspec.engines.safe import reference as safe
 from rlspec.engines.safe.reference import Execution, SafeConfig
 from rlspec.envs.subproc_vector import EnvWorkerError, SubprocSafeVectorEnv
-from rlspec.runs import device
+from rlspec.runs import device, shell
 from rlspec.runs.compare import largest
 from rlspec.runs.config import ConfigError
 from rlspec.runs.faults import RunStopped, attempt
@@ -128,21 +127,16 @@ def leaving_process_group(work: Callable[[], int]) -> int:
 
 
 def compare(argv: list[str]) -> int:
-    """`rlspec compare safe [--algo A] [--env E] [--preset P] [--set k=v ...] [--out DIR]`: run the reference
-    engine and this one on the same config into DIR/reference and DIR/fast, then compare every logged
-    metric row by row (timings apart) and the env steps/s. Written to DIR/compare.json. With one process
-    the fast engine steps the same episodes, so the runs must be identical: exit 1 if any metric differs."""
-    p = argparse.ArgumentParser(prog="rlspec compare safe", description=compare.__doc__)
-    p.add_argument("--algo", choices=sorted(safe.ALGOS), help="shorthand for --set algo=...")
-    p.add_argument("--env", help="shorthand for --set env_id=...")
-    p.add_argument("--preset", choices=sorted(safe.PRESETS), default="default", help="a named set of overrides")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (both runs)")
-    p.add_argument("--out", type=Path, help="where the two runs and compare.json go (default: runs/compare-ALGO-ENV-sSEED)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
-    args = p.parse_args(argv)
+    """`rlspec compare safe [--algo A] [--env E] [--preset P] [--set k=v ...] [--out DIR]`: run the local
+    execution and this one (SafeFastConfig's defaults) on the same config into DIR/reference and DIR/fast, then
+    compare every logged metric row by row (timings apart) and the env steps/s. Written to DIR/compare.json.
+    With one process the parallel execution steps the same episodes, so the runs must be identical: exit 1 if
+    any metric differs."""
+    description = safe.describe(cls=SafeFastConfig)
+    args = shell.compare_parser(description, compare.__doc__, "compare-ALGO-ENV-sSEED").parse_args(argv)
 
     def both() -> tuple[Path, dict[str, Path]]:
-        cfg = safe.build_config(args.preset, args.set, args.algo, args.env, SafeFastConfig)
+        cfg = shell.compare_config(description, args)
         ref_cfg = replace(SafeConfig(**{f.name: getattr(cfg, f.name) for f in fields(cfg)}), execution="local",
                           **safe.PARALLEL_ONLY)
         out = args.out or Path("runs") / f"compare-{cfg.algo}-{cfg.env_id}-s{cfg.seed}"

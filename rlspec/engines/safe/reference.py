@@ -23,13 +23,11 @@ hooks' state. With ``semantic.enable`` False nothing semantic is imported or bui
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import functools
 import json
 import math
-import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -69,6 +67,7 @@ from rlspec.runs.rundir import (
     RunDir,
     atomic_write_bytes,
     load_checkpoint,
+    load_run,
 )
 from rlspec.runs.video import write_mp4
 from rlspec.semantics import build_hooks
@@ -143,17 +142,12 @@ PARALLEL_ONLY = {"env_workers": 0, "learner_steps": False, "device": "cpu"}  # k
 
 
 def validate(cfg: SafeConfig) -> None:
-    if cfg.execution not in EXECUTIONS:
-        raise runconfig.ConfigError(f"config key 'execution': expected one of {list(EXECUTIONS)}, got "
-                                    f"{cfg.execution!r}")
+    runconfig.check(cfg, {"execution": runconfig.one_of(EXECUTIONS), "algo": runconfig.one_of(sorted(ALGOS)),
+                          "kit": runconfig.one_of(KITS)})
     for key, local in PARALLEL_ONLY.items():
         if cfg.execution == "local" and getattr(cfg, key) != local:
             raise runconfig.ConfigError(f"config key {key!r}: expected {local!r} with execution local (it is "
                                         f"execution parallel's), got {getattr(cfg, key)!r}")
-    if cfg.algo not in ALGOS:
-        raise runconfig.ConfigError(f"config key 'algo': expected one of {sorted(ALGOS)}, got {cfg.algo!r}")
-    if cfg.kit not in KITS:
-        raise runconfig.ConfigError(f"config key 'kit': expected one of {list(KITS)}, got {cfg.kit!r}")
     bad = validate_config(cfg.trust_region)  # [(key, expected, got)]
     if bad:
         key, expected, got = bad[0]
@@ -429,20 +423,14 @@ def evaluate(run_dir: Path, argv: list[str], cls: type = SafeConfig) -> int:
     """Mean return and cost of the policy's mean action over K episodes (RUN/eval/eval.json); with --video,
     the first episode as RUN/eval/episode0.mp4 (imageio + imageio-ffmpeg; MuJoCo renders headless with
     MUJOCO_GL=egl or osmesa)."""
-    p = argparse.ArgumentParser(prog="rlspec eval RUN")
-    p.add_argument("--episodes", type=int, default=5, help="episodes to average (default 5)")
+    p = shell.eval_parser(episodes=5)
     p.add_argument("--video", action="store_true", help="write RUN/eval/episode0.mp4 of the first episode")
     p.add_argument("--size", type=int, default=256, help="video frame width and height (default 256)")
     p.add_argument("--max-frames", type=int, default=1000, help="frames at most in the video (default 1000)")
-    args = p.parse_args(argv)
-    if args.episodes < 1:
-        p.error(f"--episodes: expected an int >= 1, got {args.episodes}")
-    try:
-        cfg = runconfig.from_dict(cls, RunDir.read_config(run_dir)["config"])
-        ckpt = load_checkpoint(Path(run_dir) / "checkpoints/last.pt", ("actor", "controllers"))
-    except (runconfig.ConfigError, FileNotFoundError) as err:
-        print(f"rlspec eval: error: {err}", file=sys.stderr)
+    opened = shell.eval_inputs(p, argv, lambda: load_run(run_dir, cls, ("actor", "controllers")))
+    if opened is None:
         return 2
+    args, cfg, ckpt = opened
     render = dict(render_mode="rgb_array", width=args.size, height=args.size) if args.video else {}
     envs = safety_gym.make_vector(cfg.env_id, 1, cfg.seed + 1_000_003, cfg.forced_cost, **render)
     state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, 1, Kit.named(cfg.kit),
