@@ -96,6 +96,12 @@ class SemanticConfig:
     """p of the prediction quantile q_p (§4.0.5)."""
     slope: float = 1.0
     """Divides q_p in the gap's scale s = max(q_p / slope, ε) (§4.0.5)."""
+    modulation_ema: float = 1.0
+    """β of the smoothed scale M ← (1 − β)·M + β·M_raw, once per λ update (§4.0.5.1's planned EMA; M starts at
+    1); 1.0: no smoothing, M = M_raw."""
+    modulation_corr_min: float = -1.0
+    """The quality gate (§4.0.5.1's planned corr_min): M_raw = 1 while the risk head's Pearson correlation
+    with its targets at the last risk update (Risk/Corr) is below this; -1.0: no gate."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):  # lists from JSON or a CLI become tuples (the config is frozen)
@@ -138,7 +144,8 @@ def _validate(cfg: SemanticConfig) -> None:
     floats = dict(beta_start=(0, math.inf, False, True), beta_end_step_fraction=(0, 1, True, False),
                   margin_scale=(0, math.inf, True, True), risk_lr=(0, math.inf, True, True),
                   discount=(0, 1, False, False), alpha_modulation=(0, math.inf, False, True),
-                  threshold_percentile=(0, 100, True, True), slope=(0, math.inf, True, True))
+                  threshold_percentile=(0, 100, True, True), slope=(0, math.inf, True, True),
+                  modulation_ema=(0, 1, True, False), modulation_corr_min=(-1, 1, False, False))
     for name, (lo, hi, lo_open, hi_open) in floats.items():
         value = getattr(cfg, name)
         ok = (isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -76,7 +76,7 @@ class PPOLagSemHooks:
         if self.modulator is None or self.risk is None:
             return 1.0
         preds = self.risk.predict(self.adapter.buffer.embeddings()) if self.adapter.buffer.captures else torch.zeros(0)
-        return self.modulator.scale(preds, self.adapter.episodes_completed)
+        return self.modulator.scale(preds, self.adapter.episodes_completed, self.risk.corr)
 
     def telemetry(self) -> dict[str, float]:
         out = self.adapter.telemetry()
@@ -97,7 +97,8 @@ class PPOLagSemHooks:
                  "manager": {k: getattr(manager, k) for k in self._MANAGER_STATE if hasattr(manager, k)},
                  "risk": None if self.risk is None else {
                      "head": self.risk.head.state_dict(), "optimizer": self.risk.optimizer.state_dict(),
-                     "generator": self.risk.generator.get_state(), "nan_events": self.risk.nan_events},
+                     "generator": self.risk.generator.get_state(), "nan_events": self.risk.nan_events,
+                     "corr": self.risk.corr},
                  "modulator": None if self.modulator is None else dict(self.modulator.last)}
         buf = io.BytesIO()
         torch.save(state, buf)
@@ -118,8 +119,10 @@ class PPOLagSemHooks:
             self.risk.optimizer.load_state_dict(state["risk"]["optimizer"])
             self.risk.generator.set_state(state["risk"]["generator"])
             self.risk.nan_events = state["risk"]["nan_events"]
+            self.risk.corr = state["risk"].get("corr", 0.0)  # a checkpoint written before the gate: 0
         if self.modulator is not None:
-            self.modulator.last = state["modulator"]
+            self.modulator.last = {"Risk/ModulationRaw": state["modulator"]["Risk/ModulationScale"],
+                                   **state["modulator"]}
 
     def metadata(self) -> dict:
         """Run metadata (§13, §15.8): the configuration, prompt lists and their hash, load status, model

@@ -117,6 +117,7 @@ class RiskTrainer:
         self.head = RiskHead(dim, cfg.risk_hidden, self.generator).to(device)
         self.optimizer = torch.optim.Adam(self.head.parameters(), lr=cfg.risk_lr)
         self.nan_events = 0
+        self.corr = 0.0  # Risk/Corr of the last update that trained (0 before any)
 
     @torch.no_grad()
     def predict(self, e: torch.Tensor) -> torch.Tensor:  # [N, D] -> [N] float32 on the head's device
@@ -149,8 +150,9 @@ class RiskTrainer:
         if not losses:
             return self.metrics(buffer, "nonfinite_loss", f"all {cfg.risk_update_iters} losses non-finite")
         pred = self.predict(e)  # [n]
+        self.corr = pearson(pred, g)
         return self.metrics(buffer, "ok", "ok", loss=sum(losses) / len(losses), pred_mean=float(pred.mean()),
-                            target_mean=float(g.mean()), corr=pearson(pred, g), samples=used)
+                            target_mean=float(g.mean()), corr=self.corr, samples=used)
 
     def metrics(self, buffer: RiskBuffer, status: str, message: str, **values: float) -> dict[str, float]:
         return risk_metrics(status, message, lr=self.optimizer.param_groups[0]["lr"],

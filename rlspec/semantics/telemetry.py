@@ -23,7 +23,7 @@ Semantics/* (every epoch while ``enable``):
     OOMBackoffs, BatchCap     batch halvings on out-of-memory (cumulative), frames per forward now
 Risk/* (``risk_enable``; after each PPO update, see risk.py): Loss, PredMean, TargetMean, Corr,
     TrainSamples, LR, NanEvents, TrainStatusCode, TrainStatusMsgLen, Buf/Embeddings, Buf/Costs, Buf/Dones;
-    (``modulation_enable``) ModulationScale, ModulationActive.
+    (``modulation_enable``) ModulationScale, ModulationRaw, ModulationActive.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ RISK_KEYS = (
     "Risk/NanEvents", "Risk/TrainStatusCode", "Risk/TrainStatusMsgLen", "Risk/Buf/Embeddings", "Risk/Buf/Costs",
     "Risk/Buf/Dones",
 )
-MODULATION_KEYS = ("Risk/ModulationScale", "Risk/ModulationActive")
+MODULATION_KEYS = ("Risk/ModulationScale", "Risk/ModulationRaw", "Risk/ModulationActive")
 
 # Semantics/Debug/ClipStatus: > 0 loaded (the dtype), 0 not loaded yet, < 0 the load error
 CLIP_STATUS = {"ok_st_float32": 1, "ok_st_float16": 2, "ok_st_bfloat16": 3, "not_loaded": 0,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import io
+
 import numpy as np
 import pytest
 import torch
@@ -130,34 +133,92 @@ def test_risk_and_modulation_leave_the_global_rng_alone(clip32, disk_embeddings)
     assert torch.equal(torch.get_rng_state(), state)
 
 
-def test_modulation_scales_the_lambda_learning_rate(clip32):
-    """Through the hooks on a real rollout: M = 1 and inactive before modulation_min_episodes, then the
-    modulation contract's value on the head's predictions of the buffer, and the Lagrange step (contract
-    lagrange, DualAscent) moves λ by η·M·(J_c − d)."""
+def _modulated_rollout(clip32, **overrides):
+    """Three updates of a real 4-env rollout through the hooks (2, 4, 6 episodes done); per update the
+    telemetry after lambda_scale(), and the hooks."""
     cfg = config(clip32.model_dir, risk_enable=True, modulation_enable=True, modulation_min_episodes=5,
-                 risk_min_samples=16, risk_update_iters=20, risk_lr=3e-3, alpha_modulation=2.0, window_size=64)
+                 risk_min_samples=16, risk_update_iters=20, risk_lr=3e-3, alpha_modulation=2.0, window_size=64,
+                 **overrides)
     manager = SemanticManager(cfg, 4, 0.99, 10**6, backend=clip32)
     hooks = PPOLagSemHooks(cfg, num_envs=4, gamma=0.99, total_steps=10**6, seed=0,
                            adapter=SemanticRewardAdapter(cfg, 4, 0.99, 10**6, manager=manager))
     images = np.stack([disk(r) for r in RADII])
-    scales, actives = [], []
+    rows = []
     for update in range(3):
         for k in range(update * T // 2, (update + 1) * T // 2):
             phase = (k + 4 * np.arange(4)) % T
             hooks.shape_rewards(k * 4, torch.zeros(4), torch.tensor(COST[phase]), torch.tensor(phase == T - 1),
                                 images[phase])
         logs = hooks.after_update()
-        scales.append(hooks.lambda_scale())
+        scale = hooks.lambda_scale()
         logs |= hooks.telemetry()
-        actives.append(logs["Risk/ModulationActive"])
-        assert set(logs) == set(keys(cfg)) and logs["Risk/ModulationScale"] == scales[-1]
+        assert set(logs) == set(keys(cfg)) and logs["Risk/ModulationScale"] == scale
+        rows.append(logs)
     assert hooks.adapter.episodes_completed == 6  # envs end at steps 3, 7 | 11, 15 | 19, 23: 2, 4, 6 episodes
-    assert scales[:2] == [1.0, 1.0] and actives == [0.0, 0.0, 1.0]
+    return rows, hooks
+
+
+def test_modulation_scales_the_lambda_learning_rate(clip32):
+    """Through the hooks on a real rollout: M = 1 and inactive before modulation_min_episodes, then the
+    modulation contract's value on the head's predictions of the buffer, and the Lagrange step (contract
+    lagrange, DualAscent) moves λ by η·M·(J_c − d)."""
+    rows, hooks = _modulated_rollout(clip32)
+    scales = [r["Risk/ModulationScale"] for r in rows]
+    assert scales[:2] == [1.0, 1.0] and [r["Risk/ModulationActive"] for r in rows] == [0.0, 0.0, 1.0]
     preds = hooks.risk.predict(hooks.adapter.buffer.embeddings())
     want = float(reference_modulation(preds, 6, min_episodes=5, alpha=2.0))
     assert scales[2] == pytest.approx(want, rel=1e-6) and 1 / 3 <= scales[2] < 1.0
+    assert [r["Risk/ModulationRaw"] for r in rows] == scales  # no smoothing by default
     lagrange = DualAscent(cost_limit=1.0, lr=0.1, lambda_init=0.5)
     assert float(lagrange.update(3.0, scale=scales[2])) == pytest.approx(0.5 + 0.1 * scales[2] * 2.0, rel=1e-12)
+
+
+def test_modulation_ema_and_correlation_gate_through_the_hooks(clip32):
+    """§4.0.5.1's planned extensions: M ← (1 − β)·M + β·M_raw; M_raw = 1 (inactive) while Risk/Corr of the last
+    risk update is below modulation_corr_min, and the contract's value once it is not."""
+    plain, _ = _modulated_rollout(clip32)
+    corr, raw = plain[2]["Risk/Corr"], plain[2]["Risk/ModulationScale"]
+    assert 0 < corr < 1 and raw < 1.0
+    smooth, _ = _modulated_rollout(clip32, modulation_ema=0.25)
+    assert [r["Risk/ModulationRaw"] for r in smooth] == [1.0, 1.0, raw]
+    assert smooth[2]["Risk/ModulationScale"] == pytest.approx(0.75 + 0.25 * raw, rel=1e-12)
+    shut, _ = _modulated_rollout(clip32, modulation_corr_min=min(1.0, corr + 1e-3))
+    assert [r["Risk/ModulationScale"] for r in shut] == [1.0] * 3 and shut[2]["Risk/ModulationActive"] == 0.0
+    assert shut[2]["Risk/Corr"] == corr  # the gate reads the head's correlation, it changes nothing else
+    open_, _ = _modulated_rollout(clip32, modulation_corr_min=corr - 1e-3)
+    assert open_[2]["Risk/ModulationScale"] == raw and open_[2]["Risk/ModulationActive"] == 1.0
+
+
+def test_modulation_ema_recursion_and_an_old_checkpoint(clip32, clip_dir):
+    """The EMA over a sequence of raw scales is the closed form Σ β(1 − β)^(n−k) M_k + (1 − β)^n; a modulator
+    state written before the EMA and the gate (no ModulationRaw, no corr) resumes with M as its memory."""
+    from rlspec.semantics.modulation import LambdaModulator
+
+    cfg = config(clip_dir, risk_enable=True, modulation_enable=True, modulation_min_episodes=0,
+                 modulation_ema=0.3, alpha_modulation=2.0)
+    mod = LambdaModulator(cfg)
+    gen = torch.Generator().manual_seed(0)
+    raws, got = [], []
+    for _ in range(5):
+        preds = torch.rand(32, generator=gen) * 3
+        got.append(mod.scale(preds, 10, corr=0.0))
+        raws.append(float(reference_modulation(preds, 10, min_episodes=0, alpha=2.0)))
+    for n in range(5):
+        closed = sum(0.3 * 0.7 ** (n - k) * raws[k] for k in range(n + 1)) + 0.7 ** (n + 1)
+        assert got[n] == pytest.approx(closed, rel=1e-6)  # the fast modulation: float32
+    gated = LambdaModulator(dataclasses.replace(cfg, modulation_corr_min=0.5))
+    gated.last = dict(mod.last)
+    assert gated.scale(torch.rand(32, generator=gen), 10, corr=0.4) == pytest.approx(0.7 * got[-1] + 0.3, rel=1e-12)
+    assert gated.last["Risk/ModulationRaw"] == 1.0 and gated.last["Risk/ModulationActive"] == 0.0
+    hooks = PPOLagSemHooks(cfg, num_envs=2, gamma=0.99, total_steps=100, seed=0)
+    state = torch.load(io.BytesIO(hooks.state_dict()["blob"]), weights_only=False)
+    state["modulator"] = {"Risk/ModulationScale": 0.6, "Risk/ModulationActive": 1.0}
+    if state["risk"] is not None:
+        del state["risk"]["corr"]
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    hooks.load_state_dict({"blob": buf.getvalue()})
+    assert hooks.modulator.last["Risk/ModulationScale"] == 0.6 and hooks.modulator.last["Risk/ModulationRaw"] == 0.6
 
 
 def test_hooks_refuse_a_disabled_config(clip_dir):
