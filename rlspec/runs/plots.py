@@ -54,6 +54,38 @@ def draw(run_dir: Path, panels: list[Panel]) -> list[Path]:
     return written
 
 
+def curve(run_dir: Path, xs: list[str], ys: list[str], file: str, title: str, xlabel: str, ylabel: str) -> Path | None:
+    """One x-y curve from the last metrics row where every pair (xs[i], ys[i]) it has finite is drawn, with the
+    diagonal y = x (a reliability curve: mean prediction against mean target per bin); None when no row has one."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs = []
+    for row in reversed(read_metrics(run_dir)):
+        pairs = [(row[x], row[y]) for x, y in zip(xs, ys) if math.isfinite(row.get(x, math.nan))
+                 and math.isfinite(row.get(y, math.nan))]
+        if pairs:
+            step = row["step"]
+            break
+    if not pairs:
+        return None
+    fig, ax = plt.subplots(figsize=(4.5, 4.5), dpi=100)
+    ax.plot(*zip(*pairs), marker="o", label=f"step {step:.0f}")
+    lo, hi = min(min(p) for p in pairs), max(max(p) for p in pairs)
+    ax.plot([lo, hi], [lo, hi], color="gray", linestyle="--", linewidth=1, label="y = x")
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    path = Path(run_dir) / "plots" / file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def overlay(runs: dict[str, Path], keys: tuple[str, ...], path: Path, cols: int = 4) -> Path:
     """One panel per key, each run's curve over env steps (``rlspec compare``: two executions of one config)."""
     import matplotlib

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 DTYPE_NAMES = ("bfloat16", "float16", "float32")
 
 
+RELIABILITY_BINS = 10  # equal-count bins of the risk head's held-out predictions (risk.py calibration)
+
 @dataclass(frozen=True)
 class SemanticConfig:
     enable: bool = False
@@ -86,6 +88,10 @@ class SemanticConfig:
     """Samples per risk step, drawn without replacement (0 = the full buffer, §5.2)."""
     risk_update_iters: int = 1
     """Risk steps per PPO update (§5.2)."""
+    risk_holdout_fraction: float = 0.0
+    """Share of the buffered embeddings held out of risk training to measure the head's calibration (§5.2,
+    §12): a capture is held out when a fixed hash of its step falls below this (no random draw); Risk/ECE,
+    Risk/HeldOut/*, Risk/Reliability/* are then logged (risk.py ``calibration``). 0: every row trains."""
     modulation_enable: bool = False
     """Scale the λ optimizer's learning rate by M ∈ (0, 1] from the risk predictions (§4.0.5)."""
     modulation_min_episodes: int = 10
@@ -102,6 +108,11 @@ class SemanticConfig:
     modulation_corr_min: float = -1.0
     """The quality gate (§4.0.5.1's planned corr_min): M_raw = 1 while the risk head's Pearson correlation
     with its targets at the last risk update (Risk/Corr) is below this; -1.0: no gate."""
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether runs log the risk head's calibration on held-out captures (Risk/ECE, Risk/Reliability/*)."""
+        return self.enable and self.risk_enable and self.risk_holdout_fraction > 0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):  # lists from JSON or a CLI become tuples (the config is frozen)
@@ -145,7 +156,8 @@ def _validate(cfg: SemanticConfig) -> None:
                   margin_scale=(0, math.inf, True, True), risk_lr=(0, math.inf, True, True),
                   discount=(0, 1, False, False), alpha_modulation=(0, math.inf, False, True),
                   threshold_percentile=(0, 100, True, True), slope=(0, math.inf, True, True),
-                  modulation_ema=(0, 1, True, False), modulation_corr_min=(-1, 1, False, False))
+                  modulation_ema=(0, 1, True, False), modulation_corr_min=(-1, 1, False, False),
+                  risk_holdout_fraction=(0, 0.5, False, False))
     for name, (lo, hi, lo_open, hi_open) in floats.items():
         value = getattr(cfg, name)
         ok = (isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -68,7 +68,8 @@ class PPOLagSemHooks:
             return {}
         if self.risk is None:
             return risk_metrics("semantics_unavailable", self.adapter.manager.report.status, lr=self.cfg.risk_lr,
-                                nan_events=self.adapter.buffer.nan_events, sizes=self.adapter.buffer.sizes())
+                                nan_events=self.adapter.buffer.nan_events, sizes=self.adapter.buffer.sizes(),
+                                holdout=self.cfg.risk_holdout_fraction > 0)
         return self.risk.update(self.adapter.buffer)
 
     def lambda_scale(self) -> float:

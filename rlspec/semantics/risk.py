@@ -13,6 +13,9 @@ RiskTrainer.update (§5.2, §18.5):
     risk_update_iters times: a batch of risk_batch_size rows drawn without replacement from the
     trainer's own generator (0 or ≥ N: all N rows), one Adam step (risk_lr) on SmoothL1(q_φ(e), g)
     then Risk/Corr = Pearson(q_φ(e), g) over all N rows, in float64 (0 when either side is constant).
+With ``risk_holdout_fraction`` > 0 the captures whose step hashes below it (``held_out``) are left out of N and
+training, and the head's calibration on them is logged after training (``calibration``: Risk/ECE, the
+reliability curve, Risk/HeldOut/*; NaN while none is held out or the update was skipped).
 NaN/Inf guard (§9): non-finite costs are recorded as 0, non-finite embedding rows are left out, a
 non-finite loss skips its step; each event adds 1 to Risk/NanEvents (never silent).
 Nothing here touches the global RNG: initialization and sampling use the trainer's ``torch.Generator``.
@@ -29,7 +32,8 @@ from torch import nn
 
 from rlspec.contracts.risk_target import at_captures
 from rlspec.fast.risk_target import risk_target
-from rlspec.semantics.config import SemanticConfig
+from rlspec.semantics.config import RELIABILITY_BINS, SemanticConfig
+from rlspec.semantics.telemetry import CALIBRATION_KEYS
 
 STATUS = {"ok": 0, "too_few_samples": 1, "nonfinite_loss": 2, "semantics_unavailable": 3}
 
@@ -61,6 +65,11 @@ class RiskBuffer:
     def record_capture(self, step: int, rows: torch.Tensor, e: torch.Tensor) -> None:
         """Embeddings e [n, D] (detached, host) of envs ``rows`` [n] captured at vectorized step ``step``."""
         self.captures.append((step, rows.cpu(), e.detach().to(self.device)))
+
+    def held_out_rows(self, fraction: float) -> torch.Tensor:
+        """[N] bool: the rows of the captures ``held_out`` at ``fraction``, in the order of ``dataset``."""
+        flags = [torch.full((len(rows),), held_out(step, fraction)) for step, rows, _ in self.captures]
+        return torch.cat(flags) if flags else torch.zeros(0, dtype=torch.bool)
 
     def embeddings(self) -> torch.Tensor:  # [N, D]
         return torch.cat([e for _, _, e in self.captures]) if self.captures else torch.zeros(0, 0)
@@ -103,6 +112,29 @@ class RiskHead(nn.Module):
         return self.net(e.float())[:, 0]
 
 
+def held_out(step: int, fraction: float) -> bool:
+    """Whether the capture at vectorized step ``step`` is held out: Knuth's multiplicative hash of the step as a
+    fraction of 2**32 below ``fraction`` (about that share of captures, the same ones on every run and resume,
+    whatever the capture interval; no random draw)."""
+    return (step * 2654435761) % 2**32 < fraction * 2**32
+
+
+def calibration(pred: torch.Tensor, g: torch.Tensor, bins: int = RELIABILITY_BINS) -> dict[str, float]:
+    """The risk head's calibration on held-out rows, pred and g [N]: the rows sorted by prediction and cut into
+    ``bins`` equal-count bins; per bin the mean prediction p̄_b and mean target ḡ_b (the reliability curve: a
+    calibrated head has p̄_b = ḡ_b) and ECE = Σ_b (n_b / N)·|p̄_b − ḡ_b| (Guo et al. 2017's expected calibration
+    error, the bin's mean target in place of its accuracy for a regression head; seed 000 §5.2, §12). Empty bins
+    (N < bins) read NaN; N = 0: everything NaN."""
+    p, t = pred.double().cpu(), g.double().cpu()
+    chunks = torch.tensor_split(torch.argsort(p), bins)
+    means = [(float(p[c].mean()), float(t[c].mean())) if len(c) else (math.nan, math.nan) for c in chunks]
+    n = len(p)
+    ece = sum(len(c) / n * abs(pm - tm) for c, (pm, tm) in zip(chunks, means) if len(c)) if n else math.nan
+    values = [ece, pearson(p, t) if n >= 2 else math.nan, float(n),
+              *(pm for pm, _ in means), *(tm for _, tm in means)]
+    return dict(zip(CALIBRATION_KEYS, values))
+
+
 def pearson(x: torch.Tensor, y: torch.Tensor) -> float:
     """Pearson correlation in float64; 0 when either side has no variance."""
     dx, dy = x.double() - x.double().mean(), y.double() - y.double().mean()
@@ -130,7 +162,8 @@ class RiskTrainer:
         e, g = e.to(self.device).float(), g.to(self.device)
         ok = torch.isfinite(e).all(-1) & torch.isfinite(g) if e.numel() else torch.zeros(0, dtype=torch.bool)
         self.nan_events += int((~ok).sum())
-        e, g = e[ok], g[ok]
+        held = buffer.held_out_rows(cfg.risk_holdout_fraction)[ok.cpu()].to(self.device)
+        (e_out, g_out), e, g = (e[ok][held], g[ok][held]), e[ok][~held], g[ok][~held]
         n = g.shape[0]
         if n < cfg.risk_min_samples:
             return self.metrics(buffer, "too_few_samples", f"{n} < risk_min_samples={cfg.risk_min_samples}")
@@ -152,21 +185,27 @@ class RiskTrainer:
         pred = self.predict(e)  # [n]
         self.corr = pearson(pred, g)
         return self.metrics(buffer, "ok", "ok", loss=sum(losses) / len(losses), pred_mean=float(pred.mean()),
-                            target_mean=float(g.mean()), corr=self.corr, samples=used)
+                            target_mean=float(g.mean()), corr=self.corr, samples=used,
+                            calibrated=calibration(self.predict(e_out), g_out))
 
-    def metrics(self, buffer: RiskBuffer, status: str, message: str, **values: float) -> dict[str, float]:
+    def metrics(self, buffer: RiskBuffer, status: str, message: str, calibrated: dict | None = None,
+                **values: float) -> dict[str, float]:
         return risk_metrics(status, message, lr=self.optimizer.param_groups[0]["lr"],
-                            nan_events=self.nan_events + buffer.nan_events, sizes=buffer.sizes(), **values)
+                            nan_events=self.nan_events + buffer.nan_events, sizes=buffer.sizes(),
+                            holdout=self.cfg.risk_holdout_fraction > 0, calibrated=calibrated, **values)
 
 
 BUFFER_KEYS = ("Risk/Buf/Embeddings", "Risk/Buf/Costs", "Risk/Buf/Dones")
 
 
 def risk_metrics(status: str, message: str, *, lr: float, nan_events: int, sizes: dict | None = None,
-                 loss=0.0, pred_mean=0.0, target_mean=0.0, corr=0.0, samples=0) -> dict[str, float]:
+                 loss=0.0, pred_mean=0.0, target_mean=0.0, corr=0.0, samples=0, holdout: bool = False,
+                 calibrated: dict | None = None) -> dict[str, float]:
     """Every Risk/* key of one update (§7, §15.5), the same set whether the update ran or was skipped
-    (then the loss and statistics read 0 and Risk/TrainStatusCode says why, as the seed logs it)."""
-    return {"Risk/Loss": float(loss), "Risk/PredMean": float(pred_mean), "Risk/TargetMean": float(target_mean),
-            "Risk/Corr": float(corr), "Risk/TrainSamples": float(samples), "Risk/LR": float(lr),
-            "Risk/NanEvents": float(nan_events), "Risk/TrainStatusCode": float(STATUS[status]),
+    (then the loss and statistics read 0 and Risk/TrainStatusCode says why, as the seed logs it); with
+    ``holdout`` the calibration keys too (NaN unless ``calibrated`` gives them)."""
+    calibration_keys = (calibrated or dict.fromkeys(CALIBRATION_KEYS, math.nan)) if holdout else {}
+    return {**calibration_keys, "Risk/Loss": float(loss), "Risk/PredMean": float(pred_mean),
+            "Risk/TargetMean": float(target_mean), "Risk/Corr": float(corr), "Risk/TrainSamples": float(samples),
+            "Risk/LR": float(lr), "Risk/NanEvents": float(nan_events), "Risk/TrainStatusCode": float(STATUS[status]),
             "Risk/TrainStatusMsgLen": float(len(message)), **(sizes or dict.fromkeys(BUFFER_KEYS, 0.0))}

@@ -23,12 +23,13 @@ Semantics/* (every epoch while ``enable``):
     OOMBackoffs, BatchCap     batch halvings on out-of-memory (cumulative), frames per forward now
 Risk/* (``risk_enable``; after each PPO update, see risk.py): Loss, PredMean, TargetMean, Corr,
     TrainSamples, LR, NanEvents, TrainStatusCode, TrainStatusMsgLen, Buf/Embeddings, Buf/Costs, Buf/Dones;
+    (``risk_holdout_fraction`` > 0) ECE, HeldOut/Corr, HeldOut/Samples, Reliability/{Pred,Target}/0..9;
     (``modulation_enable``) ModulationScale, ModulationRaw, ModulationActive.
 """
 
 from __future__ import annotations
 
-from rlspec.semantics.config import SemanticConfig
+from rlspec.semantics.config import RELIABILITY_BINS, SemanticConfig
 
 SEMANTIC_KEYS = (
     "Semantics/RawReward", "Semantics/Shaping/Mean", "Semantics/Shaping/Min", "Semantics/Shaping/Max",
@@ -44,6 +45,8 @@ RISK_KEYS = (
     "Risk/Buf/Dones",
 )
 MODULATION_KEYS = ("Risk/ModulationScale", "Risk/ModulationRaw", "Risk/ModulationActive")
+CALIBRATION_KEYS = ("Risk/ECE", "Risk/HeldOut/Corr", "Risk/HeldOut/Samples",
+                    *(f"Risk/Reliability/{side}/{b}" for side in ("Pred", "Target") for b in range(RELIABILITY_BINS)))
 
 # Semantics/Debug/ClipStatus: > 0 loaded (the dtype), 0 not loaded yet, < 0 the load error
 CLIP_STATUS = {"ok_st_float32": 1, "ok_st_float16": 2, "ok_st_bfloat16": 3, "not_loaded": 0,
@@ -61,4 +64,5 @@ def keys(cfg: SemanticConfig) -> tuple[str, ...]:
     if not cfg.enable:
         return ()
     return (SEMANTIC_KEYS + (RISK_KEYS if cfg.risk_enable else ())
+            + (CALIBRATION_KEYS if cfg.calibrated else ())
             + (MODULATION_KEYS if cfg.modulation_enable else ()))

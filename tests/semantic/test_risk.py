@@ -16,8 +16,8 @@ from rlspec.reference.risk_target import risk_target as reference_risk_target
 from rlspec.semantics.adapter import SemanticRewardAdapter
 from rlspec.semantics.hooks import PPOLagSemHooks, prompts_sha256
 from rlspec.semantics.manager import SemanticManager
-from rlspec.semantics.risk import RiskBuffer, RiskTrainer, pearson
-from rlspec.semantics.telemetry import keys
+from rlspec.semantics.risk import RiskBuffer, RiskTrainer, calibration, held_out, pearson
+from rlspec.semantics.telemetry import CALIBRATION_KEYS, keys
 
 B, T = 8, 16  # envs, steps per episode
 RADII = 1 + 0.8 * np.arange(T)  # the hazard grows as the agent approaches it
@@ -241,3 +241,67 @@ def test_metadata_records_prompts_hash_and_model(clip32, clip_dir):
     assert meta["model"]["weights_sha256"] == hashlib.sha256((clip_dir / "model.safetensors").read_bytes()).hexdigest()
     json.dumps(meta)  # serializable as is
     assert prompts_sha256(cfg.unsafe_prompts, cfg.safe_prompts) != meta["prompts_sha256"]
+
+
+def test_calibration_closed_forms():
+    """ECE and the reliability curve against closed forms: a calibrated head reads 0 with the curve on the
+    diagonal; g = 2·pred over 20 rows (10 bins of 2) gives p̄_b = 2b + 0.5, ḡ_b = 2·p̄_b, ECE = mean p̄_b = 9.5;
+    the row order does not matter; fewer rows than bins leave NaN bins and weigh the rest by their counts."""
+    pred = torch.arange(20.0)
+    cal = calibration(pred, pred)
+    assert cal["Risk/ECE"] == 0.0 and cal["Risk/HeldOut/Samples"] == 20.0 and cal["Risk/HeldOut/Corr"] == 1.0
+    doubled = calibration(pred, 2 * pred)
+    assert [doubled[f"Risk/Reliability/Pred/{b}"] for b in range(10)] == [2 * b + 0.5 for b in range(10)]
+    assert [doubled[f"Risk/Reliability/Target/{b}"] for b in range(10)] == [4 * b + 1.0 for b in range(10)]
+    assert doubled["Risk/ECE"] == pytest.approx(9.5, rel=1e-12)
+    perm = torch.randperm(20, generator=torch.Generator().manual_seed(0))
+    assert calibration(pred[perm], 2 * pred[perm]) == doubled
+    few = calibration(torch.tensor([0.0, 1.0, 3.0]), torch.tensor([1.0, 1.0, 0.0]))  # 3 rows, 10 bins
+    assert few["Risk/ECE"] == pytest.approx((1 + 0 + 3) / 3, rel=1e-12)
+    assert sum(np.isnan(few[f"Risk/Reliability/Pred/{b}"]) for b in range(10)) == 7
+    assert all(np.isnan(v) for v in calibration(torch.zeros(0), torch.zeros(0)).values() if v != 0.0)
+
+
+def test_held_out_captures_are_a_fixed_share_never_trained_on(clip32, disk_embeddings):
+    """held_out picks about the asked share of steps, the same ones every time, whatever the stride; the trainer
+    leaves those rows out of every step (TrainSamples counts the others) and reports their calibration."""
+    for stride in (1, 20):
+        steps = range(0, 20_000 * stride, stride)
+        share = np.mean([held_out(s, 0.2) for s in steps])
+        assert abs(share - 0.2) < 0.02 and not any(held_out(s, 0.0) for s in steps)
+    cfg = config(clip32.model_dir, risk_enable=True, risk_min_samples=8, risk_batch_size=0, risk_update_iters=3,
+                 window_size=2 * T, risk_holdout_fraction=0.3)
+    buffer = RiskBuffer(B, cfg.window_size, torch.device("cpu"))
+    fill(buffer, disk_embeddings, 2 * T)
+    held = buffer.held_out_rows(0.3)
+    assert 0 < int(held.sum()) < len(held) and torch.equal(held, buffer.held_out_rows(0.3))
+    trainer = RiskTrainer(cfg, disk_embeddings.shape[1], torch.device("cpu"), seed=0)
+    logs = trainer.update(buffer)
+    assert logs["Risk/TrainSamples"] == 3 * int((~held).sum())  # full-batch steps over the kept rows only
+    e, g = buffer.dataset(cfg.discount, cfg.risk_horizon, True)
+    assert {k: logs[k] for k in CALIBRATION_KEYS} == calibration(trainer.predict(e[held]), g[held])
+    assert logs["Risk/HeldOut/Samples"] == int(held.sum()) and np.isfinite(logs["Risk/ECE"])
+    skipped = RiskTrainer(dataclasses.replace(cfg, risk_min_samples=10**6), disk_embeddings.shape[1],
+                          torch.device("cpu"), seed=0).update(buffer)
+    assert set(skipped) == set(logs) and np.isnan(skipped["Risk/ECE"])  # the same keys, NaN when skipped
+
+
+def test_calibration_keys_through_the_hooks_and_rlspec_plot(clip32, tmp_path):
+    """With risk_holdout_fraction the hooks log the calibration keys every update (NaN until the risk head
+    trains), and `rlspec plot` of a safe run draws Risk/ECE and the last reliability curve."""
+    from rlspec import cli
+    from rlspec.engines import safe
+    from rlspec.runs import config as runconfig
+    from rlspec.runs.rundir import RunDir
+
+    rows, hooks = _modulated_rollout(clip32, risk_holdout_fraction=0.3)
+    assert all(set(CALIBRATION_KEYS) <= set(r) for r in rows)
+    assert 0 < rows[2]["Risk/HeldOut/Samples"] < rows[2]["Risk/Buf/Embeddings"] and np.isfinite(rows[2]["Risk/ECE"])
+    cfg = safe.build_config(overrides=["algo=PPOLagSem", "semantic.enable=true", "semantic.risk_enable=true",
+                                       f"semantic.model_name={clip32.model_dir}", "semantic.risk_holdout_fraction=0.3"])
+    run = RunDir(tmp_path / "run", "safe", runconfig.to_dict(cfg))
+    for step, r in enumerate(rows, 1):
+        run.log(step * 1000, {k: v for k, v in r.items() if k.startswith("Risk/")})
+    run.close()
+    assert cli.main(["plot", str(tmp_path / "run")]) == 0
+    assert (tmp_path / "run/plots/risk_ece.png").is_file() and (tmp_path / "run/plots/risk_reliability.png").is_file()

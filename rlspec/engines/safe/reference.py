@@ -60,7 +60,7 @@ from rlspec.envs.safe_vector import SafeVectorEnv, VectorStep
 from rlspec.runs import config as runconfig
 from rlspec.runs import shell
 from rlspec.runs.faults import check_finite
-from rlspec.runs.plots import Panel, draw
+from rlspec.runs.plots import Panel, curve, draw
 from rlspec.runs.rundir import (
     EpisodeProgress,
     Progress,
@@ -71,7 +71,7 @@ from rlspec.runs.rundir import (
 )
 from rlspec.runs.video import write_mp4
 from rlspec.semantics import build_hooks
-from rlspec.semantics.config import SemanticConfig
+from rlspec.semantics.config import RELIABILITY_BINS, SemanticConfig
 
 ENGINE = "safe"
 
@@ -134,6 +134,8 @@ def panels(cfg: SafeConfig) -> list[Panel]:
     if cfg.semantic.enable:
         out += [Panel("Semantics/Beta", "beta.png", "shaping coefficient β"),
                 Panel("Semantics/ShapingRewardRatio", "shaping_ratio.png", "E[shaping] / E[reward]")]
+    if cfg.semantic.calibrated:
+        out += [Panel("Risk/ECE", "risk_ece.png", "risk head ECE on held-out captures")]
     return out
 
 
@@ -416,6 +418,12 @@ def plot(run_dir: Path, cls: type = SafeConfig) -> int:
     cfg = runconfig.from_dict(cls, RunDir.read_config(run_dir)["config"])
     for f in draw(run_dir, panels(cfg)):
         print(f)
+    if cfg.semantic.calibrated:
+        bins = range(RELIABILITY_BINS)
+        f = curve(run_dir, [f"Risk/Reliability/Pred/{b}" for b in bins], [f"Risk/Reliability/Target/{b}" for b in bins],
+                  "risk_reliability.png", "risk head reliability (held-out captures)", "mean prediction q_φ(e)",
+                  "mean target g")
+        print(f or "no held-out reliability curve yet (no risk update with held-out captures)")
     return 0
 
 
