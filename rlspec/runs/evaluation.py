@@ -32,8 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-# canonical name -> the name each tool logs it under (None: the tool does not log it)
-NAMES: dict[str, dict[str, str | None]] = {
+# canonical name -> the name each tool logs it under (None: the tool does not log it; a tuple: the first present,
+# e.g. rlspec's safe engine logs OmniSafe's loss names and its Dreamer engine sheeprl-like ones)
+NAMES: dict[str, dict[str, str | tuple[str, ...] | None]] = {
     "return": {"rlspec": "Metrics/EpRet", "omnisafe": "Metrics/EpRet", "sb3": "rollout/ep_rew_mean",
                "sheeprl": "Rewards/rew_avg"},
     # SB3 logs no cost: rollout/ep_cost_mean is the column tests/bench/sb3_safe.py's callback adds
@@ -51,10 +52,10 @@ NAMES: dict[str, dict[str, str | None]] = {
     "continue_loss": {"rlspec": "Loss/continue_loss", "omnisafe": None, "sb3": None,
                       "sheeprl": "Loss/continue_loss"},
     "kl_loss": {"rlspec": "Loss/kl_loss", "omnisafe": None, "sb3": None, "sheeprl": "Loss/state_loss"},
-    "policy_loss": {"rlspec": "Loss/actor_loss", "omnisafe": "Loss/Loss_pi", "sb3": "train/policy_gradient_loss",
-                    "sheeprl": "Loss/policy_loss"},
-    "value_loss": {"rlspec": "Loss/critic_loss", "omnisafe": "Loss/Loss_reward_critic", "sb3": "train/value_loss",
-                   "sheeprl": "Loss/value_loss"},
+    "policy_loss": {"rlspec": ("Loss/actor_loss", "Loss/Loss_pi"), "omnisafe": "Loss/Loss_pi",
+                    "sb3": "train/policy_gradient_loss", "sheeprl": "Loss/policy_loss"},
+    "value_loss": {"rlspec": ("Loss/critic_loss", "Loss/Loss_reward_critic"), "omnisafe": "Loss/Loss_reward_critic",
+                   "sb3": "train/value_loss", "sheeprl": "Loss/value_loss"},
 }
 KEYS = tuple(NAMES)
 LATE = 0.1
@@ -87,6 +88,17 @@ def _column(rows: list[dict[str, str]], key: str) -> np.ndarray:
     return np.array([float(r[key]) if r.get(key) not in (None, "") else math.nan for r in rows])
 
 
+def logged_names(source: str, logged) -> dict[str, str]:
+    """canonical key -> the column (or tag) ``source`` logged it under, for the keys found in ``logged``."""
+    out = {}
+    for key, tools in NAMES.items():
+        names = tools[source] if isinstance(tools[source], tuple) else (tools[source],)
+        found = [n for n in names if n is not None and n in logged]
+        if found:
+            out[key] = found[0]
+    return out
+
+
 def _curve(group: str, path: Path, source: str, table: tuple[list[str], list[dict[str, str]]],
            step_key: str) -> Curve:
     columns, rows = table
@@ -94,7 +106,7 @@ def _curve(group: str, path: Path, source: str, table: tuple[list[str], list[dic
         raise EvaluationError(f"{path}: no column {step_key!r} (env steps); columns: {', '.join(columns)}")
     if not rows:
         raise EvaluationError(f"{path}: no logged rows")
-    names = {key: tools[source] for key, tools in NAMES.items() if tools[source] in columns}
+    names = logged_names(source, columns)
     if "return" not in names:
         raise EvaluationError(f"{path}: no return column {NAMES['return'][source]!r}")
     return Curve(group, path, source, _column(rows, step_key), {key: _column(rows, col) for key, col in names.items()})
@@ -129,7 +141,7 @@ def _read_events(path: Path, group: str) -> Curve:
         acc.Reload()
         for tag in acc.Tags()["scalars"]:
             scalars.setdefault(tag, {}).update({e.step: e.value for e in acc.Scalars(tag)})
-    names = {key: tools["sheeprl"] for key, tools in NAMES.items() if tools["sheeprl"] in scalars}
+    names = logged_names("sheeprl", scalars)
     if "return" not in names:
         raise EvaluationError(f"{path}: TensorBoard events without sheeprl's return {NAMES['return']['sheeprl']!r}; "
                               f"tags: {', '.join(sorted(scalars)) or 'none'}")

@@ -223,3 +223,15 @@ def test_plot_of_several_runs_overlays_sheeprl_beside_rlspec(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert cli.main(["plot", str(tmp_path / "empty")]) == 2
     assert "is not a run directory" in capsys.readouterr().err
+
+
+def test_each_engine_s_loss_names_are_read(tmp_path):
+    """rlspec's safe engine logs OmniSafe's loss names, its Dreamer engine sheeprl-like ones: both reach
+    policy_loss/value_loss, and the first listed name wins when a run has both."""
+    safe_run = rlspec_run(tmp_path, "safe", "PPOLag", [1, 2], [1.0, 2.0], [0.0, 1.0], [0.1, 0.2])
+    write_csv(safe_run / "metrics.csv", {"step": [1, 2], "Metrics/EpRet": [1.0, 2.0], "Loss/Loss_pi": [0.5, 0.4],
+                                         "Loss/Loss_reward_critic": [3.0, 2.0]})
+    curve = ev.read_run(safe_run)
+    assert list(curve.values["policy_loss"]) == [0.5, 0.4] and list(curve.values["value_loss"]) == [3.0, 2.0]
+    assert ev.logged_names("rlspec", ["Loss/actor_loss", "Loss/Loss_pi"])["policy_loss"] == "Loss/actor_loss"
+    assert "policy_loss" not in ev.logged_names("sb3", ["Loss/Loss_pi"])
