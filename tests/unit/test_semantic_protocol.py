@@ -1,0 +1,77 @@
+"""tests/bench/semantic_protocol.py without training: every arm's overrides make a valid safe config (the
+control's prompts exchanged), and on run directories the test writes each criterion is judged from its closed
+form (P2 on held-out correlation, P3 overshoot and oscillation, P5 steps to the threshold at equal cost, the
+early shaping-ratio band, P6's throughput drop)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+from test_evaluation import write_csv  # tests/unit is on sys.path (pytest rootdir-relative import)
+
+BENCH = Path(__file__).parents[1] / "bench"
+STEPS = [1000 * (k + 1) for k in range(20)]
+
+
+@pytest.fixture
+def sp(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    return importlib.import_module("semantic_protocol")
+
+
+def write_run(root: Path, arm: str, seed: int, hit: int, cost: float, lam: list[float], corr: float = 0.0,
+              ratio: float = 0.0, fps: float = 100.0) -> None:
+    """A finished run whose return is 0 before step ``hit`` and 10 from it on."""
+    n = len(STEPS)
+    write_csv(root / arm / f"s{seed}" / "metrics.csv",
+              {"step": STEPS, "Metrics/EpRet": [10.0 if s >= hit else 0.0 for s in STEPS], "Metrics/EpCost": [cost] * n,
+               "Metrics/LagrangeMultiplier": lam, "Time/FPS": [fps] * n, "Risk/HeldOut/Corr": [corr] * n,
+               "Semantics/ShapingRewardRatio": [ratio] * n})
+    algo = "PPOLag" if arm == "PPOLag" else "PPOLagSem"
+    (root / arm / f"s{seed}" / "config.json").write_text(json.dumps({"engine": "safe", "config": {"algo": algo}}))
+
+
+def test_every_arm_is_a_valid_config(sp, tmp_path):
+    from rlspec.engines import safe
+
+    for arm in sp.ARMS:
+        cfg = safe.build_config("default", sp.overrides(arm, tmp_path / "model", seed=3, steps=8000))
+        assert cfg.seed == 3 and cfg.total_steps == 8000 and cfg.steps_per_epoch == 4000
+        assert cfg.algo == ("PPOLag" if arm == "PPOLag" else "PPOLagSem") and cfg.semantic.enable == (arm != "PPOLag")
+        if arm != "PPOLag":
+            shaping = "shaping" in arm or arm == "polarity-swapped"
+            assert cfg.semantic.risk_holdout_fraction == sp.HOLDOUT and cfg.semantic.shaping_enable == shaping
+    swapped = safe.build_config("default", sp.overrides("polarity-swapped", tmp_path, 0, 8000)).semantic
+    plain = safe.build_config("default", sp.overrides("shaping+risk", tmp_path, 0, 8000)).semantic
+    assert swapped.safe_prompts == plain.unsafe_prompts and swapped.unsafe_prompts == plain.safe_prompts
+
+
+def test_criteria_from_their_closed_forms(sp, tmp_path):
+    flat, bumpy = [1.0] * 20, [1.0 + (0.5 if k % 2 else -0.5) for k in range(18)] + [3.0, 1.0]
+    for seed in range(3):
+        write_run(tmp_path, "PPOLag", seed, hit=10_000, cost=20.0, lam=flat, fps=200.0)
+        write_run(tmp_path, "shaping", seed, hit=6_000, cost=19.0, lam=flat, ratio=0.1, fps=150.0)  # 40% fewer
+        write_run(tmp_path, "risk", seed, hit=10_000, cost=30.0, lam=flat, corr=0.5)  # cost above PPOLag's
+        write_run(tmp_path, "shaping+risk", seed, hit=9_000, cost=20.0, lam=bumpy, corr=0.2, ratio=0.3)
+        write_run(tmp_path, "shaping+risk+modulation", seed, hit=9_000, cost=20.0, lam=flat, corr=0.4, ratio=0.01)
+    write_run(tmp_path, "polarity-swapped", 0, hit=10_000, cost=20.0, lam=flat)
+    (tmp_path / "polarity-swapped" / "s1").mkdir()  # no metrics: not finished, left out
+    result = sp.report(tmp_path, steps=20_000, threshold=None, out=tmp_path / "out")
+    assert result["return_threshold"] == pytest.approx(8.0) and result["seeds"]["polarity-swapped"] == 1
+    c = result["criteria"]
+    assert c["P5"]["shaping"]["fewer_fraction"] == pytest.approx(0.4) and c["P5"]["shaping"]["verdict"] == "met"
+    assert c["P5"]["risk"]["fewer_fraction"] == 0.0 and not c["P5"]["risk"]["cost_equal_or_lower"]
+    assert c["P5"]["risk"]["verdict"] == "not met"
+    assert {a: v["verdict"] for a, v in c["P2"].items()} == {
+        "risk": "met", "shaping+risk": "not met", "shaping+risk+modulation": "met", "polarity-swapped": "not met"}
+    assert {a: v["verdict"] for a, v in c["shaping_band"].items()} == {
+        "shaping": "met", "shaping+risk": "not met", "shaping+risk+modulation": "not met",
+        "polarity-swapped": "not met"}
+    assert c["P3"]["overshoot"]["shaping+risk"]["mean"] == pytest.approx(3.0 - 2.0)  # max 3, late mean (3 + 1)/2
+    assert c["P3"]["overshoot"]["shaping+risk+modulation"]["mean"] == 0.0 and c["P3"]["verdict"] == "met"
+    assert c["P6"]["shaping"]["drop"] == pytest.approx(0.25)
+    assert (tmp_path / "out/semantic_protocol.png").is_file()
+    assert json.loads((tmp_path / "out/semantic_protocol.json").read_text())["criteria"] == json.loads(json.dumps(c))
