@@ -9,6 +9,10 @@ class, presets, shorthand flags, how it names and runs a run) and ``train`` owns
 - the config built from the preset and the overrides, validated before anything is created;
 - the exit statuses of rlspec.runs.faults (``outcome``: 0, 2 for a user error, 3 stopped, 130 interrupted ...).
 
+`rlspec compare ENGINE` and `rlspec eval RUN` share their common part too: ``compare_parser``/``compare_config``
+(the shorthand flags, --preset, --set for both runs, --out, --quiet) and ``eval_parser``/``eval_inputs``
+(--episodes, the run's config and checkpoint, one error line for a missing or damaged run).
+
 Imports no torch: an engine module builds its ``Engine`` and passes it here.
 """
 
