@@ -149,6 +149,21 @@ def bench_omnisafe(session: nox.Session) -> None:
 
 
 @nox.session
+def bench_sb3_metaworld(session: nox.Session) -> None:
+    """Stable-Baselines3 2.9.2 PPO on a Meta-World v3 task (tests/bench/sb3_metaworld.py): the anchor of the bonus
+    engine's token learner, in its own environment (the `bonus` extra's metaworld plus SB3; nothing of SB3 in the
+    runtime). Without arguments: a smoke run (reach-v3, seed 0, 4,096 env steps, into runs/sb3-mw-smoke); the
+    comparison: `nox -s bench_sb3_metaworld -- --task reach-v3 --seeds 0 1 2 3 4 --total-steps 150000`. CPU,
+    one thread, under nice."""
+    session.install(TORCH)
+    session.install("-e", ".[bonus]", SB3)
+    session.env.update(CUDA_VISIBLE_DEVICES="")
+    args = session.posargs or ["--task", "reach-v3", "--seeds", "0", "--total-steps", "4096", "--out",
+                               "runs/sb3-mw-smoke"]
+    session.run("nice", "python", "tests/bench/sb3_metaworld.py", *args, external=True)
+
+
+@nox.session
 def bench_sheeprl_room(session: nox.Session) -> None:
     """sheeprl 0.8.4's own DreamerV3, through its own CLI, on the room with the config written from rlspec's
     room-exit preset (tests/bench/sheeprl_room.py: the key mapping and the differences sheeprl cannot express in

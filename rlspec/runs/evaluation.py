@@ -42,7 +42,8 @@ NAMES: dict[str, dict[str, str | tuple[str, ...] | None]] = {
              "sheeprl": None},
     "multiplier": {"rlspec": "Metrics/LagrangeMultiplier", "omnisafe": "Metrics/LagrangeMultiplier", "sb3": None,
                    "sheeprl": None},
-    "success": {"rlspec": "Metrics/SuccessRate", "omnisafe": None, "sb3": None, "sheeprl": None},
+    # SB3 logs rollout/success_rate where the env's info carries is_success (tests/bench/sb3_metaworld.py's does)
+    "success": {"rlspec": "Metrics/SuccessRate", "omnisafe": None, "sb3": "rollout/success_rate", "sheeprl": None},
     "episode_length": {"rlspec": "Metrics/EpLen", "omnisafe": "Metrics/EpLen", "sb3": "rollout/ep_len_mean",
                        "sheeprl": "Game/ep_len_avg"},
     "world_model_loss": {"rlspec": "Loss/loss", "omnisafe": None, "sb3": None, "sheeprl": "Loss/world_model_loss"},

@@ -235,3 +235,10 @@ def test_each_engine_s_loss_names_are_read(tmp_path):
     assert list(curve.values["policy_loss"]) == [0.5, 0.4] and list(curve.values["value_loss"]) == [3.0, 2.0]
     assert ev.logged_names("rlspec", ["Loss/actor_loss", "Loss/Loss_pi"])["policy_loss"] == "Loss/actor_loss"
     assert "policy_loss" not in ev.logged_names("sb3", ["Loss/Loss_pi"])
+
+
+def test_sb3_success_rate_is_read_as_success(tmp_path):
+    write_csv(tmp_path / "sb3" / "progress.csv", {"time/total_timesteps": [2048, 4096],
+                                                  "rollout/ep_rew_mean": [1.0, 2.0], "rollout/success_rate": [0.25, 0.5]})
+    curve = ev.read_run(tmp_path / "sb3")
+    assert curve.source == "sb3" and list(curve.values["success"]) == [0.25, 0.5]
