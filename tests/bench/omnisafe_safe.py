@@ -72,10 +72,18 @@ TABLE: list[tuple[str, str, object, tuple[str, ...] | None]] = [
 ]
 
 
+# OmniSafe's on-policy algorithms average Metrics/EpRet, EpCost, EpLen over the last 50 episodes, hard-coded
+# (omnisafe/algorithms/on_policy/base/policy_gradient.py: register_key(..., window_length=50); the yaml's
+# logger_cfgs.window_lens is not read there) and PPOLag's J_c is that EpCost mean: rlspec's ep_window must be 50
+# on the same work (tests/bench/safe_learning.py's own budget sets 20)
+OMNISAFE_EP_WINDOW = 50
+
+
 def shared(algo: str, seed: int, total_steps: int, steps_per_epoch: int, num_envs: int) -> dict:
     """The one override set both sides run with: rlspec's --set list and OmniSafe's custom_cfgs."""
     return {"rlspec": [f"algo={algo}", f"env_id={ENV}", f"seed={seed}", f"total_steps={total_steps}",
-                       f"steps_per_epoch={steps_per_epoch}", f"num_envs={num_envs}", "torch_threads=1"],
+                       f"steps_per_epoch={steps_per_epoch}", f"num_envs={num_envs}", "torch_threads=1",
+                       f"ep_window={OMNISAFE_EP_WINDOW}"],
             "omnisafe": {"seed": seed, "train_cfgs": {"total_steps": total_steps, "vector_env_nums": num_envs,
                                                       "parallel": 1, "device": "cpu", "torch_threads": 1},
                          "algo_cfgs": {"steps_per_epoch": steps_per_epoch}}}

@@ -43,6 +43,7 @@ FIGURES = {"safe_learning_ppo": ["PPO", "PPOLag", "CPPOPID", "PPOSaute", "PPOSim
            "safe_learning_trust_region": ["PPO", "PPOLag", "TRPO", "TRPOLag", "TRPOPID", "CPO", "P3O"]}
 # the budget's overrides of OmniSafe's defaults (stated in the JSON): more, shorter epochs so that λ and the
 # PID see ten updates in 1e5 steps; the episode window spans the same two epochs OmniSafe's 50 do at 20000
+# (the side-by-side with OmniSafe passes ep_window=50 after these: its window is 50 episodes, whatever the epoch)
 BUDGET_SET = ["steps_per_epoch=10000", "ep_window=20"]
 
 

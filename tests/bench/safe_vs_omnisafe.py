@@ -26,6 +26,7 @@ import platform
 from pathlib import Path
 
 import numpy as np
+from omnisafe_safe import shared  # tests/bench: the override set both sides run with
 
 from rlspec.runs.evaluation import Curve, _read_csv, group_report, plot_groups, read_run
 
@@ -78,12 +79,27 @@ def reached(curve: Curve, total_steps: int) -> bool:
     return bool(curve.steps.size) and curve.steps[-1] >= total_steps
 
 
-def compare_algo(algo: str, curves: list[Curve], total_steps: int) -> dict:
-    """One algorithm: finished runs' group report per side, unfinished runs listed, the checks."""
-    done = [c for c in curves if reached(c, total_steps)]
+def setting_mismatches(curve: Curve, expected: list[str]) -> dict[str, list[str]]:
+    """An rlspec run's config.json values that differ from the shared override set ``expected`` ("key=value", seed
+    left out): key -> [the run's, the set's]; {} for another tool's run (its settings are the set by
+    construction: omnisafe_safe.py, sb3_safe.py)."""
+    if curve.source != "rlspec":
+        return {}
+    config = json.loads((curve.path / "config.json").read_text())["config"]
+    wanted = dict(item.split("=", 1) for item in expected if not item.startswith("seed="))
+    return {k: [str(config.get(k)), v] for k, v in wanted.items() if str(config.get(k)) != v}
+
+
+def compare_algo(algo: str, curves: list[Curve], total_steps: int, expected: list[str]) -> dict:
+    """One algorithm: finished runs' group report per side, unfinished runs listed, runs made with other settings
+    than the shared set listed and left out, the checks."""
+    mismatched = {str(c.path): setting_mismatches(c, expected) for c in curves}
     out = {"unfinished": [{"path": str(c.path), "env_steps": float(c.steps[-1]) if c.steps.size else 0.0}
                           for c in curves if not reached(c, total_steps)],
+           "excluded_other_settings": {path: diff for path, diff in mismatched.items() if diff},
            "cpu_s_per_epoch": {c.group: [] for c in curves}}
+    curves = [c for c in curves if not mismatched[str(c.path)]]
+    done = [c for c in curves if reached(c, total_steps)]
     for c in curves:
         out["cpu_s_per_epoch"][c.group].append(cpu_seconds_per_epoch(c.path))
     if not done:
@@ -123,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sb3", type=Path, default=Path("runs/sb3"), help="SB3 PPO runs (tests/bench/sb3_safe.py)")
     p.add_argument("--algos", nargs="+", default=["PPOLag"])
     p.add_argument("--total-steps", type=int, default=200_000)
+    p.add_argument("--steps-per-epoch", type=int, default=4_000, help="of the shared override set")
+    p.add_argument("--num-envs", type=int, default=1, help="of the shared override set")
     p.add_argument("--settings", type=Path, help="omnisafe_safe.json holding the defaults table (default: the one "
                                                  "under --omnisafe)")
     p.add_argument("--out", type=Path, default=Path("docs/bench"))
@@ -133,8 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     all_curves = []
     for algo in args.algos:
         curves = [read_run(path) for path in find_runs(args.rlspec, args.omnisafe, algo, args.sb3)]
-        all_curves += [c for c in curves if reached(c, args.total_steps)]
-        result["algos"][algo] = compare_algo(algo, curves, args.total_steps)
+        expected = shared(algo, 0, args.total_steps, args.steps_per_epoch, args.num_envs)["rlspec"]
+        result["algos"][algo] = compare_algo(algo, curves, args.total_steps, expected)
+        all_curves += [c for c in curves if reached(c, args.total_steps)
+                       and str(c.path) not in result["algos"][algo]["excluded_other_settings"]]
         settings = args.settings or args.omnisafe / "omnisafe_safe.json"
         result["algos"][algo]["setting_differences"] = setting_differences(settings, algo)
         result["algos"][algo]["settings_from"] = str(settings)

@@ -53,13 +53,15 @@ def sb3_kwargs(cfg, seed: int, steps_per_epoch: int, num_envs: int) -> dict:
     ppo = cfg.ppo
     kwargs = {arg: getattr(ppo, key.split(".")[1]) for key, arg in MAPPING.items()}
     return {**kwargs, "linear_lr_decay": ppo.linear_lr_decay, "n_steps": steps_per_epoch // num_envs, "seed": seed,
-            "device": "cpu", "hidden": list(ppo.hidden), "activation": ppo.activation}
+            "device": "cpu", "hidden": list(ppo.hidden), "activation": ppo.activation,
+            "stats_window_size": cfg.ep_window}  # rollout/ep_rew_mean over the episodes rlspec's EpRet averages
 
 
 def shared(seed: int, total_steps: int, steps_per_epoch: int, num_envs: int) -> list[str]:
-    """The override set, as rlspec's --set list (the PPO arm of tests/bench/safe_learning.py runs it)."""
+    """The override set, as rlspec's --set list (the PPO arm of tests/bench/safe_learning.py runs it; ep_window 50:
+    OmniSafe's hard-coded episode window, tests/bench/omnisafe_safe.py)."""
     return ["algo=PPO", f"env_id={ENV}", f"seed={seed}", f"total_steps={total_steps}",
-            f"steps_per_epoch={steps_per_epoch}", f"num_envs={num_envs}", "torch_threads=1"]
+            f"steps_per_epoch={steps_per_epoch}", f"num_envs={num_envs}", "torch_threads=1", "ep_window=50"]
 
 
 def finished(out: Path, seed: int, total_steps: int) -> bool:

@@ -32,7 +32,7 @@ def bench(monkeypatch):
 def test_both_sides_get_one_override_set(bench):
     sets = bench.shared("PPOLag", 3, 200_000, 4_000, 2)
     assert sets["rlspec"] == ["algo=PPOLag", "env_id=SafetyPointGoal1-v0", "seed=3", "total_steps=200000",
-                              "steps_per_epoch=4000", "num_envs=2", "torch_threads=1"]
+                              "steps_per_epoch=4000", "num_envs=2", "torch_threads=1", "ep_window=50"]
     assert sets["omnisafe"] == {"seed": 3, "train_cfgs": {"total_steps": 200_000, "vector_env_nums": 2,
                                                           "parallel": 1, "device": "cpu", "torch_threads": 1},
                                 "algo_cfgs": {"steps_per_epoch": 4_000}}

@@ -21,12 +21,23 @@ def svo(monkeypatch):
     return importlib.import_module("safe_vs_omnisafe")
 
 
-def ours(root: Path, seed: int, ret: float, cost: float, steps=STEPS) -> None:
+def settings(algo: str, **changed) -> dict:
+    """An rlspec run's config as the shared override set of a 10,000-step comparison makes it (``changed`` apart)."""
+    return {"algo": algo, "env_id": "SafetyPointGoal1-v0", "total_steps": 10_000, "steps_per_epoch": 4_000,
+            "num_envs": 1, "torch_threads": 1, "ep_window": 50, **changed}
+
+
+def expected(svo, algo: str = "PPOLag") -> list[str]:
+    return svo.shared(algo, 0, 10_000, 4_000, 1)["rlspec"]
+
+
+def ours(root: Path, seed: int, ret: float, cost: float, steps=STEPS, **changed) -> None:
     write_csv(root / f"PPOLag-s{seed}" / "metrics.csv",
               {"step": steps, "Metrics/EpRet": [ret] * len(steps), "Metrics/EpCost": [cost] * len(steps),
                "Metrics/LagrangeMultiplier": [0.1] * len(steps), "Time/Rollout": [2.0] * len(steps),
                "Time/Update": [3.0] * len(steps)})
-    (root / f"PPOLag-s{seed}" / "config.json").write_text(json.dumps({"engine": "safe", "config": {"algo": "PPOLag"}}))
+    (root / f"PPOLag-s{seed}" / "config.json").write_text(json.dumps({"engine": "safe", "config": settings(
+        "PPOLag", **changed)}))
 
 
 def theirs(root: Path, seed: int, ret: float, cost: float, steps=STEPS, stamp: str = "2026-11-28-07-00-00") -> None:
@@ -42,18 +53,21 @@ def test_overlapping_sides_meet_the_goal_and_unfinished_runs_stay_out(svo, tmp_p
         ours(a, seed, r, c)
         theirs(b, seed, r + 0.5, c + 1)
     ours(a, 3, 100.0, 0.0, steps=STEPS[:4])  # unfinished: must not enter the statistics
+    ours(a, 4, 100.0, 0.0, ep_window=20)  # finished, but not on the same work: listed and left out
     theirs(b, 0, 99.0, 99.0, stamp="2026-11-27-07-00-00")  # an older directory of seed 0: passed over
-    out = svo.compare_algo("PPOLag", [svo.read_run(p) for p in svo.find_runs(a, b, "PPOLag")], 10_000)
+    out = svo.compare_algo("PPOLag", [svo.read_run(p) for p in svo.find_runs(a, b, "PPOLag")], 10_000,
+                           expected(svo))
     groups = out["report"]["groups"]
     assert len(groups["rlspec PPOLag"]["runs"]) == 3 and len(groups["omnisafe PPOLag"]["runs"]) == 3
     assert groups["rlspec PPOLag"]["summary"]["final_return"]["mean"] == pytest.approx(11.0)
     assert groups["omnisafe PPOLag"]["summary"]["final_cost"]["mean"] == pytest.approx(26.0)
     assert out["unfinished"] == [{"path": str(a / "PPOLag-s3"), "env_steps": 4000.0}]
+    assert out["excluded_other_settings"] == {str(a / "PPOLag-s4"): {"ep_window": ["20", "50"]}}
     assert out["checks"] == {"omnisafe PPOLag": {"return_ci_overlaps": True, "cost_ci_overlaps": True,
                                                  "within_anchor_ci_or_better": True,
                                                  "late_cost_within_limit_pm5": True},
                              "rlspec PPOLag": {"late_cost_within_limit_pm5": True}}
-    assert out["cpu_s_per_epoch"] == {"rlspec PPOLag": [5.0] * 4, "omnisafe PPOLag": [10.0] * 3}
+    assert out["cpu_s_per_epoch"] == {"rlspec PPOLag": [5.0] * 4, "omnisafe PPOLag": [10.0] * 3}  # s4 left out
 
 
 def test_a_miss_is_reported_and_better_on_both_counts_as_met(svo, tmp_path):
@@ -61,7 +75,8 @@ def test_a_miss_is_reported_and_better_on_both_counts_as_met(svo, tmp_path):
     for seed, spread in enumerate([-1.0, 0.0, 1.0]):
         ours(a, seed, 20 + spread, 40 + spread)  # far above the limit: outside the band
         theirs(b, seed, 5 + spread, 24 + spread)
-    out = svo.compare_algo("PPOLag", [svo.read_run(p) for p in svo.find_runs(a, b, "PPOLag")], 10_000)
+    out = svo.compare_algo("PPOLag", [svo.read_run(p) for p in svo.find_runs(a, b, "PPOLag")], 10_000,
+                           expected(svo))
     anchor = out["checks"]["omnisafe PPOLag"]
     assert anchor["return_ci_overlaps"] is False and anchor["within_anchor_ci_or_better"] is False
     assert out["checks"]["rlspec PPOLag"]["late_cost_within_limit_pm5"] is False
@@ -98,13 +113,13 @@ def test_ppo_has_two_anchors_and_sb3_cost_comes_from_its_callback_column(svo, tm
     for seed in range(3):
         write_csv(a / f"PPO-s{seed}" / "metrics.csv", {"step": STEPS, "Metrics/EpRet": [10.0 + seed] * 10,
                                                        "Metrics/EpCost": [50.0] * 10})
-        (a / f"PPO-s{seed}" / "config.json").write_text(json.dumps({"engine": "safe", "config": {"algo": "PPO"}}))
+        (a / f"PPO-s{seed}" / "config.json").write_text(json.dumps({"engine": "safe", "config": settings("PPO")}))
         write_csv(b / "PPO-{SafetyPointGoal1-v0}" / f"seed-{seed:03d}-t" / "progress.csv",
                   {"Metrics/EpRet": [11.0 + seed] * 10, "Metrics/EpCost": [50.0] * 10, "TotalEnvSteps": STEPS})
         sb3(c, seed, 5.0 + seed, 80.0)
     paths = svo.find_runs(a, b, "PPO", c)
     assert [p.parent.name if "seed-" in p.name else p.name for p in paths][-3:] == ["PPO-s0", "PPO-s1", "PPO-s2"]
-    out = svo.compare_algo("PPO", [svo.read_run(p) for p in paths], 10_000)
+    out = svo.compare_algo("PPO", [svo.read_run(p) for p in paths], 10_000, expected(svo, "PPO"))
     assert out["report"]["groups"]["sb3 PPO"]["summary"]["final_cost"]["mean"] == pytest.approx(80.0)
     assert out["checks"]["omnisafe PPO"]["within_anchor_ci_or_better"] is True
     assert out["checks"]["sb3 PPO"] == {"return_ci_overlaps": False, "cost_ci_overlaps": False,
