@@ -242,3 +242,6 @@ def test_sb3_success_rate_is_read_as_success(tmp_path):
                                                   "rollout/ep_rew_mean": [1.0, 2.0], "rollout/success_rate": [0.25, 0.5]})
     curve = ev.read_run(tmp_path / "sb3")
     assert curve.source == "sb3" and list(curve.values["success"]) == [0.25, 0.5]
+    assert ev.run_metrics(curve, None, None, late=0.5)["final_success"] == 0.5  # the last half: one row
+    no_success = ev.read_run(rlspec_run(tmp_path, "r", "PPO", [1, 2], [1.0, 2.0], [0.0, 0.0], [0.0, 0.0]))
+    assert math.isnan(ev.run_metrics(no_success, None, None)["final_success"])
