@@ -1,0 +1,116 @@
+"""The bonus engine's token learner beside Stable-Baselines3 PPO on the same Meta-World task and budget: one JSON
+and one figure from the runs of both sides (tests/bench/bonus_ablation.py's runs for rlspec, any ablation arm;
+tests/bench/sb3_metaworld.py's for SB3). Reported, never asserted.
+
+    python tests/bench/bonus_vs_sb3.py --task reach-v3 --total-steps 150000 \\
+        --rlspec bench-results/bonus_ablation --sb3 runs/sb3-mw --out docs/bench
+
+Per side (rlspec `ARM-sSEED` under RLSPEC/metaworld_TASK; SB3 `PPO-sSEED` under SB3/TASK): only runs that reached
+--total-steps enter the statistics (`rlspec.runs.evaluation.group_report`: the last 10% of each run's rows, mean
+and 95% bootstrap CI over seeds of the success rate and return); the env steps to a success rate of --threshold;
+the greedy policy's success per seed where it was measured (rlspec: RUN/eval/eval.json of `rlspec eval RUN
+--episodes 20`; SB3: its greedy.json), both on the env index 1,000,003 no training env uses. Per rlspec arm
+against SB3: whether the late-success CIs overlap, and the goal "within SB3's CI or ahead" (its mean success
+above SB3's CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+from pathlib import Path
+
+import numpy as np
+
+from rlspec.runs.evaluation import Curve, bootstrap_ci, group_report, plot_groups, read_run
+
+SB3_GROUP = "sb3 PPO"
+
+
+def find_runs(rlspec_dir: Path, sb3_dir: Path, task: str) -> list[Path]:
+    ours = sorted(p for p in (rlspec_dir / f"metaworld_{task}").glob("*-s*") if (p / "metrics.csv").is_file())
+    theirs = sorted(p for p in (sb3_dir / task).glob("PPO-s*") if (p / "progress.csv").is_file())
+    return ours + theirs
+
+
+def arm_curve(path: Path) -> Curve:
+    """A run's curve, an rlspec run grouped by its ablation arm (the directory's ARM-sSEED)."""
+    curve = read_run(path)
+    if curve.source == "rlspec":
+        curve.group = f"rlspec {path.name.rsplit('-s', 1)[0]}"
+    return curve
+
+
+def greedy(path: Path) -> float:
+    """The greedy policy's success rate measured for a run (NaN where not measured yet)."""
+    for name, key in (("eval/eval.json", "SuccessRate"), ("greedy.json", "greedy_success")):
+        if (path / name).is_file():
+            return float(json.loads((path / name).read_text())[key])
+    return math.nan
+
+
+def steps_to_success(curve: Curve, threshold: float) -> float:
+    """The first logged env step whose success rate reaches ``threshold``; NaN when the run never gets there."""
+    hit = np.flatnonzero(curve.values.get("success", np.array([])) >= threshold)
+    return float(curve.steps[hit[0]]) if hit.size else math.nan
+
+
+def stats(values: list[float]) -> dict:
+    """Per-seed values with their mean and 95% bootstrap CI (NaN seeds left out of both)."""
+    return {"seeds": values, **dict(zip(("mean", "ci_low", "ci_high"), bootstrap_ci(values)))}
+
+
+def verdicts(report: dict) -> dict:
+    """Per rlspec arm: late-success CI overlap with SB3's and the goal (within SB3's CI or ahead of it)."""
+    groups = report["groups"]
+    if SB3_GROUP not in groups:
+        return {}
+    anchor = groups[SB3_GROUP]["summary"]["final_success"]
+    out = {}
+    for name, g in groups.items():
+        if name == SB3_GROUP:
+            continue
+        mine = g["summary"]["final_success"]
+        overlap = mine["ci_low"] <= anchor["ci_high"] and anchor["ci_low"] <= mine["ci_high"]
+        out[name] = {"success_ci_overlaps": bool(overlap),
+                     "within_sb3_ci_or_ahead": bool(overlap or mine["mean"] > anchor["ci_high"])}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--task", default="reach-v3")
+    p.add_argument("--total-steps", type=int, default=150_000)
+    p.add_argument("--threshold", type=float, default=0.5, help="success rate of 'steps to threshold'")
+    p.add_argument("--rlspec", type=Path, default=Path("bench-results/bonus_ablation"))
+    p.add_argument("--sb3", type=Path, default=Path("runs/sb3-mw"))
+    p.add_argument("--out", type=Path, default=Path("docs/bench"))
+    args = p.parse_args(argv)
+    curves = [arm_curve(path) for path in find_runs(args.rlspec, args.sb3, args.task)]
+    done = [c for c in curves if c.steps.size and c.steps[-1] >= args.total_steps]
+    if not done:
+        print(f"bonus_vs_sb3: no finished runs of {args.task} under {args.rlspec} or {args.sb3}")
+        return 1
+    report = group_report(done)
+    greedy_by_group = {g: [greedy(c.path) for c in done if c.group == g] for g in report["groups"]}
+    to_threshold = {g: [steps_to_success(c, args.threshold) for c in done if c.group == g] for g in report["groups"]}
+    result = {"what": "the bonus engine's token learner beside SB3 PPO on Meta-World (tests/bench/bonus_vs_sb3.py)",
+              "task": args.task, "total_steps": args.total_steps, "success_threshold": args.threshold,
+              "machine": platform.processor() or platform.machine(), "report": report,
+              "greedy_success": {g: stats(v) for g, v in greedy_by_group.items()},
+              "steps_to_success_threshold": {g: {**stats(v), "reached": f"{sum(not math.isnan(x) for x in v)}/{len(v)}"}
+                                             for g, v in to_threshold.items()},
+              "unfinished": [str(c.path) for c in curves if c.path not in {d.path for d in done}], "checks": verdicts(report)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = f"bonus_vs_sb3_{args.task}"
+    (args.out / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    plot_groups(done, args.out / f"{name}.png")
+    print(f"{args.task}: finished {{{', '.join(f'{g}: {len(v)}' for g, v in greedy_by_group.items())}}}, "
+          f"checks {result['checks']}; wrote {args.out / name}.json and .png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,63 @@
+"""tests/bench/bonus_vs_sb3.py on runs the test writes in each tool's format: rlspec runs grouped by ablation arm,
+only finished runs in the statistics, the late-success CI overlap and "within SB3's CI or ahead", steps to the
+success threshold, and the greedy success read from each side's own file. Trains nothing."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from pathlib import Path
+
+import pytest
+from test_evaluation import write_csv  # tests/unit is on sys.path (pytest rootdir-relative import)
+
+BENCH = Path(__file__).parents[1] / "bench"
+STEPS = [1000 * (k + 1) for k in range(10)]
+
+
+@pytest.fixture
+def bvs(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    return importlib.import_module("bonus_vs_sb3")
+
+
+def ours(root: Path, arm: str, seed: int, success: list[float], greedy: float | None = None) -> None:
+    run = root / "metaworld_reach-v3" / f"{arm}-s{seed}"
+    write_csv(run / "metrics.csv", {"step": STEPS[:len(success)], "Metrics/EpRet": [1.0] * len(success),
+                                    "Metrics/SuccessRate": success})
+    (run / "config.json").write_text(json.dumps({"engine": "bonus", "config": {"task": "metaworld:reach-v3"}}))
+    if greedy is not None:
+        (run / "eval").mkdir()
+        (run / "eval/eval.json").write_text(json.dumps({"episodes": 20, "EpRet": 1.0, "SuccessRate": greedy}))
+
+
+def theirs(root: Path, seed: int, success: list[float], greedy: float) -> None:
+    run = root / "reach-v3" / f"PPO-s{seed}"
+    write_csv(run / "progress.csv", {"time/total_timesteps": STEPS, "rollout/ep_rew_mean": [2.0] * 10,
+                                     "rollout/success_rate": success})
+    (run / "greedy.json").write_text(json.dumps({"greedy_success": greedy}))
+
+
+def test_arms_beside_sb3_from_their_closed_forms(bvs, tmp_path):
+    a, b, out = tmp_path / "rlspec", tmp_path / "sb3", tmp_path / "out"
+    for seed, level in enumerate([0.5, 0.6, 0.7]):
+        ours(a, "baseline", seed, [0.0] * 5 + [level] * 5, greedy=level)  # reaches 0.5 at step 6000
+        ours(a, "prototypes", seed, [0.1] * 10)  # far below, never at 0.5, no greedy evaluation yet
+        theirs(b, seed, [0.0] * 2 + [level] * 8, greedy=1.0)  # reaches 0.5 at step 3000
+    ours(a, "baseline", 3, [1.0] * 4)  # unfinished: left out
+    assert bvs.main(["--rlspec", str(a), "--sb3", str(b), "--total-steps", "10000", "--out", str(out)]) == 0
+    r = json.loads((out / "bonus_vs_sb3_reach-v3.json").read_text())
+    groups = r["report"]["groups"]
+    assert sorted(groups) == ["rlspec baseline", "rlspec prototypes", "sb3 PPO"]
+    assert groups["rlspec baseline"]["summary"]["final_success"]["mean"] == pytest.approx(0.6)
+    assert r["checks"] == {"rlspec baseline": {"success_ci_overlaps": True, "within_sb3_ci_or_ahead": True},
+                           "rlspec prototypes": {"success_ci_overlaps": False, "within_sb3_ci_or_ahead": False}}
+    steps = r["steps_to_success_threshold"]
+    assert steps["rlspec baseline"]["mean"] == 6000.0 and steps["sb3 PPO"]["mean"] == 3000.0
+    assert steps["rlspec prototypes"]["reached"] == "0/3" and math.isnan(steps["rlspec prototypes"]["mean"])
+    assert r["greedy_success"]["rlspec baseline"]["mean"] == pytest.approx(0.6)
+    assert r["greedy_success"]["sb3 PPO"]["seeds"] == [1.0, 1.0, 1.0]
+    assert r["unfinished"] == [str(a / "metaworld_reach-v3" / "baseline-s3")]
+    assert (out / "bonus_vs_sb3_reach-v3.png").stat().st_size > 0
+    assert bvs.main(["--rlspec", str(tmp_path / "none"), "--sb3", str(tmp_path / "none"), "--out", str(out)]) == 1
