@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
               "task": args.task, "total_steps": args.total_steps, "success_threshold": args.threshold,
               "machine": platform.processor() or platform.machine(), "report": report,
               "greedy_success": {g: stats(v) for g, v in greedy_by_group.items()},
-              "steps_to_success_threshold": {g: {**stats(v), "reached": f"{sum(not math.isnan(x) for x in v)}/{len(v)}"}
+              "steps_to_success_threshold": {g: {**stats(v), "reached": f"{sum(map(math.isfinite, v))}/{len(v)}"}
                                              for g, v in to_threshold.items()},
               "unfinished": [str(c.path) for c in curves if c.path not in {d.path for d in done}], "checks": verdicts(report)}
     args.out.mkdir(parents=True, exist_ok=True)
