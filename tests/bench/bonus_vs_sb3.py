@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
               "greedy_success": {g: stats(v) for g, v in greedy_by_group.items()},
               "steps_to_success_threshold": {g: {**stats(v), "reached": f"{sum(map(math.isfinite, v))}/{len(v)}"}
                                              for g, v in to_threshold.items()},
-              "unfinished": [str(c.path) for c in curves if c.path not in {d.path for d in done}], "checks": verdicts(report)}
+              "unfinished": [str(c.path) for c in curves if c.path not in {d.path for d in done}],
+              "checks": verdicts(report)}
     args.out.mkdir(parents=True, exist_ok=True)
     name = f"bonus_vs_sb3_{args.task}"
     (args.out / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
