@@ -106,9 +106,9 @@ SHEEPRL_FIXED = {
 }
 # the frame geometry (dreamer.frame, dreamer.cnn_stages): ``geometry``
 GEOMETRY = ("dreamer.frame", "dreamer.cnn_stages")
-# keys with no effect on what sheeprl runs: the env plug-in paths of other ROMs, the fast engine's knobs, the
+# keys with no effect on what sheeprl runs: the env plug-in paths of other ROMs, the device execution's knobs, the
 # MLP encoder's width (unused with the conv encoder), the logged episode window (see IMPLEMENTATION)
-IGNORED = ("engine", "rom", "state", "plugin", "device", "kit", "steps_per_rollout", "commit_stride", "sync_every",
+IGNORED = ("execution", "rom", "state", "plugin", "device", "kit", "steps_per_rollout", "commit_stride", "sync_every",
            "value_checks", "ep_window", "dreamer.embed_dim")
 # what differs whatever the config (sheeprl's own implementation)
 IMPLEMENTATION = [
