@@ -195,9 +195,15 @@ def _late(curve: Curve, key: str, late: float) -> np.ndarray:
     return values[-n:][~np.isnan(values[-n:])]
 
 
-def steps_to_threshold(curve: Curve, threshold: float) -> float:
-    """The first logged env step whose return is ≥ threshold; NaN when the run never gets there."""
-    hit = np.flatnonzero(curve.values["return"] >= threshold)
+def summary(samples) -> dict[str, float]:
+    """{"mean", "ci_low", "ci_high"}: ``bootstrap_ci`` of ``samples`` by name."""
+    return dict(zip(("mean", "ci_low", "ci_high"), bootstrap_ci(samples)))
+
+
+def steps_to_threshold(curve: Curve, threshold: float, key: str = "return") -> float:
+    """The first logged env step whose ``key`` (a canonical name) is ≥ threshold; NaN when the run never gets
+    there or does not log the key."""
+    hit = np.flatnonzero(curve.values.get(key, np.array([])) >= threshold)
     return float(curve.steps[hit[0]]) if hit.size else math.nan
 
 
@@ -239,10 +245,10 @@ def group_report(curves: list[Curve], threshold: float | None = None, cost_limit
               "groups": {}}
     for group in sorted({c.group for c in curves}):
         runs = [run_metrics(c, threshold, cost_limit, late) for c in curves if c.group == group]
-        summary = {m: dict(zip(("mean", "ci_low", "ci_high"), bootstrap_ci([r[m] for r in runs]))) for m in METRICS}
+        stats = {m: summary([r[m] for r in runs]) for m in METRICS}
         reached = sum(not math.isnan(r["steps_to_threshold"]) for r in runs)
-        summary["steps_to_threshold"]["reached"] = f"{reached}/{len(runs)}"
-        report["groups"][group] = {"runs": runs, "summary": summary}
+        stats["steps_to_threshold"]["reached"] = f"{reached}/{len(runs)}"
+        report["groups"][group] = {"runs": runs, "summary": stats}
     return report
 
 

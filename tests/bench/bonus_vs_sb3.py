@@ -22,9 +22,7 @@ import math
 import platform
 from pathlib import Path
 
-import numpy as np
-
-from rlspec.runs.evaluation import Curve, bootstrap_ci, group_report, plot_groups, read_run
+from rlspec.runs.evaluation import Curve, group_report, plot_groups, read_run, steps_to_threshold, summary
 
 SB3_GROUP = "sb3 PPO"
 
@@ -51,15 +49,9 @@ def greedy(path: Path) -> float:
     return math.nan
 
 
-def steps_to_success(curve: Curve, threshold: float) -> float:
-    """The first logged env step whose success rate reaches ``threshold``; NaN when the run never gets there."""
-    hit = np.flatnonzero(curve.values.get("success", np.array([])) >= threshold)
-    return float(curve.steps[hit[0]]) if hit.size else math.nan
-
-
 def stats(values: list[float]) -> dict:
     """Per-seed values with their mean and 95% bootstrap CI (NaN seeds left out of both)."""
-    return {"seeds": values, **dict(zip(("mean", "ci_low", "ci_high"), bootstrap_ci(values)))}
+    return {"seeds": values, **summary(values)}
 
 
 def verdicts(report: dict) -> dict:
@@ -95,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     report = group_report(done)
     greedy_by_group = {g: [greedy(c.path) for c in done if c.group == g] for g in report["groups"]}
-    to_threshold = {g: [steps_to_success(c, args.threshold) for c in done if c.group == g] for g in report["groups"]}
+    to_threshold = {g: [steps_to_threshold(c, args.threshold, "success") for c in done if c.group == g]
+                    for g in report["groups"]}
     result = {"what": "the bonus engine's token learner beside SB3 PPO on Meta-World (tests/bench/bonus_vs_sb3.py)",
               "task": args.task, "total_steps": args.total_steps, "success_threshold": args.threshold,
               "machine": platform.processor() or platform.machine(), "report": report,

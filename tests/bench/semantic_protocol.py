@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlspec.runs.evaluation import _read_csv, bootstrap_ci, group_report, plot_groups, read_run
+from rlspec.runs.evaluation import _read_csv, group_report, plot_groups, read_run, summary
 
 ENV, COST_LIMIT = "SafetyPointGoal1-v0", 25.0
 CAPTURE_INTERVAL, HOLDOUT = 20, 0.2
@@ -96,10 +96,6 @@ def overshoot(path: Path) -> float:
     return float(np.nanmax(lam) - part_mean(lam, LATE, early=False)) if lam.size else math.nan
 
 
-def ci(values) -> dict:
-    return dict(zip(("mean", "ci_low", "ci_high"), bootstrap_ci(list(values))))
-
-
 def per_arm(runs: dict[str, list[Path]]) -> dict[str, dict]:
     """Per arm and seed: the raw numbers the criteria read (none for a missing column)."""
     out = {}
@@ -108,7 +104,7 @@ def per_arm(runs: dict[str, list[Path]]) -> dict[str, dict]:
                   "heldout_corr": part_mean(column(p, "Risk/HeldOut/Corr"), LATE, early=False),
                   "shaping_ratio_early": part_mean(column(p, "Semantics/ShapingRewardRatio"), EARLY, early=True),
                   "overshoot": overshoot(p), "fps": float(np.nanmean(column(p, "Time/FPS")))} for p in paths]
-        out[arm] = {"seeds": seeds, **{k: ci(s[k] for s in seeds)
+        out[arm] = {"seeds": seeds, **{k: summary([s[k] for s in seeds])
                                        for k in ("heldout_corr", "shaping_ratio_early", "overshoot", "fps")}}
     return out
 

@@ -4,7 +4,6 @@ success threshold, and the greedy success read from each side's own file. Trains
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 from pathlib import Path
@@ -12,14 +11,12 @@ from pathlib import Path
 import pytest
 from test_evaluation import write_csv  # tests/unit is on sys.path (pytest rootdir-relative import)
 
-BENCH = Path(__file__).parents[1] / "bench"
 STEPS = [1000 * (k + 1) for k in range(10)]
 
 
 @pytest.fixture
-def bvs(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    return importlib.import_module("bonus_vs_sb3")
+def bvs(bench_script):
+    return bench_script("bonus_vs_sb3")
 
 
 def ours(root: Path, arm: str, seed: int, success: list[float], greedy: float | None = None) -> None:

@@ -3,19 +3,13 @@ rows the test writes: which seeds count, censoring at the budget, the goals' ari
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).parents[1] / "bench"
-
 
 @pytest.fixture
-def vs(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    return importlib.import_module("dreamer_vs_sheeprl")
+def vs(bench_script):
+    return bench_script("dreamer_vs_sheeprl")
 
 
 def rows(successes: list[float], cpu_per_chunk: float = 100.0) -> list[dict]:
@@ -51,9 +45,8 @@ def test_difference_ci_is_the_bootstrap_of_the_mean_difference(vs):
     assert -9.0 <= low <= -8.0 <= high <= -7.0  # the means differ by -8; resampled means stay in [1, 3]
 
 
-def test_standing_still_fall_reads_the_loss_at_n_updates(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    still = importlib.import_module("dreamer_still_vs_sheeprl")
+def test_standing_still_fall_reads_the_loss_at_n_updates(bench_script):
+    still = bench_script("dreamer_still_vs_sheeprl")
     n = still.N_UPDATES
     updates = np.arange(1, n + 11, dtype=float)
     loss = 100.0 / updates**2  # 100 at the first update, 100 / N² at update N

@@ -4,13 +4,11 @@ defaults table, checked without OmniSafe (its yaml ``defaults`` written here in 
 from __future__ import annotations
 
 import csv
-import importlib
 import json
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).parents[1] / "bench"
 # OmniSafe 0.5.0 configs/on-policy/CPO.yaml ``defaults`` (the keys the table reads)
 CPO_YAML = {"algo_cfgs": {"update_iters": 10, "batch_size": 128, "entropy_coef": 0.0, "gamma": 0.99,
                           "cost_gamma": 0.99, "lam": 0.95, "lam_c": 0.95, "max_grad_norm": 40.0,
@@ -24,9 +22,8 @@ CPO_YAML = {"algo_cfgs": {"update_iters": 10, "batch_size": 128, "entropy_coef":
 
 
 @pytest.fixture
-def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    return importlib.import_module("omnisafe_safe")
+def bench(bench_script):
+    return bench_script("omnisafe_safe")
 
 
 def test_both_sides_get_one_override_set(bench):

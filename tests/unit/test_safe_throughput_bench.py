@@ -3,20 +3,15 @@ SB3): the interleaved schedule, the medians and ratios, and a whole tiny run's J
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).parents[1] / "bench"
-
 
 @pytest.fixture
-def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    return importlib.import_module("safe_throughput")
+def bench(bench_script):
+    return bench_script("safe_throughput")
 
 
 def test_schedule_times_every_arm_once_per_round_in_a_rotated_order(bench):

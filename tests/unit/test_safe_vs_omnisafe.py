@@ -4,21 +4,18 @@ seconds per epoch. Trains nothing."""
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
 import pytest
 from test_evaluation import write_csv  # tests/unit is on sys.path (pytest rootdir-relative import)
 
-BENCH = Path(__file__).parents[1] / "bench"
 STEPS = [1000 * (k + 1) for k in range(10)]
 
 
 @pytest.fixture
-def svo(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    return importlib.import_module("safe_vs_omnisafe")
+def svo(bench_script):
+    return bench_script("safe_vs_omnisafe")
 
 
 def settings(algo: str, **changed) -> dict:

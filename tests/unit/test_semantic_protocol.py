@@ -5,21 +5,18 @@ early shaping-ratio band, P6's throughput drop)."""
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
 import pytest
 from test_evaluation import write_csv  # tests/unit is on sys.path (pytest rootdir-relative import)
 
-BENCH = Path(__file__).parents[1] / "bench"
 STEPS = [1000 * (k + 1) for k in range(20)]
 
 
 @pytest.fixture
-def sp(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    return importlib.import_module("semantic_protocol")
+def sp(bench_script):
+    return bench_script("semantic_protocol")
 
 
 def write_run(root: Path, arm: str, seed: int, hit: int, cost: float, lam: list[float], corr: float = 0.0,

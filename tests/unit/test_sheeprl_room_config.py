@@ -5,8 +5,6 @@ Needs no sheeprl."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
-from pathlib import Path
 
 import gymnasium
 import numpy as np
@@ -17,14 +15,12 @@ from rlspec.contracts.room_env import SCREEN_R
 from rlspec.engines.dreamer import build_config
 from rlspec.reference import packed2
 
-BENCH = Path(__file__).parents[1] / "bench"
 WM = "algo.world_model"
 
 
 @pytest.fixture
-def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))  # the script imports its sibling sheeprl_config
-    return importlib.import_module("sheeprl_room")
+def bench(bench_script):
+    return bench_script("sheeprl_room")
 
 
 def as_dict(overrides: list[str]) -> dict[str, str]:

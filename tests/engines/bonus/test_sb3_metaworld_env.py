@@ -4,20 +4,15 @@ env index) as rlspec's MetaWorldTokenVector (the eval env's index included), the
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 metaworld = pytest.importorskip("metaworld")
-BENCH = Path(__file__).parents[2] / "bench"
 
 
 @pytest.fixture
-def sb3mw(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    return importlib.import_module("sb3_metaworld")
+def sb3mw(bench_script):
+    return bench_script("sb3_metaworld")
 
 
 def test_the_anchor_steps_the_token_learners_envs(sb3mw):
