@@ -26,3 +26,9 @@ def largest(pairs: Iterable[tuple[dict, dict]], keys: Iterable[str]) -> dict[str
     pairs = list(pairs)
     return {k: max((difference(ra.get(k, math.nan), rb.get(k, math.nan)) for ra, rb in pairs), default=0.0)
             for k in keys}
+
+
+def mean(rows: list[dict], key: str) -> float:
+    """The mean of ``key`` over the rows where it is finite (NaN: a row before the first episode); NaN if none."""
+    xs = [r[key] for r in rows if math.isfinite(r.get(key, math.nan))]
+    return sum(xs) / len(xs) if xs else math.nan

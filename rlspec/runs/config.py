@@ -24,6 +24,11 @@ class ConfigError(ValueError):
     """A bad key or value in a preset, a --set override or a config.json."""
 
 
+def bad(key: str, expected: str, got: Any, why: str = "") -> ConfigError:
+    """The error for a config key's value: the key, what it must be, what it is (and ``why`` it is wrong)."""
+    return ConfigError(f"config key {key!r}: expected {expected}, got {got!r}" + f" ({why})" * bool(why))
+
+
 @cache
 def field_docs(cls: type) -> dict[str, str]:
     """name -> the docstring written under the field in the class body (the CLI help); a subclass inherits
@@ -77,7 +82,7 @@ def parse_value(key: str, text: str, tp: Any) -> Any:
         return parse_value(key, text, inner[0])
     if origin is typing.Literal:
         if text not in args:
-            raise ConfigError(f"config key {key!r}: expected one of {list(args)}, got {text!r}")
+            raise bad(key, f"one of {list(args)}", text)
         return text
     try:
         if tp is bool:
@@ -108,11 +113,11 @@ def _check_value(key: str, value: Any, tp: Any) -> Any:
         return _check_value(key, value, next(a for a in args if a is not type(None)))
     if origin is typing.Literal:
         if value not in args:
-            raise ConfigError(f"config key {key!r}: expected one of {list(args)}, got {value!r}")
+            raise bad(key, f"one of {list(args)}", value)
         return value
     if origin in (tuple, list):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"config key {key!r}: expected a list, got {value!r}")
+            raise bad(key, "a list", value)
         return tuple(_check_value(key, v, args[0]) for v in value)
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
@@ -124,7 +129,7 @@ def _check_value(key: str, value: Any, tp: Any) -> Any:
 def _not_nan(key: str, value: float) -> float:
     """NaN is no setting of any key (it would only poison the run later)."""
     if math.isnan(value):
-        raise ConfigError(f"config key {key!r}: expected a number, got nan")
+        raise bad(key, "a number", math.nan)
     return value
 
 
@@ -251,7 +256,7 @@ def check(cfg: Any, rules: dict[str, Rule]) -> None:
         for part in key.split("."):
             value = getattr(value, part)
         if value is not None and not rule.ok(value):
-            raise ConfigError(f"config key {key!r}: expected {rule.expected}, got {value!r}")
+            raise bad(key, rule.expected, value)
 
 
 def require_at_least(cfg: Any, minimums: dict[str, int]) -> None:

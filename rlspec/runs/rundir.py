@@ -18,8 +18,8 @@ said so. A directory whose run stopped before its first checkpoint starts afresh
 from __future__ import annotations
 
 import csv
-import io
 import fcntl
+import io
 import json
 import math
 import os
@@ -368,10 +368,13 @@ class EpisodeProgress:
 
 class Progress:
     """One status line (rewritten in place on a terminal, one line per update otherwise): env steps/s and
-    the figures a person watches (EpRet, EpCost, λ, ...)."""
+    the figures a person watches (EpRet, EpCost, λ, ...): the metrics ``keys`` (shown by their last name part;
+    none given: every figure passed). With ``on`` False it writes nothing."""
 
-    def __init__(self, total_steps: int, stream=None, every_s: float = 1.0):
-        self.total, self.stream, self.every_s = total_steps, stream or sys.stderr, every_s
+    def __init__(self, total_steps: int, keys: tuple[str, ...] = (), on: bool = True, stream=None,
+                 every_s: float = 1.0):
+        self.total, self.keys, self.on = total_steps, keys, on
+        self.stream, self.every_s = stream or sys.stderr, every_s
         self._t0 = self._last = time.perf_counter()
         self._step0: int | None = None
         self._write(f"started ({total_steps} env steps in all); a line per metrics row from the first one on")
@@ -380,6 +383,8 @@ class Progress:
         """A line for this metrics row: the first one at once (steps/s from the second on: the first row
         starts the clock), later ones at most every ``every_s`` seconds unless ``force``."""
         now = time.perf_counter()
+        if self.keys:
+            figures = {k.split("/")[-1]: figures[k] for k in self.keys if k in figures}
         if self._step0 is None:
             self._step0, self._t0 = step, now
             rate = "… steps/s"
@@ -392,10 +397,12 @@ class Progress:
         self._write(f"{step}/{self.total} ({100 * step / max(self.total, 1):.0f}%)  {rate}  {shown}")
 
     def _write(self, line: str) -> None:
+        if not self.on:
+            return
         tty = getattr(self.stream, "isatty", lambda: False)()
         self.stream.write(("\r" + line + "\x1b[K") if tty else line + "\n")
         self.stream.flush()
 
     def close(self) -> None:
-        if getattr(self.stream, "isatty", lambda: False)():
+        if self.on and getattr(self.stream, "isatty", lambda: False)():
             self.stream.write("\n")

@@ -11,7 +11,8 @@ class, presets, shorthand flags, how it names and runs a run) and ``train`` owns
 
 `rlspec compare ENGINE` and `rlspec eval RUN` share their common part too: ``compare_parser``/``compare_config``
 (the shorthand flags, --preset, --set for both runs, --out, --quiet) and ``eval_parser``/``eval_inputs``
-(--episodes, the run's config and checkpoint, one error line for a missing or damaged run).
+(--episodes, the run's config and checkpoint, one error line for a missing or damaged run), ``episode_means``
+and ``write_eval`` (RUN/eval/eval.json).
 
 Imports no torch: an engine module builds its ``Engine`` and passes it here.
 """
@@ -19,6 +20,8 @@ Imports no torch: an engine module builds its ``Engine`` and passes it here.
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -133,6 +136,19 @@ def eval_inputs(p: argparse.ArgumentParser, argv: list[str], load: Callable[[], 
         print(f"rlspec eval: error: {err}", file=sys.stderr)
         return None
     return args, cfg, ckpt
+
+
+def episode_means(episodes: list[tuple], names: tuple[str, ...]) -> dict[str, float]:
+    """name -> the mean of that entry of the episodes' tuples (NaN with no episode)."""
+    return {name: sum(e[i] for e in episodes) / len(episodes) if episodes else math.nan for i, name in enumerate(names)}
+
+
+def write_eval(run_dir: Path, result: dict) -> int:
+    """RUN/eval/eval.json of ``result``, and ``result`` as one JSON line on stdout; 0 (`rlspec eval`'s status)."""
+    (Path(run_dir) / "eval").mkdir(exist_ok=True)
+    (Path(run_dir) / "eval/eval.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result))
+    return 0
 
 
 def train(engine: Engine, argv: list[str]) -> int:

@@ -262,7 +262,9 @@ def test_semantic_keys_through_build_config_and_errors_name_the_field(clip_dir):
         safe.build_config(overrides=["semantic.capture_interval=0"])
     with pytest.raises(runconfig.ConfigError, match="unknown config key 'semantic.capture_every'"):
         safe.build_config(overrides=["semantic.capture_every=2"])
-    with pytest.raises(runconfig.ConfigError, match="'semantic.enable': True needs algo 'PPOLagSem', got 'PPOLag'"):
+    with pytest.raises(runconfig.ConfigError,
+                       match=r"'semantic.enable': expected False with algo 'PPOLag' \(True needs PPOLagSem\), "
+                             "got True"):
         safe.validate(safe.build_config(overrides=["algo=PPOLag", "semantic.enable=true"]))
     assert dataclasses.replace(cfg, semantic=dataclasses.replace(cfg.semantic, enable=False)).semantic.enable is False
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import time
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from rlspec.engines.bonus.config import ENGINE, PRESETS, BonusConfig, steps_per_
 from rlspec.engines.bonus.local import World, make_envs
 from rlspec.runs import config as runconfig
 from rlspec.runs import shell
-from rlspec.runs.compare import difference
+from rlspec.runs.compare import difference, mean
 from rlspec.runs.faults import attempt, check_finite
 from rlspec.runs.plots import Panel, draw, overlay
 from rlspec.runs.rundir import EpisodeProgress, Progress, RunDir, load_checkpoint, load_run, read_metrics
@@ -88,7 +87,7 @@ def _loop(cfg: BonusConfig, w, rundir: RunDir, start: int, stop: int, show_progr
     checkpoint."""
     per_update = steps_per_update(cfg)
     updates = cfg.total_steps // per_update
-    bar = Progress(updates * per_update) if show_progress else None
+    bar = Progress(updates * per_update, ("Metrics/SuccessRate", "Metrics/EpRet", "pairs/queue"), on=show_progress)
     for k in range(start, stop):
         t0 = time.perf_counter()
         step = (k + 1) * per_update
@@ -96,13 +95,10 @@ def _loop(cfg: BonusConfig, w, rundir: RunDir, start: int, stop: int, show_progr
         check_finite(step, {key: v for key, v in metrics.items() if key.startswith("Loss/")}, w.params())
         metrics["Time/env_steps_per_s"] = per_update / max(time.perf_counter() - t0, 1e-9)
         rundir.log(step, metrics)
-        if bar is not None:
-            bar.update(step, {"success": metrics["Metrics/SuccessRate"], "ret": metrics["Metrics/EpRet"],
-                              "queue": metrics.get("pairs/queue", 0.0)}, force=True)
+        bar.update(step, metrics, force=True)
         if (k + 1) % cfg.checkpoint_every == 0 or k + 1 == updates:
             rundir.save(step, {"update": k + 1, "world": w.state_dict()}, w.params())
-    if bar is not None:
-        bar.close()
+    bar.close()
 
 
 # ------------------------------------------------------------------------------------ CLI entry points
@@ -159,12 +155,8 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
             progress.update(len(results))
             ret = 0.0
         obs = torch.from_numpy(out.obs)
-    result = {"episodes": len(results), "EpRet": sum(r[0] for r in results) / len(results),
-              "SuccessRate": sum(r[1] for r in results) / len(results)}
-    (Path(run_dir) / "eval").mkdir(exist_ok=True)
-    (Path(run_dir) / "eval/eval.json").write_text(json.dumps(result, indent=2))
-    print(json.dumps(result))
-    return 0
+    return shell.write_eval(run_dir, {"episodes": len(results),
+                                      **shell.episode_means(results, ("EpRet", "SuccessRate"))})
 
 
 COMPARED = ("Metrics/SuccessRate", "Metrics/EpRet", "pairs/queue", "bonus/updates")
@@ -206,9 +198,5 @@ def summary(run_dir: Path) -> dict:
     """The last 10% of a run's rows (at least one): mean success rate and return; env steps/s over all rows."""
     rows = read_metrics(run_dir)
     tail = rows[-max(1, len(rows) // 10):]
-    def mean(key: str, rs: list[dict]) -> float:  # over the rows where the key is finite (NaN: no episode yet)
-        xs = [r[key] for r in rs if math.isfinite(r.get(key, math.nan))]
-        return sum(xs) / len(xs) if xs else math.nan
-
-    return {"run": str(run_dir), "rows": len(rows), "SuccessRate": mean("Metrics/SuccessRate", tail),
-            "EpRet": mean("Metrics/EpRet", tail), "env_steps_per_s": mean("Time/env_steps_per_s", rows)}
+    return {"run": str(run_dir), "rows": len(rows), "SuccessRate": mean(tail, "Metrics/SuccessRate"),
+            "EpRet": mean(tail, "Metrics/EpRet"), "env_steps_per_s": mean(rows, "Time/env_steps_per_s")}

@@ -83,9 +83,8 @@ PRESETS: dict[str, dict] = {
 
 def validate(cfg: BonusConfig) -> None:
     if cfg.task != "token-reach" and not cfg.task.startswith(METAWORLD):
-        raise runconfig.ConfigError(f"config key 'task': expected token-reach or {METAWORLD}NAME-v3, got {cfg.task!r}")
-    if cfg.execution not in ("local", "ray"):
-        raise runconfig.ConfigError(f"config key 'execution': expected local or ray, got {cfg.execution!r}")
+        raise runconfig.bad("task", f"token-reach or {METAWORLD}NAME-v3", cfg.task)
+    runconfig.check(cfg, {"execution": runconfig.one_of(("local", "ray"))})
     if cfg.task.startswith(METAWORLD):
         _require_extra("task", cfg.task, "metaworld")
         from rlspec.envs.metaworld_tokens import parse_task
@@ -97,8 +96,8 @@ def validate(cfg: BonusConfig) -> None:
     if cfg.execution == "ray":
         _require_extra("execution", cfg.execution, "ray")
     if cfg.inference not in ("local", "actor") or (cfg.inference == "actor" and cfg.execution != "ray"):
-        raise runconfig.ConfigError(f"config key 'inference': expected local, or actor with execution=ray, got "
-                                    f"{cfg.inference!r} with execution={cfg.execution!r}")
+        raise runconfig.bad("inference", "local, or actor with execution=ray", f"{cfg.inference} with execution="
+                            f"{cfg.execution}")
     runconfig.check(cfg, {"kit": runconfig.one_of(KITS), "ablation": runconfig.one_of(ABLATIONS)})
     runconfig.require_at_least(cfg, dict.fromkeys(("num_envs", "fragment_len", "total_steps", "replay_capacity",
                                                    "pool_size", "queue_size", "ep_window", "checkpoint_every",
@@ -110,8 +109,8 @@ def validate(cfg: BonusConfig) -> None:
                           "learner.gamma": runconfig.UNIT,
                           **dict.fromkeys(("learner.lr", "learner.bonus_lr", "learner.clip"), runconfig.POSITIVE)})
     if not 0 <= cfg.best_workers < cfg.rollout_workers:
-        raise runconfig.ConfigError(f"config key 'best_workers': expected 0 <= best_workers < rollout_workers = "
-                                    f"{cfg.rollout_workers} (one worker at least stays on-policy), got {cfg.best_workers}")
+        raise runconfig.bad("best_workers", f"0 <= best_workers < rollout_workers = {cfg.rollout_workers} (one "
+                            "worker at least stays on-policy)", cfg.best_workers)
     if not 0.0 <= cfg.best_ema < 1.0 or cfg.best_perturb_std < 0:
         raise runconfig.ConfigError(f"config keys 'best_ema' in [0, 1) and 'best_perturb_std' >= 0: got "
                                     f"{cfg.best_ema}, {cfg.best_perturb_std}")
@@ -120,14 +119,12 @@ def validate(cfg: BonusConfig) -> None:
                                     f"rank would decide alone), got target_kl = {cfg.learner.target_kl} with "
                                     f"trainers = {cfg.trainers}")
     if cfg.learner.target_kl is not None and not cfg.learner.target_kl > 0:
-        raise runconfig.ConfigError(f"config key 'learner.target_kl': expected > 0 or none, got "
-                                    f"{cfg.learner.target_kl}")
+        raise runconfig.bad("learner.target_kl", "> 0 or none", cfg.learner.target_kl)
     if cfg.execution == "ray" and cfg.rollout_workers % cfg.trainers:
-        raise runconfig.ConfigError(f"config key 'rollout_workers': {cfg.rollout_workers} is not a multiple of "
-                                    f"trainers = {cfg.trainers} (each trainer takes the same number of fragments)")
+        raise runconfig.bad("rollout_workers", f"a multiple of trainers = {cfg.trainers} (each trainer takes the same "
+                            "number of fragments)", cfg.rollout_workers)
     if cfg.total_steps < steps_per_update(cfg):
-        raise runconfig.ConfigError(f"config key 'total_steps': {cfg.total_steps} is less than one update "
-                                    f"({steps_per_update(cfg)} env steps)")
+        raise runconfig.bad("total_steps", f">= one update ({steps_per_update(cfg)} env steps)", cfg.total_steps)
 
 
 def _require_extra(key: str, value: str, module: str) -> None:
@@ -136,8 +133,6 @@ def _require_extra(key: str, value: str, module: str) -> None:
     if importlib.util.find_spec(module) is None:
         raise runconfig.ConfigError(f"config key {key!r}: {value!r} needs the {module} package, not installed here: "
                                     f"pip install -e '.[bonus]'")
-
-
 
 
 def total_envs(cfg: BonusConfig) -> int:

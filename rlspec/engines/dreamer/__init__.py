@@ -52,7 +52,7 @@ from rlspec.engines.dreamer.reference import (
 )
 from rlspec.runs import config as runconfig
 from rlspec.runs import shell
-from rlspec.runs.compare import largest
+from rlspec.runs.compare import largest, mean
 from rlspec.runs.faults import attempt
 from rlspec.runs.plots import draw, overlay
 from rlspec.runs.rundir import EpisodeProgress, RunDir, read_metrics
@@ -192,10 +192,7 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
         images = [video_frame(f, args.scale) for f in frames]
         result.update(video=str(write_mp4(Path(run_dir) / "eval/episodes.mp4", images, args.fps)),
                       video_frames=len(images))
-    (Path(run_dir) / "eval").mkdir(exist_ok=True)
-    (Path(run_dir) / "eval/eval.json").write_text(json.dumps(result, indent=2))
-    print(json.dumps(result))
-    return 0
+    return shell.write_eval(run_dir, result)
 
 
 DETERMINISTIC = {"commit_stride": 1, "steps_per_rollout": 1, "sync_every": 1}
@@ -256,16 +253,13 @@ def compare_runs(ref_run: Path, fast_run: Path, updates: int, rtol: float) -> di
 
     w_first, w_all = largest(first, COMPARED), largest(pairs, COMPARED)
     top = max(w_first.items(), key=lambda kv: kv[1])
-
-    def speed(rows):
-        return {"env_steps_per_s": sum(r.get("Time/env_steps_per_s", 0) for r in rows) / max(len(rows), 1),
-                "updates_per_s": sum(r.get("Time/updates_per_s", 0) for r in rows) / max(len(rows), 1)}
-
+    speed = {name: {k: mean(rows, f"Time/{k}") for k in ("env_steps_per_s", "updates_per_s")}
+             for name, rows in (("reference", a), ("fast", b))}
     return {"runs": {"reference": str(ref_run), "fast": str(fast_run)}, "rows": [len(a), len(b)],
             "rows_compared": len(first), "updates": updates, "rtol": rtol,
             "agree": len(a) == len(b) and len(first) > 0 and top[1] <= rtol, "worst_first": list(top),
             "max_rel_diff_first": w_first, "max_rel_diff_all": w_all,
-            "speed": {"reference": speed(a), "fast": speed(b)}}
+            "speed": speed}
 
 
 def compare_plot(ref_run: Path, fast_run: Path, path: Path) -> Path:

@@ -47,8 +47,10 @@ from rlspec.algos.dreamer import (KITS, DreamerConfig, DreamerState, Kit, make_s
 from rlspec.contracts.room_env import MASK32, MIN_FRAMESKIP, NUM_ACTIONS, SCENARIOS
 from rlspec.runs import config as runconfig
 from rlspec.runs import device as devices
+from rlspec.runs.config import bad
 from rlspec.runs.faults import Diverged, RunStopped, check_finite, nonfinite_tensors
 from rlspec.runs.plots import Panel, draw
+from rlspec.runs.shell import episode_means
 from rlspec.runs.rundir import (
     EpisodeProgress,
     Progress,
@@ -170,42 +172,33 @@ POSITIVE = ("wm_lr", "actor_lr", "critic_lr", "wm_eps", "ac_eps", "wm_clip", "ac
 
 
 def validate(cfg: DreamerRunConfig) -> None:
-    def bad(key: str, expected: str, got) -> runconfig.ConfigError:
-        return runconfig.ConfigError(f"config key {key!r}: expected {expected}, got {got!r}")
-
-    if cfg.execution not in EXECUTIONS:
-        raise bad("execution", f"one of {list(EXECUTIONS)}", cfg.execution)
-    if cfg.task not in SCENARIOS:
-        raise bad("task", f"one of {sorted(SCENARIOS)}", cfg.task)
-    validate_env(cfg, bad)
+    runconfig.check(cfg, {"execution": runconfig.one_of(EXECUTIONS), "task": runconfig.one_of(sorted(SCENARIOS)),
+                          "env": runconfig.one_of(ENVS), "train_ratio": runconfig.POSITIVE,
+                          **{f"dreamer.{key}": runconfig.POSITIVE for key in POSITIVE}})
+    validate_env(cfg)
     runconfig.require_at_least(cfg, INT_MIN)
     if cfg.seed > MASK32:
         raise bad("seed", "an int <= 2**32 - 1 (the room's episode seeds are uint32 arithmetic)", cfg.seed)
     for key in ("total_steps", "log_every", "checkpoint_every"):
         if getattr(cfg, key) % cfg.num_envs:
             raise bad(key, f"a multiple of num_envs = {cfg.num_envs}", getattr(cfg, key))
-    if not (math.isfinite(cfg.train_ratio) and cfg.train_ratio > 0):
-        raise bad("train_ratio", "a finite float > 0", cfg.train_ratio)
     d = cfg.dreamer
     if cfg.min_ready_steps < cfg.num_envs * d.seq_len:
         raise bad("min_ready_steps", f">= num_envs · dreamer.seq_len = {cfg.num_envs * d.seq_len} (a full "
                   "sequence in every env column before the first update)", cfg.min_ready_steps)
     if cfg.replay_capacity < d.seq_len:
         raise bad("replay_capacity", f">= dreamer.seq_len = {d.seq_len}", cfg.replay_capacity)
-    runconfig.check(cfg, {f"dreamer.{key}": runconfig.POSITIVE for key in POSITIVE})
     try:
         d.world_model_config(num_actions(cfg)), d.behavior_config()
     except (TypeError, ValueError) as err:
         raise runconfig.ConfigError(f"config group 'dreamer': {err}") from None
     if cfg.execution == "device":
-        validate_fast(cfg, bad)
+        validate_fast(cfg)
 
 
-def validate_env(cfg: DreamerRunConfig, bad) -> None:
+def validate_env(cfg: DreamerRunConfig) -> None:
     """The env keys: the room takes none of rom/state/plugin; pyboy needs an existing ROM file, an existing
     save state file if one is named, and a plug-in that loads (its own error in the message)."""
-    if cfg.env not in ENVS:
-        raise bad("env", f"one of {list(ENVS)}", cfg.env)
     if cfg.env == "room":
         for key in ("rom", "state", "plugin"):
             if getattr(cfg, key):
@@ -220,12 +213,12 @@ def validate_env(cfg: DreamerRunConfig, bad) -> None:
         raise bad("rom", "an existing Game Boy ROM file (--rom PATH)", cfg.rom)
     problem = pyboy_env.rom_problem(Path(cfg.rom))
     if problem:
-        raise bad("rom", "a Game Boy ROM file (--rom PATH)", f"{cfg.rom} ({problem})")
+        raise bad("rom", "a Game Boy ROM file (--rom PATH)", cfg.rom, problem)
     if cfg.state and not Path(cfg.state).is_file():
         raise bad("state", "an existing PyBoy save state file (--state PATH) or empty", cfg.state)
     problem = cfg.state and pyboy_env.state_problem(Path(cfg.rom), Path(cfg.state))
     if problem:
-        raise bad("state", "a PyBoy save state of this ROM (--state PATH) or empty", f"{cfg.state} ({problem})")
+        raise bad("state", "a PyBoy save state of this ROM (--state PATH) or empty", cfg.state, problem)
     if not cfg.plugin:
         raise bad("plugin", "a reward/termination plug-in, a .py file or a module name (--plugin; "
                   "interface: rlspec/envs/pyboy_env.py)", cfg.plugin)
@@ -377,9 +370,9 @@ def nonfinite_as_diverged(state: DreamerState, env_steps: int):
     try:
         yield
     except (ValueError, RuntimeError) as err:
-        bad = nonfinite_tensors(params(state))
-        if bad:
-            raise Diverged(env_steps, f"parameters of {', '.join(bad)} (update {state.updates + 1}: train_step "
+        broken = nonfinite_tensors(params(state))
+        if broken:
+            raise Diverged(env_steps, f"parameters of {', '.join(broken)} (update {state.updates + 1}: train_step "
                                       f"stopped with {type(err).__name__}: {str(err).splitlines()[0]})") from err
         raise
 
@@ -389,12 +382,8 @@ def row(cfg: DreamerRunConfig, state: DreamerState, loop: Loop) -> dict[str, flo
     the window, the measured replay ratio."""
     m = {k: v / loop.count for k, v in loop.sums.items()}
     loop.sums, loop.count = {}, 0
-    eps = loop.finished
-    m.update({**ratio_metrics(cfg, state.updates, loop.env_steps),
-              "Metrics/EpRet": sum(e[0] for e in eps) / len(eps) if eps else math.nan,
-              "Metrics/EpLen": sum(e[1] for e in eps) / len(eps) if eps else math.nan,
-              "Metrics/SuccessRate": sum(e[2] for e in eps) / len(eps) if eps else math.nan})
-    return m
+    return {**m, **ratio_metrics(cfg, state.updates, loop.env_steps),
+            **episode_means(loop.finished, ("Metrics/EpRet", "Metrics/EpLen", "Metrics/SuccessRate"))}
 
 
 def ratio_metrics(cfg: DreamerRunConfig, updates: int, env_steps: int) -> dict[str, float]:
@@ -521,7 +510,9 @@ class Logger:
                  device: torch.device | None = None):
         """``device``: the engine's (peak VRAM is reported on CUDA)."""
         self.cfg, self.rundir, self.device = cfg, rundir, device
-        self.bar = Progress(cfg.total_steps) if show_progress else None
+        self.bar = Progress(cfg.total_steps, ("Time/updates_per_s", "Train/replay_ratio", "Loss/loss",
+                                              "Loss/recon_loss", "Metrics/EpRet", "Metrics/SuccessRate"),
+                            on=show_progress)
         self.t0, self.steps0, self.updates0 = time.perf_counter(), env_steps, updates
         self.start, self.last = self.t0, {"step": float(env_steps)}
 
@@ -535,16 +526,12 @@ class Logger:
         self.t0, self.steps0, self.updates0 = time.perf_counter(), env_steps, updates
         self.rundir.log(env_steps, m)
         self.last = {"step": float(env_steps), **m}
-        if self.bar is not None:
-            self.bar.update(env_steps, {k.split("/")[-1]: m[k] for k in (
-                "Time/updates_per_s", "Train/replay_ratio", "Loss/loss", "Loss/recon_loss", "Metrics/EpRet",
-                "Metrics/SuccessRate") if k in m}, force=True)
+        self.bar.update(env_steps, m, force=True)
 
     def close(self, state: DreamerState | None = None, ring=None) -> None:
         """Close the run directory and write RUN/summary.json; with ``state``, draw the plots and the
         reconstruction strip."""
-        if self.bar is not None:
-            self.bar.close()
+        self.bar.close()
         self.rundir.close()
         self.write_summary()
         if state is not None:
@@ -616,16 +603,15 @@ def run_episodes(cfg: DreamerRunConfig, state: DreamerState, episodes: int, seed
         frames.append(loop.obs.clone())
     envs.close()
     done = loop.finished[:episodes]
-    return {"episodes": len(done), "seed": seed, "steps": steps, "EpRet": sum(e[0] for e in done) / len(done),
-            "EpLen": sum(e[1] for e in done) / len(done), "SuccessRate": sum(e[2] for e in done) / len(done)}
+    return {"episodes": len(done), "seed": seed, "steps": steps,
+            **episode_means(done, ("EpRet", "EpLen", "SuccessRate"))}
 
 
-def validate_fast(cfg: DreamerRunConfig, bad) -> None:
-    """The fast engine's keys (``bad(key, expected, got)`` makes the error)."""
+def validate_fast(cfg: DreamerRunConfig) -> None:
+    """The device execution's keys."""
     d = cfg.dreamer
-    for key in ("steps_per_rollout", "commit_stride", "sync_every"):
-        if getattr(cfg, key) < 1:
-            raise bad(key, "an int >= 1", getattr(cfg, key))
+    runconfig.check(cfg, {**dict.fromkeys(("steps_per_rollout", "commit_stride", "sync_every"), runconfig.at_least(1)),
+                          "kit": runconfig.one_of(KITS), "value_checks": runconfig.one_of(("auto", "on", "off"))})
     if cfg.commit_stride > d.seq_len:
         raise bad("commit_stride", f"<= dreamer.seq_len = {d.seq_len} (commit often enough that the learner can "
                   "assemble full sequences; seed 004 M7)", cfg.commit_stride)
@@ -635,14 +621,10 @@ def validate_fast(cfg: DreamerRunConfig, bad) -> None:
                   "window between the uncommitted rows and the reserved old end)", cfg.replay_capacity)
     if cfg.ep_window < cfg.num_envs:
         raise bad("ep_window", f">= num_envs = {cfg.num_envs} (the device-side episode window)", cfg.ep_window)
-    if cfg.kit not in KITS:
-        raise bad("kit", f"one of {list(KITS)}", cfg.kit)
-    if cfg.value_checks not in ("auto", "on", "off"):
-        raise bad("value_checks", "auto, on or off", cfg.value_checks)
     try:
         device(cfg)
     except (RuntimeError, ValueError) as err:
-        raise bad("device", devices.CHOICES, f"{cfg.device} ({err})") from None
+        raise bad("device", devices.CHOICES, cfg.device, str(err)) from None
 
 
 def device(cfg: DreamerRunConfig) -> torch.device:

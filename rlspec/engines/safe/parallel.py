@@ -36,8 +36,8 @@ from rlspec.engines.safe import reference as safe
 from rlspec.engines.safe.reference import Execution, SafeConfig
 from rlspec.envs.subproc_vector import EnvWorkerError, SubprocSafeVectorEnv
 from rlspec.runs import device, shell
-from rlspec.runs.compare import largest
-from rlspec.runs.config import ConfigError
+from rlspec.runs.compare import largest, mean
+from rlspec.runs.config import bad
 from rlspec.runs.faults import RunStopped, attempt
 from rlspec.runs.rundir import read_metrics
 
@@ -89,18 +89,17 @@ def policy_device(cfg: SafeConfig) -> torch.device:
     try:
         return device.resolve(requested)
     except (RuntimeError, ValueError) as err:
-        raise ConfigError(f"config key 'device': expected {device.CHOICES}, got {cfg.device!r} ({err})") from None
+        raise bad("device", device.CHOICES, cfg.device, str(err)) from None
 
 
 def execution(cfg: SafeConfig) -> Execution:
     """Envs in workers; the torch.distributed group (if one is initialized) as comm; the networks on
     cfg.device."""
     if cfg.env_workers < 0 or cfg.env_workers > cfg.num_envs - cfg.learner_steps:
-        raise ConfigError(f"config key 'env_workers': expected 0..num_envs{' - 1 (learner_steps)' * cfg.learner_steps}"
-                          f" = {cfg.num_envs - cfg.learner_steps}, got {cfg.env_workers}")
+        raise bad("env_workers", f"0..num_envs{' - 1 (learner_steps)' * cfg.learner_steps} = "
+                  f"{cfg.num_envs - cfg.learner_steps}", cfg.env_workers)
     if cfg.learner_steps and not cfg.env_workers:
-        raise ConfigError("config key 'learner_steps': expected false with env_workers=0 (every env already steps "
-                          "in this process), got true")
+        raise bad("learner_steps", "false with env_workers=0 (every env already steps in this process)", True)
     dev = policy_device(cfg)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
@@ -162,7 +161,7 @@ def compare_runs(ref: Path, fast: Path) -> dict:
     a, b = read_metrics(ref), read_metrics(fast)
     keys = sorted(k for k in set().union(*a[:1], *b[:1]) if not k.startswith("Time/"))
     diff = largest(zip(a, b), keys)
-    fps = {name: sum(r["Time/FPS"] for r in rows) / max(len(rows), 1) for name, rows in (("reference", a), ("fast", b))}
+    fps = {name: mean(rows, "Time/FPS") for name, rows in (("reference", a), ("fast", b))}
     fps["ratio"] = fps["fast"] / fps["reference"] if fps["reference"] else math.nan
     return {"runs": {"reference": str(ref), "fast": str(fast)}, "rows": [len(a), len(b)],
             "identical": len(a) == len(b) and all(v == 0.0 for v in diff.values()), "max_diff": diff, "fps": fps}

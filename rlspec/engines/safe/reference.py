@@ -148,25 +148,22 @@ def validate(cfg: SafeConfig) -> None:
                           "kit": runconfig.one_of(KITS)})
     for key, local in PARALLEL_ONLY.items():
         if cfg.execution == "local" and getattr(cfg, key) != local:
-            raise runconfig.ConfigError(f"config key {key!r}: expected {local!r} with execution local (it is "
-                                        f"execution parallel's), got {getattr(cfg, key)!r}")
-    bad = validate_config(cfg.trust_region)  # [(key, expected, got)]
-    if bad:
-        key, expected, got = bad[0]
-        raise runconfig.ConfigError(f"config key 'trust_region.{key}': expected {expected}, got {got!r}")
+            raise runconfig.bad(key, f"{local!r} with execution local (it is execution parallel's)", getattr(cfg, key))
+    problems = validate_config(cfg.trust_region)  # [(key, expected, got)]
+    if problems:
+        key, expected, got = problems[0]
+        raise runconfig.bad(f"trust_region.{key}", expected, got)
     runconfig.require_at_least(cfg, dict.fromkeys(("num_envs", "total_steps", "steps_per_epoch", "ep_window",
                                                    "checkpoint_every", "torch_threads", "ppo.update_iters",
                                                    "ppo.batch_size"), 1) | {"frame_size": 8})
     runconfig.check(cfg, {**dict.fromkeys(("ppo.gamma", "ppo.cost_gamma", "ppo.lam", "ppo.lam_c"), runconfig.UNIT),
                           **dict.fromkeys(("ppo.actor_lr", "ppo.critic_lr", "ppo.clip"), runconfig.POSITIVE)})
     if cfg.steps_per_epoch % cfg.num_envs:
-        raise runconfig.ConfigError(f"config key 'steps_per_epoch': {cfg.steps_per_epoch} is not a multiple of "
-                                    f"num_envs = {cfg.num_envs}")
+        raise runconfig.bad("steps_per_epoch", f"a multiple of num_envs = {cfg.num_envs}", cfg.steps_per_epoch)
     if cfg.total_steps < cfg.steps_per_epoch:
-        raise runconfig.ConfigError(f"config key 'total_steps': {cfg.total_steps} is less than one epoch "
-                                    f"(steps_per_epoch = {cfg.steps_per_epoch})")
+        raise runconfig.bad("total_steps", f">= one epoch (steps_per_epoch = {cfg.steps_per_epoch})", cfg.total_steps)
     if cfg.semantic.enable and cfg.algo != "PPOLagSem":
-        raise runconfig.ConfigError(f"config key 'semantic.enable': True needs algo 'PPOLagSem', got {cfg.algo!r}")
+        raise runconfig.bad("semantic.enable", f"False with algo {cfg.algo!r} (True needs PPOLagSem)", True)
     problem = safety_gym.env_problem(cfg.env_id)  # last: the keys above are checked without the simulator
     if problem:
         raise runconfig.ConfigError(f"config key 'env_id' (--env): {problem}")
@@ -292,8 +289,8 @@ def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int
     ex = execution or Execution()
     world, io = ex.comm.world_size, ex.rank == 0
     if cfg.steps_per_epoch % (world * cfg.num_envs):
-        raise runconfig.ConfigError(f"config key 'steps_per_epoch': {cfg.steps_per_epoch} is not a multiple of "
-                                    f"processes × num_envs = {world} × {cfg.num_envs}")
+        raise runconfig.bad("steps_per_epoch", f"a multiple of processes × num_envs = {world} × {cfg.num_envs}",
+                            cfg.steps_per_epoch)
     if resume and world > 1:
         raise runconfig.ConfigError("--resume continues one-process runs only")
     torch.set_num_threads(cfg.torch_threads)
@@ -342,7 +339,8 @@ def _loop(cfg: SafeConfig, ex: Execution, kit: Kit, state: SafePPOState, envs: S
     checkpoint."""
     epochs = cfg.total_steps // cfg.steps_per_epoch
     steps = cfg.steps_per_epoch // (ex.comm.world_size * cfg.num_envs)  # vector steps per epoch
-    progress = _Progress(cfg.total_steps, show_progress and rundir is not None)
+    progress = Progress(cfg.total_steps, ("Metrics/EpRet", "Metrics/EpCost", "Metrics/LagrangeMultiplier"),
+                        on=show_progress and rundir is not None)
     for epoch in range(start, stop):
         t0 = time.perf_counter()
         rollout = collect(state, envs, steps, gen, hooks, epoch * cfg.steps_per_epoch)
@@ -362,7 +360,7 @@ def _loop(cfg: SafeConfig, ex: Execution, kit: Kit, state: SafePPOState, envs: S
                         "Time/Update": t2 - t1, "Time/FPS": cfg.steps_per_epoch / max(t2 - t0, 1e-9)})
         if hooks is not None:
             metrics.update(hooks.telemetry())
-        progress(step, metrics)
+        progress.update(step, metrics, force=True)
         if rundir is not None:
             rundir.log(step, metrics)
             if (epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == epochs:
@@ -377,20 +375,6 @@ def _semantic_hooks(cfg: SafeConfig, world: int):
                                     f"state is not shared across processes), got {world} processes")
     return build_hooks(cfg.semantic, num_envs=cfg.num_envs, gamma=cfg.ppo.gamma, total_steps=cfg.total_steps,
                        seed=cfg.seed)
-
-
-class _Progress:
-    def __init__(self, total: int, on: bool):
-        self.bar = Progress(total) if on else None
-
-    def __call__(self, step: int, m: dict) -> None:
-        if self.bar is not None:
-            self.bar.update(step, {k.split("/")[-1]: m[k] for k in ("Metrics/EpRet", "Metrics/EpCost",
-                                                                    "Metrics/LagrangeMultiplier")}, force=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 # ------------------------------------------------------------------------------------ CLI entry points
@@ -459,11 +443,7 @@ def evaluate(run_dir: Path, argv: list[str], cls: type = SafeConfig) -> int:
         if args.video and not envs.finished and len(frames) < args.max_frames:
             frames.append(envs.envs[0].render())
     eps = envs.finished[:args.episodes]
-    result = {"episodes": len(eps), "EpRet": sum(e[0] for e in eps) / len(eps),
-              "EpCost": sum(e[1] for e in eps) / len(eps), "EpLen": sum(e[2] for e in eps) / len(eps)}
-    (Path(run_dir) / "eval").mkdir(exist_ok=True)
-    (Path(run_dir) / "eval/eval.json").write_text(json.dumps(result, indent=2))
+    result = {"episodes": len(eps), **shell.episode_means(eps, ("EpRet", "EpCost", "EpLen"))}
     if frames:
         result["video"] = str(write_mp4(Path(run_dir) / "eval/episode0.mp4", frames))
-    print(json.dumps(result))
-    return 0
+    return shell.write_eval(run_dir, result)
