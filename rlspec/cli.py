@@ -190,7 +190,7 @@ def _semantics(argv: list[str]) -> int:
 
 
 def _report(argv: list[str]) -> int:
-    from rlspec.runs.evaluation import main as report
+    from rlspec.evidence.evaluation import main as report
 
     return report(argv)
 
@@ -202,7 +202,7 @@ def _overlay(runs: list[Path]) -> bool:
         return True
     if (runs[0] / "config.json").is_file():
         return False
-    from rlspec.runs.evaluation import EvaluationError, read_run
+    from rlspec.evidence.evaluation import EvaluationError, read_run
 
     try:
         read_run(runs[0])

@@ -6,7 +6,7 @@ tests/bench/sb3_metaworld.py's for SB3). Reported, never asserted.
         --rlspec bench-results/bonus_ablation --sb3 runs/sb3-mw --out docs/bench
 
 Per side (rlspec `ARM-sSEED` under RLSPEC/metaworld_TASK; SB3 `PPO-sSEED` under SB3/TASK): only runs that reached
---total-steps enter the statistics (`rlspec.runs.evaluation.group_report`: the last 10% of each run's rows, mean
+--total-steps enter the statistics (`rlspec.evidence.evaluation.group_report`: the last 10% of each run's rows, mean
 and 95% bootstrap CI over seeds of the success rate and return); the env steps to a success rate of --threshold;
 the greedy policy's success per seed where it was measured (rlspec: RUN/eval/eval.json of `rlspec eval RUN
 --episodes 20`; SB3: its greedy.json), both on the env index 1,000,003 no training env uses. Per rlspec arm
@@ -22,7 +22,7 @@ import math
 import platform
 from pathlib import Path
 
-from rlspec.runs.evaluation import Curve, group_report, plot_groups, read_run, steps_to_threshold, summary
+from rlspec.evidence.evaluation import Curve, group_report, plot_groups, read_run, steps_to_threshold, summary
 
 SB3_GROUP = "sb3 PPO"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlspec.runs import cpu
+from rlspec.evidence import cpu
 
 
 def load_average() -> list[float] | None:

@@ -28,7 +28,7 @@ import torch
 
 from rlspec.algos import dreamer as core
 from rlspec.engines.dreamer import NUM_ACTIONS, PRESETS
-from rlspec.runs.cpu import identity as cpu_identity
+from rlspec.evidence.cpu import identity as cpu_identity
 
 SMOKE = core.DreamerConfig(**{k.split(".", 1)[1]: v for k, v in PRESETS["smoke"].items() if k.startswith("dreamer.")})
 SIZES = {"smoke": SMOKE, "default": core.DreamerConfig()}

@@ -4,7 +4,7 @@ where it is installed) at the configurations and batch of tests/bench/dreamer_tr
     python tests/bench/dreamer_phase_profile.py [--configs 1m xs] [--rounds 3] [--warmup 1]
                                                 [--kernel-flags "-O3 -march=native ..."] [--out docs/bench]
 
-Writes dreamer_phase_profile_<isa>.json (isa: avx512 / avx2 / the machine, from rlspec/runs/cpu.py) and prints
+Writes dreamer_phase_profile_<isa>.json (isa: avx512 / avx2 / the machine, from rlspec/evidence/cpu.py) and prints
 a markdown table. ``--kernel-flags`` adds an arm: the fast kit with its channel LayerNorm + SiLU kernel
 (fast/channel_norm.py) built with these flags instead of FLAGS.
 
@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import dreamer_train_step as bench  # noqa: E402  (this script's directory)
 
 from rlspec.fast import channel_norm, cpu_kernel  # noqa: E402
-from rlspec.runs import cpu  # noqa: E402
+from rlspec.evidence import cpu  # noqa: E402
 
 LABEL = "phase::"
 PHASES = ("conv", "channel LN+SiLU", "encoder/decoder other", "RSSM observe scan", "imagination",

@@ -37,7 +37,7 @@ import torch
 
 from rlspec.contracts.room_env import NUM_ACTIONS, STEP_LIMIT
 from rlspec.engines import dreamer
-from rlspec.runs.cpu import identity as cpu_identity
+from rlspec.evidence.cpu import identity as cpu_identity
 
 GOAL = 0.9  # greedy success rate
 RATIO_TOLERANCE = 0.2  # fast env steps within ±20% of the reference's

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from rlspec.engines import dreamer
-from rlspec.runs.cpu import identity as cpu_identity
+from rlspec.evidence.cpu import identity as cpu_identity
 from rlspec.runs.rundir import read_metrics
 
 N_UPDATES = 200

@@ -35,8 +35,8 @@ import torch
 from dreamer_vs_sheeprl import ci, difference_ci  # tests/bench/dreamer_vs_sheeprl.py
 
 from rlspec.engines import dreamer
-from rlspec.runs.cpu import identity as cpu_identity
-from rlspec.runs.evaluation import read_run
+from rlspec.evidence.cpu import identity as cpu_identity
+from rlspec.evidence.evaluation import read_run
 
 N_UPDATES = 200
 GOAL = 0.80  # rlspec's own bar: the fall within N updates (tests/bench/dreamer_standing_still.py)

@@ -53,7 +53,7 @@ Reported, never asserted (except the parameter match). On a machine shared with 
 measure the neighbours too: run it under ``nice`` with enough steps, or on a quiet machine.
 
 The ratios hold for the CPU they were measured on, which the JSON's ``cpu`` and the plot's title name
-(rlspec/runs/cpu.py: model, x86-64 level, vector flags, caches): oneDNN's convolutions and our kernel's
+(rlspec/evidence/cpu.py: model, x86-64 level, vector flags, caches): oneDNN's convolutions and our kernel's
 vector width both follow the instruction set (docs/bench/dreamer_phase_profile_avx2.md: an AVX2 EPYC).
 """
 
@@ -74,7 +74,7 @@ import torch.nn.functional as F
 
 from rlspec.algos import dreamer
 from rlspec.contracts.validate import without_value_checks
-from rlspec.runs import cpu
+from rlspec.evidence import cpu
 from rlspec.reference import packed2
 from sheeprl_config import model_overrides, unfused_adam  # tests/bench/sheeprl_config.py
 

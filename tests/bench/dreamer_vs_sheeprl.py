@@ -35,8 +35,8 @@ import numpy as np
 import torch
 from dreamer_room_exit import GOAL, random_rate  # tests/bench/dreamer_room_exit.py
 
-from rlspec.runs.cpu import identity as cpu_identity
-from rlspec.runs.evaluation import CI_LEVEL, bootstrap_ci
+from rlspec.evidence.cpu import identity as cpu_identity
+from rlspec.evidence.evaluation import CI_LEVEL, bootstrap_ci
 
 FAST_CPU_GOAL = 0.67  # the fast engine's CPU seconds to GOAL over sheeprl's
 IMPLEMENTATIONS = ("sheeprl", "reference", "fast")

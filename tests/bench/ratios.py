@@ -1,6 +1,6 @@
 """Read a pytest-benchmark JSON (tests/bench), print each group's medians and the fast implementations'
 speedups, check the issues' targets, and write ratios.json and ratios.md next to the input:
-ratios.json = {"cpu": the CPU identity the run recorded (rlspec/runs/cpu.py, via tests/bench/conftest.py),
+ratios.json = {"cpu": the CPU identity the run recorded (rlspec/evidence/cpu.py, via tests/bench/conftest.py),
 "loadavg": {"start", "end"} (1/5/15-minute load averages), "pytest_args", "groups": [...]}; ratios.md = the
 Markdown table of the figures.
 
@@ -26,7 +26,7 @@ import textwrap
 from collections import defaultdict
 from pathlib import Path
 
-from rlspec.runs import cpu
+from rlspec.evidence import cpu
 
 BASELINES = ("reference", "sheeprl", "cleanrl-loop", "fast-torch", "per-frame")
 THIRD_PARTY = ("sheeprl", "cleanrl-loop", "per-frame")  # shown in the table beside the target's baseline

@@ -31,7 +31,7 @@ import torch
 
 from rlspec.contracts.room_env import FRAMESKIP, NUM_ACTIONS, OBS_SHAPE, STEP_LIMIT
 from rlspec.envs.room import pyboy_room, warp_room
-from rlspec.runs.cpu import identity as cpu_identity
+from rlspec.evidence.cpu import identity as cpu_identity
 
 BACKENDS = {"pyboy": pyboy_room.RoomVecEnv, "warp-cpu": warp_room.RoomVecEnv}
 SIZES = {"pyboy": (1, 4, 16), "warp-cpu": (1, 4, 16, 64, 256, 1024, 4096)}

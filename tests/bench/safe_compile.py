@@ -31,7 +31,7 @@ from rlspec.algos.safe_ppo import Kit, PPOConfig, SafetyConfig, act, make_state
 from rlspec.algos.safe_update import update
 from rlspec.engines.safe import collect
 from rlspec.envs import safety_gym
-from rlspec.runs.cpu import identity as cpu_identity
+from rlspec.evidence.cpu import identity as cpu_identity
 
 VARIANTS = ("eager", "compiled-nets", "adam-foreach", "adam-fused")
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from curves import TAIL, plot_groups, tail_mean  # tests/bench/curves.py (this script's directory is on sys.path)
 
-from rlspec.runs.cpu import identity as cpu_identity
+from rlspec.evidence.cpu import identity as cpu_identity
 
 # OmniSafe 0.5.0's benchmark table, SafetyPointGoal1-v0, 1e7 steps, cost limit 25: (EpRet, EpCost)
 OMNISAFE_ANCHOR = {

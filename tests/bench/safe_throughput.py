@@ -52,7 +52,7 @@ from rlspec.algos.safe_update import update
 from rlspec.engines.safe import collect
 from rlspec.envs import safety_gym
 from rlspec.envs.subproc_vector import SubprocSafeVectorEnv
-from rlspec.runs.cpu import identity as cpu_identity
+from rlspec.evidence.cpu import identity as cpu_identity
 
 EPOCHS, MINIBATCH = 10, 64
 PPO = PPOConfig(update_iters=EPOCHS, batch_size=MINIBATCH, target_kl=None)  # what SB3's PPO can match

@@ -7,7 +7,7 @@ never asserted.
         --total-steps 200000 --out docs/bench
 
 Per algorithm and side (rlspec `ALGO-sSEED` run directories; OmniSafe `ALGO-{ENV}/seed-SSS-<time>`): only runs that
-reached --total-steps enter the statistics (`rlspec.runs.evaluation.group_report`: the last 10% of each run's
+reached --total-steps enter the statistics (`rlspec.evidence.evaluation.group_report`: the last 10% of each run's
 epochs, mean and 95% bootstrap CI over seeds, violation rate, late-cost variance, λ oscillation); unfinished runs
 are listed with the env steps they reached. Per algorithm, for final return and final cost: whether rlspec's CI
 overlaps each anchor's; the goal "within the anchor's CI (or better on both)"; for the Lagrangian algorithms,
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from omnisafe_safe import shared  # tests/bench: the override set both sides run with
 
-from rlspec.runs.evaluation import Curve, _read_csv, group_report, plot_groups, read_run
+from rlspec.evidence.evaluation import Curve, _read_csv, group_report, plot_groups, read_run
 
 COST_LIMIT, COST_BAND = 25.0, 5.0
 LAGRANGIAN = ("PPOLag", "CPPOPID", "TRPOLag", "TRPOPID", "PPOLagSem")

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlspec.runs.cpu import identity as cpu_identity
+from rlspec.evidence.cpu import identity as cpu_identity
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlspec.runs.cpu import identity as cpu_identity
+from rlspec.evidence.cpu import identity as cpu_identity
 
 ENGINE_ARGS = ["-m", "rlspec.cli", "train", "safe", "--quiet"]  # rlspec/engines/safe/reference.py's CLI
 ROLLOUT, UPDATE = "Time/Rollout", "Time/Update"  # seconds of each epoch (metrics.csv columns)

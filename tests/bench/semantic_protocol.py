@@ -15,7 +15,7 @@ step and holds HOLDOUT of its captures out of risk training (the calibration key
 
 The criteria (CRITERIA, each written as met / not met / not measurable with its numbers):
 - P2: the risk head's correlation with future cost (Risk/HeldOut/Corr over the last 10% of epochs) > 0.3.
-- P3: λ modulation lowers λ's overshoot (max λ − late mean λ) and oscillation (rlspec.runs.evaluation) against
+- P3: λ modulation lowers λ's overshoot (max λ − late mean λ) and oscillation (rlspec.evidence.evaluation) against
   shaping + risk.
 - P5: ≥ 15% fewer env steps than PPOLag to the return threshold (default 0.8 × PPOLag's late return) at equal
   or lower late cost (the arm's mean within or below PPOLag's CI).
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlspec.runs.evaluation import _read_csv, group_report, plot_groups, read_run, summary
+from rlspec.evidence.evaluation import _read_csv, group_report, plot_groups, read_run, summary
 
 ENV, COST_LIMIT = "SafetyPointGoal1-v0", 25.0
 CAPTURE_INTERVAL, HOLDOUT = 20, 0.2

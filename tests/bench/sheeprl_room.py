@@ -8,7 +8,7 @@ model, budget and seeds).
 
 Writes OUT/sheeprl_room.json: the rlspec config, the mapping (``TABLE``: every rlspec key, its value, the
 sheeprl keys it sets and their value), sheeprl's overrides per seed, the ``differences`` sheeprl cannot
-express, and (without --write-only) per seed its log directory and its curve as ``rlspec.runs.evaluation``
+express, and (without --write-only) per seed its log directory and its curve as ``rlspec.evidence.evaluation``
 reads it (``read_run``). With --chunk C each seed runs in sheeprl runs of C env steps, each resuming the last
 one's checkpoint (``checkpoint.resume_from``, the replay buffer in it); a seed goes on from its last checkpoint
 (an interrupted run too) and a finished one is not run again.
@@ -258,7 +258,7 @@ def run_seed(cfg: DreamerRunConfig, out: Path, chunk: int | None, episodes: int)
 
 def seed_result(cfg: DreamerRunConfig, out: Path) -> dict:
     """The seed's directory, its training curve as rlspec's reader reads it, and its greedy rows."""
-    from rlspec.runs.evaluation import read_run
+    from rlspec.evidence.evaluation import read_run
 
     curve = read_run(seed_dir(out, cfg))
     greedy = seed_dir(out, cfg) / GREEDY

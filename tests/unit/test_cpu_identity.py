@@ -1,4 +1,4 @@
-"""rlspec/runs/cpu.py: the CPU identity the bench JSONs carry, parsed from canned /proc/cpuinfo and sysfs."""
+"""rlspec/evidence/cpu.py: the CPU identity the bench JSONs carry, parsed from canned /proc/cpuinfo and sysfs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rlspec.runs import cpu
+from rlspec.evidence import cpu
 
 # an Intel Sapphire Rapids guest (AVX-512, AMX), two processor blocks (trimmed to the fields that matter)
 INTEL = """\

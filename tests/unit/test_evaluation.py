@@ -1,4 +1,4 @@
-"""rlspec.runs.evaluation: seed 000's metrics against closed forms, the three log readers on logs written in
+"""rlspec.evidence.evaluation: seed 000's metrics against closed forms, the three log readers on logs written in
 each tool's own format, and the grouped plot."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rlspec import cli
-from rlspec.runs import evaluation as ev
+from rlspec.evidence import evaluation as ev
 
 
 def write_csv(path: Path, columns: dict[str, list[float]]) -> None:

@@ -1,7 +1,7 @@
 """Runtime code never loads the test half, and imports point down the layers (README "Layout").
 
 * Probe: importing every runtime module (rlspec.contracts, reference/, fast/, models, algos, envs,
-  engines, runs, the registry) in a fresh interpreter loads none of hypothesis, pytest, pytest_benchmark.
+  engines, runs, evidence, the registry) in a fresh interpreter loads none of hypothesis, pytest, pytest_benchmark.
 * Layers: each runtime module's ``rlspec.*`` imports (module level or inside functions) stay within the
   layers its own layer may use.
 """
@@ -31,6 +31,7 @@ LOWER = {
     "algos": {"contracts", "reference", "fast", "models", "semantics", "algos", "registry"},
     "envs": {"contracts", "reference", "fast", "envs"},
     "runs": {"contracts", "runs"},
+    "evidence": {"evidence"},
     "registry": {"registry"},
     "engines": {"contracts", "reference", "fast", "models", "semantics", "algos", "envs", "runs", "registry",
                 "engines"},
