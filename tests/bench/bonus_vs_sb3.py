@@ -5,9 +5,11 @@ tests/bench/sb3_metaworld.py's for SB3). Reported, never asserted.
     python tests/bench/bonus_vs_sb3.py --task reach-v3 --total-steps 150000 \\
         --rlspec bench-results/bonus_ablation --sb3 runs/sb3-mw --out docs/bench
 
-Per side (rlspec `ARM-sSEED` under RLSPEC/metaworld_TASK; SB3 `PPO-sSEED` under SB3/TASK): only runs that reached
---total-steps enter the statistics (`rlspec.evidence.evaluation.group_report`: the last 10% of each run's rows, mean
-and 95% bootstrap CI over seeds of the success rate and return); the env steps to a success rate of --threshold;
+Per side (rlspec `ARM-sSEED` under RLSPEC/metaworld_TASK; SB3 `PPO-sSEED` under SB3/TASK): only runs that did
+the --total-steps budget enter the statistics (``finished``: the bonus engine ends at its last whole update
+within it, SB3 at its first whole rollout past it; each run's env steps are in the JSON), through
+`rlspec.evidence.evaluation.group_report` (the last 10% of each run's rows, mean and 95% bootstrap CI over seeds
+of the success rate and return); the env steps to a success rate of --threshold;
 the greedy policy's success per seed where it was measured (rlspec: RUN/eval/eval.json of `rlspec eval RUN
 --episodes 20`; SB3: its greedy.json), both on the env index 1,000,003 no training env uses. Per rlspec arm
 against SB3: whether the late-success CIs overlap, and the goal "within SB3's CI or ahead" (its mean success
@@ -22,7 +24,10 @@ import math
 import platform
 from pathlib import Path
 
+from rlspec.engines.bonus import BonusConfig, steps_per_update
 from rlspec.evidence.evaluation import Curve, group_report, plot_groups, read_run, steps_to_threshold, summary
+from rlspec.runs import config as runconfig
+from rlspec.runs.rundir import RunDir
 
 SB3_GROUP = "sb3 PPO"
 
@@ -39,6 +44,20 @@ def arm_curve(path: Path) -> Curve:
     if curve.source == "rlspec":
         curve.group = f"rlspec {path.name.rsplit('-s', 1)[0]}"
     return curve
+
+
+def finished(curve: Curve, total_steps: int) -> bool:
+    """Whether a run did all of a ``total_steps`` budget: SB3 runs whole rollouts until it is reached (it ends at
+    or above it); the bonus engine runs whole updates within it (it ends at the last update boundary at or below
+    it, e.g. 149,760 of 150,000 with 256 env steps per update), so an rlspec run counts when it was made for this
+    budget and reached its own last update."""
+    if not curve.steps.size:
+        return False
+    if curve.source != "rlspec":
+        return curve.steps[-1] >= total_steps
+    cfg = runconfig.from_dict(BonusConfig, RunDir.read_config(curve.path)["config"])
+    per_update = steps_per_update(cfg)
+    return cfg.total_steps == total_steps and curve.steps[-1] >= total_steps // per_update * per_update
 
 
 def greedy(path: Path) -> float:
@@ -81,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("docs/bench"))
     args = p.parse_args(argv)
     curves = [arm_curve(path) for path in find_runs(args.rlspec, args.sb3, args.task)]
-    done = [c for c in curves if c.steps.size and c.steps[-1] >= args.total_steps]
+    done = [c for c in curves if finished(c, args.total_steps)]
     if not done:
         print(f"bonus_vs_sb3: no finished runs of {args.task} under {args.rlspec} or {args.sb3}")
         return 1
@@ -92,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"what": "the bonus engine's token learner beside SB3 PPO on Meta-World (tests/bench/bonus_vs_sb3.py)",
               "task": args.task, "total_steps": args.total_steps, "success_threshold": args.threshold,
               "machine": platform.processor() or platform.machine(), "report": report,
+              "env_steps": {g: [float(c.steps[-1]) for c in done if c.group == g] for g in report["groups"]},
               "greedy_success": {g: stats(v) for g, v in greedy_by_group.items()},
               "steps_to_success_threshold": {g: {**stats(v), "reached": f"{sum(map(math.isfinite, v))}/{len(v)}"}
                                              for g, v in to_threshold.items()},

@@ -23,7 +23,8 @@ def ours(root: Path, arm: str, seed: int, success: list[float], greedy: float | 
     run = root / "metaworld_reach-v3" / f"{arm}-s{seed}"
     write_csv(run / "metrics.csv", {"step": STEPS[:len(success)], "Metrics/EpRet": [1.0] * len(success),
                                     "Metrics/SuccessRate": success})
-    (run / "config.json").write_text(json.dumps({"engine": "bonus", "config": {"task": "metaworld:reach-v3"}}))
+    config = {"task": "metaworld:reach-v3", "total_steps": 10_000, "num_envs": 4, "fragment_len": 250}  # 1000/update
+    (run / "config.json").write_text(json.dumps({"engine": "bonus", "config": config}))
     if greedy is not None:
         (run / "eval").mkdir()
         (run / "eval/eval.json").write_text(json.dumps({"episodes": 20, "EpRet": 1.0, "SuccessRate": greedy}))
@@ -58,3 +59,24 @@ def test_arms_beside_sb3_from_their_closed_forms(bvs, tmp_path):
     assert r["unfinished"] == [str(a / "metaworld_reach-v3" / "baseline-s3")]
     assert (out / "bonus_vs_sb3_reach-v3.png").stat().st_size > 0
     assert bvs.main(["--rlspec", str(tmp_path / "none"), "--sb3", str(tmp_path / "none"), "--out", str(out)]) == 1
+
+
+def test_a_run_is_finished_at_its_own_last_update_or_rollout(bvs, tmp_path):
+    """The bonus engine stops at the last whole update within the budget (3 envs × 300 steps: 9,900 of 10,000),
+    SB3 at the first whole rollout past it; an rlspec run made for another budget is not this comparison's."""
+    import numpy as np
+
+    from rlspec.evidence.evaluation import Curve
+
+    def rlspec_run(name: str, total: int, last: float) -> Curve:
+        run = tmp_path / name
+        run.mkdir()
+        config = {"task": "metaworld:reach-v3", "total_steps": total, "num_envs": 3, "fragment_len": 300}
+        (run / "config.json").write_text(json.dumps({"engine": "bonus", "config": config}))
+        return Curve("rlspec baseline", run, "rlspec", np.array([900.0, last]))
+
+    assert bvs.finished(rlspec_run("done", 10_000, 9_900), 10_000)
+    assert not bvs.finished(rlspec_run("short", 10_000, 9_000), 10_000)
+    assert not bvs.finished(rlspec_run("other-budget", 20_000, 9_900), 10_000)
+    sb3 = Curve("sb3 PPO", tmp_path, "sb3", np.array([2048.0, 10_240.0]))
+    assert bvs.finished(sb3, 10_000) and not bvs.finished(sb3, 12_000)
