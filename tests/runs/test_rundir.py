@@ -100,3 +100,19 @@ def test_progress_speaks_at_the_start_and_at_the_first_row():
     bar.update(3000, {"EpRet": 2.5}, force=True)
     last = out.getvalue().splitlines()[-1]
     assert last.startswith("3000/4000 (75%)  ") and last.endswith(" steps/s  EpRet 2.5") and "…" not in last
+
+
+def test_progress_shows_its_keys_by_their_last_name_and_nothing_when_off():
+    import io
+
+    from rlspec.runs.rundir import Progress
+
+    out = io.StringIO()
+    bar = Progress(100, ("Metrics/EpRet", "pairs/queue", "Metrics/EpCost"), stream=out)
+    bar.update(50, {"Metrics/EpCost": 3.0, "Loss/loss": 9.0, "Metrics/EpRet": 1.5})  # queue missing: left out
+    assert out.getvalue().splitlines()[-1] == "50/100 (50%)  … steps/s  EpRet 1.5  EpCost 3"
+    quiet = io.StringIO()
+    off = Progress(100, ("Metrics/EpRet",), on=False, stream=quiet)
+    off.update(50, {"Metrics/EpRet": 1.5}, force=True)
+    off.close()
+    assert quiet.getvalue() == ""
