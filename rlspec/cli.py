@@ -22,8 +22,9 @@ from pathlib import Path
 from rlspec import help_cache, registry
 
 # Only the standard library and the registry's names are imported here, so that parsing (and every --help)
-# is quick: torch, the engines and the checker load when their verb runs. An engine's --help is printed
-# through rlspec/help_cache.py.
+# is quick: torch, the engines' executions and the checker load when their verb runs. `rlspec train ENGINE`
+# parses with the engine's config module (no torch); the --help of the verbs whose parser lives next to torch
+# code (compare, eval, probe, report, semantics) is printed through rlspec/help_cache.py.
 
 PROFILES = ("ci", "dev", "nightly")  # spec.core.PROFILES' names (tests/unit/test_layering.py keeps them equal)
 
@@ -132,8 +133,8 @@ def _main(argv: list[str] | None) -> int:
         return _verb(argv, lambda: _semantics(argv[1:]))
     args = parser.parse_args(argv)
 
-    if args.verb == "train":
-        return _verb([args.verb, args.engine, *args.rest], lambda: _engine(args.engine).train(args.rest))
+    if args.verb == "train":  # an engine's config module imports no torch: its --help is built each time
+        return _engine(args.engine).train(args.rest)
     if args.verb == "compare":
         return _verb([args.verb, args.engine, *args.rest], lambda: _engine(args.engine).compare(args.rest))
     if args.verb == "plot" and _overlay(args.run):

@@ -44,61 +44,18 @@ import logging
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import torch
 from torch import nn
 
 from rlspec import registry
+from rlspec.algos.config import ABLATIONS, KITS, Ablation, LearnerConfig  # noqa: F401  (re-exported)
 from rlspec.algos.episodes import Finished
 from rlspec.contracts.success_set import Episode, SuccessSetConfig, episode_embedding, stack_packs
 from rlspec.models.actor_critic import Critic, mlp
 
 log = logging.getLogger(__name__)
-
-Ablation = Literal["baseline", "queue", "top1", "topk", "prototypes"]
-ABLATIONS = ("baseline", "queue", "top1", "topk", "prototypes")  # seed 003 §7, in order of what they add
-
-
-KITS = ("reference", "fast")  # BonusKit.named: rlspec/reference, or the fast twins
-
-
-@dataclass(frozen=True)
-class LearnerConfig:
-    hidden: tuple[int, ...] = (64, 64)
-    """Hidden layer widths of the policy and the critic."""
-    lr: float = 3e-4
-    """Adam learning rate of the main update (policy and critic)."""
-    gamma: float = 0.99
-    """Discount γ."""
-    clip: float = 0.2
-    """PPO ratio clip ε (ratio of π to the update-start policy π_old)."""
-    entropy_coef: float = 0.01
-    """Entropy bonus coefficient (entropy = Σ_d H(π_d))."""
-    value_coef: float = 0.5
-    """Weight of ½(V − v_s)² in the loss."""
-    epochs: int = 4
-    """PPO epochs over the update's batch."""
-    minibatches: int = 4
-    """Minibatches per epoch."""
-    rho_bar: float = 1.0
-    """V-trace ρ̄ (truncation of the importance weight in the value target)."""
-    c_bar: float = 1.0
-    """V-trace c̄ (trace cutting)."""
-    max_grad_norm: float = 0.5
-    """Gradient norm clip of the policy (main update and bonus steps)."""
-    value_max_grad_norm: float = 0.5
-    """Gradient norm clip of the critic, apart from the policy's."""
-    normalize_returns: bool = True
-    """Divide rewards by the running std of the discounted return before V-trace (ReturnScale)."""
-    bonus_lr: float = 1e-4
-    """Adam learning rate of the bonus phase's policy steps (its own optimizer)."""
-    target_kl: float | None = None
-    """KL early stop (seed 001/002, OmniSafe's kl_early_stop): after each epoch, the approximate KL
-    mean(log π_old − log π) over the whole batch; above target_kl the update's remaining epochs are skipped
-    (Guard/KLEarlyStop, Train/StopIter). None: every epoch runs. One trainer only (a per-rank decision would
-    desynchronize the gradient all-reduce)."""
-
 
 class TokenPolicy(nn.Module):
     """obs [N, OBS] -> logits [N, ACTION_DIM, N_BINS]."""

@@ -34,7 +34,6 @@ Row alignment (the two contracts state different conventions; this file joins th
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import math
 from dataclasses import dataclass
@@ -45,106 +44,22 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlspec import registry
+from rlspec.algos.config import ENGINE_ONLY, DreamerConfig  # noqa: F401  (re-exported)
 from rlspec.contracts.behavior import BehaviorConfig, sample_categorical
 from rlspec.contracts.rssm import RSSMState
 from rlspec.contracts.world_model import WorldModelConfig, conv_latent_shape
 from rlspec.models import dreamer as nets
 
 
-@dataclass(frozen=True)
-class DreamerConfig:
-    # --- world model (contract world_model; sizes far below DreamerV3-XS: the room is small) ---
-    deter: int = 256
-    """H: recurrent state of the RSSM."""
-    stoch: int = 16
-    """S: categorical latents."""
-    classes: int = 16
-    """K: classes per latent."""
-    hidden: int = 256
-    """Width of the RSSM MLPs, encoder, decoder and heads."""
-    embed_dim: int = 256
-    """E: output of the MLP encoder (the conv encoder's is its flattened last stage, derived from the geometry)."""
-    pool: int = 4
-    """Average pooling of the (cropped) frame in the encoder; the decoder reconstructs the pooled frame."""
-    frame: tuple[int, int] = (72, 80)
-    """Centered crop of the 72 × 80 frame the encoder sees ((64, 64): sheeprl's geometry; contract world_model)."""
-    encoder: str = "mlp"
-    """'mlp' (MLP encoder and decoder) or 'conv' (sheeprl 0.8.4's CNNEncoder / CNNDecoder)."""
-    cnn_mult: int = 8
-    """Channel multiplier of the conv encoder and decoder (sheeprl cnn_channels_multiplier)."""
-    cnn_stages: int = 4
-    """Stride-2 stages of the conv encoder and decoder (4 at 64 × 64, as sheeprl)."""
-    free_bits: float = 1.0
-    """Free nats per (t, b) of each KL term (seed §3 M4)."""
-    dyn_scale: float = 0.5
-    """Scale of KL(sg(post) ‖ prior) (paper / sheeprl 0.5; the world_model contract's default is 1)."""
-    rep_scale: float = 0.1
-    """Scale of KL(post ‖ sg(prior)) (paper / sheeprl 0.1)."""
-    unimix: float = 0.01
-    """Uniform mixture of the latents."""
-    head_input: str = "next"
-    """What the reward and continue heads read: 'next' (one prior step after the action: action-conditioned)
-    or 'state' (the state the transition leaves; module docstring)."""
-    # --- actor and critic ---
-    mlp_hidden: int = 256
-    """Width of the actor and critic MLPs."""
-    mlp_layers: int = 2
-    """Hidden layers of the actor and critic (sheeprl mlp_layers)."""
-    # --- behaviour (contract behavior; DreamerV3 defaults) ---
-    horizon: int = 15
-    """Imagined steps H."""
-    gamma: float = 1 - 1 / 333
-    """Discount γ."""
-    lam: float = 0.95
-    """λ of the λ-returns."""
-    entropy_coef: float = 3e-4
-    """η of the actor's entropy bonus."""
-    slow_rate: float = 0.02
-    """Slow critic EMA rate after every update."""
-    slow_reg: float = 1.0
-    """Weight of the slow-critic regularizer."""
-    # --- optimisation (sheeprl dreamer_v3.yaml) ---
-    batch_size: int = 16
-    """B: sequences per update."""
-    seq_len: int = 64
-    """T: steps per sequence."""
-    wm_lr: float = 1e-4
-    """Adam learning rate of the world model."""
-    actor_lr: float = 8e-5
-    """Adam learning rate of the actor."""
-    critic_lr: float = 8e-5
-    """Adam learning rate of the critic."""
-    wm_eps: float = 1e-8
-    """Adam eps of the world model."""
-    ac_eps: float = 1e-5
-    """Adam eps of the actor and the critic."""
-    wm_clip: float = 1000.0
-    """Gradient-norm clip of the world model."""
-    actor_clip: float = 100.0
-    """Gradient-norm clip of the actor."""
-    critic_clip: float = 100.0
-    """Gradient-norm clip of the critic."""
-
-    def shared(self, cls: type) -> dict[str, Any]:
-        """This config's values of the keys it shares, by name, with the contract config ``cls`` (every key of
-        this class is one of WorldModelConfig's, BehaviorConfig's or ENGINE_ONLY: tests/engines/dreamer)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name in names}
-
-    def world_model_config(self, num_actions: int) -> WorldModelConfig:
-        conv = self.encoder == "conv"
-        embed = math.prod(conv_latent_shape(self.frame, self.pool, self.cnn_mult, self.cnn_stages)) if conv \
-            else self.embed_dim
-        return WorldModelConfig(num_actions=num_actions, **{**self.shared(WorldModelConfig), "embed_dim": embed})
-
-    def behavior_config(self) -> BehaviorConfig:
-        return BehaviorConfig(**self.shared(BehaviorConfig))
+def world_model_config(cfg: DreamerConfig, num_actions: int) -> WorldModelConfig:
+    """The world_model contract's config of ``cfg`` (the conv encoder's embedding size from its geometry)."""
+    conv = cfg.encoder == "conv"
+    embed = math.prod(conv_latent_shape(cfg.frame, cfg.pool, cfg.cnn_mult, cfg.cnn_stages)) if conv else cfg.embed_dim
+    return WorldModelConfig(num_actions=num_actions, **{**cfg.shared(WorldModelConfig), "embed_dim": embed})
 
 
-# DreamerConfig's keys that are neither WorldModelConfig's nor BehaviorConfig's: the actor/critic MLPs and the
-# optimisation
-ENGINE_ONLY = ("mlp_hidden", "mlp_layers", "batch_size", "seq_len", "wm_lr", "actor_lr", "critic_lr", "wm_eps",
-               "ac_eps", "wm_clip", "actor_clip", "critic_clip")
+def behavior_config(cfg: DreamerConfig) -> BehaviorConfig:
+    return BehaviorConfig(**cfg.shared(BehaviorConfig))
 
 
 def features(h: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -255,11 +170,11 @@ def make_state(cfg: DreamerConfig, num_actions: int, kit: Kit, gen: torch.Genera
     """Networks initialised from ``gen`` in a fixed order (world model, actor, critic); slow critic = critic.
     The reward head's output layer is zeroed, as sheeprl does (and the critic's, rlspec/models/dreamer.py):
     the first imagined rewards and values are 0 (uniform two-hot) instead of a random two-hot mean."""
-    wm = kit.WorldModel(cfg.world_model_config(num_actions), gen)
+    wm = kit.WorldModel(world_model_config(cfg, num_actions), gen)
     with torch.no_grad():
         wm.reward_head.out.weight.zero_()
         wm.reward_head.out.bias.zero_()
-    feat, bins = wm.config.feature_dim, cfg.behavior_config().num_bins
+    feat, bins = wm.config.feature_dim, behavior_config(cfg).num_bins
     actor = nets.actor(feat, num_actions, cfg.mlp_hidden, cfg.mlp_layers, gen, kit.Linear)
     critic = nets.critic(feat, bins, cfg.mlp_hidden, cfg.mlp_layers, gen, kit.Linear)
     slow = nets.critic(feat, bins, cfg.mlp_hidden, cfg.mlp_layers, gen, kit.Linear)
@@ -298,7 +213,7 @@ def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.G
     returns scalar metrics as 0-d tensors on the batch's device (read them when the engine chooses: reading
     one is a host synchronization on CUDA)."""
     s, cfg, kit = state, state.cfg, state.kit
-    bcfg = cfg.behavior_config()
+    bcfg = behavior_config(cfg)
     # 1. world model
     wm_loss, wm_metrics, post = s.wm.world_model_loss(batch, gen)
     wm_norm = _step(s.wm_opt, wm_loss, s.wm, cfg.wm_clip)

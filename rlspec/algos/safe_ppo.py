@@ -35,134 +35,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 import torch
 
 from rlspec import registry
+from rlspec.algos.config import ALGOS, KITS, AlgoSpec, PPOConfig, SafetyConfig  # noqa: F401  (re-exported)
 from rlspec.contracts.lagrange import saute_budget
 from rlspec.contracts.numerics import KL_MULTIPLIER
 from rlspec.models.actor_critic import Critic, GaussianActor
 
 ADV_STD_EPS = 1e-8  # OmniSafe VectorOnPolicyBuffer.get: (adv - mean) / (std + 1e-8)
-
-
-@dataclass(frozen=True)
-class AlgoSpec:
-    multiplier: Literal["none", "lagrange", "pid"]
-    """How λ is driven: not at all, OmniSafe's Adam Lagrange, or the PID Lagrangian."""
-    budget: Literal["none", "saute", "simmer"]
-    """Sauté state augmentation (fixed budget) or Simmer (budget set by a PID each epoch)."""
-    use_cost: bool
-    """Train a cost critic and compute cost advantages (OmniSafe's use_cost)."""
-    family: Literal["ppo", "trust_region", "p3o"] = "ppo"
-    """Which update trains the actor: this module's clipped surrogate, or rlspec/algos/trust_region.py's
-    natural-gradient step (TRPO, TRPOLag, CPO) or P3O loss."""
-
-
-ALGOS = {
-    "PPO": AlgoSpec("none", "none", False),
-    "PPOLag": AlgoSpec("lagrange", "none", True),
-    # PPOLag plus the semantic side (seed 000, rlspec/semantics), which the engine adds around this core
-    "PPOLagSem": AlgoSpec("lagrange", "none", True),
-    "CPPOPID": AlgoSpec("pid", "none", True),
-    "PPOSaute": AlgoSpec("none", "saute", False),
-    "PPOSimmerPID": AlgoSpec("none", "simmer", False),
-    # rlspec/algos/trust_region.py
-    "TRPO": AlgoSpec("none", "none", False, "trust_region"),
-    "TRPOLag": AlgoSpec("lagrange", "none", True, "trust_region"),
-    "TRPOPID": AlgoSpec("pid", "none", True, "trust_region"),
-    "CPO": AlgoSpec("none", "none", True, "trust_region"),
-    "P3O": AlgoSpec("none", "none", True, "p3o"),
-}
-
-
-@dataclass(frozen=True)
-class PPOConfig:
-    update_iters: int = 40
-    """Epochs over the rollout per update (OmniSafe update_iters)."""
-    batch_size: int = 64
-    """Minibatch size."""
-    clip: float = 0.2
-    """PPO ratio clip ε."""
-    target_kl: float | None = 0.02
-    """Stop the update when the pre-step k3-KL exceeds 1.5·target_kl (none: never)."""
-    entropy_coef: float = 0.0
-    """Entropy bonus coefficient α."""
-    gamma: float = 0.99
-    """Reward discount γ."""
-    cost_gamma: float = 0.99
-    """Cost discount γ_c."""
-    lam: float = 0.95
-    """GAE λ of the reward."""
-    lam_c: float = 0.95
-    """GAE λ of the cost."""
-    value_clip: float | None = None
-    """Value clipping range around the rollout's values, its own range (seed 001 HIGH-4); none = no clipping
-    (OmniSafe)."""
-    max_grad_norm: float | None = 40.0
-    """Gradient norm clip of each network (none: off)."""
-    critic_norm_coef: float = 0.001
-    """L2 penalty coefficient on critic weights (OmniSafe use_critic_norm)."""
-    actor_lr: float = 3e-4
-    """Actor Adam learning rate."""
-    critic_lr: float = 3e-4
-    """Critics' Adam learning rate."""
-    linear_lr_decay: bool = True
-    """Actor learning rate decays linearly to 0 over the run (OmniSafe linear_lr_decay)."""
-    hidden: tuple[int, ...] = (64, 64)
-    """Hidden layer widths of actor and critics."""
-    activation: str = "tanh"
-    """Hidden activation: tanh, relu or elu."""
-    standardize_reward_adv: bool = True
-    """A_r ← (A_r − mean)/(std + 1e-8) over the rollout."""
-    center_cost_adv: bool = True
-    """A_c ← A_c − mean over the rollout."""
-    adv_combine: Literal["omnisafe", "seed"] = "omnisafe"
-    """omnisafe: (A_r − λ·A_c)/(1 + λ); seed: A_r − λ·A_c (seed 000 §4.0.2)."""
-    lambda_update: Literal["before", "after"] = "before"
-    """Update λ before the policy update (OmniSafe) or after it (seed 000 §5.5)."""
-    obs_normalize: bool = True
-    """Normalize observations with running statistics, frozen during each rollout (seed 001 CRITICAL-1)."""
-    reward_normalize: bool = False
-    """Scale rewards by the running std of the discounted return, updated once per vectorized step."""
-
-
-@dataclass(frozen=True)
-class SafetyConfig:
-    cost_limit: float = 25.0
-    """d: the episode cost limit (PPOLag, CPPOPID) and the Sauté/Simmer safety budget."""
-    lagrangian_multiplier_init: float = 0.001
-    """λ_0 (PPOLag, CPPOPID)."""
-    lambda_lr: float = 0.035
-    """Adam learning rate of λ (PPOLag)."""
-    pid_kp: float = 0.1
-    """CPPOPID proportional gain."""
-    pid_ki: float = 0.01
-    """CPPOPID integral gain."""
-    pid_kd: float = 0.01
-    """CPPOPID derivative gain."""
-    pid_d_delay: int = 10
-    """CPPOPID derivative delay (epochs)."""
-    saute_gamma: float = 0.999
-    """Sauté budget discount γ_s."""
-    max_ep_len: int = 1000
-    """Episode length T in the Sauté per-step budget d·(1 − γ_s^T)/((1 − γ_s)·T)."""
-    unsafe_reward: float = -1.0
-    """Reward once the Sauté budget is spent."""
-    simmer_kp: float = 1.0
-    """Simmer PID proportional gain (OmniSafe PPOSimmerPID.yaml)."""
-    simmer_ki: float = 0.001
-    """Simmer PID integral gain."""
-    simmer_kd: float = 0.01
-    """Simmer PID derivative gain."""
-    simmer_polyak: float = 0.995
-    """Simmer error EMA factor."""
-    simmer_upper_budget: float = 25.0
-    """Largest budget the Simmer controller may set (episode-cost units)."""
-
-
-KITS = ("reference", "fast")
 
 
 KIT_CONTRACTS = ("gae", "lagrange", "numerics", "trust_region")  # what a safe Kit is built from (registry)

@@ -47,10 +47,10 @@ Where this differs from OmniSafe 0.5.0, on purpose or by default:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 
+from rlspec.algos.config import TrustRegionConfig, validate_config  # noqa: F401  (re-exported)
 from rlspec.algos.safe_ppo import (
     Comm,
     Kit,
@@ -58,56 +58,16 @@ from rlspec.algos.safe_ppo import (
     Rollout,
     SafePPOState,
     SafetyConfig,
-    critic_step,
     advantages,
     combine_advantages,
+    critic_step,
     process_advantages,
     update_safety,
 )
 from rlspec.algos.safe_ppo import update as ppo_update
-from rlspec.contracts.trust_region import (CG_DAMPING, CG_ITERS, CPO_LINE_SEARCH_STEPS, EPS, LINE_SEARCH_DECAY,
-                                           MAX_KL, P3O_KAPPA, PARTLY_FEASIBLE, TRPO_LINE_SEARCH_STEPS, FlatParams,
-                                           flat_grad, policy_mean_kl)
+from rlspec.contracts.trust_region import EPS, PARTLY_FEASIBLE, FlatParams, flat_grad, policy_mean_kl
 
 CG_EPS = 1e-6  # OmniSafe utils/math.py conjugate_gradients: α = rᵀr/(pᵀFp + 1e-6)
-
-
-@dataclass(frozen=True)
-class TrustRegionConfig:
-    target_kl: float = MAX_KL
-    """δ: the KL trust region of TRPO/TRPOLag/CPO (OmniSafe TRPO.yaml/CPO.yaml target_kl 0.01; P3O's KL early
-    stop is ppo.target_kl)."""
-    cg_iters: int = CG_ITERS
-    """Conjugate-gradient iterations."""
-    cg_damping: float = CG_DAMPING
-    """F + damping·I."""
-    fvp_sample_freq: int = 1
-    """The Fisher is taken on every k-th observation of the rollout (OmniSafe fvp_sample_freq)."""
-    line_search_steps: int = TRPO_LINE_SEARCH_STEPS
-    """Candidates of TRPO's backtracking line search."""
-    cpo_line_search_steps: int = CPO_LINE_SEARCH_STEPS
-    """Candidates of CPO's line search (OmniSafe: 20)."""
-    line_search_decay: float = LINE_SEARCH_DECAY
-    """Candidate k is θ + decay^(k−1)·step."""
-    kappa: float = P3O_KAPPA
-    """P3O's penalty coefficient κ."""
-
-
-def validate_config(tr: TrustRegionConfig) -> list[tuple[str, str, object]]:
-    """(key, expected, got) of each bad setting (the engine turns them into ConfigErrors)."""
-    bad = []
-    for key in ("cg_iters", "fvp_sample_freq", "line_search_steps", "cpo_line_search_steps"):
-        if getattr(tr, key) < 1:
-            bad.append((key, "an int >= 1", getattr(tr, key)))
-    if not tr.target_kl > 0:
-        bad.append(("target_kl", "> 0", tr.target_kl))
-    if not tr.cg_damping >= 0:
-        bad.append(("cg_damping", ">= 0", tr.cg_damping))
-    if not 0 < tr.line_search_decay < 1:
-        bad.append(("line_search_decay", "in (0, 1)", tr.line_search_decay))
-    if not tr.kappa >= 0:
-        bad.append(("kappa", ">= 0", tr.kappa))
-    return bad
 
 
 def constraint_violation(jc: float, safety: SafetyConfig) -> float:

@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import torch
 
+from rlspec.contracts.params import SCENARIOS  # noqa: F401  (re-exported: the ROM's MODE byte per scenario)
 from rlspec.contracts.validate import require_int
 
 # --------------------------------------------------------------------------------------------------
@@ -64,7 +65,6 @@ FREE_CELLS = tuple((r, c) for r in range(ROWS) for c in range(COLS) if CELLS[r][
 NUM_ACTIONS = 5
 ACTION_NAMES = ("noop", "up", "down", "left", "right")
 MOVES = ((0, 0), (-1, 0), (1, 0), (0, -1), (0, 1))  # (dr, dc) per action
-SCENARIOS = {"room-exit": 0, "standing-still": 1}  # the ROM's MODE byte
 FRAMESKIP = 4  # emulated frames per env step (default)
 MIN_FRAMESKIP = 3  # the ROM updates in the first vertical blank and shows it from the third frame on
 STEP_LIMIT = 64  # default episode length before truncation

@@ -27,6 +27,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import torch
 
+from rlspec.contracts.params import SuccessSetConfig  # noqa: F401  (re-exported: the contract's config)
 from rlspec.contracts.validate import require_floating, require_int, require_range
 
 # Reason codes of bonus/not_triggered_reason_code (seed 003 §2.3); checked in this order, the first
@@ -46,49 +47,6 @@ TRIGGER_KEYS = ("bonus/triggered", "bonus/ran")
 NOT_TRIGGERED_KEYS = ("bonus/not_triggered_reason_code", "bonus/not_triggered_pairs", "bonus/not_triggered_cov",
                       "bonus/not_triggered_cooldown")
 RUN_KEYS = ("bonus/updates", "bonus/early_stop", "bonus/early_stop_reason", "bonus/kl", "bonus/entropy")
-
-
-@dataclasses.dataclass(frozen=True)
-class SuccessSetConfig:
-    """The bonus phase's hyper-parameters. Seed 003 fixes ``cooldown_steps`` = 5000 and
-    ``min_pairs`` = max(32, 2·batch_packs) (§2.3: BONUS_COOLDOWN_STEPS, BONUS_TRIGGER_MIN_PAIRS); the other
-    defaults are rlspec's choices (the seed names the knobs, not their values)."""
-
-    tau: float = 1.0  # temperature of Loss A: −w·log σ((Δ − margin)/τ)
-    margin: float = 0.0  # ranking margin (0: the plain logistic ranking loss of §3.2)
-    top_k: int = 4  # successes per failure (Top-K; 1 = the "Top-1" ablation)
-    sim_threshold: float = 0.9  # divergence: first step with cos(fail_t, succ_t) < threshold, else argmin
-    window: int = 8  # w: the window is [t_d − w, t_d + w], clipped to both episodes
-    cooldown_steps: int = 5000  # no bonus within this many steps of the last one
-    batch_packs: int = 16  # packs per bonus update (BONUS_BATCH_PACKS)
-    min_pairs: int | None = None  # None: max(32, 2·batch_packs)
-    min_clusters: int = 2  # paired-queue cluster coverage needed (Part4)
-    kl_guard: float = 0.02  # early stop once KL(π_before ‖ π) > kl_guard
-    entropy_floor: float = 0.1  # early stop once the mean policy entropy < entropy_floor
-    bonus_updates: int = 4  # fixed number of bonus updates (BONUS_UPDATES; the same on every rank)
-    num_prototypes: int = 8  # success prototypes (Part4)
-    prototype_ema: float = 0.05  # α: prototype ← (1 − α)·prototype + α·embedding
-    use_clusters: bool = True  # Top-K across clusters when successes carry cluster ids (Part4)
-    consume_packs: bool = True  # BONUS_CONSUME_PACKS: sampled packs leave the queue
-    diverse_clusters: bool = True  # sample packs that cover the most clusters first
-
-    def __post_init__(self) -> None:
-        fn = "SuccessSetConfig"
-        require_range(fn, "tau", self.tau, 0.0, math.inf, lo_open=True, hi_open=True)
-        require_range(fn, "margin", self.margin, -math.inf, math.inf, lo_open=True, hi_open=True)
-        require_range(fn, "sim_threshold", self.sim_threshold, -1.0, 1.0)
-        require_range(fn, "kl_guard", self.kl_guard, 0.0, math.inf, lo_open=True)
-        require_range(fn, "entropy_floor", self.entropy_floor, -math.inf, math.inf, lo_open=True, hi_open=True)
-        require_range(fn, "prototype_ema", self.prototype_ema, 0.0, 1.0)
-        for name, minimum in (("top_k", 1), ("window", 0), ("cooldown_steps", 0), ("batch_packs", 1),
-                              ("min_clusters", 0), ("bonus_updates", 1), ("num_prototypes", 1)):
-            require_int(fn, name, getattr(self, name), minimum)
-        if self.min_pairs is not None:
-            require_int(fn, "min_pairs", self.min_pairs, 1)
-
-    @property
-    def resolved_min_pairs(self) -> int:
-        return max(32, 2 * self.batch_packs) if self.min_pairs is None else self.min_pairs
 
 
 class Episode(NamedTuple):

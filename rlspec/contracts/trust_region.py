@@ -29,16 +29,20 @@ from typing import Callable, NamedTuple
 
 import torch
 
+from rlspec.contracts.params import (  # noqa: F401  (re-exported: the contract's defaults)
+    CG_DAMPING,
+    CG_ITERS,
+    CPO_LINE_SEARCH_STEPS,
+    LINE_SEARCH_DECAY,
+    MAX_KL,
+    P3O_CLIP,
+    P3O_KAPPA,
+    TRPO_LINE_SEARCH_STEPS,
+)
 from rlspec.contracts.validate import require_floating, require_int, require_range
 
 # OmniSafe 0.5.0 defaults
-CG_ITERS = 15  # TRPO.yaml / CPO.yaml cg_iters
 RESIDUAL_TOL = 1e-10  # utils/math.py conjugate_gradients: stop once ‖r‖ < residual_tol
-CG_DAMPING = 0.1  # cg_damping: F + damping·I
-MAX_KL = 0.01  # target_kl (TRPO, CPO; P3O uses 0.02 for its KL early stop)
-TRPO_LINE_SEARCH_STEPS, CPO_LINE_SEARCH_STEPS = 15, 20  # total_steps of the two line searches
-LINE_SEARCH_DECAY = 0.8
-P3O_KAPPA, P3O_CLIP = 20.0, 0.2
 # documented defaults of the optional arguments (TR-16)
 LINE_SEARCH_DEFAULTS = dict(require_improvement=True, max_steps=TRPO_LINE_SEARCH_STEPS, decay=LINE_SEARCH_DECAY)
 P3O_DEFAULTS = dict(kappa=P3O_KAPPA, clip_ratio=P3O_CLIP, cost_clip=False)

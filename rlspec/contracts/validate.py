@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from rlspec.contracts.params import require_int, require_range  # noqa: F401  (re-exported)
 
 _VALUE_CHECKS = contextvars.ContextVar("rlspec_value_checks", default=True)
 
@@ -70,24 +71,6 @@ def require_none(fn: str, name: str, t: torch.Tensor, bad: torch.Tensor, kind: s
         first = tuple(int(i) for i in bad.nonzero()[0].tolist())
         raise ValueError(f"{fn}: argument '{name}' has {n_bad} {kind} of {t.numel()} elements "
                          f"(first at index {list(first)}: {t[first].item()}), expected {expected}")
-
-
-def require_int(fn: str, name: str, value: int, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{fn}: argument '{name}' must be an int >= {minimum}, got {value!r} "
-                         f"({type(value).__name__})")
-
-
-def require_range(fn: str, name: str, value: float, lo: float, hi: float,
-                  lo_open: bool = False, hi_open: bool = False) -> None:
-    interval = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{fn}: argument '{name}' must be a real number in {interval}, got {value!r} "
-                        f"({type(value).__name__})")
-    ok_lo = value > lo if lo_open else value >= lo
-    ok_hi = value < hi if hi_open else value <= hi
-    if not (ok_lo and ok_hi):
-        raise ValueError(f"{fn}: argument '{name}' must lie in {interval}, got {value!r}")
 
 
 def scalar(value: Any) -> Any:

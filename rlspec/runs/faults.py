@@ -17,11 +17,12 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Callable, Iterable, TypeVar
-
-import torch
+from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
 from rlspec.runs.config import ConfigError
+
+if TYPE_CHECKING:
+    import torch  # annotations only: this module imports no torch (the command line reads it before parsing)
 
 T = TypeVar("T")
 
@@ -57,7 +58,7 @@ class Interrupted(KeyboardInterrupt):
 def nonfinite_tensors(groups: dict[str, Iterable[torch.Tensor]]) -> list[str]:
     """The names of the groups (a module's parameters, a state dict's values) holding a non-finite float."""
     return [name for name, tensors in groups.items()
-            if not all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point())]
+            if not all(bool(t.isfinite().all()) for t in tensors if t.is_floating_point())]
 
 
 def check_finite(step: int, losses: dict[str, float], params: dict[str, Iterable[torch.Tensor]]) -> None:

@@ -20,6 +20,8 @@ Imports no torch: an engine module builds its ``Engine`` and passes it here.
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib.util
 import json
 import math
 import sys
@@ -60,6 +62,13 @@ class Engine:
     options: Callable[[argparse.ArgumentParser], None] = lambda parser: None
     option_sets: Callable[[argparse.Namespace], list[str]] = lambda args: []
     option_names: tuple[str, ...] = field(default=())  # those options' flags, for the resume guard
+
+
+def docstring(module: str) -> str:
+    """A module's docstring, read from its source without importing it (an engine's --help: its modules import
+    torch)."""
+    source = Path(importlib.util.find_spec(module).origin).read_text()
+    return ast.get_docstring(ast.parse(source), clean=False) or ""
 
 
 def build_config(engine: Engine, preset: str = "default", overrides: list[str] = ()) -> Any:
@@ -154,9 +163,8 @@ def write_eval(run_dir: Path, result: dict) -> int:
 def train(engine: Engine, argv: list[str]) -> int:
     """`rlspec train ENGINE ...`: parse, build (or resume) the config, validate it, run; one line and an exit
     status for every ending (rlspec.runs.faults.outcome)."""
-    from rlspec.runs.rundir import has_checkpoint, resume_config  # torch: only once the command line parsed
-
-    args = parser(engine).parse_args(argv)
+    args = parser(engine).parse_args(argv)  # --help and a bad flag end here, before torch is imported
+    from rlspec.runs.rundir import has_checkpoint, resume_config
 
     def work() -> Path:
         if args.resume:

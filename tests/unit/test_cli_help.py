@@ -1,6 +1,7 @@
 """`rlspec --help` and every verb's --help answer without importing torch: the command line imports only the
-standard library and the registry's names, and an engine's --help (built from its config dataclasses, next
-to torch code) comes from rlspec/help_cache.py while the sources that produced it are unchanged.
+standard library and the registry's names, `rlspec train ENGINE` parses with the engine's config module (no
+torch), and the --help of a verb whose parser lives next to torch code (compare, eval, ...) comes from
+rlspec/help_cache.py while the sources that produced it are unchanged.
 
 Each case runs `cli.main` in a fresh interpreter and reads back what it printed, its exit status and which
 heavy packages it loaded."""
@@ -56,50 +57,68 @@ def test_the_command_line_parses_without_torch(argv, says, tmp_path):
         assert s in text
 
 
-def _engine_help(monkeypatch) -> str:
-    """What the dreamer engine's own parser prints for --help, at the width the subprocesses use."""
-    from rlspec.engines import dreamer
+def _train_help(engine: str, monkeypatch) -> str:
+    """What an engine's own `train` parser prints for --help, at the width the subprocesses use."""
+    from rlspec import cli
     from rlspec.runs import shell
 
     monkeypatch.setenv("COLUMNS", "100")
-    return shell.parser(dreamer.DESCRIPTION).format_help()
+    module = cli._engine(engine)  # its torch half: DESCRIPTION / describe() come from the loop's module
+    return shell.parser(module.describe() if engine == "safe" else module.DESCRIPTION).format_help()
 
 
-def test_an_engine_help_is_its_own_and_comes_back_without_torch(tmp_path, monkeypatch):
-    expected = _engine_help(monkeypatch)
-    assert "--stop-after-steps" in expected and "dreamer.deter (int, default 256)" in expected
-    code, first, heavy = _main(["train", "dreamer", "--help"], tmp_path)
-    assert code == 0 and first == expected and "torch" in heavy  # nothing kept yet: the engine was imported
-    code, again, heavy = _main(["train", "dreamer", "--help"], tmp_path)
-    assert code == 0 and again == expected and heavy == []
+@pytest.mark.parametrize("engine", ["safe", "dreamer", "bonus"])
+def test_an_engine_train_help_is_its_own_and_needs_no_torch(engine, tmp_path, monkeypatch):
+    expected = _train_help(engine, monkeypatch)
+    code, text, heavy = _main(["train", engine, "--help"], tmp_path)
+    assert code == 0 and text == expected and heavy == []  # the first time: nothing is kept, nothing heavy loaded
+    assert "config keys (--set KEY=VALUE):" in text and " (int, default " in text
+    assert not list(tmp_path.rglob("*.json"))
 
 
-def test_a_changed_source_file_invalidates_the_kept_help(tmp_path, monkeypatch):
-    expected = _engine_help(monkeypatch)
-    _main(["train", "dreamer", "-h"], tmp_path)
+def test_a_bad_train_flag_is_an_error_before_torch(tmp_path):
+    code, _, heavy = _main(["train", "dreamer", "--preset", "nope"], tmp_path)
+    assert code == 2 and heavy == []
+
+
+# The verbs whose parser lives in a module that imports torch (compare, eval, probe, ...) print their --help
+# through rlspec/help_cache.py: `rlspec compare dreamer --help` stands for them.
+COMPARE = ["compare", "dreamer", "--help"]
+
+
+def test_a_kept_help_comes_back_without_torch(tmp_path):
+    code, first, heavy = _main(COMPARE, tmp_path)
+    assert code == 0 and "torch" in heavy  # nothing kept yet: the engine was imported
+    assert first.startswith("usage: rlspec compare dreamer") and "--updates UPDATES" in first and "--rtol" in first
+    code, again, heavy = _main(COMPARE, tmp_path)
+    assert code == 0 and again == first and heavy == []
+
+
+def test_a_changed_source_file_invalidates_the_kept_help(tmp_path):
+    _, expected, _ = _main(COMPARE, tmp_path)
     [entry_path] = (tmp_path / "rlspec/help").glob("*.json")
     entry = json.loads(entry_path.read_text())
-    engine_file = str(ROOT / "rlspec/engines/dreamer/reference.py")
-    assert entry["files"][engine_file]  # the engine's source is among the files it depends on
-    entry["files"][engine_file] = "0" * 64  # as if dreamer.py had been edited since
+    engine_file = str(ROOT / "rlspec/engines/dreamer/verbs.py")
+    assert entry["files"][engine_file]  # the verb's source is among the files it depends on
+    entry["files"][engine_file] = "0" * 64  # as if verbs.py had been edited since
     entry["text"] = "stale\n"
     entry_path.write_text(json.dumps(entry))
-    code, text, heavy = _main(["train", "dreamer", "-h"], tmp_path)
+    code, text, heavy = _main(COMPARE, tmp_path)
     assert code == 0 and text == expected and "torch" in heavy  # produced again, not the stale text
-    code, text, heavy = _main(["train", "dreamer", "-h"], tmp_path)
+    code, text, heavy = _main(COMPARE, tmp_path)
     assert text == expected and heavy == []  # and kept again
 
 
-def test_help_is_printed_where_nothing_can_be_kept(tmp_path, monkeypatch):
-    expected = _engine_help(monkeypatch)
+def test_help_is_printed_where_nothing_can_be_kept(tmp_path):
+    _, expected, _ = _main(COMPARE, tmp_path / "cache")
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
-    code, text, _ = _main(["train", "dreamer", "--help"], not_a_dir)
+    code, text, _ = _main(COMPARE, not_a_dir)
     assert code == 0 and text == expected
 
 
 def test_a_bad_option_next_to_help_is_an_error_and_nothing_is_kept(tmp_path):
-    code, text, _ = _main(["train", "dreamer", "--preset", "nope", "--help"], tmp_path)
+    code, text, _ = _main(["compare", "dreamer", "--updates", "x", "--help"], tmp_path)
     assert code == 2 and not list(tmp_path.rglob("*.json"))
 
 

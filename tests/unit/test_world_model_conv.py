@@ -127,7 +127,7 @@ def test_dreamer_train_step_with_the_conv_encoder(kit):
     cfg = dreamer.DreamerConfig(deter=16, stoch=4, classes=4, hidden=16, mlp_hidden=16, mlp_layers=1,
                                 encoder="conv", frame=(32, 32), pool=2, cnn_mult=2, cnn_stages=2, horizon=3,
                                 batch_size=2, seq_len=3)
-    assert cfg.world_model_config(3).embed_dim == 4 * 4 * 4  # [2·2, 16/4, 16/4]
+    assert dreamer.world_model_config(cfg, 3).embed_dim == 4 * 4 * 4  # [2·2, 16/4, 16/4]
     state = dreamer.make_state(cfg, 3, dreamer.Kit.named(kit), torch.Generator().manual_seed(10))
     g = torch.Generator().manual_seed(11)
     batch = dict(obs=obs_of(torch.randint(0, 4, (3, 2, 72, 80), generator=g)),

@@ -1,18 +1,19 @@
-"""The bonus engine's run config: BonusConfig (every --set key with its docstring), presets, validation, and the
-env-step arithmetic of an update. Imports no execution."""
+"""The bonus engine's run config: BonusConfig (every --set key with its docstring), presets, validation, the
+env-step arithmetic of an update, and the engine's description for `rlspec train bonus`. Imports no execution
+and no torch, so that parsing the command line and its --help are quick; the loop (loop.py) loads when a run
+starts."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 
-from rlspec.algos.bonus_vtrace import (
-    ABLATIONS,
-    KITS,
-    LearnerConfig,
-)
-from rlspec.contracts.success_set import SuccessSetConfig
+from rlspec.algos.config import ABLATIONS, KITS, LearnerConfig
+from rlspec.contracts.params import SuccessSetConfig
 from rlspec.runs import config as runconfig
+from rlspec.runs import shell
 
 ENGINE = "bonus"
 METAWORLD = "metaworld:"
@@ -143,3 +144,13 @@ def total_envs(cfg: BonusConfig) -> int:
 def steps_per_update(cfg: BonusConfig) -> int:
     return total_envs(cfg) * cfg.fragment_len
 
+
+# ------------------------------------------------------------------------------------ `rlspec train bonus`
+def describe(run: Callable[..., Path]) -> shell.Engine:
+    """The engine `rlspec train bonus` runs: ``run`` (rlspec/runs/shell.py's signature) with BonusConfig; its
+    --help text is the package's docstring, read without importing it."""
+    return shell.Engine(
+        name=ENGINE, config=BonusConfig, presets=PRESETS, doc=shell.docstring("rlspec.engines.bonus"),
+        validate=validate, run=run, out_name=lambda cfg: f"{ENGINE}-{cfg.task}-{cfg.ablation}-s{cfg.seed}",
+        out_pattern="bonus-TASK-ABLATION-sSEED", stop_unit="updates",
+        flags=(shell.Flag("task", "task"), shell.Flag("ablation", "ablation", choices=ABLATIONS)))

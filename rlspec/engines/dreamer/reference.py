@@ -36,21 +36,29 @@ import functools
 import json
 import math
 import time
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from rlspec.algos.dreamer import (KITS, DreamerConfig, DreamerState, Kit, make_state, policy_step, reconstruct,
-                                  train_step)
+from rlspec.algos.dreamer import (
+    KITS,
+    DreamerState,
+    Kit,
+    behavior_config,
+    make_state,
+    policy_step,
+    reconstruct,
+    train_step,
+    world_model_config,
+)
 from rlspec.contracts.room_env import MASK32, MIN_FRAMESKIP, NUM_ACTIONS, SCENARIOS
+from rlspec.engines.dreamer.config import ENGINE, ENGINE_NAMES, ENVS, EXECUTIONS, PRESETS, DreamerRunConfig  # noqa: F401  (re-exported: the config, shared by both executions)
 from rlspec.runs import config as runconfig
 from rlspec.runs import device as devices
 from rlspec.runs.config import bad
 from rlspec.runs.faults import Diverged, RunStopped, check_finite, nonfinite_tensors
 from rlspec.runs.plots import Panel, draw
-from rlspec.runs.shell import episode_means
 from rlspec.runs.rundir import (
     EpisodeProgress,
     Progress,
@@ -59,109 +67,7 @@ from rlspec.runs.rundir import (
     load_checkpoint,
     peak_memory,
 )
-
-ENGINE = "dreamer"
-
-
-EXECUTIONS = ("local", "device")  # --execution: DreamerV3EngineCPU here, DreamerV3Engine in fast.py
-# the former key engine (and --engine): its values, which also name compare's two runs, -> execution
-ENGINE_NAMES = {"reference": "local", "fast": "device"}
-
-
-ENVS = ("room", "pyboy")  # --env: the project's room ROM, or a user's ROM with a RAM plug-in
-
-
-@dataclass(frozen=True)
-class DreamerRunConfig(runconfig.RunConfig):
-    """The dreamer engine's run (the keys every engine has: rlspec/runs/config.py RunConfig)."""
-
-    execution: str = "local"
-    """local (DreamerV3EngineCPU: PyBoy, one process, CPU, deterministic) or device (DreamerV3Engine: the Warp
-    room, actor and learner parts over a replay ring on ``device``, fast.py). The keys below marked "device:" are
-    read by the device execution only. Was the key ``engine`` (engine=reference is execution=local, engine=fast
-    is execution=device)."""
-    task: str = "room-exit"
-    """The room scenario: room-exit (reach the door: success) or standing-still (reconstruction only)."""
-    env: str = "room"
-    """room (the project's ROM, rlspec/envs/room/room.gb) or pyboy (a user's own ROM: the keys rom, state and
-    plugin; execution local only; task is then ignored)."""
-    rom: str = ""
-    """env pyboy: path of the Game Boy ROM (--rom; the user's own, nothing is shipped or downloaded)."""
-    state: str = ""
-    """env pyboy: a PyBoy save state every episode starts from (--state; empty: the machine right after boot)."""
-    plugin: str = ""
-    """env pyboy: the reward/termination plug-in reading RAM (--plugin), a .py file or a module name; its
-    interface: rlspec/envs/pyboy_env.py."""
-    num_envs: int = 4
-    """Rooms stepped together (PyBoy emulators locally; Warp envs in the device execution)."""
-    total_steps: int = 50_000
-    """Env steps of the whole run (all envs together; a multiple of num_envs)."""
-    ep_window: int = 20
-    checkpoint_every: int = 4096  # env steps
-    min_ready_steps: int = 1024
-    """Env steps of uniformly random actions before the first update (replay prefill)."""
-    train_ratio: float = 64.0
-    """Replayed steps per env step after the prefill: one update (batch_size · seq_len replayed steps) every
-    batch_size · seq_len / train_ratio env steps."""
-    replay_capacity: int = 20_000
-    """Rows of the replay ring per env, 1,440 bytes of packed2 frame each (the oldest are overwritten;
-    >= total_steps / num_envs keeps the whole run)."""
-    step_limit: int = 64
-    """Env steps before an episode is truncated."""
-    frameskip: int = 4
-    """Emulated frames per env step (>= 3: the room shows its update from the third frame). The Warp room of
-    the device execution renders the frame after the update directly (the same frame: contract room_env)."""
-    log_every: int = 256
-    """Write a metrics row every this many env steps (a multiple of num_envs) and at total_steps."""
-    device: str = "auto"
-    """device: where the device execution runs, cpu, cuda, cuda:K, or auto (cuda when available, else cpu)."""
-    kit: str = "fast"
-    """device: the contract implementations (Kit) of the core, fast (the fast twins), fast-compiled (the fast
-    twins with torch.compile of the world model's steps, heads and KL), fast-triton (the fast twins with the
-    fused Triton LayerNorm-GRU: CUDA, or TRITON_INTERPRET=1) or reference (compare's deterministic mode). The
-    local execution always uses the reference kit."""
-    steps_per_rollout: int = 8
-    """device: vector steps the actor part runs before the learner part takes its due updates (actor-side
-    convenience, decoupled from commit_stride and seq_len: seed 004 M7)."""
-    commit_stride: int = 4
-    """device: vector steps between replay commits (a commit makes rows readable to the learner; on CUDA it
-    records an event the learner's gather waits on). <= dreamer.seq_len (the seed's default advice is
-    seq_len / 2)."""
-    sync_every: int = 4
-    """device: learner -> actor weight syncs: after a learner phase, if this many updates were taken since the
-    last sync, the learner copies its world model and actor into the actor's copy (on CUDA the actor stream
-    waits for the copy before acting again)."""
-    value_checks: str = "auto"
-    """device: check tensor values at every call of the hot loop (NaN/Inf, action ids, 0/1 flags, ring pushes):
-    on, off, or auto (on with device cpu, where they are free; off on CUDA, where each is a host
-    synchronization). Off, shapes and dtypes are still checked, and the engine still stops on non-finite
-    metrics and counts ring push violations on the device."""
-    dreamer: DreamerConfig = field(default_factory=DreamerConfig)
-    """World model, actor-critic and optimisation settings (rlspec/algos/dreamer.py)."""
-
-    # old key -> (new key, the old key's type, old value -> new value): --set and an old run's config.json
-    RENAMED: ClassVar[dict] = {"engine": ("execution", str, lambda name: ENGINE_NAMES.get(name, name))}
-
-
-PRESETS: dict[str, dict] = {
-    "default": {},
-    # a few hundred env steps with a tiny model: every code path taken in well under a minute on 2 cores
-    "smoke": {"num_envs": 2, "total_steps": 400, "min_ready_steps": 64, "train_ratio": 32.0,
-              "replay_capacity": 1024, "log_every": 40, "checkpoint_every": 200, "ep_window": 10,
-              "dreamer.deter": 64, "dreamer.stoch": 8, "dreamer.classes": 8, "dreamer.hidden": 64,
-              "dreamer.embed_dim": 64, "dreamer.pool": 4, "dreamer.mlp_hidden": 64, "dreamer.mlp_layers": 1,
-              "dreamer.horizon": 8, "dreamer.batch_size": 4, "dreamer.seq_len": 16},
-    # the room-exit benchmark's conv run (tests/bench/dreamer_room_exit.py OVERRIDES + the conv encoder on the
-    # whole 72 × 80 frame): both engines reached greedy success 1.0 at 18,432 env steps from seed 0
-    "room-exit": {"task": "room-exit", "total_steps": 20480, "num_envs": 4, "min_ready_steps": 1024,
-                  "train_ratio": 32.0, "replay_capacity": 20000, "log_every": 512, "checkpoint_every": 2048,
-                  "dreamer.deter": 128, "dreamer.stoch": 8, "dreamer.classes": 8, "dreamer.hidden": 128,
-                  "dreamer.embed_dim": 128, "dreamer.pool": 1, "dreamer.mlp_hidden": 128, "dreamer.mlp_layers": 2,
-                  "dreamer.horizon": 15, "dreamer.batch_size": 8, "dreamer.seq_len": 32, "dreamer.wm_lr": 3e-4,
-                  "dreamer.actor_lr": 3e-4, "dreamer.critic_lr": 3e-4, "dreamer.encoder": "conv",
-                  "dreamer.cnn_stages": 3, "dreamer.cnn_mult": 8},
-}
-
+from rlspec.runs.shell import episode_means
 
 INT_MIN = {"seed": 0, "num_envs": 1, "total_steps": 1, "min_ready_steps": 0, "replay_capacity": 1, "step_limit": 1,
            "frameskip": MIN_FRAMESKIP, "log_every": 1, "checkpoint_every": 1, "ep_window": 1, "torch_threads": 1,
@@ -189,7 +95,7 @@ def validate(cfg: DreamerRunConfig) -> None:
     if cfg.replay_capacity < d.seq_len:
         raise bad("replay_capacity", f">= dreamer.seq_len = {d.seq_len}", cfg.replay_capacity)
     try:
-        d.world_model_config(num_actions(cfg)), d.behavior_config()
+        world_model_config(d, num_actions(cfg)), behavior_config(d)
     except (TypeError, ValueError) as err:
         raise runconfig.ConfigError(f"config group 'dreamer': {err}") from None
     if cfg.execution == "device":

@@ -16,43 +16,37 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from rlspec.engines.safe import parallel, reference
-from rlspec.engines.safe.parallel import SafeFastConfig, compare
-from rlspec.engines.safe.reference import (
-    ALGOS,
-    ENGINE,
-    EXECUTIONS,
-    PRESETS,
-    Execution,
-    SafeConfig,
-    build_config,
-    collect,
-    describe,
-    evaluate,
-    plot,
-    render_settings,
-    run,
-    validate,
-)
+from rlspec.engines import lazy
+from rlspec.engines.safe import config
+from rlspec.engines.safe.config import ENGINE, FAST_ALIAS, SafeConfig, SafeFastConfig
 from rlspec.runs import shell
 
-__all__ = ["ALGOS", "ENGINE", "EXECUTIONS", "PRESETS", "Execution", "SafeConfig", "SafeFastConfig", "build_config",
-           "collect", "compare", "describe", "evaluate", "execution", "plot", "render_settings", "run", "safe_fast",
-           "train", "validate"]
-
-FAST_ALIAS = "safe-fast"
+# every other name (run, collect, describe, build_config, evaluate, plot, compare, Execution, ...) from the loop
+# or the parallel execution, imported on first use: they import torch
+__getattr__ = lazy(__name__, ("reference", "parallel"))
 
 
-def execution(cfg: SafeConfig) -> Execution:
-    """Where ``cfg``'s run executes: in this process, or (execution parallel) parallel.py's workers/torchrun/device."""
-    return parallel.execution(cfg) if cfg.execution == "parallel" else Execution()
+def _validate(cfg: SafeConfig) -> None:
+    from rlspec.engines.safe.reference import validate
+
+    validate(cfg)
+
+
+def _run(name: str):
+    """The run of `rlspec train NAME`: the loop of reference.py, executed as cfg.execution says (parallel:
+    parallel.py's workers, torchrun process group and device; a process group it joined is left after)."""
+    def run(cfg: SafeConfig, out: Path, resume: bool, stop_after: int | None, show_progress: bool) -> Path:
+        from rlspec.engines.safe import parallel, reference
+
+        execution = parallel.execution if cfg.execution == "parallel" else lambda cfg: reference.Execution()
+        engine = reference.describe(name, type(cfg), execution)
+        return parallel.leaving_process_group(lambda: engine.run(cfg, out, resume, stop_after, show_progress))
+    return run
 
 
 def train(argv: list[str], name: str = ENGINE, cls: type = SafeConfig) -> int:
-    """`rlspec train safe ...` (or, with ``name``/``cls``, the safe-fast alias); under torchrun (WORLD_SIZE > 1)
-    the parallel execution joins the process group, left after the run."""
-    doc = "\n".join((__doc__, reference.__doc__, parallel.__doc__))
-    return parallel.leaving_process_group(lambda: shell.train(describe(name, cls, execution, doc), argv))
+    """`rlspec train safe ...` (or, with ``name``/``cls``, the safe-fast alias); parsing and --help import no torch."""
+    return shell.train(config.describe(name, cls, _validate, _run(name)), argv)
 
 
 def _train_fast(argv: list[str]) -> int:
@@ -61,7 +55,23 @@ def _train_fast(argv: list[str]) -> int:
     return train(argv, FAST_ALIAS, SafeFastConfig)
 
 
+def _evaluate_fast(run_dir, argv: list[str]) -> int:
+    from rlspec.engines.safe.reference import evaluate
+
+    return evaluate(Path(run_dir), argv, SafeFastConfig)
+
+
+def _plot_fast(run_dir) -> int:
+    from rlspec.engines.safe.reference import plot
+
+    return plot(Path(run_dir), SafeFastConfig)
+
+
+def _compare_fast(argv: list[str]) -> int:
+    from rlspec.engines.safe.parallel import compare
+
+    return compare(argv)
+
+
 # `rlspec train/eval/plot/compare safe-fast` (rlspec/cli.py)
-safe_fast = SimpleNamespace(train=_train_fast, compare=compare,
-                            evaluate=lambda run_dir, argv: evaluate(Path(run_dir), argv, SafeFastConfig),
-                            plot=lambda run_dir: plot(Path(run_dir), SafeFastConfig))
+safe_fast = SimpleNamespace(train=_train_fast, compare=_compare_fast, evaluate=_evaluate_fast, plot=_plot_fast)

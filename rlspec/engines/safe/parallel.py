@@ -25,7 +25,7 @@ import json
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import torch
@@ -33,23 +33,14 @@ import torch.distributed as dist
 
 from rlspec.algos.safe_ppo import LOCAL, Comm
 from rlspec.engines.safe import reference as safe
-from rlspec.engines.safe.reference import Execution, SafeConfig
+from rlspec.engines.safe.config import SafeConfig, SafeFastConfig
+from rlspec.engines.safe.reference import Execution
 from rlspec.envs.subproc_vector import EnvWorkerError, SubprocSafeVectorEnv
 from rlspec.runs import device, shell
 from rlspec.runs.compare import largest, mean
 from rlspec.runs.config import bad
 from rlspec.runs.faults import RunStopped, attempt
 from rlspec.runs.rundir import read_metrics
-
-
-@dataclass(frozen=True)
-class SafeFastConfig(SafeConfig):
-    """The safe config with the defaults of `rlspec train safe-fast` (the former safe-fast engine's): execution
-    parallel, 2 envs stepped by 2 worker processes."""
-
-    execution: str = "parallel"
-    num_envs: int = 2
-    env_workers: int = 2
 
 
 class EnvWorkerStopped(EnvWorkerError, RunStopped):

@@ -30,7 +30,7 @@ import json
 import math
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -43,10 +43,8 @@ from rlspec.algos.safe_ppo import (
     LOCAL,
     Comm,
     Kit,
-    PPOConfig,
     Rollout,
     SafePPOState,
-    SafetyConfig,
     env_feedback,
     log_prob,
     make_state,
@@ -54,7 +52,9 @@ from rlspec.algos.safe_ppo import (
     sample,
 )
 from rlspec.algos.safe_update import update
-from rlspec.algos.trust_region import TrustRegionConfig, validate_config
+from rlspec.algos.trust_region import validate_config
+from rlspec.engines.safe import config
+from rlspec.engines.safe.config import ENGINE, EXECUTIONS, PARALLEL_ONLY, PRESETS, SafeConfig  # noqa: F401  (re-exported)
 from rlspec.envs import safety_gym
 from rlspec.envs.safe_vector import SafeVectorEnv, VectorStep
 from rlspec.runs import config as runconfig
@@ -71,60 +71,8 @@ from rlspec.runs.rundir import (
 )
 from rlspec.runs.video import write_mp4
 from rlspec.semantics import build_hooks
-from rlspec.semantics.config import RELIABILITY_BINS, SemanticConfig
+from rlspec.semantics.config import RELIABILITY_BINS
 
-ENGINE = "safe"
-
-
-@dataclass(frozen=True)
-class SafeConfig(runconfig.RunConfig):
-    """The safe engine's run (the keys every engine has: rlspec/runs/config.py RunConfig)."""
-
-    algo: str = "PPOLag"
-    """PPO, PPOLag, PPOLagSem, CPPOPID, PPOSaute, PPOSimmerPID (rlspec/algos/safe_ppo.py), TRPO, TRPOLag,
-    TRPOPID, CPO or P3O (rlspec/algos/trust_region.py)."""
-    env_id: str = "SafetyPointGoal1-v0"
-    """A Safety-Gymnasium id, or ToyGoal-v0 (numpy only, for tests)."""
-    total_steps: int = 10_000_000
-    steps_per_epoch: int = 20_000
-    """Env steps per rollout/update (all envs together; a multiple of num_envs)."""
-    ep_window: int = 50
-    """Episodes averaged in Metrics/EpRet, EpCost, EpLen and in J_c for λ (OmniSafe window_length 50)."""
-    forced_cost: float = 0.0
-    """Constant cost added to every step (test aid: λ must rise when the cost exceeds the limit)."""
-    execution: str = "local"
-    """How the run executes: local (the loop and its envs in this process: reference.py) or parallel (the same
-    loop, the same run with one process: envs in env_workers worker processes, data parallel under torchrun,
-    the networks on device: parallel.py). The three keys below are parallel's."""
-    env_workers: int = 0
-    """parallel: worker processes stepping this process's num_envs envs (0: step them in this process)."""
-    learner_steps: bool = False
-    """parallel: this process steps a share of the envs too (the first of env_workers + 1 slices) while the
-    workers step theirs: on two cores env_workers=1 with learner_steps leaves no core idle while the learner
-    waits."""
-    device: str = "cpu"
-    """parallel: where the networks live and the update runs: cpu, cuda, cuda:K or auto. On CUDA (a GPU policy)
-    the batched policy call runs on the device and its actions come back to the env workers; the action noise
-    is still drawn from the host generator (the same draws as on the host). Under torchrun with cuda each
-    process takes cuda:LOCAL_RANK and the process group is NCCL's."""
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-    """PPO hyper-parameters (OmniSafe 0.5.0 PPOLag.yaml defaults)."""
-    safety: SafetyConfig = field(default_factory=SafetyConfig)
-    """Cost limit, Lagrange, PID, Sauté and Simmer settings."""
-    frame_size: int = 64
-    """Width and height of the frames rendered for PPOLagSem's semantic captures (semantic.enable only)."""
-    semantic: SemanticConfig = field(default_factory=SemanticConfig)
-    """PPOLagSem's semantic side (seed 000 §8 semantic_cfgs); enable=False: plain PPOLag."""
-    trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)
-    """TRPO, TRPOLag, TRPOPID, CPO and P3O settings (OmniSafe 0.5.0 TRPO.yaml, CPO.yaml, P3O.yaml defaults)."""
-
-
-PRESETS: dict[str, dict] = {
-    "default": {},
-    # a few thousand steps: finite losses, files written, every code path taken (CI)
-    "smoke": {"total_steps": 4000, "steps_per_epoch": 1000, "num_envs": 2, "ep_window": 10,
-              "ppo.update_iters": 4, "ppo.batch_size": 250},
-}
 
 def panels(cfg: SafeConfig) -> list[Panel]:
     """RUN/plots: return, cost with the limit line, λ; with semantics, β and the shaping ratio decaying."""
@@ -137,10 +85,6 @@ def panels(cfg: SafeConfig) -> list[Panel]:
     if cfg.semantic.calibrated:
         out += [Panel("Risk/ECE", "risk_ece.png", "risk head ECE on held-out captures")]
     return out
-
-
-EXECUTIONS = ("local", "parallel")
-PARALLEL_ONLY = {"env_workers": 0, "learner_steps": False, "device": "cpu"}  # key -> its value with execution local
 
 
 def validate(cfg: SafeConfig) -> None:
@@ -379,17 +323,12 @@ def _semantic_hooks(cfg: SafeConfig, world: int):
 
 # ------------------------------------------------------------------------------------ CLI entry points
 def describe(name: str = ENGINE, cls: type = SafeConfig,
-             execution: Callable[[SafeConfig], Execution] = lambda cfg: Execution(), doc: str = "") -> shell.Engine:
+             execution: Callable[[SafeConfig], Execution] = lambda cfg: Execution()) -> shell.Engine:
     """The engine `rlspec train NAME` runs: this loop with ``cls``'s config (its defaults), executed by
-    ``execution(cfg)`` (rlspec/engines/safe/__init__.py chooses by cfg.execution), its runs recorded as NAME's."""
-    return shell.Engine(
-        name=name, config=cls, presets=PRESETS, doc=doc or __doc__, validate=validate,
-        run=lambda cfg, out, resume, stop_after, show_progress: run(
-            cfg, out, resume=resume, stop_after_epochs=stop_after, show_progress=show_progress,
-            execution=dataclasses.replace(execution(cfg), engine=name)),
-        out_name=lambda cfg: f"{name}-{cfg.algo}-{cfg.env_id}-s{cfg.seed}", out_pattern=f"{name}-ALGO-ENV-sSEED",
-        stop_unit="epochs", flags=(shell.Flag("algo", "algo", choices=tuple(sorted(ALGOS))),
-                                   shell.Flag("env", "env_id")))
+    ``execution(cfg)`` (the package's entry chooses by cfg.execution), its runs recorded as NAME's."""
+    return config.describe(name, cls, validate, lambda cfg, out, resume, stop_after, show_progress: run(
+        cfg, out, resume=resume, stop_after_epochs=stop_after, show_progress=show_progress,
+        execution=dataclasses.replace(execution(cfg), engine=name)))
 
 
 def build_config(preset: str = "default", overrides: list[str] = (), algo: str | None = None,

@@ -1,0 +1,96 @@
+"""The safe engine's config and its description for `rlspec train safe` (and the safe-fast alias): the run's
+keys (SafeConfig, one docstring per key: the --set reference), presets, shorthand flags and run names.
+Imports no torch, so that parsing the command line and its --help are quick; the loop (reference.py) and the
+parallel execution (parallel.py) load when a run starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlspec.algos.config import ALGOS, PPOConfig, SafetyConfig, TrustRegionConfig
+from rlspec.runs import config as runconfig
+from rlspec.runs import shell
+from rlspec.semantics.config import SemanticConfig
+
+ENGINE = "safe"
+FAST_ALIAS = "safe-fast"  # the former engine name: safe with SafeFastConfig's defaults
+
+
+@dataclass(frozen=True)
+class SafeConfig(runconfig.RunConfig):
+    """The safe engine's run (the keys every engine has: rlspec/runs/config.py RunConfig)."""
+
+    algo: str = "PPOLag"
+    """PPO, PPOLag, PPOLagSem, CPPOPID, PPOSaute, PPOSimmerPID (rlspec/algos/safe_ppo.py), TRPO, TRPOLag,
+    TRPOPID, CPO or P3O (rlspec/algos/trust_region.py)."""
+    env_id: str = "SafetyPointGoal1-v0"
+    """A Safety-Gymnasium id, or ToyGoal-v0 (numpy only, for tests)."""
+    total_steps: int = 10_000_000
+    steps_per_epoch: int = 20_000
+    """Env steps per rollout/update (all envs together; a multiple of num_envs)."""
+    ep_window: int = 50
+    """Episodes averaged in Metrics/EpRet, EpCost, EpLen and in J_c for λ (OmniSafe window_length 50)."""
+    forced_cost: float = 0.0
+    """Constant cost added to every step (test aid: λ must rise when the cost exceeds the limit)."""
+    execution: str = "local"
+    """How the run executes: local (the loop and its envs in this process: reference.py) or parallel (the same
+    loop, the same run with one process: envs in env_workers worker processes, data parallel under torchrun,
+    the networks on device: parallel.py). The three keys below are parallel's."""
+    env_workers: int = 0
+    """parallel: worker processes stepping this process's num_envs envs (0: step them in this process)."""
+    learner_steps: bool = False
+    """parallel: this process steps a share of the envs too (the first of env_workers + 1 slices) while the
+    workers step theirs: on two cores env_workers=1 with learner_steps leaves no core idle while the learner
+    waits."""
+    device: str = "cpu"
+    """parallel: where the networks live and the update runs: cpu, cuda, cuda:K or auto. On CUDA (a GPU policy)
+    the batched policy call runs on the device and its actions come back to the env workers; the action noise
+    is still drawn from the host generator (the same draws as on the host). Under torchrun with cuda each
+    process takes cuda:LOCAL_RANK and the process group is NCCL's."""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """PPO hyper-parameters (OmniSafe 0.5.0 PPOLag.yaml defaults)."""
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
+    """Cost limit, Lagrange, PID, Sauté and Simmer settings."""
+    frame_size: int = 64
+    """Width and height of the frames rendered for PPOLagSem's semantic captures (semantic.enable only)."""
+    semantic: SemanticConfig = field(default_factory=SemanticConfig)
+    """PPOLagSem's semantic side (seed 000 §8 semantic_cfgs); enable=False: plain PPOLag."""
+    trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)
+    """TRPO, TRPOLag, TRPOPID, CPO and P3O settings (OmniSafe 0.5.0 TRPO.yaml, CPO.yaml, P3O.yaml defaults)."""
+
+
+PRESETS: dict[str, dict] = {
+    "default": {},
+    # a few thousand steps: finite losses, files written, every code path taken (CI)
+    "smoke": {"total_steps": 4000, "steps_per_epoch": 1000, "num_envs": 2, "ep_window": 10,
+              "ppo.update_iters": 4, "ppo.batch_size": 250},
+}
+
+
+EXECUTIONS = ("local", "parallel")
+PARALLEL_ONLY = {"env_workers": 0, "learner_steps": False, "device": "cpu"}  # key -> its value with execution local
+
+
+@dataclass(frozen=True)
+class SafeFastConfig(SafeConfig):
+    """The safe config with the defaults of `rlspec train safe-fast` (the former safe-fast engine's): execution
+    parallel, 2 envs stepped by 2 worker processes."""
+
+    execution: str = "parallel"
+    num_envs: int = 2
+    env_workers: int = 2
+
+
+def describe(name: str, cls: type, validate: Callable[[SafeConfig], None], run: Callable[..., Path]) -> shell.Engine:
+    """The engine `rlspec train NAME` runs: ``run`` (the loop, rlspec/runs/shell.py's signature) with ``cls``'s
+    config (its defaults), checked by ``validate``, its runs recorded as NAME's. Its --help text is the
+    docstrings of the engine's modules, read without importing them."""
+    doc = "\n".join(shell.docstring(f"rlspec.engines.safe{m}") for m in ("", ".reference", ".parallel"))
+    return shell.Engine(
+        name=name, config=cls, presets=PRESETS, doc=doc, validate=validate, run=run,
+        out_name=lambda cfg: f"{name}-{cfg.algo}-{cfg.env_id}-s{cfg.seed}", out_pattern=f"{name}-ALGO-ENV-sSEED",
+        stop_unit="epochs", flags=(shell.Flag("algo", "algo", choices=tuple(sorted(ALGOS))),
+                                   shell.Flag("env", "env_id")))
