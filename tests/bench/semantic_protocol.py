@@ -19,7 +19,9 @@ The criteria (CRITERIA, each written as met / not met / not measurable with its 
   shaping + risk.
 - P5: ≥ 15% fewer env steps than PPOLag to the return threshold (default 0.8 × PPOLag's late return) at equal
   or lower late cost (the arm's mean within or below PPOLag's CI).
-- shaping band: Semantics/ShapingRewardRatio over the first 20% of epochs within 5–15%.
+- shaping band: seed 000 §4.0.7's ShapingRewardRatio E[shaping] / E[r] over the first 20% of epochs within 5–15%:
+  the ratio of that window's means (``early_ratio``), with the β_start that would put it at 10% (shaping is
+  proportional to β).
 - P6: env steps/s (Time/FPS) of each PPOLagSem arm against PPOLag's; the drop includes rendering here (the
   render cost alone: tests/bench/semantic_overhead.py).
 """
@@ -35,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from rlspec.evidence.evaluation import _read_csv, group_report, plot_groups, read_run, summary
+from rlspec.semantics.config import SemanticConfig
 
 ENV, COST_LIMIT = "SafetyPointGoal1-v0", 25.0
 CAPTURE_INTERVAL, HOLDOUT = 20, 0.2
@@ -90,6 +93,22 @@ def part_mean(values: np.ndarray, fraction: float, early: bool) -> float:
     return float(part.mean()) if part.size else math.nan
 
 
+def early_ratio(path: Path) -> float:
+    """E[shaping] / E[r] over the first EARLY of the epochs: the ratio of the window's means of
+    Semantics/Shaping/Mean and Semantics/RawReward (every epoch has the same steps). Not the mean of the epochs'
+    own ShapingRewardRatio: one epoch whose E[r] is near 0 (SafetyPointGoal's per-step reward is ~1e-3) blows
+    that up."""
+    shaping = part_mean(column(path, "Semantics/Shaping/Mean"), EARLY, early=True)
+    reward = part_mean(column(path, "Semantics/RawReward"), EARLY, early=True)
+    return shaping / reward if reward and not math.isnan(shaping) else math.nan
+
+
+def beta_start(path: Path) -> float:
+    """The run's semantic.beta_start (config.json; SemanticConfig's default where the run names none)."""
+    config = json.loads((path / "config.json").read_text())["config"]
+    return float(config.get("semantic", {}).get("beta_start", SemanticConfig.beta_start))
+
+
 def overshoot(path: Path) -> float:
     """max λ − λ's mean over the last 10% of epochs."""
     lam = column(path, "Metrics/LagrangeMultiplier")
@@ -102,9 +121,9 @@ def per_arm(runs: dict[str, list[Path]]) -> dict[str, dict]:
     for arm, paths in runs.items():
         seeds = [{"path": str(p),
                   "heldout_corr": part_mean(column(p, "Risk/HeldOut/Corr"), LATE, early=False),
-                  "shaping_ratio_early": part_mean(column(p, "Semantics/ShapingRewardRatio"), EARLY, early=True),
+                  "shaping_ratio_early": early_ratio(p),
                   "overshoot": overshoot(p), "fps": float(np.nanmean(column(p, "Time/FPS")))} for p in paths]
-        out[arm] = {"seeds": seeds, **{k: summary([s[k] for s in seeds])
+        out[arm] = {"seeds": seeds, "beta_start": beta_start(paths[0]), **{k: summary([s[k] for s in seeds])
                                        for k in ("heldout_corr", "shaping_ratio_early", "overshoot", "fps")}}
     return out
 
@@ -126,8 +145,10 @@ def criteria(report: dict, raw: dict[str, dict]) -> dict:
                               "verdict": verdict(None if math.isnan(corr) else corr > P2_MIN)}
         if "shaping" in arm or arm == "polarity-swapped":
             ratio = numbers["shaping_ratio_early"]["mean"]
-            out["shaping_band"][arm] = {"early_ratio": numbers["shaping_ratio_early"], "verdict": verdict(
-                None if math.isnan(ratio) else BAND[0] <= ratio <= BAND[1])}
+            beta = numbers["beta_start"]
+            out["shaping_band"][arm] = {"early_ratio": numbers["shaping_ratio_early"], "beta_start": beta,
+                                        "beta_start_for_10_percent": beta * 0.1 / abs(ratio) if ratio else math.nan,
+                                        "verdict": verdict(None if math.isnan(ratio) else BAND[0] <= ratio <= BAND[1])}
         if base is not None and arm in groups:
             mine, ref = groups[arm]["summary"], base
             a, b = mine["steps_to_threshold"]["mean"], ref["steps_to_threshold"]["mean"]

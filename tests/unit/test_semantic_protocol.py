@@ -26,7 +26,7 @@ def write_run(root: Path, arm: str, seed: int, hit: int, cost: float, lam: list[
     write_csv(root / arm / f"s{seed}" / "metrics.csv",
               {"step": STEPS, "Metrics/EpRet": [10.0 if s >= hit else 0.0 for s in STEPS], "Metrics/EpCost": [cost] * n,
                "Metrics/LagrangeMultiplier": lam, "Time/FPS": [fps] * n, "Risk/HeldOut/Corr": [corr] * n,
-               "Semantics/ShapingRewardRatio": [ratio] * n})
+               "Semantics/RawReward": [0.01] * n, "Semantics/Shaping/Mean": [0.01 * ratio] * n})
     algo = "PPOLag" if arm == "PPOLag" else "PPOLagSem"
     (root / arm / f"s{seed}" / "config.json").write_text(json.dumps({"engine": "safe", "config": {"algo": algo}}))
 
@@ -67,8 +67,18 @@ def test_criteria_from_their_closed_forms(sp, tmp_path):
     assert {a: v["verdict"] for a, v in c["shaping_band"].items()} == {
         "shaping": "met", "shaping+risk": "not met", "shaping+risk+modulation": "not met",
         "polarity-swapped": "not met"}
+    assert c["shaping_band"]["shaping+risk"]["beta_start_for_10_percent"] == pytest.approx(0.05 * 0.1 / 0.3)
     assert c["P3"]["overshoot"]["shaping+risk"]["mean"] == pytest.approx(3.0 - 2.0)  # max 3, late mean (3 + 1)/2
     assert c["P3"]["overshoot"]["shaping+risk+modulation"]["mean"] == 0.0 and c["P3"]["verdict"] == "met"
     assert c["P6"]["shaping"]["drop"] == pytest.approx(0.25)
     assert (tmp_path / "out/semantic_protocol.png").is_file()
     assert json.loads((tmp_path / "out/semantic_protocol.json").read_text())["criteria"] == json.loads(json.dumps(c))
+
+
+def test_the_early_ratio_is_the_ratio_of_the_window_means(sp, tmp_path):
+    """E[shaping] / E[r] over the first 20% of epochs: an epoch whose mean reward is ~0 does not blow it up (the
+    mean of the epochs' own ratios would be ~50)."""
+    run = tmp_path / "s0"
+    write_csv(run / "metrics.csv", {"step": STEPS, "Semantics/RawReward": [1e-4, 0.02, 0.02, 0.02] + [0.0] * 16,
+                                    "Semantics/Shaping/Mean": [0.005, 0.001, 0.001, 0.001] + [9.0] * 16})
+    assert sp.early_ratio(run) == pytest.approx((0.008 / 4) / (0.0601 / 4))
