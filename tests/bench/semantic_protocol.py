@@ -22,8 +22,9 @@ The criteria (CRITERIA, each written as met / not met / not measurable with its 
 - shaping band: seed 000 §4.0.7's ShapingRewardRatio E[shaping] / E[r] over the first 20% of epochs within 5–15%:
   the ratio of that window's means (``early_ratio``), with the β_start that would put it at 10% (shaping is
   proportional to β).
-- P6: env steps/s (Time/FPS) of each PPOLagSem arm against PPOLag's; the drop includes rendering here (the
-  render cost alone: tests/bench/semantic_overhead.py).
+- P6: env steps/s (Time/FPS) of each PPOLagSem arm against PPOLag's; the drop includes rendering here, and is
+  split (``p6_split``) into the embedding, the risk head's training and the rest (rendering, hooks) by the runs'
+  own per-epoch seconds (the render cost alone, measured apart: tests/bench/semantic_overhead.py).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ from rlspec.semantics.config import SemanticConfig
 
 ENV, COST_LIMIT = "SafetyPointGoal1-v0", 25.0
 CAPTURE_INTERVAL, HOLDOUT = 20, 0.2
-COMMON = ["steps_per_epoch=4000", "num_envs=1", "torch_threads=1", "ep_window=20"]
+EPOCH = 4000  # env steps per epoch
+COMMON = [f"steps_per_epoch={EPOCH}", "num_envs=1", "torch_threads=1", "ep_window=20"]
 SAFE = ("a robot on a clear open floor", "a robot driving towards a green goal")  # SemanticConfig's defaults,
 UNSAFE = ("a robot inside a red warning circle", "a robot touching a hazard")  # the captions fit trains on
 SHAPING, RISK = ["semantic.shaping_enable=true"], ["semantic.risk_enable=true"]
@@ -78,6 +80,15 @@ def train(arm: str, seed: int, model: Path, steps: int, runs: Path) -> Path:
         return out
     safe.run(cfg, out, resume=ckpt.exists(), show_progress=False)
     return out
+
+
+# per-epoch telemetry P6's split reads: rollout and update seconds, the model's time per embedded frame
+TIMES = {"rollout_s": "Time/Rollout", "update_s": "Time/Update", "embed_ms": "Semantics/EmbedLatencyMs"}
+
+
+def columns(path: Path) -> list[str]:
+    keys, _ = _read_csv(path / "metrics.csv")
+    return keys
 
 
 def column(path: Path, key: str) -> np.ndarray:
@@ -122,14 +133,31 @@ def per_arm(runs: dict[str, list[Path]]) -> dict[str, dict]:
         seeds = [{"path": str(p),
                   "heldout_corr": part_mean(column(p, "Risk/HeldOut/Corr"), LATE, early=False),
                   "shaping_ratio_early": early_ratio(p),
-                  "overshoot": overshoot(p), "fps": float(np.nanmean(column(p, "Time/FPS")))} for p in paths]
+                  "overshoot": overshoot(p), "fps": float(np.nanmean(column(p, "Time/FPS"))),
+                  **{name: float(np.nanmean(column(p, key))) if key in columns(p) else math.nan
+                     for name, key in TIMES.items()}} for p in paths]
         out[arm] = {"seeds": seeds, "beta_start": beta_start(paths[0]), **{k: summary([s[k] for s in seeds])
-                                       for k in ("heldout_corr", "shaping_ratio_early", "overshoot", "fps")}}
+                                       for k in ("heldout_corr", "shaping_ratio_early", "overshoot", "fps", *TIMES)}}
     return out
 
 
 def verdict(ok: bool | None) -> str:
     return "not measurable here" if ok is None else "met" if ok else "not met"
+
+
+def p6_split(arm: dict, base: dict) -> dict:
+    """P6's throughput drop split by the runs' own per-epoch seconds: the embedding (EmbedLatencyMs × captures per
+    epoch), the update's extra time (the risk head's training), and the rest of the rollout's extra time over
+    PPOLag's (rendering the captured frames and the hooks' per-step work); ``drop_without_render`` is the drop
+    with that rest taken out (seed 000's P6 is about the semantic cost; rendering is the env's)."""
+    mean = {k: arm[k]["mean"] for k in TIMES}
+    base_epoch = base["rollout_s"]["mean"] + base["update_s"]["mean"]
+    embed_s = mean["embed_ms"] * EPOCH / CAPTURE_INTERVAL / 1000 if not math.isnan(mean["embed_ms"]) else 0.0
+    render_s = mean["rollout_s"] - base["rollout_s"]["mean"] - embed_s
+    epoch = mean["rollout_s"] + mean["update_s"]
+    return {"seconds_per_epoch": epoch, "ppolag_seconds_per_epoch": base_epoch, "embedding_s": embed_s,
+            "update_extra_s": mean["update_s"] - base["update_s"]["mean"], "render_and_hooks_s": render_s,
+            "drop_without_render": 1 - base_epoch / (epoch - render_s) if epoch - render_s > 0 else math.nan}
 
 
 def criteria(report: dict, raw: dict[str, dict]) -> dict:
@@ -159,7 +187,8 @@ def criteria(report: dict, raw: dict[str, dict]) -> dict:
                               "verdict": verdict(None if fewer is None else fewer >= P5_FEWER and cost_ok)}
             fps, base_fps = numbers["fps"]["mean"], raw["PPOLag"]["fps"]["mean"]
             out["P6"][arm] = {"fps": numbers["fps"], "ppolag_fps": raw["PPOLag"]["fps"],
-                              "drop": 1 - fps / base_fps if base_fps else math.nan}
+                              "drop": 1 - fps / base_fps if base_fps else math.nan,
+                              **p6_split(numbers, raw["PPOLag"])}
     mod, ref = "shaping+risk+modulation", "shaping+risk"
     if mod in groups and ref in groups:
         lower = (raw[mod]["overshoot"]["mean"] < raw[ref]["overshoot"]["mean"],

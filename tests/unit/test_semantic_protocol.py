@@ -20,13 +20,16 @@ def sp(bench_script):
 
 
 def write_run(root: Path, arm: str, seed: int, hit: int, cost: float, lam: list[float], corr: float = 0.0,
-              ratio: float = 0.0, fps: float = 100.0) -> None:
-    """A finished run whose return is 0 before step ``hit`` and 10 from it on."""
+              ratio: float = 0.0, fps: float = 100.0, times: tuple[float, float, float] = (10.0, 5.0, 0.0)) -> None:
+    """A finished run whose return is 0 before step ``hit`` and 10 from it on; ``times``: rollout and update
+    seconds per epoch, ms per embedded frame."""
     n = len(STEPS)
     write_csv(root / arm / f"s{seed}" / "metrics.csv",
               {"step": STEPS, "Metrics/EpRet": [10.0 if s >= hit else 0.0 for s in STEPS], "Metrics/EpCost": [cost] * n,
                "Metrics/LagrangeMultiplier": lam, "Time/FPS": [fps] * n, "Risk/HeldOut/Corr": [corr] * n,
-               "Semantics/RawReward": [0.01] * n, "Semantics/Shaping/Mean": [0.01 * ratio] * n})
+               "Semantics/RawReward": [0.01] * n, "Semantics/Shaping/Mean": [0.01 * ratio] * n,
+               "Time/Rollout": [times[0]] * n, "Time/Update": [times[1]] * n,
+               "Semantics/EmbedLatencyMs": [times[2]] * n})
     algo = "PPOLag" if arm == "PPOLag" else "PPOLagSem"
     (root / arm / f"s{seed}" / "config.json").write_text(json.dumps({"engine": "safe", "config": {"algo": algo}}))
 
@@ -50,7 +53,8 @@ def test_criteria_from_their_closed_forms(sp, tmp_path):
     flat, bumpy = [1.0] * 20, [1.0 + (0.5 if k % 2 else -0.5) for k in range(18)] + [3.0, 1.0]
     for seed in range(3):
         write_run(tmp_path, "PPOLag", seed, hit=10_000, cost=20.0, lam=flat, fps=200.0)
-        write_run(tmp_path, "shaping", seed, hit=6_000, cost=19.0, lam=flat, ratio=0.1, fps=150.0)  # 40% fewer
+        write_run(tmp_path, "shaping", seed, hit=6_000, cost=19.0, lam=flat, ratio=0.1, fps=150.0,  # 40% fewer
+                  times=(14.0, 6.0, 2.0))
         write_run(tmp_path, "risk", seed, hit=10_000, cost=30.0, lam=flat, corr=0.5)  # cost above PPOLag's
         write_run(tmp_path, "shaping+risk", seed, hit=9_000, cost=20.0, lam=bumpy, corr=0.2, ratio=0.3)
         write_run(tmp_path, "shaping+risk+modulation", seed, hit=9_000, cost=20.0, lam=flat, corr=0.4, ratio=0.01)
@@ -71,6 +75,12 @@ def test_criteria_from_their_closed_forms(sp, tmp_path):
     assert c["P3"]["overshoot"]["shaping+risk"]["mean"] == pytest.approx(3.0 - 2.0)  # max 3, late mean (3 + 1)/2
     assert c["P3"]["overshoot"]["shaping+risk+modulation"]["mean"] == 0.0 and c["P3"]["verdict"] == "met"
     assert c["P6"]["shaping"]["drop"] == pytest.approx(0.25)
+    # 200 captures per 4000-step epoch × 2 ms = 0.4 s of embedding; the rollout's other extra 14 − 10 − 0.4 s is
+    # rendering and hooks; without it an epoch takes 20 − 3.6 s against PPOLag's 15 s
+    split = c["P6"]["shaping"]
+    assert split["embedding_s"] == pytest.approx(0.4) and split["render_and_hooks_s"] == pytest.approx(3.6)
+    assert split["update_extra_s"] == pytest.approx(1.0)
+    assert split["drop_without_render"] == pytest.approx(1 - 15 / 16.4)
     assert (tmp_path / "out/semantic_protocol.png").is_file()
     assert json.loads((tmp_path / "out/semantic_protocol.json").read_text())["criteria"] == json.loads(json.dumps(c))
 
