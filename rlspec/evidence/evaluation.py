@@ -79,8 +79,9 @@ class Curve:
     values: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    """(column names, rows) of a CSV log."""
+def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """(column names, rows) of a CSV log (rlspec's metrics.csv, SB3's and OmniSafe's progress.csv), values as
+    written."""
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
         return list(reader.fieldnames or []), list(reader)
@@ -159,9 +160,9 @@ def read_run(path: Path, group_by: str = "algo") -> Curve:
     if metrics.is_file() and config.is_file():  # rlspec: OmniSafe's metric names, the step in column `step`
         cfg = json.loads(config.read_text())
         label = cfg.get("config", {}).get(group_by, cfg.get("engine", path.name))
-        return _curve(f"rlspec {label}", path, "rlspec", _read_csv(metrics), "step")
+        return _curve(f"rlspec {label}", path, "rlspec", read_csv(metrics), "step")
     if progress.is_file():
-        table = _read_csv(progress)
+        table = read_csv(progress)
         if "TotalEnvSteps" in table[0]:  # OmniSafe: runs/<Algo>-{<env>}/seed-XXX-<time>/
             cfg = json.loads(config.read_text()) if config.is_file() else {}
             label = cfg.get(group_by, path.parent.name.split("-{")[0])

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from omnisafe_safe import shared  # tests/bench: the override set both sides run with
 
-from rlspec.evidence.evaluation import Curve, _read_csv, group_report, plot_groups, read_run
+from rlspec.evidence.evaluation import Curve, group_report, plot_groups, read_csv, read_run
 
 COST_LIMIT, COST_BAND = 25.0, 5.0
 LAGRANGIAN = ("PPOLag", "CPPOPID", "TRPOLag", "TRPOPID", "PPOLagSem")
@@ -50,7 +50,7 @@ def find_runs(rlspec_dir: Path, omnisafe_dir: Path, algo: str, sb3_dir: Path | N
 def cpu_seconds_per_epoch(path: Path) -> float:
     """Mean of Time/Rollout + Time/Update over the logged epochs (both tools log these, in seconds)."""
     name = "metrics.csv" if (path / "metrics.csv").is_file() else "progress.csv"
-    _, rows = _read_csv(path / name)
+    _, rows = read_csv(path / name)
     per = [float(r["Time/Rollout"]) + float(r["Time/Update"]) for r in rows
            if r.get("Time/Rollout") not in (None, "") and r.get("Time/Update") not in (None, "")]
     return float(np.mean(per)) if per else math.nan

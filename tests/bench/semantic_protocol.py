@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlspec.evidence.evaluation import _read_csv, group_report, plot_groups, read_run, summary
+from rlspec.evidence.evaluation import group_report, plot_groups, read_csv, read_run, summary
 from rlspec.semantics.config import SemanticConfig
 
 ENV, COST_LIMIT = "SafetyPointGoal1-v0", 25.0
@@ -87,12 +87,12 @@ TIMES = {"rollout_s": "Time/Rollout", "update_s": "Time/Update", "embed_ms": "Se
 
 
 def columns(path: Path) -> list[str]:
-    keys, _ = _read_csv(path / "metrics.csv")
+    keys, _ = read_csv(path / "metrics.csv")
     return keys
 
 
 def column(path: Path, key: str) -> np.ndarray:
-    _, rows = _read_csv(path / "metrics.csv")
+    _, rows = read_csv(path / "metrics.csv")
     return np.array([float(r[key]) if r.get(key) not in (None, "") else math.nan for r in rows])
 
 
