@@ -17,8 +17,9 @@ The criteria (CRITERIA, each written as met / not met / not measurable with its 
 - P2: the risk head's correlation with future cost (Risk/HeldOut/Corr over the last 10% of epochs) > 0.3.
 - P3: λ modulation lowers λ's overshoot (max λ − late mean λ) and oscillation (rlspec.evidence.evaluation) against
   shaping + risk.
-- P5: ≥ 15% fewer env steps than PPOLag to the return threshold (default 0.8 × PPOLag's late return) at equal
-  or lower late cost (the arm's mean within or below PPOLag's CI).
+- P5: ≥ 15% fewer env steps than PPOLag to the return threshold (default 0.8 × PPOLag's late return; a seed that
+  never reaches it counts at the budget: ``censored_steps``) at equal or lower late cost (the arm's mean within or
+  below PPOLag's CI).
 - shaping band: seed 000 §4.0.7's ShapingRewardRatio E[shaping] / E[r] over the first 20% of epochs within 5–15%:
   the ratio of that window's means (``early_ratio``), with the β_start that would put it at 10% (shaping is
   proportional to β).
@@ -160,7 +161,16 @@ def p6_split(arm: dict, base: dict) -> dict:
             "drop_without_render": 1 - base_epoch / (epoch - render_s) if epoch - render_s > 0 else math.nan}
 
 
-def criteria(report: dict, raw: dict[str, dict]) -> dict:
+def censored_steps(group: dict, budget: int) -> dict:
+    """Env steps to the return threshold over every seed of an arm, a seed that never reached it counted at the
+    budget (a lower bound of its steps): an arm that reaches it in fewer seeds is not judged on its lucky ones."""
+    steps = [r["steps_to_threshold"] for r in group["runs"]]
+    reached = [s for s in steps if not math.isnan(s)]
+    return {"seeds": steps, **summary([budget if math.isnan(s) else s for s in steps]),
+            "reached": f"{len(reached)}/{len(steps)}"}
+
+
+def criteria(report: dict, raw: dict[str, dict], budget: int) -> dict:
     """Each criterion per arm: met / not met / not measurable, with the numbers it was judged on."""
     groups, out = report["groups"], {"P2": {}, "P3": {}, "P5": {}, "shaping_band": {}, "P6": {}}
     base = groups.get("PPOLag", {}).get("summary")
@@ -178,11 +188,11 @@ def criteria(report: dict, raw: dict[str, dict]) -> dict:
                                         "beta_start_for_10_percent": beta * 0.1 / abs(ratio) if ratio else math.nan,
                                         "verdict": verdict(None if math.isnan(ratio) else BAND[0] <= ratio <= BAND[1])}
         if base is not None and arm in groups:
-            mine, ref = groups[arm]["summary"], base
-            a, b = mine["steps_to_threshold"]["mean"], ref["steps_to_threshold"]["mean"]
+            mine, ref = censored_steps(groups[arm], budget), censored_steps(groups["PPOLag"], budget)
+            a, b = mine["mean"], ref["mean"]
             fewer = None if math.isnan(a) or math.isnan(b) else (b - a) / b
-            cost_ok = mine["final_cost"]["mean"] <= ref["final_cost"]["ci_high"]
-            out["P5"][arm] = {"steps_to_threshold": mine["steps_to_threshold"], "ppolag": ref["steps_to_threshold"],
+            cost_ok = groups[arm]["summary"]["final_cost"]["mean"] <= base["final_cost"]["ci_high"]
+            out["P5"][arm] = {"steps_to_threshold": mine, "ppolag": ref,
                               "fewer_fraction": fewer, "cost_equal_or_lower": bool(cost_ok),
                               "verdict": verdict(None if fewer is None else fewer >= P5_FEWER and cost_ok)}
             fps, base_fps = numbers["fps"]["mean"], raw["PPOLag"]["fps"]["mean"]
@@ -226,7 +236,7 @@ def report(runs_dir: Path, steps: int, threshold: float | None, out: Path) -> di
     if curves:
         rep = group_report(curves, threshold=threshold, cost_limit=COST_LIMIT)
         raw = per_arm(runs)
-        result.update(report=rep, per_arm=raw, criteria=criteria(rep, raw))
+        result.update(report=rep, per_arm=raw, criteria=criteria(rep, raw, steps))
         plot_groups(curves, out / "semantic_protocol.png", cost_limit=COST_LIMIT)
     out.mkdir(parents=True, exist_ok=True)
     (out / "semantic_protocol.json").write_text(json.dumps(result, indent=1))

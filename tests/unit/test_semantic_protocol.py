@@ -55,7 +55,8 @@ def test_criteria_from_their_closed_forms(sp, tmp_path):
         write_run(tmp_path, "PPOLag", seed, hit=10_000, cost=20.0, lam=flat, fps=200.0)
         write_run(tmp_path, "shaping", seed, hit=6_000, cost=19.0, lam=flat, ratio=0.1, fps=150.0,  # 40% fewer
                   times=(14.0, 6.0, 2.0))
-        write_run(tmp_path, "risk", seed, hit=10_000, cost=30.0, lam=flat, corr=0.5)  # cost above PPOLag's
+        write_run(tmp_path, "risk", seed, hit=10_000 if seed < 2 else 30_000, cost=30.0, lam=flat,  # cost above
+                  corr=0.5)  # PPOLag's; seed 2 never reaches the threshold: counted at the 20k budget
         write_run(tmp_path, "shaping+risk", seed, hit=9_000, cost=20.0, lam=bumpy, corr=0.2, ratio=0.3)
         write_run(tmp_path, "shaping+risk+modulation", seed, hit=9_000, cost=20.0, lam=flat, corr=0.4, ratio=0.01)
     write_run(tmp_path, "polarity-swapped", 0, hit=10_000, cost=20.0, lam=flat)
@@ -64,7 +65,8 @@ def test_criteria_from_their_closed_forms(sp, tmp_path):
     assert result["return_threshold"] == pytest.approx(8.0) and result["seeds"]["polarity-swapped"] == 1
     c = result["criteria"]
     assert c["P5"]["shaping"]["fewer_fraction"] == pytest.approx(0.4) and c["P5"]["shaping"]["verdict"] == "met"
-    assert c["P5"]["risk"]["fewer_fraction"] == 0.0 and not c["P5"]["risk"]["cost_equal_or_lower"]
+    assert c["P5"]["risk"]["fewer_fraction"] == pytest.approx((10_000 - 40_000 / 3) / 10_000)
+    assert c["P5"]["risk"]["steps_to_threshold"]["reached"] == "2/3" and not c["P5"]["risk"]["cost_equal_or_lower"]
     assert c["P5"]["risk"]["verdict"] == "not met"
     assert {a: v["verdict"] for a, v in c["P2"].items()} == {
         "risk": "met", "shaping+risk": "not met", "shaping+risk+modulation": "met", "polarity-swapped": "not met"}
