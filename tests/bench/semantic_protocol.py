@@ -161,6 +161,13 @@ def p6_split(arm: dict, base: dict) -> dict:
             "drop_without_render": 1 - base_epoch / (epoch - render_s) if epoch - render_s > 0 else math.nan}
 
 
+def seeds_where(numbers: dict, key: str, holds) -> str:
+    """"k/n": the seeds of an arm whose ``key`` satisfies ``holds`` (a verdict reads the mean; this says how many
+    seeds agree)."""
+    values = [s[key] for s in numbers["seeds"]]
+    return f"{sum(bool(holds(v)) for v in values if not math.isnan(v))}/{len(values)}"
+
+
 def censored_steps(group: dict, budget: int) -> dict:
     """Env steps to the return threshold over every seed of an arm, a seed that never reached it counted at the
     budget (a lower bound of its steps): an arm that reaches it in fewer seeds is not judged on its lucky ones."""
@@ -180,12 +187,15 @@ def criteria(report: dict, raw: dict[str, dict], budget: int) -> dict:
         corr = numbers["heldout_corr"]["mean"]
         if "risk" in arm or arm == "polarity-swapped":
             out["P2"][arm] = {"heldout_corr": numbers["heldout_corr"],
+                              "seeds_above": seeds_where(numbers, "heldout_corr", lambda c: c > P2_MIN),
                               "verdict": verdict(None if math.isnan(corr) else corr > P2_MIN)}
         if "shaping" in arm or arm == "polarity-swapped":
             ratio = numbers["shaping_ratio_early"]["mean"]
             beta = numbers["beta_start"]
             out["shaping_band"][arm] = {"early_ratio": numbers["shaping_ratio_early"], "beta_start": beta,
                                         "beta_start_for_10_percent": beta * 0.1 / abs(ratio) if ratio else math.nan,
+                                        "seeds_in_band": seeds_where(numbers, "shaping_ratio_early",
+                                                                     lambda r: BAND[0] <= r <= BAND[1]),
                                         "verdict": verdict(None if math.isnan(ratio) else BAND[0] <= ratio <= BAND[1])}
         if base is not None and arm in groups:
             mine, ref = censored_steps(groups[arm], budget), censored_steps(groups["PPOLag"], budget)

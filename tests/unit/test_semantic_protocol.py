@@ -73,6 +73,8 @@ def test_criteria_from_their_closed_forms(sp, tmp_path):
     assert {a: v["verdict"] for a, v in c["shaping_band"].items()} == {
         "shaping": "met", "shaping+risk": "not met", "shaping+risk+modulation": "not met",
         "polarity-swapped": "not met"}
+    assert c["P2"]["risk"]["seeds_above"] == "3/3" and c["shaping_band"]["shaping"]["seeds_in_band"] == "3/3"
+    assert c["shaping_band"]["shaping+risk"]["seeds_in_band"] == "0/3"
     assert c["shaping_band"]["shaping+risk"]["beta_start_for_10_percent"] == pytest.approx(0.05 * 0.1 / 0.3)
     assert c["P3"]["overshoot"]["shaping+risk"]["mean"] == pytest.approx(3.0 - 2.0)  # max 3, late mean (3 + 1)/2
     assert c["P3"]["overshoot"]["shaping+risk+modulation"]["mean"] == 0.0 and c["P3"]["verdict"] == "met"
