@@ -1,10 +1,11 @@
 """The Dreamer engines' shared half and the reference execution ``DreamerV3EngineCPU`` (seed 004 M6–M8): one
 process, CPU, top to bottom, on the project's Game Boy room (rlspec/envs/room/room.gb in PyBoy).
 
-What both executions share lives here: the config (DreamerRunConfig) and its validation (the fast
-execution's keys included), the train-ratio scheduler (``updates_due``), the run directory, metrics rows and
-plots (``Logger``), checkpoint reading, the greedy episodes of eval. fast.py builds on this module; the
-package's entry (__init__.py) joins the two behind the CLI.
+What both executions share lives here: the config's validation (the fast execution's keys included; the
+config itself, DreamerRunConfig, is config.py's, torch-free), the train-ratio scheduler (``updates_due``), the
+run directory, metrics rows and plots (``Logger``), checkpoint reading, the greedy episodes of eval. fast.py
+builds on this module; verbs.py (eval, plot, compare) and the package's entry (__init__.py, `rlspec train`)
+join the two behind the CLI.
 
 
 One loop iteration is one vector step of the ``num_envs`` emulators (``num_envs`` env steps):
