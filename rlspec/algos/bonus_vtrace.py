@@ -25,6 +25,11 @@ of O(1) on any task (Meta-World's returns are in the hundreds: in raw units the 
 one shared clip norm, and the policy's effective step swung with it, up to collapse). Rewards × c > 0 give
 σ_G × c and the same update.
 
+Observation scale (``ObsNorm``, with ``normalize_obs``): the replay keeps raw observations and commits each new
+fragment's to the kit's ObsNormalizer; before each update the learner loads those statistics into the policy's
+ObsNorm, which the critic's input passes too (LearnerState.value). SB3's anchor on Meta-World normalizes its
+observations the same way (VecNormalize).
+
 Bonus phase (``bonus_phase``, after the main update, seed 003 §3.3, Part3): the scheduler decides from the
 paired queue (identically on every rank: contract ``success_set`` BonusScheduler, all-reduce MIN); on a
 trigger, packs are sampled (consume / diverse per config), stacked into a step batch, and up to
@@ -57,16 +62,39 @@ from rlspec.models.actor_critic import Critic, mlp
 
 log = logging.getLogger(__name__)
 
-class TokenPolicy(nn.Module):
-    """obs [N, OBS] -> logits [N, ACTION_DIM, N_BINS]."""
+class ObsNorm(nn.Module):
+    """The networks' input with ``normalize_obs``: the kit's ObsNormalizer (contract numerics: (obs − μ)/√(σ² + ε)
+    clipped to ±10, SB3 VecNormalize's observations) with frozen statistics. They are the module's extra state,
+    so ``policy.state_dict()`` carries them with the weights to the rollout workers, the EMA policy, the
+    checkpoints and ``rlspec eval``. The replay side commits every fragment's raw observations; the learner
+    loads those statistics (``set_extra_state``) before each update."""
 
-    def __init__(self, obs_dim: int, action_dim: int, n_bins: int, hidden: tuple[int, ...], gen: torch.Generator):
+    def __init__(self, normalizer):
+        super().__init__()
+        self.normalizer = normalizer
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.normalizer.normalize(obs)
+
+    def get_extra_state(self) -> dict:
+        return self.normalizer.state_dict()
+
+    def set_extra_state(self, state: dict) -> None:
+        self.normalizer.load_state_dict(state)
+
+
+class TokenPolicy(nn.Module):
+    """obs [N, OBS] -> logits [N, ACTION_DIM, N_BINS]; ``norm``: the input normalization (ObsNorm), or none."""
+
+    def __init__(self, obs_dim: int, action_dim: int, n_bins: int, hidden: tuple[int, ...], gen: torch.Generator,
+                 norm: ObsNorm | None = None):
         super().__init__()
         self.action_dim, self.n_bins = action_dim, n_bins
+        self.norm = norm if norm is not None else nn.Identity()
         self.net = mlp([obs_dim, *hidden, action_dim * n_bins], "tanh", gen)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs).reshape(*obs.shape[:-1], self.action_dim, self.n_bins)
+        return self.net(self.norm(obs)).reshape(*obs.shape[:-1], self.action_dim, self.n_bins)
 
 
 def token_logp(logits: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -122,6 +150,7 @@ class BonusKit:
     BonusScheduler: type
     # contract numerics
     RunningMeanStd: type
+    ObsNormalizer: type
     ratio_guard: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]
     LossGuard: type
 
@@ -143,7 +172,7 @@ class BonusKit:
         return cls(vtrace=vtrace.vtrace, loss_a=success_set.loss_a, mine_pair=success_set.mine_pair,
                    SuccessPrototypes=success_set.SuccessPrototypes, PairedQueue=success_set.PairedQueue,
                    BonusScheduler=success_set.BonusScheduler, RunningMeanStd=numerics.RunningMeanStd,
-                   ratio_guard=numerics.ratio_guard, LossGuard=numerics.LossGuard)
+                   ObsNormalizer=numerics.ObsNormalizer, ratio_guard=numerics.ratio_guard, LossGuard=numerics.LossGuard)
 
 
 class ReturnScale:
@@ -178,13 +207,24 @@ class ReturnScale:
 @dataclass
 class LearnerState:
     policy: TokenPolicy
-    critic: Critic
+    critic: Critic  # on the policy's normalized input (value())
     opt: torch.optim.Optimizer
     bonus_opt: torch.optim.Optimizer
 
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(s) [...] of raw observations [..., OBS]."""
+        return self.critic(self.policy.norm(obs))
 
-def make_learner(cfg: LearnerConfig, obs_dim: int, action_dim: int, n_bins: int, gen: torch.Generator) -> LearnerState:
-    policy = TokenPolicy(obs_dim, action_dim, n_bins, cfg.hidden, gen)
+
+def make_policy(cfg: LearnerConfig, obs_dim: int, action_dim: int, n_bins: int, kit: BonusKit,
+                gen: torch.Generator) -> TokenPolicy:
+    norm = ObsNorm(kit.ObsNormalizer((obs_dim,))) if cfg.normalize_obs else None
+    return TokenPolicy(obs_dim, action_dim, n_bins, cfg.hidden, gen, norm)
+
+
+def make_learner(cfg: LearnerConfig, obs_dim: int, action_dim: int, n_bins: int, kit: BonusKit,
+                 gen: torch.Generator) -> LearnerState:
+    policy = make_policy(cfg, obs_dim, action_dim, n_bins, kit, gen)
     critic = Critic(obs_dim, cfg.hidden, "tanh", gen)
     opt = torch.optim.Adam([*policy.parameters(), *critic.parameters()], lr=cfg.lr)
     return LearnerState(policy, critic, opt, torch.optim.Adam(policy.parameters(), lr=cfg.bonus_lr))
@@ -227,7 +267,7 @@ def _step(opt: torch.optim.Optimizer, loss: torch.Tensor, groups: Clipped, avera
 def vtrace_targets(state: LearnerState, batch: Fragment, cfg: LearnerConfig, vtrace) -> tuple[torch.Tensor, ...]:
     """(logp_old [T, N], v_s [T, N], pg advantages [T, N], ρ [T, N]) of the update-start policy (step 1)."""
     logp_old = token_logp(state.policy(batch.obs), batch.tokens)[0]  # [T, N]
-    v, nv = state.critic(batch.obs), state.critic(batch.next_obs)  # [T, N] each
+    v, nv = state.value(batch.obs), state.value(batch.next_obs)  # [T, N] each
     done = batch.terminated | batch.truncated
     timeout = batch.truncated & ~batch.terminated  # a terminal at the time limit is a terminal
     reward = batch.reward + cfg.gamma * timeout * nv  # a timeout bootstraps V(s_final)
@@ -268,7 +308,7 @@ def ppo_vtrace_update(state: LearnerState, batch: Fragment, cfg: LearnerConfig, 
             ratio, events = kit.ratio_guard(logp, logp_old[idx])
             clipped = ratio.clamp(1 - cfg.clip, 1 + cfg.clip)
             loss_pi = guard(-torch.min(ratio * adv[idx], clipped * adv[idx]).mean(), "policy")
-            loss_v = guard(0.5 * (state.critic(obs[idx]) - vs[idx]).pow(2).mean(), "value")
+            loss_v = guard(0.5 * (state.value(obs[idx]) - vs[idx]).pow(2).mean(), "value")
             loss = loss_pi + cfg.value_coef * loss_v - cfg.entropy_coef * entropy.mean()
             norms = _step(state.opt, loss, groups, average_gradients)
             with torch.no_grad():

@@ -302,6 +302,10 @@ class LearnerConfig:
     """Gradient norm clip of the critic, apart from the policy's."""
     normalize_returns: bool = True
     """Divide rewards by the running std of the discounted return before V-trace (ReturnScale)."""
+    normalize_obs: bool = False
+    """Normalize the policy's and the critic's input with running statistics of every observation collected so
+    far ((obs − μ)/√(σ² + 1e-8) clipped to ±10, SB3 VecNormalize's; frozen during a rollout, refreshed before
+    each update, saved in the checkpoint and carried with the policy's weights)."""
     bonus_lr: float = 1e-4
     """Adam learning rate of the bonus phase's policy steps (its own optimizer)."""
     target_kl: float | None = None

@@ -3,6 +3,7 @@ sides in one process with one generator. The Ray execution (ray_world.py) runs t
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import deque
 from typing import Callable, NamedTuple
@@ -85,13 +86,15 @@ class RolloutSide:
 
 
 class ReplaySide:
-    """The fragment replay, Part1 reassembly, the episode window, the pair miner (seed 003 replay actor) and the
-    return scale the learner divides rewards by (every env's rewards pass here, in order)."""
+    """The fragment replay, Part1 reassembly, the episode window, the pair miner (seed 003 replay actor), the
+    return scale the learner divides rewards by and the observation statistics it normalizes with (every env's
+    steps pass here, in order)."""
 
-    def __init__(self, cfg: BonusConfig, kit: BonusKit, setup, bonus_cfg: SuccessSetConfig):
+    def __init__(self, cfg: BonusConfig, kit: BonusKit, setup, bonus_cfg: SuccessSetConfig, obs_dim: int):
         self.cfg, self.setup = cfg, setup
         self.total_envs = total_envs(cfg)
         self.return_scale = ReturnScale(self.total_envs, cfg.learner.gamma, kit)
+        self.obs_norm = kit.ObsNormalizer((obs_dim,)) if cfg.learner.normalize_obs else None
         self.replay: deque[Fragment] = deque(maxlen=cfg.replay_capacity)
         self.assembler = EpisodeAssembler()
         self.miner = PairMiner(bonus_cfg, setup, kit, cfg.pool_size, cfg.queue_size)
@@ -103,6 +106,8 @@ class ReplaySide:
         frag = c.frag
         done = frag.terminated | frag.truncated  # [T, N]
         self.return_scale.observe(frag.reward, done, c.episode_id[0] % self.total_envs)  # Part1 ids -> env index
+        if self.obs_norm is not None:
+            self.obs_norm.commit(frag.obs.reshape(-1, frag.obs.shape[-1]))  # [T·N, OBS]
         for i in range(frag.obs.shape[1]):
             for ep in self.assembler.add(c.episode_id[:, i], c.t[:, i], frag.obs[:, i], frag.tokens[:, i],
                                          frag.reward[:, i], done[:, i], c.success[:, i]):
@@ -124,6 +129,10 @@ class ReplaySide:
         """What the learner divides this round's rewards by (1 without normalize_returns)."""
         return self.return_scale.scale() if self.cfg.learner.normalize_returns else 1.0
 
+    def obs_stats(self) -> dict | None:
+        """The observation statistics the learner normalizes this round's batch with (None without normalize_obs)."""
+        return None if self.obs_norm is None else self.obs_norm.state_dict()
+
     def metrics(self) -> dict[str, float]:
         out = {f"episodes/{k}": float(v) for k, v in self.assembler.counts.items()}
         out.update(self.miner.metrics() if self.setup.mine else {})
@@ -138,7 +147,7 @@ class ReplaySide:
         return {"replay": list(self.replay), "assembler": self.assembler, "window": list(self.window),
                 "successes": list(self.miner.successes), "queue": list(self.miner.queue.packs),
                 "prototypes": self.miner.prototypes, "miner_counts": dict(self.miner.counts),
-                "return_scale": self.return_scale.state_dict()}
+                "return_scale": self.return_scale.state_dict(), "obs_norm": self.obs_stats()}
 
     def load_state_dict(self, s: dict) -> None:
         self.replay.extend(s["replay"])
@@ -148,6 +157,8 @@ class ReplaySide:
         self.miner.queue.packs.extend(s["queue"])
         self.miner.prototypes, self.miner.counts = s["prototypes"], s["miner_counts"]
         self.return_scale.load_state_dict(s["return_scale"])
+        if self.obs_norm is not None:
+            self.obs_norm.load_state_dict(s["obs_norm"])
 
 
 class LearnerSide:
@@ -156,17 +167,19 @@ class LearnerSide:
     def __init__(self, cfg: BonusConfig, kit: BonusKit, setup, bonus_cfg: SuccessSetConfig, obs_dim: int,
                  action_dim: int, n_bins: int, gen: torch.Generator, reduce_min=None, average_gradients=None):
         self.cfg, self.kit, self.setup, self.n_bins = cfg, kit, setup, n_bins
-        self.learner = make_learner(cfg.learner, obs_dim, action_dim, n_bins, gen)
+        self.learner = make_learner(cfg.learner, obs_dim, action_dim, n_bins, kit, gen)
         self.scheduler = kit.BonusScheduler(bonus_cfg, **({"reduce_min": reduce_min} if reduce_min else {}))
         self.average_gradients = average_gradients
         self.bonus_errors = 0
         # the EMA ("best") policy of seed 003 §2.3, kept only when some worker acts with it
-        self.ema = ({k: v.detach().clone() for k, v in self.learner.policy.state_dict().items()}
-                    if cfg.best_workers else None)
+        self.ema = copy.deepcopy(self.learner.policy.state_dict()) if cfg.best_workers else None
 
     def update(self, batch: Fragment, miner: PairMiner, step: int, gen: torch.Generator,
-               return_scale: float = 1.0) -> dict[str, float]:
-        """The main update on rewards / return_scale, then bonus time (its errors counted)."""
+               return_scale: float = 1.0, obs_stats: dict | None = None) -> dict[str, float]:
+        """The main update on rewards / return_scale and observations normalized with ``obs_stats`` (ReplaySide),
+        then bonus time (its errors counted)."""
+        if obs_stats is not None:
+            self.learner.policy.norm.set_extra_state(obs_stats)
         metrics = ppo_vtrace_update(self.learner, batch, self.cfg.learner, self.kit, gen,
                                     self.average_gradients, return_scale)
         if self.setup.loss_a:
@@ -176,10 +189,17 @@ class LearnerSide:
             metrics.update(telemetry)
             metrics["bonus/errors"] = float(self.bonus_errors)
         if self.ema is not None:
-            with torch.no_grad():
-                for k, v in self.learner.policy.state_dict().items():
-                    self.ema[k].lerp_(v, 1.0 - self.cfg.best_ema)
+            self._update_ema()
         return metrics
+
+    @torch.no_grad()
+    def _update_ema(self) -> None:
+        """The EMA of the policy's weights; its observation statistics (extra state) are the current ones."""
+        for k, v in self.learner.policy.state_dict().items():
+            if isinstance(v, torch.Tensor):
+                self.ema[k].lerp_(v, 1.0 - self.cfg.best_ema)
+            else:
+                self.ema[k] = copy.deepcopy(v)
 
     def state_dict(self) -> dict:
         l = self.learner
@@ -204,7 +224,7 @@ class World:
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.rollout = RolloutSide(cfg, cfg.num_envs, 0, cfg.num_envs)
         envs = self.rollout.envs
-        self.replay = ReplaySide(cfg, kit, setup, bonus_cfg)
+        self.replay = ReplaySide(cfg, kit, setup, bonus_cfg, envs.obs_dim)
         self.learner = LearnerSide(cfg, kit, setup, bonus_cfg, envs.obs_dim, envs.action_dim, envs.n_bins, self.gen)
 
     def train_update(self, step: int) -> dict[str, float]:
@@ -212,7 +232,7 @@ class World:
         c = self.rollout.collect(lambda obs: act(self.learner.learner.policy, obs, self.gen))
         self.replay.add(c)
         metrics = self.learner.update(self.replay.batch([c.frag], self.gen), self.replay.miner, step, self.gen,
-                                      self.replay.scale())
+                                      self.replay.scale(), self.replay.obs_stats())
         return {**metrics, **self.replay.metrics()}
 
     def state_dict(self) -> dict:

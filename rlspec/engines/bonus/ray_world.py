@@ -44,6 +44,7 @@ import torch
 import torch.distributed as dist
 
 from rlspec.algos.bonus_vtrace import BonusKit, TokenPolicy, act, bonus_setup, effective_config, load_policy
+from rlspec.algos.bonus_vtrace import make_policy as learner_policy
 from rlspec.engines.bonus.config import BonusConfig
 from rlspec.engines.bonus.local import LearnerSide, ReplaySide, RolloutSide
 
@@ -64,8 +65,8 @@ def worker_generator(cfg: BonusConfig, index: int) -> torch.Generator:
 
 
 def make_policy(cfg: BonusConfig, dims: tuple[int, int, int]) -> TokenPolicy:
-    """A policy to load weights into (its initial weights are never used)."""
-    return TokenPolicy(*dims, cfg.learner.hidden, torch.Generator())
+    """A policy to load weights (and observation statistics) into (its initial weights are never used)."""
+    return learner_policy(cfg.learner, *dims, BonusKit.named(cfg.kit), torch.Generator())
 
 
 @ray.remote(num_cpus=0)
@@ -143,10 +144,10 @@ class InferenceActor:
 
 @ray.remote(num_cpus=0)
 class ReplayActor:
-    def __init__(self, cfg: BonusConfig):
+    def __init__(self, cfg: BonusConfig, obs_dim: int):
         torch.set_num_threads(1)
         kit, setup, bonus_cfg = _parts(cfg)
-        self.side = ReplaySide(cfg, kit, setup, bonus_cfg)
+        self.side = ReplaySide(cfg, kit, setup, bonus_cfg, obs_dim)
         self.latest: list = []  # this round's fragments, in worker order
 
     def add(self, *collected) -> None:
@@ -155,9 +156,10 @@ class ReplayActor:
         self.latest = [c.frag for c in collected]
 
     def batch(self, rank: int, world: int, seed: int):
-        """(this rank's batch, the return scale)."""
+        """(this rank's batch, the return scale, the observation statistics)."""
         gen = torch.Generator().manual_seed(seed)
-        return self.side.batch(self.latest[rank::world], gen, fresh=len(self.latest)), self.side.scale()
+        return (self.side.batch(self.latest[rank::world], gen, fresh=len(self.latest)), self.side.scale(),
+                self.side.obs_stats())
 
     def stats(self) -> tuple[int, int]:
         return self.side.miner.stats()
@@ -212,8 +214,8 @@ class TrainerActor:
             p.grad /= self.world
 
     def update(self, replay, step: int, batch_seed: int) -> dict:
-        batch, scale = ray.get(replay.batch.remote(self.rank, self.world, batch_seed))
-        return self.side.update(batch, RemoteMiner(replay, self.bonus_cfg), step, self.gen, scale)
+        batch, scale, obs_stats = ray.get(replay.batch.remote(self.rank, self.world, batch_seed))
+        return self.side.update(batch, RemoteMiner(replay, self.bonus_cfg), step, self.gen, scale, obs_stats)
 
     def weights(self) -> dict:
         return self.side.learner.policy.state_dict()
@@ -257,7 +259,7 @@ class RayWorld:
         self.cfg = cfg
         self.workers = [RolloutActor.remote(cfg, i) for i in range(cfg.rollout_workers)]
         dims = ray.get(self.workers[0].dims.remote())
-        self.replay = ReplayActor.remote(cfg)
+        self.replay = ReplayActor.remote(cfg, dims[0])
         init = f"tcp://127.0.0.1:{_free_port()}"
         self.trainers = [TrainerActor.remote(cfg, r, cfg.trainers, init, dims) for r in range(cfg.trainers)]
         self.inference = InferenceActor.remote(cfg, dims) if cfg.inference == "actor" else None

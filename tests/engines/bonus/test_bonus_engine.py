@@ -103,7 +103,7 @@ def test_vtrace_targets_on_policy_are_discounted_returns_with_the_timeout_bootst
     bootstrap); the fragment's end bootstraps V(s'_{T-1}) (float64 closed form)."""
     gen = torch.Generator().manual_seed(0)
     cfg = bv.LearnerConfig()
-    st = bv.make_learner(cfg, 3, 2, 5, gen)
+    st = bv.make_learner(cfg, 3, 2, 5, bv.BonusKit.reference(), gen)
     T = 5
     obs, next_obs = torch.randn(T, 1, 3, generator=gen), torch.randn(T, 1, 3, generator=gen)
     tokens = torch.randint(0, 5, (T, 1, 2), generator=gen)
@@ -148,7 +148,7 @@ def _update_after_return_scale(c: float, normalize: bool):
     """A fresh learner's policy and critic after one main update on a batch with rewards × c."""
     gen = torch.Generator().manual_seed(1)
     cfg = bv.LearnerConfig(epochs=2, minibatches=2)
-    st = bv.make_learner(cfg, 3, 2, 5, gen)
+    st = bv.make_learner(cfg, 3, 2, 5, bv.BonusKit.reference(), gen)
     T, N = 16, 4
     obs = torch.randn(T + 1, N, 3, generator=gen)
     tokens = torch.randint(0, 5, (T, N, 2), generator=gen)
@@ -184,12 +184,68 @@ def test_scaling_rewards_by_c_leaves_the_normalized_update_unchanged(c):
                    zip(raw.policy.state_dict().values(), raw_ref.policy.state_dict().values()))
 
 
+def _update_on_observations(scale: torch.Tensor, shift: torch.Tensor, normalize: bool):
+    """A fresh learner's networks after one main update on observations scale·x + shift (per dimension), the
+    statistics committed from the batch as the replay side commits them."""
+    gen = torch.Generator().manual_seed(2)
+    cfg = bv.LearnerConfig(epochs=2, minibatches=2, normalize_obs=normalize)
+    kit = bv.BonusKit.reference()
+    st = bv.make_learner(cfg, 3, 2, 5, kit, gen)
+    T, N = 16, 4
+    obs = (scale * torch.randn(T + 1, N, 3, generator=gen, dtype=torch.float64) + shift).float()
+    tokens = torch.randint(0, 5, (T, N, 2), generator=gen)
+    logp = -1 - torch.rand(T, N, generator=gen)  # a behaviour policy that does not read the observations
+    reward = 1 + 0.5 * torch.randn(T, N, generator=gen)
+    done = torch.rand(T, N, generator=gen) < 0.05
+    if normalize:
+        norm = kit.ObsNormalizer((3,))
+        norm.commit(obs[:-1].reshape(-1, 3))
+        st.policy.norm.set_extra_state(norm.state_dict())
+    batch = bv.Fragment(obs[:-1], tokens, logp, reward, done, torch.zeros_like(done), obs[1:])
+    bv.ppo_vtrace_update(st, batch, cfg, kit, gen)
+    return {f"{net}.{k}": v for net in ("policy", "critic") for k, v in getattr(st, net).state_dict().items()
+            if k.startswith("net.")}
+
+
+def test_normalized_observations_make_the_update_invariant_to_their_affine_scale():
+    """With normalize_obs the policy and the critic both see (obs − μ)/σ, so observations a·x + b (a > 0 per
+    dimension) give the same update as x, up to the RunningMeanStd prior (count 1e-4); without it they do not
+    (the check can fail: e.g. a critic fed raw observations)."""
+    one, zero = torch.ones(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)
+    scale, shift = torch.tensor([3.0, 0.5, 40.0], dtype=torch.float64), torch.tensor([-2.0, 1.0, 10.0],
+                                                                                      dtype=torch.float64)
+    ref, got = _update_on_observations(one, zero, True), _update_on_observations(scale, shift, True)
+    for k in ref:
+        torch.testing.assert_close(got[k], ref[k], rtol=1e-3, atol=1e-4, msg=k)
+    raw_ref, raw = _update_on_observations(one, zero, False), _update_on_observations(scale, shift, False)
+    assert not all(torch.allclose(raw[k], raw_ref[k], rtol=1e-3, atol=1e-4) for k in raw_ref)
+
+
+def test_observation_statistics_travel_with_the_policy_weights():
+    """A policy built elsewhere (a rollout worker, `rlspec eval`) that loads the learner's state_dict acts on
+    the same normalized input: the statistics are the ObsNorm's extra state."""
+    kit, gen = bv.BonusKit.reference(), torch.Generator().manual_seed(4)
+    cfg = bv.LearnerConfig(normalize_obs=True)
+    learner = bv.make_policy(cfg, 3, 2, 5, kit, gen)
+    norm = kit.ObsNormalizer((3,))
+    norm.commit(5 + 2 * torch.randn(64, 3, generator=gen))
+    learner.norm.set_extra_state(norm.state_dict())
+    worker = bv.make_policy(cfg, 3, 2, 5, kit, torch.Generator())
+    obs = 5 + 2 * torch.randn(8, 3, generator=gen)
+    assert not torch.allclose(worker(obs), learner(obs))
+    worker.load_state_dict(learner.state_dict())
+    torch.testing.assert_close(worker(obs), learner(obs), rtol=0, atol=0)
+    torch.testing.assert_close(learner.norm(obs), norm.normalize(obs), rtol=0, atol=0)
+    assert set(bv.make_policy(bv.LearnerConfig(), 3, 2, 5, kit, gen).state_dict()) == {  # off: no extra keys
+        k for k in learner.state_dict() if k.startswith("net.")}
+
+
 def _guarded_update(critic=None, **learner):
     """A fresh learner (action_dim 2) after one main update with LearnerConfig(**learner); ``critic``: a wrapper
     installed after the V-trace targets are computed (a critic that goes wrong during the update)."""
     gen = torch.Generator().manual_seed(3)
     cfg = bv.LearnerConfig(**{"epochs": 4, "minibatches": 2, **learner})
-    st = bv.make_learner(cfg, 3, 2, 5, gen)
+    st = bv.make_learner(cfg, 3, 2, 5, bv.BonusKit.reference(), gen)
     T, N = 16, 4
     obs = torch.randn(T + 1, N, 3, generator=gen)
     tokens = torch.randint(0, 5, (T, N, 2), generator=gen)
@@ -309,6 +365,24 @@ def test_same_seed_same_run_and_resume_is_identical(tmp_path):
     assert all(torch.equal(wa[k], wc[k]) for k in wa)
 
 
+def test_normalized_observations_resume_identically_and_every_step_is_committed_once(tmp_path):
+    """normalize_obs: the statistics (the replay side's and the policy's copy) are checkpointed, so a resumed
+    run repeats the uninterrupted one; every collected observation was committed once (count = env steps + the
+    1e-4 prior) and the policy holds the statistics of its last update's batch; `rlspec eval` loads them."""
+    a, cfg = smoke(tmp_path, "a", **{"learner.normalize_obs": "true"})
+    bonus.run(cfg, tmp_path / "c", stop_after_updates=10, show_progress=False)
+    bonus.run(cfg, tmp_path / "c", resume=True, show_progress=False)
+    for r0, r1 in zip(read_metrics(a), read_metrics(tmp_path / "c"), strict=True):
+        assert {k: v for k, v in r0.items() if k != "Time/env_steps_per_s"} == pytest.approx(
+            {k: v for k, v in r1.items() if k != "Time/env_steps_per_s"}, nan_ok=True, rel=0, abs=0)
+    world = load_checkpoint(a / "checkpoints/last.pt")["world"]
+    stats, policy = world["replay"]["obs_norm"], world["learner"]["policy"]
+    assert float(stats["count"]) == pytest.approx(cfg.total_steps + 1e-4, rel=1e-12)
+    assert all(torch.equal(policy["norm._extra_state"][k], stats[k]) for k in ("mean", "var", "count"))
+    assert not torch.allclose(stats["var"], torch.ones_like(stats["var"]))
+    assert cli_main(["eval", str(a), "--episodes", "2"]) == 0
+
+
 @pytest.mark.parametrize("ablation", ["baseline", "queue", "top1"])
 def test_ablations_turn_on_only_their_parts(tmp_path, ablation):
     out, _ = smoke(tmp_path, ablation=ablation, total_steps=2048)
@@ -344,7 +418,7 @@ def test_bonus_step_raises_the_success_set_over_the_failed_action():
 
     gen = torch.Generator().manual_seed(0)
     cfg = dataclasses.replace(bv.LearnerConfig(), bonus_lr=1e-2)
-    st = bv.make_learner(cfg, 4, 2, 5, gen)
+    st = bv.make_learner(cfg, 4, 2, 5, bv.BonusKit.reference(), gen)
     states = torch.randn(16, 4, generator=gen)
     fail = torch.randint(0, 5, (16, 2), generator=gen)
     pos = torch.zeros(16, 2, 5, dtype=torch.bool)
@@ -394,6 +468,10 @@ def test_best_policy_is_the_ema_of_the_weights_after_each_update():
     for k in before:
         torch.testing.assert_close(side.ema[k], 0.9 * before[k] + 0.1 * now[k], rtol=1e-6, atol=1e-7)
     assert bonus.World(bonus.build_config("smoke")).learner.ema is None  # nothing kept when no worker uses it
+    w = bonus.World(bonus.build_config("smoke", ["best_workers=1", "learner.normalize_obs=true"]))
+    w.train_update(256)  # the weights' EMA, the current observation statistics
+    assert all(torch.equal(w.learner.ema["norm._extra_state"][k], v)
+               for k, v in w.learner.learner.policy.norm.get_extra_state().items())
     with pytest.raises(ConfigError, match="'best_workers'"):
         bonus.validate(bonus.build_config("smoke", ["best_workers=2"]))
 

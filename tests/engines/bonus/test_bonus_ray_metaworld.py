@@ -73,7 +73,7 @@ def _tiny(*overrides: str):
 def test_inference_actor_serves_what_each_worker_would_sample_itself(ray_session):
     """Same weights and seed: the actor's tokens and log-probabilities are the local policy's, worker by worker
     (worker 0 on the current weights, worker 1 on its perturbed copy of the EMA-best ones), in any request order."""
-    from rlspec.algos.bonus_vtrace import act, load_policy, make_learner
+    from rlspec.algos.bonus_vtrace import BonusKit, act, load_policy, make_learner
     from rlspec.engines.bonus.ray_world import InferenceActor, make_policy, worker_generator
     from rlspec.envs.token_reach import TokenReachVector
 
@@ -81,7 +81,7 @@ def test_inference_actor_serves_what_each_worker_would_sample_itself(ray_session
     envs = TokenReachVector(2, 0)
     dims = (envs.obs_dim, envs.action_dim, envs.n_bins)
     gen = torch.Generator().manual_seed(7)
-    current, best = (make_learner(cfg.learner, *dims, gen).policy.state_dict() for _ in range(2))
+    current, best = (make_learner(cfg.learner, *dims, BonusKit.reference(), gen).policy.state_dict() for _ in range(2))
     server = InferenceActor.remote(cfg, dims)
     ray_session.get([server.load_best_weights.remote(best), server.begin_round.remote(current)])
     obs = [torch.randn(2, dims[0], generator=gen) for _ in range(3)]
