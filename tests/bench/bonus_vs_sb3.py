@@ -4,8 +4,10 @@ tests/bench/sb3_metaworld.py's for SB3). Reported, never asserted.
 
     python tests/bench/bonus_vs_sb3.py --task reach-v3 --total-steps 150000 \\
         --rlspec bench-results/bonus_ablation --sb3 runs/sb3-mw --out docs/bench
+    python tests/bench/bonus_vs_sb3.py --rlspec default=bench-results/mw-default obsnorm=bench-results/mw-obsnorm ...
 
-Per side (rlspec `ARM-sSEED` under RLSPEC/metaworld_TASK; SB3 `PPO-sSEED` under SB3/TASK): only runs that did
+Per side (rlspec `ARM-sSEED` under each RLSPEC/metaworld_TASK, grouped as "rlspec ARM", or "rlspec LABEL ARM"
+for a directory given as LABEL=DIR; SB3 `PPO-sSEED` under SB3/TASK): only runs that did
 the --total-steps budget enter the statistics (``finished``: the bonus engine ends at its last whole update
 within it, SB3 at its first whole rollout past it; each run's env steps are in the JSON), through
 `rlspec.evidence.evaluation.group_report` (the last 10% of each run's rows, mean and 95% bootstrap CI over seeds
@@ -13,7 +15,8 @@ of the success rate and return); the env steps to a success rate of --threshold;
 the greedy policy's success per seed where it was measured (rlspec: RUN/eval/eval.json of `rlspec eval RUN
 --episodes 20`; SB3: its greedy.json), both on the env index 1,000,003 no training env uses. Per rlspec arm
 against SB3: whether the late-success CIs overlap, and the goal "within SB3's CI or ahead" (its mean success
-above SB3's CI).
+above SB3's CI). Per rlspec group, ``settings``: the config keys its runs set apart from the engine's preset
+for the task and arm (besides seed and total_steps), so variants of the learner stand beside each other.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import math
 import platform
 from pathlib import Path
 
-from rlspec.engines.bonus import BonusConfig, steps_per_update
+from rlspec.engines.bonus import BonusConfig, build_config, steps_per_update
 from rlspec.evidence.evaluation import Curve, group_report, plot_groups, read_run, steps_to_threshold, summary
 from rlspec.runs import config as runconfig
 from rlspec.runs.rundir import RunDir
@@ -32,18 +35,43 @@ from rlspec.runs.rundir import RunDir
 SB3_GROUP = "sb3 PPO"
 
 
-def find_runs(rlspec_dir: Path, sb3_dir: Path, task: str) -> list[Path]:
-    ours = sorted(p for p in (rlspec_dir / f"metaworld_{task}").glob("*-s*") if (p / "metrics.csv").is_file())
-    theirs = sorted(p for p in (sb3_dir / task).glob("PPO-s*") if (p / "progress.csv").is_file())
+def labelled(spec: str) -> tuple[str, Path]:
+    """--rlspec's DIR or LABEL=DIR -> (label, DIR); no label: ''."""
+    label, sep, path = spec.rpartition("=")
+    return (label, Path(path)) if sep else ("", Path(spec))
+
+
+def find_runs(rlspec_dirs: list[tuple[str, Path]], sb3_dir: Path, task: str) -> list[tuple[str, Path]]:
+    """(label, run) of every rlspec run of the task under the labelled directories, then SB3's (label '')."""
+    ours = [(label, p) for label, root in rlspec_dirs
+            for p in sorted((root / f"metaworld_{task}").glob("*-s*")) if (p / "metrics.csv").is_file()]
+    theirs = [("", p) for p in sorted((sb3_dir / task).glob("PPO-s*")) if (p / "progress.csv").is_file()]
     return ours + theirs
 
 
-def arm_curve(path: Path) -> Curve:
-    """A run's curve, an rlspec run grouped by its ablation arm (the directory's ARM-sSEED)."""
+def arm_curve(label: str, path: Path) -> Curve:
+    """A run's curve, an rlspec run grouped by its label and ablation arm (the directory's ARM-sSEED)."""
     curve = read_run(path)
     if curve.source == "rlspec":
-        curve.group = f"rlspec {path.name.rsplit('-s', 1)[0]}"
+        curve.group = " ".join(["rlspec", *[label] * bool(label), path.name.rsplit("-s", 1)[0]])
     return curve
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    """A nested config dict as {dotted key: value}."""
+    out = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def settings(path: Path) -> dict:
+    """The config keys (dotted) an rlspec run set apart from the preset of its task and arm, besides seed and
+    total_steps."""
+    config = RunDir.read_config(path)["config"]
+    cfg = runconfig.from_dict(BonusConfig, config)
+    ran, base = (_flat(runconfig.to_dict(c)) for c in (cfg, build_config(task=cfg.task, ablation=cfg.ablation)))
+    return {k: v for k, v in sorted(ran.items()) if k not in ("seed", "total_steps") and base.get(k) != v}
 
 
 def finished(curve: Curve, total_steps: int) -> bool:
@@ -95,11 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--task", default="reach-v3")
     p.add_argument("--total-steps", type=int, default=150_000)
     p.add_argument("--threshold", type=float, default=0.5, help="success rate of 'steps to threshold'")
-    p.add_argument("--rlspec", type=Path, default=Path("bench-results/bonus_ablation"))
+    p.add_argument("--rlspec", nargs="+", default=["bench-results/bonus_ablation"], metavar="[LABEL=]DIR",
+                   help="rlspec run directories (bonus_ablation.py's --runs), each optionally labelled")
     p.add_argument("--sb3", type=Path, default=Path("runs/sb3-mw"))
     p.add_argument("--out", type=Path, default=Path("docs/bench"))
     args = p.parse_args(argv)
-    curves = [arm_curve(path) for path in find_runs(args.rlspec, args.sb3, args.task)]
+    curves = [arm_curve(label, path) for label, path in find_runs([labelled(d) for d in args.rlspec], args.sb3,
+                                                                  args.task)]
     done = [c for c in curves if finished(c, args.total_steps)]
     if not done:
         print(f"bonus_vs_sb3: no finished runs of {args.task} under {args.rlspec} or {args.sb3}")
@@ -115,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
               "greedy_success": {g: stats(v) for g, v in greedy_by_group.items()},
               "steps_to_success_threshold": {g: {**stats(v), "reached": f"{sum(map(math.isfinite, v))}/{len(v)}"}
                                              for g, v in to_threshold.items()},
+              "settings": {g: settings(next(c.path for c in done if c.group == g)) for g in report["groups"]
+                           if g != SB3_GROUP},
               "unfinished": [str(c.path) for c in curves if c.path not in {d.path for d in done}],
               "checks": verdicts(report)}
     args.out.mkdir(parents=True, exist_ok=True)

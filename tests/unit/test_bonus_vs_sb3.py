@@ -19,11 +19,12 @@ def bvs(bench_script):
     return bench_script("bonus_vs_sb3")
 
 
-def ours(root: Path, arm: str, seed: int, success: list[float], greedy: float | None = None) -> None:
+def ours(root: Path, arm: str, seed: int, success: list[float], greedy: float | None = None, **config) -> None:
     run = root / "metaworld_reach-v3" / f"{arm}-s{seed}"
     write_csv(run / "metrics.csv", {"step": STEPS[:len(success)], "Metrics/EpRet": [1.0] * len(success),
                                     "Metrics/SuccessRate": success})
-    config = {"task": "metaworld:reach-v3", "total_steps": 10_000, "num_envs": 4, "fragment_len": 250}  # 1000/update
+    config = {"task": "metaworld:reach-v3", "total_steps": 10_000, "num_envs": 4, "fragment_len": 250,  # 1000/update
+              "seed": seed, "ablation": arm, **config}
     (run / "config.json").write_text(json.dumps({"engine": "bonus", "config": config}))
     if greedy is not None:
         (run / "eval").mkdir()
@@ -59,6 +60,24 @@ def test_arms_beside_sb3_from_their_closed_forms(bvs, tmp_path):
     assert r["unfinished"] == [str(a / "metaworld_reach-v3" / "baseline-s3")]
     assert (out / "bonus_vs_sb3_reach-v3.png").stat().st_size > 0
     assert bvs.main(["--rlspec", str(tmp_path / "none"), "--sb3", str(tmp_path / "none"), "--out", str(out)]) == 1
+
+
+def test_labelled_directories_are_groups_of_their_own_with_the_settings_they_changed(bvs, tmp_path):
+    """Two variants of the learner (LABEL=DIR) beside SB3: each its own group, each with the config keys it set
+    apart from the preset (the test's runs set num_envs and fragment_len; the variant also two learner keys)."""
+    a, v, b, out = tmp_path / "default", tmp_path / "variant", tmp_path / "sb3", tmp_path / "out"
+    for seed in range(3):
+        ours(a, "baseline", seed, [0.2] * 10)
+        ours(v, "baseline", seed, [0.4] * 10, learner={"normalize_obs": True, "epochs": 10})
+        theirs(b, seed, [0.3] * 10, greedy=0.0)
+    assert bvs.main(["--rlspec", f"default={a}", f"obsnorm={v}", "--sb3", str(b), "--total-steps", "10000",
+                     "--out", str(out)]) == 0
+    r = json.loads((out / "bonus_vs_sb3_reach-v3.json").read_text())
+    assert sorted(r["report"]["groups"]) == ["rlspec default baseline", "rlspec obsnorm baseline", "sb3 PPO"]
+    assert r["report"]["groups"]["rlspec obsnorm baseline"]["summary"]["final_success"]["mean"] == pytest.approx(0.4)
+    base = {"fragment_len": 250, "num_envs": 4}
+    assert r["settings"] == {"rlspec default baseline": base,
+                             "rlspec obsnorm baseline": {**base, "learner.epochs": 10, "learner.normalize_obs": True}}
 
 
 def test_a_run_is_finished_at_its_own_last_update_or_rollout(bvs, tmp_path):
