@@ -5,14 +5,19 @@ statistics. Local execution (one process), deterministic per seed. Writes JSON +
 asserted.
 
     python tests/bench/bonus_ablation.py --task token-reach --seeds 0 1 2 --steps 60000
-    python tests/bench/bonus_ablation.py --task metaworld:reach-v3 --seeds 0 1 2 --steps 150000 --set bonus.cooldown_steps=2048
+    python tests/bench/bonus_ablation.py --task metaworld:reach-v3 --seeds 0 1 2 3 4 --steps 150000 \\
+        --set bonus.cooldown_steps=2048 --preset metaworld
 
 Runs live in ``--runs/TASK/ABLATION-sSEED`` (finished runs are kept, interrupted ones resumed); every
 invocation ends by summarizing all runs of the task into ``--out/bonus_ablation_TASK.json`` and ``.png``.
 The summary of a run: the mean success rate over its last 10% of updates and over the whole run (sample
-efficiency: the area under the curve) of Metrics/SuccessRate, a window of the last ep_window episodes (the
-greedy policy's success rate is ``rlspec eval``'s);
-the bonus statistics: updates with bonus time, mean bonus updates per trigger, early stops by reason.
+efficiency: the area under the curve) of Metrics/SuccessRate, a window of the last ep_window episodes; the env
+steps to a success rate of --threshold; the greedy policy's success rate (``rlspec eval RUN --episodes 20``,
+run once per run); the bonus statistics: updates with bonus time, mean bonus updates per trigger, early stops
+by reason (the KL / entropy guard), reasons the trigger did not fire. Per arm: mean, 95% bootstrap CI, min and
+max over seeds, the bonus statistics added up; per bonus arm against the baseline: whether the CIs overlap and
+whether the arm is ahead or behind outside the baseline's CI. The figure: each arm's mean with its 95% band and
+every seed's curve (rlspec.evidence.evaluation.plot_groups).
 """
 
 from __future__ import annotations
@@ -26,17 +31,19 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from curves import TAIL, plot_groups, tail_mean  # tests/bench/curves.py
+from curves import TAIL, tail_mean  # tests/bench/curves.py
 
 ABLATIONS = ("baseline", "queue", "top1", "topk", "prototypes")
+THRESHOLD, GREEDY_EPISODES = 0.3, 20  # success rate of "steps to threshold"; greedy evaluation episodes
 
 
-def run_one(task: str, ablation: str, seed: int, steps: int, overrides: list[str], runs: Path) -> Path:
+def run_one(task: str, ablation: str, seed: int, steps: int, overrides: list[str], runs: Path,
+            preset: str = "default") -> Path:
     from rlspec.engines import bonus
     from rlspec.runs.rundir import load_checkpoint
 
     out = runs / f"{ablation}-s{seed}"
-    cfg = bonus.build_config("default", [f"total_steps={steps}", f"seed={seed}", *overrides], task, ablation)
+    cfg = bonus.build_config(preset, [f"total_steps={steps}", f"seed={seed}", *overrides], task, ablation)
     updates = cfg.total_steps // bonus.steps_per_update(cfg)
     ckpt = out / "checkpoints/last.pt"
     done = load_checkpoint(ckpt)["update"] if ckpt.exists() else 0
@@ -61,40 +68,99 @@ def bonus_stats(rows: list[dict]) -> dict:
             "early_stops": {"kl": stops.get(1, 0), "entropy": stops.get(2, 0)},
             "not_triggered": {"few_pairs": reasons.get(1, 0), "coverage": reasons.get(2, 0),
                               "no_pack": reasons.get(3, 0), "cooldown": reasons.get(4, 0)},
-            "pairs_mined": rows[-1].get("pairs/mined", math.nan), "bonus_errors": rows[-1].get("bonus/errors", math.nan)}
+            "pairs_mined": rows[-1].get("pairs/mined", math.nan),
+            "bonus_errors": rows[-1].get("bonus/errors", math.nan)}
 
 
-def summarize(runs: Path, out: Path, task: str) -> dict:
+def greedy_success(run: Path, episodes: int = GREEDY_EPISODES) -> float:
+    """The greedy policy's success rate (`rlspec eval RUN --episodes N`, argmax token, an env index no training
+    run uses), measured once per run into RUN/eval/eval.json."""
+    from rlspec.engines import bonus
+
+    path = run / "eval/eval.json"
+    if not path.is_file() and bonus.evaluate(run, ["--episodes", str(episodes)]) != 0:
+        return math.nan
+    return float(json.loads(path.read_text())["SuccessRate"])
+
+
+def spread(values: list[float]) -> dict:
+    """Mean with its 95% bootstrap CI over seeds, min and max (NaN seeds left out), and the number of seeds."""
+    from rlspec.evidence.evaluation import summary
+
+    finite = [v for v in values if math.isfinite(v)]
+    return {**summary(values), "min": min(finite, default=math.nan), "max": max(finite, default=math.nan),
+            "seeds": len(values)}
+
+
+def against_baseline(arms: dict) -> dict:
+    """Per bonus arm, for its late success rate and its success over the whole run (area under the curve): whether
+    its CI overlaps the baseline's, and whether it is ahead or behind outside the baseline's CI (its whole CI
+    above or below the baseline's)."""
+    if "baseline" not in arms:
+        return {}
+    out = {}
+    for arm, entry in arms.items():
+        if arm == "baseline":
+            continue
+        out[arm] = {}
+        for key in ("success_rate", "success_rate_mean_over_run"):
+            a, b = entry[key], arms["baseline"][key]
+            out[arm][key] = {"ci_overlaps_baseline": bool(a["ci_low"] <= b["ci_high"] and b["ci_low"] <= a["ci_high"]),
+                             "ahead_outside_ci": bool(a["ci_low"] > b["ci_high"]),
+                             "behind_outside_ci": bool(a["ci_high"] < b["ci_low"])}
+    return out
+
+
+def summed(stats: list[dict]) -> dict:
+    """The bonus statistics of an arm's seeds added up (counts) or averaged (means)."""
+    total = {"updates_with_bonus": sum(b["updates_with_bonus"] for b in stats),
+             "of_updates": sum(b["of_updates"] for b in stats),
+             "mean_bonus_updates": spread([b["mean_bonus_updates"] for b in stats])["mean"],
+             "pairs_mined": spread([b["pairs_mined"] for b in stats])["mean"],
+             "bonus_errors": sum(b["bonus_errors"] for b in stats if math.isfinite(b["bonus_errors"]))}
+    for key in ("early_stops", "not_triggered"):
+        total[key] = {k: sum(b[key][k] for b in stats) for k in stats[0][key]}
+    return total
+
+
+def summarize(runs: Path, out: Path, task: str, threshold: float = THRESHOLD, greedy: bool = True) -> dict:
+    """Every run under ``runs`` into OUT/bonus_ablation_TASK.json and .png (module docstring)."""
+    from rlspec.evidence.evaluation import plot_groups, read_run, steps_to_threshold
     from rlspec.runs.rundir import RunDir, read_metrics
 
-    groups: dict[str, list[list[dict]]] = {}
-    result: dict = {"task": task, "tail_fraction": TAIL, "engine": "bonus, local execution", "ablations": {}}
+    result: dict = {"task": task, "tail_fraction": TAIL, "success_threshold": threshold,
+                    "engine": "bonus, local execution", "ablations": {}}
+    curves = []
     for run in sorted(p for p in runs.iterdir() if (p / "metrics.csv").exists()):
         cfg = RunDir.read_config(run)["config"]
         rows = read_metrics(run)
-        groups.setdefault(cfg["ablation"], []).append(rows)
+        curve = read_run(run, group_by="ablation")
+        curves.append(curve)
         cpu = json.loads((run / "bench_time.json").read_text())["cpu_s"] if (run / "bench_time.json").exists() else None
         entry = result["ablations"].setdefault(cfg["ablation"], {"runs": {}})
         entry["runs"][f"s{cfg['seed']}"] = {"success_rate": tail_mean(rows, "Metrics/SuccessRate"),
                                             "success_rate_mean_over_run": tail_mean(rows, "Metrics/SuccessRate", 1.0),
+                                            "steps_to_threshold": steps_to_threshold(curve, threshold, "success"),
+                                            "greedy_success": greedy_success(run) if greedy else math.nan,
                                             "return": tail_mean(rows, "Metrics/EpRet"), "steps": rows[-1]["step"],
                                             "cpu_s": cpu, "bonus": bonus_stats(rows)}
     for entry in result["ablations"].values():
-        for key in ("success_rate", "success_rate_mean_over_run"):
-            vals = [r[key] for r in entry["runs"].values()]
-            entry[key] = {"mean": statistics.fmean(vals), "min": min(vals), "max": max(vals), "seeds": len(vals)}
+        seeds = list(entry["runs"].values())
+        for key in ("success_rate", "success_rate_mean_over_run", "steps_to_threshold", "greedy_success", "return"):
+            entry[key] = spread([r[key] for r in seeds])
+        entry["steps_to_threshold"]["reached"] = f"{sum(math.isfinite(r['steps_to_threshold']) for r in seeds)}/" \
+                                                 f"{len(seeds)}"
+        entry["bonus"] = summed([r["bonus"] for r in seeds])
+    result["against_baseline"] = against_baseline(result["ablations"])
     out.mkdir(parents=True, exist_ok=True)
     name = task.replace(":", "_")
     (out / f"bonus_ablation_{name}.json").write_text(json.dumps(result, indent=1))
-    plot_groups({a: groups[a] for a in ABLATIONS if a in groups},
-                [("Metrics/SuccessRate", "success rate (recent episodes)"), ("Metrics/EpRet", "episode return"),
-                 ("pairs/queue", "paired-queue size")],
-                out / f"bonus_ablation_{name}.png", f"{task}: seed 003 §7 ablations, mean over seeds, band = min..max")
+    plot_groups(curves, out / f"bonus_ablation_{name}.png")
     for ablation in ABLATIONS:
         if ablation in result["ablations"]:
-            e = result["ablations"][ablation]
-            print(f"{ablation:11s} success {e['success_rate']['mean']:.3f} [{e['success_rate']['min']:.3f}, "
-                  f"{e['success_rate']['max']:.3f}] over {e['success_rate']['seeds']} seeds")
+            e = result["ablations"][ablation]["success_rate"]
+            print(f"{ablation:11s} success {e['mean']:.3f} [{e['ci_low']:.3f}, {e['ci_high']:.3f}] over {e['seeds']} "
+                  f"seeds; {result['against_baseline'].get(ablation, '')}")
     return result
 
 
@@ -104,18 +170,21 @@ def main() -> None:
     p.add_argument("--ablations", nargs="*", default=list(ABLATIONS), choices=ABLATIONS)
     p.add_argument("--seeds", nargs="*", type=int, default=[0])
     p.add_argument("--steps", type=int, default=60_000, help="env steps per run")
+    p.add_argument("--preset", default="default", help="the bonus engine's preset every run starts from")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override for every run")
     p.add_argument("--runs", type=Path, default=Path("bench-results/bonus_ablation"))
     p.add_argument("--out", type=Path, default=Path("docs/bench"))
     p.add_argument("--summarize", action="store_true", help="only summarize the runs found")
+    p.add_argument("--threshold", type=float, default=THRESHOLD, help="success rate of 'steps to threshold'")
+    p.add_argument("--no-greedy", action="store_true", help="do not evaluate the greedy policy of each run")
     args = p.parse_args()
     runs = args.runs / args.task.replace(":", "_")
     runs.mkdir(parents=True, exist_ok=True)
     if not args.summarize:
         for seed in args.seeds:
             for ablation in args.ablations:
-                run_one(args.task, ablation, seed, args.steps, args.set, runs)
-    summarize(runs, args.out, args.task)
+                run_one(args.task, ablation, seed, args.steps, args.set, runs, args.preset)
+    summarize(runs, args.out, args.task, args.threshold, not args.no_greedy)
 
 
 if __name__ == "__main__":
