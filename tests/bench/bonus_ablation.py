@@ -14,9 +14,10 @@ The summary of a run: the mean success rate over its last 10% of updates and ove
 efficiency: the area under the curve) of Metrics/SuccessRate, a window of the last ep_window episodes; the env
 steps to a success rate of --threshold; the greedy policy's success rate (``rlspec eval RUN --episodes 20``,
 run once per run); the bonus statistics: updates with bonus time, mean bonus updates per trigger, early stops
-by reason (the KL / entropy guard), reasons the trigger did not fire. Per arm: mean, 95% bootstrap CI, min and
-max over seeds, the bonus statistics added up; per bonus arm against the baseline: whether the CIs overlap and
-whether the arm is ahead or behind outside the baseline's CI. The figure: each arm's mean with its 95% band and
+by reason (the KL / entropy guard), reasons the trigger did not fire. Only runs that reached their last update
+enter (the others are listed as unfinished). Per arm: mean, 95% bootstrap CI, min and max over seeds, the
+bonus statistics added up; per bonus arm against the baseline: whether the CIs overlap and whether the arm is
+ahead or behind outside the baseline's CI. The figure: each arm's mean with its 95% band and
 every seed's curve (rlspec.evidence.evaluation.plot_groups).
 """
 
@@ -123,6 +124,16 @@ def summed(stats: list[dict]) -> dict:
     return total
 
 
+def finished(config: dict, rows: list[dict]) -> bool:
+    """Whether a run reached its last whole update within its total_steps (only such runs are summarized)."""
+    from rlspec.engines import bonus
+    from rlspec.runs import config as runconfig
+
+    cfg = runconfig.from_dict(bonus.BonusConfig, config)
+    per_update = bonus.steps_per_update(cfg)
+    return bool(rows) and rows[-1]["step"] >= cfg.total_steps // per_update * per_update
+
+
 def summarize(runs: Path, out: Path, task: str, threshold: float = THRESHOLD, greedy: bool = True) -> dict:
     """Every run under ``runs`` into OUT/bonus_ablation_TASK.json and .png (module docstring)."""
     from rlspec.evidence.evaluation import plot_groups, read_run, steps_to_threshold
@@ -130,10 +141,13 @@ def summarize(runs: Path, out: Path, task: str, threshold: float = THRESHOLD, gr
 
     result: dict = {"task": task, "tail_fraction": TAIL, "success_threshold": threshold,
                     "engine": "bonus, local execution", "ablations": {}}
-    curves = []
+    curves, unfinished = [], []
     for run in sorted(p for p in runs.iterdir() if (p / "metrics.csv").exists()):
         cfg = RunDir.read_config(run)["config"]
         rows = read_metrics(run)
+        if not finished(cfg, rows):
+            unfinished.append({"run": str(run), "env_steps": rows[-1]["step"] if rows else 0})
+            continue
         curve = read_run(run, group_by="ablation")
         curves.append(curve)
         cpu = json.loads((run / "bench_time.json").read_text())["cpu_s"] if (run / "bench_time.json").exists() else None
@@ -152,6 +166,7 @@ def summarize(runs: Path, out: Path, task: str, threshold: float = THRESHOLD, gr
                                                  f"{len(seeds)}"
         entry["bonus"] = summed([r["bonus"] for r in seeds])
     result["against_baseline"] = against_baseline(result["ablations"])
+    result["unfinished"] = unfinished
     out.mkdir(parents=True, exist_ok=True)
     name = task.replace(":", "_")
     (out / f"bonus_ablation_{name}.json").write_text(json.dumps(result, indent=1))

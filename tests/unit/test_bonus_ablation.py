@@ -23,9 +23,10 @@ def ablation(bench_script):
 
 def run(root: Path, arm: str, seed: int, success: list[float], greedy: float, bonus: dict | None = None) -> None:
     path = root / f"{arm}-s{seed}"
-    columns = {"step": STEPS, "Metrics/SuccessRate": success, "Metrics/EpRet": [100.0] * 10}
+    columns = {"step": STEPS[:len(success)], "Metrics/SuccessRate": success, "Metrics/EpRet": [100.0] * len(success)}
     write_csv(path / "metrics.csv", {**columns, **(bonus or {})})
-    config = {"task": "metaworld:reach-v3", "ablation": arm, "seed": seed}
+    config = {"task": "metaworld:reach-v3", "ablation": arm, "seed": seed, "total_steps": 10_000, "num_envs": 4,
+              "fragment_len": 250}  # 1,000 env steps per update
     (path / "config.json").write_text(json.dumps({"engine": "bonus", "config": config}))
     (path / "eval").mkdir()
     (path / "eval/eval.json").write_text(json.dumps({"episodes": 20, "EpRet": 1.0, "SuccessRate": greedy}))
@@ -44,7 +45,9 @@ def test_arms_with_their_cis_and_their_verdicts_against_the_baseline(ablation, t
         run(runs, "baseline", seed, [0.0] * 5 + [level] * 5, greedy=0.25)  # reaches 0.3 at step 6,000
         run(runs, "queue", seed, [0.0] * 5 + [level] * 5, greedy=0.25)
         run(runs, "top1", seed, [0.6] * 10, greedy=0.5, bonus=top1)  # above the baseline from the start
+    run(runs, "topk", 0, [1.0] * 4, greedy=1.0)  # unfinished (4 of 10 updates): left out
     r = ablation.summarize(runs, out, "metaworld:reach-v3", threshold=0.3)
+    assert "topk" not in r["ablations"] and r["unfinished"] == [{"run": str(runs / "topk-s0"), "env_steps": 4000.0}]
     base, top = r["ablations"]["baseline"], r["ablations"]["top1"]
     assert base["success_rate"]["mean"] == pytest.approx(0.35) and base["success_rate"]["min"] == 0.3
     assert 0.3 - 1e-12 <= base["success_rate"]["ci_low"] < 0.35 < base["success_rate"]["ci_high"] <= 0.4 + 1e-12
