@@ -125,11 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threshold", type=float, default=0.5, help="success rate of 'steps to threshold'")
     p.add_argument("--rlspec", nargs="+", default=["bench-results/bonus_ablation"], metavar="[LABEL=]DIR",
                    help="rlspec run directories (bonus_ablation.py's --runs), each optionally labelled")
+    p.add_argument("--arms", nargs="*", default=None, metavar="ARM",
+                   help="only these ablation arms of the rlspec directories (default: every arm found)")
     p.add_argument("--sb3", type=Path, default=Path("runs/sb3-mw"))
     p.add_argument("--out", type=Path, default=Path("docs/bench"))
     args = p.parse_args(argv)
-    curves = [arm_curve(label, path) for label, path in find_runs([labelled(d) for d in args.rlspec], args.sb3,
-                                                                  args.task)]
+    found = find_runs([labelled(d) for d in args.rlspec], args.sb3, args.task)
+    curves = [arm_curve(label, path) for label, path in found
+              if args.arms is None or path.name.startswith("PPO-s") or path.name.rsplit("-s", 1)[0] in args.arms]
     done = [c for c in curves if finished(c, args.total_steps)]
     if not done:
         print(f"bonus_vs_sb3: no finished runs of {args.task} under {args.rlspec} or {args.sb3}")

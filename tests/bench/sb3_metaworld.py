@@ -37,7 +37,10 @@ DIFFERENCES = [
     "continuous Gaussian actions (the token learner picks one of 11 tokens per action dimension)",
     "on-policy PPO with GAE (the token learner: PPO with V-trace targets over the newest fragment and 3 replayed ones)",
     "SB3's [64, 64] tanh actor and critic (the token learner: its own MLP, rlspec/algos/bonus_vtrace.py)",
-    "VecNormalize of observations and rewards (the token learner: normalize_returns, observations raw)",
+    "VecNormalize of observations and rewards (the token learner: rewards divided by the return's std, "
+    "learner.normalize_returns; observations normalized only with learner.normalize_obs, on in --preset metaworld)",
+    "10 epochs of 32 minibatches of 64 over each 2,048-step rollout (the token learner: learner.epochs epochs, 10 in "
+    "--preset metaworld and 4 by default, of 4 minibatches over each 256-step fragment and 3 replayed ones)",
     "success rate: SB3's last 100 finished episodes (the token learner logs the last ep_window = 50)",
 ]
 

@@ -60,6 +60,10 @@ def test_arms_beside_sb3_from_their_closed_forms(bvs, tmp_path):
     assert r["unfinished"] == [str(a / "metaworld_reach-v3" / "baseline-s3")]
     assert (out / "bonus_vs_sb3_reach-v3.png").stat().st_size > 0
     assert bvs.main(["--rlspec", str(tmp_path / "none"), "--sb3", str(tmp_path / "none"), "--out", str(out)]) == 1
+    assert bvs.main(["--rlspec", str(a), "--arms", "baseline", "--sb3", str(b), "--total-steps", "10000", "--out",
+                     str(out)]) == 0
+    assert sorted(json.loads((out / "bonus_vs_sb3_reach-v3.json").read_text())["report"]["groups"]) == [
+        "rlspec baseline", "sb3 PPO"]
 
 
 def test_labelled_directories_are_groups_of_their_own_with_the_settings_they_changed(bvs, tmp_path):
