@@ -15,7 +15,9 @@ of the success rate and return); the env steps to a success rate of --threshold;
 the greedy policy's success per seed where it was measured (rlspec: RUN/eval/eval.json of `rlspec eval RUN
 --episodes 20`; SB3: its greedy.json), both on the env index 1,000,003 no training env uses. Per rlspec arm
 against SB3: whether the late-success CIs overlap, and the goal "within SB3's CI or ahead" (its mean success
-above SB3's CI). Per rlspec group, ``settings``: the config keys its runs set apart from the engine's preset
+above SB3's CI); the late episode length (an episode ends at its first success, so a learner that succeeds
+sooner has shorter episodes and, on a dense reward, a lower return). --arms keeps only the named ablation arms.
+Per rlspec group, ``settings``: the config keys its runs set apart from the engine's preset
 for the task and arm (besides seed and total_steps), so variants of the learner stand beside each other.
 """
 
@@ -26,6 +28,8 @@ import json
 import math
 import platform
 from pathlib import Path
+
+import numpy as np
 
 from rlspec.engines.bonus import BonusConfig, build_config, steps_per_update
 from rlspec.evidence.evaluation import Curve, group_report, plot_groups, read_run, steps_to_threshold, summary
@@ -96,6 +100,14 @@ def greedy(path: Path) -> float:
     return math.nan
 
 
+def late_mean(curve: Curve, key: str, late: float = 0.1) -> float:
+    """Mean of the finite values of a canonical key over the last ``late`` fraction of a run's rows (NaN: none)."""
+    values = curve.values.get(key, np.array([]))
+    tail = values[-max(1, math.ceil(late * len(values))):] if len(values) else values
+    tail = tail[np.isfinite(tail)]
+    return float(tail.mean()) if tail.size else math.nan
+
+
 def stats(values: list[float]) -> dict:
     """Per-seed values with their mean and 95% bootstrap CI (NaN seeds left out of both)."""
     return {"seeds": values, **summary(values)}
@@ -146,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
               "machine": platform.processor() or platform.machine(), "report": report,
               "env_steps": {g: [float(c.steps[-1]) for c in done if c.group == g] for g in report["groups"]},
               "greedy_success": {g: stats(v) for g, v in greedy_by_group.items()},
+              "final_episode_length": {g: stats([late_mean(c, "episode_length") for c in done if c.group == g])
+                                       for g in report["groups"]},
               "steps_to_success_threshold": {g: {**stats(v), "reached": f"{sum(map(math.isfinite, v))}/{len(v)}"}
                                              for g, v in to_threshold.items()},
               "settings": {g: settings(next(c.path for c in done if c.group == g)) for g in report["groups"]

@@ -22,7 +22,7 @@ def bvs(bench_script):
 def ours(root: Path, arm: str, seed: int, success: list[float], greedy: float | None = None, **config) -> None:
     run = root / "metaworld_reach-v3" / f"{arm}-s{seed}"
     write_csv(run / "metrics.csv", {"step": STEPS[:len(success)], "Metrics/EpRet": [1.0] * len(success),
-                                    "Metrics/SuccessRate": success})
+                                    "Metrics/SuccessRate": success, "Metrics/EpLen": [200.0] * 9 + [90.0]})
     config = {"task": "metaworld:reach-v3", "total_steps": 10_000, "num_envs": 4, "fragment_len": 250,  # 1000/update
               "seed": seed, "ablation": arm, **config}
     (run / "config.json").write_text(json.dumps({"engine": "bonus", "config": config}))
@@ -34,7 +34,7 @@ def ours(root: Path, arm: str, seed: int, success: list[float], greedy: float | 
 def theirs(root: Path, seed: int, success: list[float], greedy: float) -> None:
     run = root / "reach-v3" / f"PPO-s{seed}"
     write_csv(run / "progress.csv", {"time/total_timesteps": STEPS, "rollout/ep_rew_mean": [2.0] * 10,
-                                     "rollout/success_rate": success})
+                                     "rollout/success_rate": success, "rollout/ep_len_mean": [150.0] * 10})
     (run / "greedy.json").write_text(json.dumps({"greedy_success": greedy}))
 
 
@@ -57,6 +57,8 @@ def test_arms_beside_sb3_from_their_closed_forms(bvs, tmp_path):
     assert steps["rlspec prototypes"]["reached"] == "0/3" and math.isnan(steps["rlspec prototypes"]["mean"])
     assert r["greedy_success"]["rlspec baseline"]["mean"] == pytest.approx(0.6)
     assert r["greedy_success"]["sb3 PPO"]["seeds"] == [1.0, 1.0, 1.0]
+    assert r["final_episode_length"]["sb3 PPO"]["seeds"] == [150.0] * 3
+    assert r["final_episode_length"]["rlspec baseline"]["mean"] == pytest.approx(90.0)
     assert r["unfinished"] == [str(a / "metaworld_reach-v3" / "baseline-s3")]
     assert (out / "bonus_vs_sb3_reach-v3.png").stat().st_size > 0
     assert bvs.main(["--rlspec", str(tmp_path / "none"), "--sb3", str(tmp_path / "none"), "--out", str(out)]) == 1
