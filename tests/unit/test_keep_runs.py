@@ -1,0 +1,50 @@
+"""tests/bench/keep_runs.py: of every run under a folder (rlspec's metrics.csv, OmniSafe's and SB3's
+progress.csv) only the files the summaries read are copied, at the same relative path, and the copy reads as
+the original."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def kr(bench_script):
+    return bench_script("keep_runs")
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_only_the_summaries_files_are_kept_at_their_relative_paths(kr, tmp_path):
+    src, dst = tmp_path / "runs", tmp_path / "kept"
+    ours = src / "PPOLag-s0"
+    write(ours / "metrics.csv", "step,Metrics/EpRet\n4000,1.5\n")
+    write(ours / "config.json", '{"engine": "safe"}')
+    write(ours / "eval/eval.json", '{"EpRet": 2.0}')
+    write(ours / "checkpoints/last.pt", "weights")
+    write(ours / "tb/events.out.tfevents.1", "events")
+    theirs = src / "PPOLag-{SafetyPointGoal1-v0}/seed-000-2026-11-28"
+    write(theirs / "progress.csv", "TotalEnvSteps,Metrics/EpRet\n4000,1.0\n")
+    write(theirs / "config.json", '{"algo": "PPOLag"}')
+    write(theirs / "torch_save/epoch-50.pt", "weights")
+    write(src / "notes.txt", "not a run")
+    assert kr.main([str(src), str(dst)]) == 0
+    kept = sorted(str(p.relative_to(dst)) for p in dst.rglob("*") if p.is_file())
+    assert kept == ["PPOLag-s0/config.json", "PPOLag-s0/eval/eval.json", "PPOLag-s0/metrics.csv",
+                    "PPOLag-{SafetyPointGoal1-v0}/seed-000-2026-11-28/config.json",
+                    "PPOLag-{SafetyPointGoal1-v0}/seed-000-2026-11-28/progress.csv"]
+    from rlspec.evidence.evaluation import read_run
+
+    for run in ("PPOLag-s0", "PPOLag-{SafetyPointGoal1-v0}/seed-000-2026-11-28"):
+        a, b = read_run(src / run), read_run(dst / run)
+        assert (a.group, a.source, a.steps.tolist(), a.values["return"].tolist()) == (
+            b.group, b.source, b.steps.tolist(), b.values["return"].tolist())
+    write(ours / "metrics.csv", "step,Metrics/EpRet\n4000,1.5\n8000,2.5\n")  # the run went on: kept again
+    assert kr.main([str(src), str(dst)]) == 0
+    assert (dst / "PPOLag-s0/metrics.csv").read_text().endswith("8000,2.5\n")
+    assert kr.main([str(tmp_path / "missing"), str(dst)]) == 2
+    assert kr.main([str(tmp_path / "kept/PPOLag-s0/eval"), str(tmp_path / "none")]) == 1  # no run there
