@@ -75,6 +75,9 @@ class BonusConfig(runconfig.RunConfig):
 
 PRESETS: dict[str, dict] = {
     "default": {},
+    # Meta-World tasks: the token learner measured beside SB3 PPO (README, docs/bench/bonus_vs_sb3_reach-v3.json):
+    # observations normalized as SB3's VecNormalize does, and 10 epochs per update (SB3's n_epochs)
+    "metaworld": {"learner.normalize_obs": True, "learner.epochs": 10},
     # a couple of minutes on 2 CPU cores with every path taken: mining, trigger, bonus updates (CI)
     "smoke": {"total_steps": 6144, "num_envs": 4, "fragment_len": 64, "checkpoint_every": 4,
               "bonus.min_pairs": 2, "bonus.batch_packs": 2, "bonus.min_clusters": 1, "bonus.cooldown_steps": 256,
