@@ -494,3 +494,19 @@ def test_kit_names_the_implementations_and_the_old_fast_key_maps_to_it(tmp_path,
         bonus.validate(bonus.build_config(overrides=["kit=turbo"]))
     with pytest.raises(ConfigError, match="fast"):  # the old key takes its old type only
         bonus.build_config(overrides=["fast=maybe"])
+
+
+def test_the_metaworld_preset_is_the_learner_measured_beside_sb3():
+    """The README's Meta-World numbers for `--preset metaworld` come from runs whose config differs from the
+    default learner's runs by exactly the preset's keys (docs/bench/bonus_vs_sb3_reach-v3.json records each
+    arm's settings): the preset cannot drift from the evidence unnoticed."""
+    import json
+    from pathlib import Path
+
+    from rlspec.engines.bonus.config import PRESETS
+
+    bench = json.loads((Path(__file__).parents[3] / "docs/bench/bonus_vs_sb3_reach-v3.json").read_text())
+    default, preset = bench["settings"]["rlspec default baseline"], bench["settings"]["rlspec metaworld baseline"]
+    assert {k: v for k, v in preset.items() if default.get(k) != v} == PRESETS["metaworld"]
+    cfg = bonus.build_config("metaworld")
+    assert cfg.learner.normalize_obs and cfg.learner.epochs == PRESETS["metaworld"]["learner.epochs"]
