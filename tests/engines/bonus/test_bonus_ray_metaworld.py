@@ -66,8 +66,11 @@ def ray_session():
 
 
 def _tiny(*overrides: str):
+    """A short Ray run with every path taken: the EMA-best broadcast, bonus time, normalized observations (their
+    statistics from the replay actor to the trainers, and with the weights to the workers or the actor)."""
     return bonus.build_config("smoke", ["execution=ray", "rollout_workers=2", "num_envs=2", "fragment_len=64",
-                                        "best_workers=1", "best_every=2", "best_perturb_std=0.01", *overrides])
+                                        "best_workers=1", "best_every=2", "best_perturb_std=0.01",
+                                        "learner.normalize_obs=true", *overrides])
 
 
 def test_inference_actor_serves_what_each_worker_would_sample_itself(ray_session):
@@ -142,13 +145,16 @@ def test_ray_execution_two_trainers_stay_in_lockstep(tmp_path, ray_session):
     from rlspec.engines.bonus.ray_world import RayWorld
 
     cfg = bonus.build_config("smoke", ["execution=ray", "rollout_workers=2", "trainers=2", "num_envs=2",
-                                       "fragment_len=64", "best_workers=1", "best_every=3", "best_perturb_std=0.01"])
+                                       "fragment_len=64", "best_workers=1", "best_every=3", "best_perturb_std=0.01",
+                                       "learner.normalize_obs=true"])
     bonus.validate(cfg)
     w = RayWorld(cfg)
     try:
         rows = [w.train_update((k + 1) * bonus.steps_per_update(cfg)) for k in range(10)]
         w0, w1 = ray.get([t.weights.remote() for t in w.trainers])
-        assert all(torch.equal(w0[k], w1[k]) for k in w0)
+        stats0, stats1 = w0.pop("norm._extra_state"), w1.pop("norm._extra_state")  # the observation statistics
+        assert all(torch.equal(w0[k], w1[k]) for k in w0) and all(torch.equal(stats0[k], stats1[k]) for k in stats0)
+        assert not torch.allclose(stats0["var"], torch.ones_like(stats0["var"]))  # every rank got the replay's
         assert all(math.isfinite(r["Loss/Loss_pi"]) for r in rows)
         assert rows[-1]["pairs/mined"] > 0 and rows[-1]["episodes/gaps"] == 0 and rows[-1]["bonus/errors"] == 0
         assert any(r["bonus/ran"] == 1 for r in rows)
