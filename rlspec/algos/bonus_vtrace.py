@@ -62,6 +62,7 @@ from rlspec.models.actor_critic import Critic, mlp
 
 log = logging.getLogger(__name__)
 
+
 class ObsNorm(nn.Module):
     """The networks' input with ``normalize_obs``: the kit's ObsNormalizer (contract numerics: (obs − μ)/√(σ² + ε)
     clipped to ±10, SB3 VecNormalize's observations) with frozen statistics. They are the module's extra state,
@@ -172,7 +173,8 @@ class BonusKit:
         return cls(vtrace=vtrace.vtrace, loss_a=success_set.loss_a, mine_pair=success_set.mine_pair,
                    SuccessPrototypes=success_set.SuccessPrototypes, PairedQueue=success_set.PairedQueue,
                    BonusScheduler=success_set.BonusScheduler, RunningMeanStd=numerics.RunningMeanStd,
-                   ObsNormalizer=numerics.ObsNormalizer, ratio_guard=numerics.ratio_guard, LossGuard=numerics.LossGuard)
+                   ObsNormalizer=numerics.ObsNormalizer, ratio_guard=numerics.ratio_guard,
+                   LossGuard=numerics.LossGuard)
 
 
 class ReturnScale:
