@@ -8,7 +8,8 @@ asserted.
     python tests/bench/bonus_ablation.py --task metaworld:reach-v3 --seeds 0 1 2 3 4 --steps 150000 \\
         --set bonus.cooldown_steps=2048 --preset metaworld
 
-Runs live in ``--runs/TASK/ABLATION-sSEED`` (finished runs are kept, interrupted ones resumed); every
+Runs live in ``--runs/TASK/ABLATION-sSEED`` (finished runs are kept, interrupted ones resumed, one that another
+invocation is running now is skipped: two invocations may share a folder); every
 invocation ends by summarizing all runs of the task into ``--out/bonus_ablation_TASK.json`` and ``.png``.
 The summary of a run: the mean success rate over its last 10% of updates and over the whole run (sample
 efficiency: the area under the curve) of Metrics/SuccessRate, a window of the last ep_window episodes; the env
@@ -41,7 +42,7 @@ THRESHOLD, GREEDY_EPISODES = 0.3, 20  # success rate of "steps to threshold"; gr
 def run_one(task: str, ablation: str, seed: int, steps: int, overrides: list[str], runs: Path,
             preset: str = "default") -> Path:
     from rlspec.engines import bonus
-    from rlspec.runs.rundir import load_checkpoint
+    from rlspec.runs.rundir import load_checkpoint, lock
 
     out = runs / f"{ablation}-s{seed}"
     cfg = bonus.build_config(preset, [f"total_steps={steps}", f"seed={seed}", *overrides], task, ablation)
@@ -50,7 +51,8 @@ def run_one(task: str, ablation: str, seed: int, steps: int, overrides: list[str
     done = load_checkpoint(ckpt)["update"] if ckpt.exists() else 0
     if done == updates:
         return out
-    if out.exists() and not ckpt.exists():
+    if out.exists() and not ckpt.exists():  # an interrupted first chunk: start again, unless a process runs it now
+        lock(out).close()  # RunLocked (nothing deleted) when another process writes this run
         shutil.rmtree(out)
     c0 = time.process_time()
     bonus.run(cfg, out, resume=ckpt.exists(), show_progress=False)
@@ -180,6 +182,8 @@ def summarize(runs: Path, out: Path, task: str, threshold: float = THRESHOLD, gr
 
 
 def main() -> None:
+    from rlspec.runs.rundir import RunLocked
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="token-reach")
     p.add_argument("--ablations", nargs="*", default=list(ABLATIONS), choices=ABLATIONS)
@@ -198,7 +202,10 @@ def main() -> None:
     if not args.summarize:
         for seed in args.seeds:
             for ablation in args.ablations:
-                run_one(args.task, ablation, seed, args.steps, args.set, runs, args.preset)
+                try:
+                    run_one(args.task, ablation, seed, args.steps, args.set, runs, args.preset)
+                except RunLocked as err:  # another invocation runs this one: leave it to it
+                    print(f"{args.task} {ablation}-s{seed}: skipped, {err}", flush=True)
     summarize(runs, args.out, args.task, args.threshold, not args.no_greedy)
 
 

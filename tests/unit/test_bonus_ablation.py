@@ -65,3 +65,20 @@ def test_arms_with_their_cis_and_their_verdicts_against_the_baseline(ablation, t
                                                               "behind_outside_ci": False}
     assert json.loads((out / "bonus_ablation_metaworld_reach-v3.json").read_text())["against_baseline"] == verdict
     assert (out / "bonus_ablation_metaworld_reach-v3.png").stat().st_size > 0
+
+
+def test_a_run_another_process_writes_is_never_deleted(ablation, tmp_path):
+    """An interrupted first chunk (no checkpoint) is started again from scratch, but not while another
+    invocation holds the run's lock: that one is refused with RunLocked and nothing is deleted."""
+    from rlspec.runs.rundir import RunLocked, lock
+
+    out = tmp_path / "baseline-s4"
+    (out / "metrics.csv").parent.mkdir(parents=True)
+    (out / "metrics.csv").write_text("step\n256\n")
+    held = lock(out)  # the other invocation, mid-way through its first chunk
+    try:
+        with pytest.raises(RunLocked, match="in use by process"):
+            ablation.run_one("token-reach", "baseline", 4, 512, [], tmp_path)
+        assert (out / "metrics.csv").read_text() == "step\n256\n"
+    finally:
+        held.close()
