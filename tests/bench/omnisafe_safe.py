@@ -179,6 +179,21 @@ def run_omnisafe(algo: str, custom_cfgs: dict, out: Path) -> None:
     import_omnisafe().Agent(algo, ENV, custom_cfgs=cfgs).learn()
 
 
+def earlier_report(path: Path, lambda_updates: int) -> dict:
+    """OUT/omnisafe_safe.json as an earlier invocation left it (its algorithms and seeds are kept; this
+    invocation's are added to them), or a new one; an earlier file for another env or budget is an error (its
+    seeds are not this budget's)."""
+    if not path.is_file():
+        return {"what": "OmniSafe 0.5.0's own algorithms through omnisafe.Agent, with the override set rlspec runs",
+                "env": ENV, "lambda_updates": lambda_updates, "algos": {}}
+    earlier = json.loads(path.read_text())
+    for key, expected in (("env", ENV), ("lambda_updates", lambda_updates)):
+        if earlier.get(key) != expected:
+            raise ConfigError(f"{path}: {key}: expected {expected!r} (this invocation's), got "
+                              f"{earlier.get(key)!r}: run this budget into another --out")
+    return earlier
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--algos", nargs="+", choices=ALGOS, default=["PPOLag"])
@@ -196,22 +211,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    report = {"what": "OmniSafe 0.5.0's own algorithms through omnisafe.Agent, with the override set rlspec runs",
-              "env": ENV, "lambda_updates": args.total_steps // args.steps_per_epoch, "algos": {}}
     try:
+        report = earlier_report(out / "omnisafe_safe.json", args.total_steps // args.steps_per_epoch)
         for algo in args.algos:
             sets = shared(algo, args.seeds[0], args.total_steps, args.steps_per_epoch, args.num_envs)
-            entry = {"shared": {seed: shared(algo, seed, args.total_steps, args.steps_per_epoch, args.num_envs)
-                                for seed in args.seeds}, "runs": {}}
+            entry = report["algos"].setdefault(algo, {"shared": {}, "runs": {}})
+            entry["shared"].update({str(seed): shared(algo, seed, args.total_steps, args.steps_per_epoch,
+                                                      args.num_envs) for seed in args.seeds})
             if not args.write_only:
                 entry["defaults"] = defaults_table(algo, omnisafe_defaults(algo), sets["rlspec"][1:])
                 entry["defaults_differ"] = [row for row in entry["defaults"] if row["equal"] is not True]
                 entry["rlspec_anchor_sets"] = anchor_sets(entry["defaults"])  # rlspec's side adds these
                 for seed in args.seeds:
                     if finished(out, algo, seed, args.total_steps) is None:
-                        run_omnisafe(algo, entry["shared"][seed]["omnisafe"], out)
-                    entry["runs"][seed] = str(finished(out, algo, seed, args.total_steps))
-            report["algos"][algo] = entry
+                        run_omnisafe(algo, entry["shared"][str(seed)]["omnisafe"], out)
+                    entry["runs"][str(seed)] = str(finished(out, algo, seed, args.total_steps))
             (out / "omnisafe_safe.json").write_text(json.dumps(report, indent=2) + "\n")
     except ConfigError as err:
         print(f"omnisafe_safe: {err}", file=sys.stderr)

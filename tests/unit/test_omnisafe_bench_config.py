@@ -73,3 +73,20 @@ def test_write_only_writes_the_override_sets_and_bad_budgets_exit_2(bench, tmp_p
     assert report["algos"]["CPO"]["shared"]["1"]["omnisafe"]["seed"] == 1
     assert bench.main(["--total-steps", "100", "--steps-per-epoch", "4000", "--out", str(tmp_path)]) == 2
     assert "--total-steps: expected >= --steps-per-epoch = 4000, got 100" in capsys.readouterr().err
+
+
+def test_invocations_add_their_seeds_to_one_json_and_another_budget_is_refused(bench, tmp_path, capsys):
+    def run(*argv: str) -> int:
+        return bench.main([*argv, "--total-steps", "8000", "--steps-per-epoch", "4000", "--out", str(tmp_path),
+                           "--write-only"])
+
+    assert run("--algos", "PPOLag", "--seeds", "0", "1") == 0
+    assert run("--algos", "PPOLag", "CPO", "--seeds", "2") == 0
+    report = json.loads((tmp_path / "omnisafe_safe.json").read_text())
+    assert sorted(report["algos"]["PPOLag"]["shared"]) == ["0", "1", "2"]
+    assert sorted(report["algos"]["CPO"]["shared"]) == ["2"]
+    before = (tmp_path / "omnisafe_safe.json").read_text()
+    assert bench.main(["--seeds", "3", "--total-steps", "12000", "--steps-per-epoch", "4000", "--out",
+                       str(tmp_path), "--write-only"]) == 2
+    assert "lambda_updates: expected 3 (this invocation's), got 2" in capsys.readouterr().err
+    assert (tmp_path / "omnisafe_safe.json").read_text() == before  # nothing stored is lost
