@@ -177,7 +177,8 @@ def read_run(path: Path, group_by: str = "algo") -> Curve:
                           "TensorBoard events)")
 
 
-def bootstrap_ci(samples, level: float = CI_LEVEL, resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+def bootstrap_ci(samples, level: float = CI_LEVEL, resamples: int = 10_000,
+                 seed: int = 0) -> tuple[float, float, float]:
     """(mean, low, high): the percentile bootstrap of the mean of `samples` (NaN dropped; a single sample has
     no spread: low = high = it). Seeded, so a report is reproducible."""
     x = np.asarray([s for s in samples if not math.isnan(s)], dtype=float)
@@ -188,12 +189,20 @@ def bootstrap_ci(samples, level: float = CI_LEVEL, resamples: int = 10_000, seed
     return float(x.mean()), float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))
 
 
-def _late(curve: Curve, key: str, late: float) -> np.ndarray:
+def late_values(curve: Curve, key: str, late: float = LATE) -> np.ndarray:
+    """The logged values of ``key`` (a canonical name) over the last ``late`` fraction of the run's rows (at
+    least one), NaN rows dropped; empty when the run does not log the key."""
     values = curve.values.get(key)
     if values is None:
         return np.array([])
     n = max(1, math.ceil(late * len(values)))
     return values[-n:][~np.isnan(values[-n:])]
+
+
+def late_mean(curve: Curve, key: str, late: float = LATE) -> float:
+    """The mean of ``late_values``; NaN when there are none."""
+    values = late_values(curve, key, late)
+    return float(values.mean()) if values.size else math.nan
 
 
 def summary(samples) -> dict[str, float]:
@@ -219,13 +228,13 @@ def oscillation_amplitude(values: np.ndarray, window: int = OSCILLATION_WINDOW) 
 
 
 def run_metrics(curve: Curve, threshold: float | None, cost_limit: float | None, late: float = LATE) -> dict:
-    cost = _late(curve, "cost", late)
-    multiplier = _late(curve, "multiplier", max(late, 2 * OSCILLATION_WINDOW / len(curve.steps)))
+    cost = late_values(curve, "cost", late)
+    multiplier = late_values(curve, "multiplier", max(late, 2 * OSCILLATION_WINDOW / len(curve.steps)))
     return {
         "path": str(curve.path), "source": curve.source, "env_steps": float(curve.steps[-1]),
-        "final_return": float(np.mean(_late(curve, "return", late))),
-        "final_cost": float(np.mean(cost)) if cost.size else math.nan,
-        "final_success": float(np.mean(success)) if (success := _late(curve, "success", late)).size else math.nan,
+        "final_return": late_mean(curve, "return", late),
+        "final_cost": late_mean(curve, "cost", late),
+        "final_success": late_mean(curve, "success", late),
         "steps_to_threshold": steps_to_threshold(curve, threshold) if threshold is not None else math.nan,
         "violation_rate": float(np.mean(cost > cost_limit)) if cost.size and cost_limit is not None else math.nan,
         "late_cost_variance": float(np.var(cost)) if cost.size else math.nan,

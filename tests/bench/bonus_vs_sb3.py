@@ -29,10 +29,16 @@ import math
 import platform
 from pathlib import Path
 
-import numpy as np
-
 from rlspec.engines.bonus import BonusConfig, build_config, steps_per_update
-from rlspec.evidence.evaluation import Curve, group_report, plot_groups, read_run, steps_to_threshold, summary
+from rlspec.evidence.evaluation import (
+    Curve,
+    group_report,
+    late_mean,
+    plot_groups,
+    read_run,
+    steps_to_threshold,
+    summary,
+)
 from rlspec.runs import config as runconfig
 from rlspec.runs.rundir import RunDir
 
@@ -98,14 +104,6 @@ def greedy(path: Path) -> float:
         if (path / name).is_file():
             return float(json.loads((path / name).read_text())[key])
     return math.nan
-
-
-def late_mean(curve: Curve, key: str, late: float = 0.1) -> float:
-    """Mean of the finite values of a canonical key over the last ``late`` fraction of a run's rows (NaN: none)."""
-    values = curve.values.get(key, np.array([]))
-    tail = values[-max(1, math.ceil(late * len(values))):] if len(values) else values
-    tail = tail[np.isfinite(tail)]
-    return float(tail.mean()) if tail.size else math.nan
 
 
 def stats(values: list[float]) -> dict:

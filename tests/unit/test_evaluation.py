@@ -67,6 +67,15 @@ def test_metrics_match_their_closed_forms(tmp_path):
     assert math.isnan(ev.run_metrics(curve, threshold=100, cost_limit=25)["steps_to_threshold"])
 
 
+def test_late_values_are_the_last_rows_without_nan_and_at_least_one(tmp_path):
+    ret = [0, 1, 2, 3, 4, 5, 6, 7, math.nan, 9]
+    curve = ev.read_run(rlspec_run(tmp_path, "a", "PPOLag", STEPS, ret, [1.0] * 10, [0.0] * 10))
+    assert list(ev.late_values(curve, "return", 0.3)) == [7, 9]  # rows 8..10, the NaN row dropped
+    assert ev.late_mean(curve, "return", 0.3) == pytest.approx(8.0)
+    assert list(ev.late_values(curve, "return", 0.01)) == [9]  # a fraction below one row still takes one
+    assert ev.late_values(curve, "success").size == 0 and math.isnan(ev.late_mean(curve, "success"))
+
+
 def test_bootstrap_ci_is_the_mean_with_a_seeded_percentile_band():
     assert ev.bootstrap_ci([3.0]) == (3.0, 3.0, 3.0)
     assert ev.bootstrap_ci([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)
