@@ -149,6 +149,24 @@ def bench_omnisafe(session: nox.Session) -> None:
 
 
 @nox.session
+def bench_sb3_safe(session: nox.Session) -> None:
+    """Stable-Baselines3 2.9.2 PPO, unconstrained, on SafetyPointGoal1-v0 with the settings rlspec's PPO runs
+    (tests/bench/sb3_safe.py): the reward-only anchor of the safe-RL comparison. The safety environment (as
+    `nox -s safety`) plus SB3 and cloudpickle --no-deps (SB3 declares gymnasium >= 0.29; it runs with the 0.28.1
+    that Safety-Gymnasium needs). Without arguments: a smoke run (seed 0, one epoch of 1,000 steps, into
+    runs/sb3-smoke); the comparison: `nox -s bench_sb3_safe -- --seeds 0 1 2 --total-steps 200000
+    --steps-per-epoch 4000`. This venv also runs tests/bench/safe_throughput.py's SB3 arms. CPU, one thread,
+    under nice."""
+    session.install(TORCH)
+    session.install("-e", ".[safety]")
+    session.install("--no-deps", SAFETY_GYMNASIUM, SB3, "cloudpickle>=3")
+    session.env.update(CUDA_VISIBLE_DEVICES="", MUJOCO_GL="egl")
+    args = session.posargs or ["--seeds", "0", "--total-steps", "1000", "--steps-per-epoch", "1000", "--out",
+                               "runs/sb3-smoke"]
+    session.run("nice", "python", "tests/bench/sb3_safe.py", *args, external=True)
+
+
+@nox.session
 def bench_sb3_metaworld(session: nox.Session) -> None:
     """Stable-Baselines3 2.9.2 PPO on a Meta-World v3 task (tests/bench/sb3_metaworld.py): the anchor of the bonus
     engine's token learner, in its own environment (the `bonus` extra's metaworld plus SB3; nothing of SB3 in the

@@ -7,8 +7,9 @@ workers (shared-memory transport) and Stable-Baselines3 2.9.2 PPO (DummyVecEnv a
         (writes safe_throughput.json and .png)
 
 Needs the `safety` environment (nox -s safety's venv) for Safety-Gymnasium ids; ToyGoal-v0 runs anywhere.
-SB3 arms run when stable-baselines3 imports (``pip install --no-deps stable-baselines3==2.9.2 cloudpickle``:
-it declares gymnasium ≥ 0.29 but runs with 0.28.1).
+SB3 arms run when stable-baselines3 imports: the bench_sb3_safe venv has it (``nox -s bench_sb3_safe
+--install-only``, then ``.nox/bench_sb3_safe/bin/python tests/bench/safe_throughput.py``; SB3 is installed
+--no-deps there: it declares gymnasium ≥ 0.29 but runs with the 0.28.1 Safety-Gymnasium needs).
 
 Arms of a group (``--steps`` env steps per round, all envs together):
 

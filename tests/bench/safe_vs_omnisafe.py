@@ -87,7 +87,23 @@ def setting_mismatches(curve: Curve, expected: list[str]) -> dict[str, list[str]
         return {}
     config = json.loads((curve.path / "config.json").read_text())["config"]
     wanted = dict(item.split("=", 1) for item in expected if not item.startswith("seed="))
-    return {k: [str(config.get(k)), v] for k, v in wanted.items() if str(config.get(k)) != v}
+    found = {k: str(_dotted(config, k)) for k in wanted}
+    return {k: [found[k], v] for k, v in wanted.items() if not _same(found[k], v)}
+
+
+def _dotted(config: dict, key: str):
+    """config.json's value of a dotted key ("ppo.update_iters"); None when absent."""
+    for part in key.split("."):
+        config = config.get(part) if isinstance(config, dict) else None
+    return config
+
+
+def _same(a: str, b: str) -> bool:
+    """Two --set values alike: as numbers where both are (0.0003 is 3e-4), else as text."""
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return a == b
 
 
 def compare_algo(algo: str, curves: list[Curve], total_steps: int, expected: list[str]) -> dict:
@@ -132,6 +148,14 @@ def setting_differences(omnisafe_json: Path, algo: str) -> list[dict] | None:
     return entry.get("defaults_differ")
 
 
+def anchor_sets(omnisafe_json: Path, algo: str) -> list[str]:
+    """The rlspec --set overrides that give rlspec OmniSafe's defaults where the algorithm's yaml differs (e.g.
+    CPO's update_iters 10): rlspec runs must have been made with them; [] when the file holds none."""
+    if not omnisafe_json.is_file():
+        return []
+    return json.loads(omnisafe_json.read_text()).get("algos", {}).get(algo, {}).get("rlspec_anchor_sets") or []
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rlspec", type=Path, default=Path("runs/safe-cmp"), help="rlspec run directories")
@@ -151,11 +175,13 @@ def main(argv: list[str] | None = None) -> int:
     all_curves = []
     for algo in args.algos:
         curves = [read_run(path) for path in find_runs(args.rlspec, args.omnisafe, algo, args.sb3)]
+        settings = args.settings or args.omnisafe / "omnisafe_safe.json"
         expected = shared(algo, 0, args.total_steps, args.steps_per_epoch, args.num_envs)["rlspec"]
+        expected += anchor_sets(settings, algo)
         result["algos"][algo] = compare_algo(algo, curves, args.total_steps, expected)
         all_curves += [c for c in curves if reached(c, args.total_steps)
                        and str(c.path) not in result["algos"][algo]["excluded_other_settings"]]
-        settings = args.settings or args.omnisafe / "omnisafe_safe.json"
+        result["algos"][algo]["rlspec_anchor_sets"] = anchor_sets(settings, algo)
         result["algos"][algo]["setting_differences"] = setting_differences(settings, algo)
         result["algos"][algo]["settings_from"] = str(settings)
     if not all_curves:

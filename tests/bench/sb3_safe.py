@@ -1,10 +1,11 @@
 """Stable-Baselines3 2.9.2 PPO, unconstrained, on Safety-Gymnasium with the settings rlspec's PPO runs: the
 reward-only anchor of the safe-RL side-by-side comparison (rlspec PPO beside SB3 PPO and OmniSafe PPO).
 
-    python tests/bench/sb3_safe.py --seeds 0 1 2 --total-steps 200000 --steps-per-epoch 4000 [--out runs/sb3]
+    nox -s bench_sb3_safe -- --seeds 0 1 2 --total-steps 200000 --steps-per-epoch 4000 [--out runs/sb3]
     python tests/bench/sb3_safe.py --write-only                   # OUT/sb3_safe.json only, nothing trained
 
-Runs in the `safety` environment (nox -s safety's venv holds SB3 2.9.2 and Safety-Gymnasium), one thread, CPU.
+Runs in the bench_sb3_safe environment (the `safety` extra and Safety-Gymnasium as `nox -s safety`, plus SB3
+2.9.2 and cloudpickle --no-deps), one thread, CPU.
 Each seed logs with SB3's own CSV logger into OUT/PPO-sSEED/progress.csv, which `rlspec report` and
 tests/bench/safe_vs_omnisafe.py read beside rlspec's and OmniSafe's runs. SB3 logs no cost: a callback (not the
 algorithm) sums each episode's `info["cost"]` and records `rollout/ep_cost_mean` over the last `ep_window`

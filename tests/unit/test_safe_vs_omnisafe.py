@@ -122,3 +122,20 @@ def test_ppo_has_two_anchors_and_sb3_cost_comes_from_its_callback_column(svo, tm
     assert out["checks"]["sb3 PPO"] == {"return_ci_overlaps": False, "cost_ci_overlaps": False,
                                         "within_anchor_ci_or_better": True}  # better on both: return and cost
     assert svo.find_runs(a, b, "PPOLag", c) == []  # SB3 anchors PPO only
+
+
+def test_runs_without_the_algorithm_s_anchor_sets_are_left_out(svo, tmp_path):
+    a, b, out = tmp_path / "rlspec", tmp_path / "omnisafe", tmp_path / "out"
+    aligned = {"ppo": {"update_iters": 10, "batch_size": 128, "critic_lr": 0.001}}
+    for seed in range(3):
+        ours(a, seed, 10 + seed, 25, **aligned)
+        theirs(b, seed, 10 + seed, 25)
+    ours(a, 3, 99.0, 0.0, ppo={"update_iters": 40, "batch_size": 128, "critic_lr": 1e-3})  # rlspec's default iters
+    b.mkdir(parents=True, exist_ok=True)
+    (b / "omnisafe_safe.json").write_text(json.dumps({"algos": {"PPOLag": {"rlspec_anchor_sets": [
+        "ppo.update_iters=10", "ppo.batch_size=128", "ppo.critic_lr=1e-3"]}}}))
+    assert svo.main(["--rlspec", str(a), "--omnisafe", str(b), "--total-steps", "10000", "--out", str(out)]) == 0
+    result = json.loads((out / "safe_vs_omnisafe.json").read_text())["algos"]["PPOLag"]
+    assert result["excluded_other_settings"] == {str(a / "PPOLag-s3"): {"ppo.update_iters": ["40", "10"]}}
+    assert len(result["report"]["groups"]["rlspec PPOLag"]["runs"]) == 3  # 0.001 is 1e-3
+    assert result["rlspec_anchor_sets"] == ["ppo.update_iters=10", "ppo.batch_size=128", "ppo.critic_lr=1e-3"]
