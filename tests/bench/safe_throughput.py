@@ -244,16 +244,31 @@ def add_ratios(group: dict, cores: int) -> None:
     group[CEILING]["ceiling_steps_per_s"] = group[CEILING]["rollout_steps_per_s"] * cores
 
 
-def goals(results: dict, arm: str, target: float = 1.5) -> dict:
-    """Per group and metric: the ratios of the fast ``arm`` to the reference and SB3's SubprocVecEnv, and
-    whether each reaches ``target``."""
+def bound(group: dict, cores: int) -> dict[str, float]:
+    """Amdahl's bound on ``cores``: the best env steps/s of any execution that does the reference's work, its
+    rollout split perfectly over the cores and its update (one learner, serial) as long as the reference's:
+    rollout R·cores; rollout + update T / (T/(R·cores) + U) for T steps per round, R the reference's rollout
+    rate, U its update seconds."""
+    ref = group[REFERENCE]
+    rollout_s = ref["steps"] / ref["rollout_steps_per_s"]
+    return {"rollout_steps_per_s": ref["rollout_steps_per_s"] * cores,
+            "rollout_update_steps_per_s": ref["steps"] / (rollout_s / cores + ref["update_s"])}
+
+
+def goals(results: dict, arm: str, cores: int, target: float = 1.5) -> dict:
+    """Per group and metric: the ratios of the fast ``arm`` to the reference and SB3's SubprocVecEnv, whether
+    each reaches ``target``, and Amdahl's ``bound`` on the same ratio (whether the target is reachable at all
+    without a faster update)."""
     out = {}
     for g, group in results.items():
         fast = group.get(arm)
         if fast is None:
             continue
+        best = bound(group, cores)
         for metric, rs in fast["ratios"].items():
-            out[f"{g}, {metric}"] = {b: {"ratio": rs[b], "met": rs[b] >= target}
+            out[f"{g}, {metric}"] = {b: {"ratio": rs[b], "met": rs[b] >= target,
+                                         "bound": best[metric] / group[b][metric],
+                                         "reachable": best[metric] / group[b][metric] >= target}
                                      for b in (REFERENCE, SB3_SUBPROC) if b in rs}
     return out
 
@@ -283,8 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     load_before, results = os.getloadavg(), {}
     for n in args.envs:
         per_env = args.steps // n
-        results[f"{n} envs"] = run_group(arm_makers(args.env, n, args.workers, args.learner_steps, per_env, sb3), per_env * n,
-                                         args.rounds)
+        makers = arm_makers(args.env, n, args.workers, args.learner_steps, per_env, sb3)
+        results[f"{n} envs"] = run_group(makers, per_env * n, args.rounds)
         add_ratios(results[f"{n} envs"], cores)
         show(n, results[f"{n} envs"])
     command = shlex.join(sys.argv[1:] if argv is None else argv)
@@ -296,8 +311,9 @@ def main(argv: list[str] | None = None) -> int:
               "cpu": cpu_identity(), "torch": torch.__version__, "versions": safety_gym.versions() | sb3_version(),
               "ppo_update": {"epochs": EPOCHS, "minibatch": MINIBATCH, "target_kl": None},
               "sb3_subproc_start_method": SB3_START if sb3 else None, "update_differences": UPDATE_DIFFERENCES,
-              "goals_2_workers": goals(results, worker_name(2)),
-              "goals_1_worker_and_learner": goals(results, worker_name(1, True)), "results": results}
+              "amdahl_bound": {g: bound(group, cores) for g, group in results.items()},
+              "goals_2_workers": goals(results, worker_name(2), cores),
+              "goals_1_worker_and_learner": goals(results, worker_name(1, True), cores), "results": results}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "safe_throughput.json").write_text(json.dumps(report, indent=2) + "\n")
     plot(results, args.out / "safe_throughput.png", f"{args.env}: env steps/s (wall, median of {args.rounds} "

@@ -32,11 +32,22 @@ def test_summary_is_the_median_of_the_rounds_and_ratios_skip_absent_baselines(be
     assert bench.ratios(group, "fast", ["ref", "absent", "none"], "r") == {"ref": 1.8}
 
 
-def test_goals_compare_two_workers_with_the_reference_and_sb3_subproc(bench):
-    fast = {"ratios": {"rollout_steps_per_s": {bench.REFERENCE: 1.6, bench.SB3_DUMMY: 1.2, bench.SB3_SUBPROC: 1.4}}}
-    goals = bench.goals({"4 envs": {"fast (2 workers)": fast}, "8 envs": {}}, bench.worker_name(2))
-    assert goals == {"4 envs, rollout_steps_per_s": {bench.REFERENCE: {"ratio": 1.6, "met": True},
-                                                     bench.SB3_SUBPROC: {"ratio": 1.4, "met": False}}}
+def test_goals_compare_two_workers_with_the_reference_and_sb3_subproc_under_amdahl_s_bound(bench):
+    # reference: 1000 steps, rollout 2 s (500/s), update 3 s; SB3 subproc: rollout 1 s, rollout + update 1.6 s
+    ref = {"steps": 1000, "rollout_steps_per_s": 500.0, "update_s": 3.0, "rollout_update_steps_per_s": 200.0}
+    sb3 = {"steps": 1000, "rollout_steps_per_s": 1000.0, "rollout_update_steps_per_s": 625.0}
+    fast = {"ratios": {"rollout_steps_per_s": {bench.REFERENCE: 1.6, bench.SB3_DUMMY: 1.2, bench.SB3_SUBPROC: 0.8},
+                       "rollout_update_steps_per_s": {bench.REFERENCE: 1.2, bench.SB3_SUBPROC: 0.38}}}
+    group = {bench.REFERENCE: ref, bench.SB3_SUBPROC: sb3, "fast (2 workers)": fast}
+    assert bench.bound(group, 2) == {"rollout_steps_per_s": 1000.0,  # the reference's rollout on 2 cores
+                                     "rollout_update_steps_per_s": 1000 / (1.0 + 3.0)}  # the update stays serial
+    goals = bench.goals({"4 envs": group, "8 envs": {}}, bench.worker_name(2), cores=2)
+    assert goals["4 envs, rollout_steps_per_s"] == {
+        bench.REFERENCE: {"ratio": 1.6, "met": True, "bound": 2.0, "reachable": True},
+        bench.SB3_SUBPROC: {"ratio": 0.8, "met": False, "bound": 1.0, "reachable": False}}
+    both = goals["4 envs, rollout_update_steps_per_s"]
+    assert both[bench.REFERENCE] == {"ratio": 1.2, "met": False, "bound": 1.25, "reachable": False}  # 250 / 200
+    assert both[bench.SB3_SUBPROC]["bound"] == pytest.approx(0.4) and both[bench.SB3_SUBPROC]["met"] is False
 
 
 def test_a_tiny_toygoal_run_writes_every_arm_interleaved_with_its_ratios(bench, tmp_path):
@@ -55,5 +66,10 @@ def test_a_tiny_toygoal_run_writes_every_arm_interleaved_with_its_ratios(bench, 
     assert ceiling["rollout_update_steps_per_s"] is None
     assert ceiling["ceiling_steps_per_s"] == ceiling["rollout_steps_per_s"] * len(os.sched_getaffinity(0))
     assert report["goals_2_workers"] == {}  # no 2-worker arm measured
+    cores = len(os.sched_getaffinity(0))
+    assert report["amdahl_bound"]["2 envs"]["rollout_steps_per_s"] == ref["rollout_steps_per_s"] * cores
+    learner = report["goals_1_worker_and_learner"]["2 envs, rollout_update_steps_per_s"][bench.REFERENCE]
+    assert learner["bound"] == pytest.approx(report["amdahl_bound"]["2 envs"]["rollout_update_steps_per_s"]
+                                             / ref["rollout_update_steps_per_s"])
     assert report["command"].endswith("--rounds 2 --out " + str(tmp_path))
     assert (tmp_path / "safe_throughput.png").stat().st_size > 0
