@@ -48,3 +48,15 @@ def test_only_the_summaries_files_are_kept_at_their_relative_paths(kr, tmp_path)
     assert (dst / "PPOLag-s0/metrics.csv").read_text().endswith("8000,2.5\n")
     assert kr.main([str(tmp_path / "missing"), str(dst)]) == 2
     assert kr.main([str(tmp_path / "kept/PPOLag-s0/eval"), str(tmp_path / "none")]) == 1  # no run there
+
+
+def test_finished_at_keeps_only_runs_that_reached_the_steps(kr, tmp_path, capsys):
+    src, dst = tmp_path / "runs", tmp_path / "kept"
+    for seed, last in ((0, 8000), (1, 4000)):
+        write(src / f"PPOLag-s{seed}" / "metrics.csv", f"step,Metrics/EpRet\n4000,1.0\n{last},2.0\n")
+        write(src / f"PPOLag-s{seed}" / "config.json", '{"engine": "safe", "config": {"algo": "PPOLag"}}')
+    write(src / "PPO-s0" / "progress.csv", "foo,bar\n8000,1.0\n")  # no reader knows its columns
+    assert kr.main([str(src), str(dst), "--finished-at", "8000"]) == 0
+    assert sorted(p.name for p in dst.iterdir()) == ["PPOLag-s0"]
+    out = capsys.readouterr().out
+    assert f"not kept (short of 8000 env steps): {src / 'PPOLag-s1'}" in out and str(src / "PPO-s0") in out
