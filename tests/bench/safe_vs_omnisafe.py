@@ -47,13 +47,14 @@ def find_runs(rlspec_dir: Path, omnisafe_dir: Path, algo: str, sb3_dir: Path | N
     return ours + sorted(theirs.values()) + sb3
 
 
-def cpu_seconds_per_epoch(path: Path) -> float:
-    """Mean of Time/Rollout + Time/Update over the logged epochs (both tools log these, in seconds)."""
+def seconds_per_epoch(path: Path) -> float:
+    """Median of Time/Rollout + Time/Update over the logged epochs (both tools log these, wall seconds): the
+    median, so that an epoch that waited (a paused or crowded machine) does not move it."""
     name = "metrics.csv" if (path / "metrics.csv").is_file() else "progress.csv"
     _, rows = read_csv(path / name)
     per = [float(r["Time/Rollout"]) + float(r["Time/Update"]) for r in rows
            if r.get("Time/Rollout") not in (None, "") and r.get("Time/Update") not in (None, "")]
-    return float(np.mean(per)) if per else math.nan
+    return float(np.median(per)) if per else math.nan
 
 
 def overlap(a: dict, b: dict) -> bool | None:
@@ -113,11 +114,11 @@ def compare_algo(algo: str, curves: list[Curve], total_steps: int, expected: lis
     out = {"unfinished": [{"path": str(c.path), "env_steps": float(c.steps[-1]) if c.steps.size else 0.0}
                           for c in curves if not reached(c, total_steps)],
            "excluded_other_settings": {path: diff for path, diff in mismatched.items() if diff},
-           "cpu_s_per_epoch": {c.group: [] for c in curves}}
+           "wall_s_per_epoch": {c.group: [] for c in curves}}
     curves = [c for c in curves if not mismatched[str(c.path)]]
     done = [c for c in curves if reached(c, total_steps)]
     for c in curves:
-        out["cpu_s_per_epoch"][c.group].append(cpu_seconds_per_epoch(c.path))
+        out["wall_s_per_epoch"][c.group].append(seconds_per_epoch(c.path))
     if not done:
         out["report"], out["checks"] = None, {}
         return out

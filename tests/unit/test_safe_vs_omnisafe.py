@@ -64,7 +64,7 @@ def test_overlapping_sides_meet_the_goal_and_unfinished_runs_stay_out(svo, tmp_p
                                                  "within_anchor_ci_or_better": True,
                                                  "late_cost_within_limit_pm5": True},
                              "rlspec PPOLag": {"late_cost_within_limit_pm5": True}}
-    assert out["cpu_s_per_epoch"] == {"rlspec PPOLag": [5.0] * 4, "omnisafe PPOLag": [10.0] * 3}  # s4 left out
+    assert out["wall_s_per_epoch"] == {"rlspec PPOLag": [5.0] * 4, "omnisafe PPOLag": [10.0] * 3}  # s4 left out
 
 
 def test_a_miss_is_reported_and_better_on_both_counts_as_met(svo, tmp_path):
@@ -139,3 +139,9 @@ def test_runs_without_the_algorithm_s_anchor_sets_are_left_out(svo, tmp_path):
     assert result["excluded_other_settings"] == {str(a / "PPOLag-s3"): {"ppo.update_iters": ["40", "10"]}}
     assert len(result["report"]["groups"]["rlspec PPOLag"]["runs"]) == 3  # 0.001 is 1e-3
     assert result["rlspec_anchor_sets"] == ["ppo.update_iters=10", "ppo.batch_size=128", "ppo.critic_lr=1e-3"]
+
+
+def test_seconds_per_epoch_is_the_median_so_one_waiting_epoch_does_not_move_it(svo, tmp_path):
+    write_csv(tmp_path / "run" / "metrics.csv", {"step": [1, 2, 3], "Time/Rollout": [2.0, 600.0, 3.0],
+                                                 "Time/Update": [1.0, 1.0, 1.0]})  # epoch 2 waited 10 min
+    assert svo.seconds_per_epoch(tmp_path / "run") == 4.0  # of 3, 601, 4 (the mean: 202.7)
