@@ -16,7 +16,8 @@ Arms of a group (``--steps`` env steps per round, all envs together):
 * rlspec: ``rlspec.engines.safe.collect`` (policy forward for all envs in one batch, env steps, Sauté/scaler
   feedback, rollout storage), then the PPOLag update (``rlspec.algos.trust_region.update``); the fast
   engine's workers with ``--workers`` processes, and with ``--learner-steps`` processes plus the learner
-  stepping the first slice itself (the engine's ``learner_steps``);
+  stepping the first slice itself (the engine's ``learner_steps``), the latter again with blocking waits
+  (``spin_s=0``: what polling the pipes before blocking gains, rlspec/envs/subproc_vector.py ``receive``);
 * SB3: ``PPO.collect_rollouts`` (which also evaluates the critic per step and computes GAE), then
   ``PPO.train()``; SubprocVecEnv runs one env per process (SB3 cannot put several in one), started with
   ``forkserver``, SB3's default where available;
@@ -52,7 +53,7 @@ from rlspec.algos.safe_ppo import Kit, PPOConfig, SafetyConfig, make_state
 from rlspec.algos.safe_update import update
 from rlspec.engines.safe import collect
 from rlspec.envs import safety_gym
-from rlspec.envs.subproc_vector import SubprocSafeVectorEnv
+from rlspec.envs.subproc_vector import SPIN_S, SubprocSafeVectorEnv
 from rlspec.evidence.cpu import identity as cpu_identity
 
 EPOCHS, MINIBATCH = 10, 64
@@ -73,8 +74,8 @@ UPDATE_DIFFERENCES = [
 ]
 
 
-def worker_name(w: int, learner: bool = False) -> str:
-    return f"fast ({w} worker{'s' * (w > 1)}{' + learner' * learner})"
+def worker_name(w: int, learner: bool = False, blocking: bool = False) -> str:
+    return f"fast ({w} worker{'s' * (w > 1)}{' + learner' * learner}{', blocking' * blocking})"
 
 
 @dataclass
@@ -224,12 +225,13 @@ def arm_makers(env_id: str, num_envs: int, workers: list[int], learner: list[int
     stepping a slice), SB3's two vector envs, the ceiling."""
     part = functools.partial
 
-    def fast(w: int, here: bool) -> Arm:
-        return rlspec_arm(worker_name(w, here), SubprocSafeVectorEnv(env_id, num_envs, 0, w, caller_steps=here),
-                          per_env)
+    def fast(w: int, here: bool, blocking: bool = False) -> Arm:
+        envs = SubprocSafeVectorEnv(env_id, num_envs, 0, w, caller_steps=here, spin_s=0.0 if blocking else SPIN_S)
+        return rlspec_arm(worker_name(w, here, blocking), envs, per_env)
 
     makers = [lambda: rlspec_arm(REFERENCE, safety_gym.make_vector(env_id, num_envs, 0), per_env)]
     makers += [part(fast, w, False) for w in workers] + [part(fast, w, True) for w in learner]
+    makers += [part(fast, w, True, True) for w in learner]  # the same without polling: what the polling gains
     if sb3:
         makers += [part(sb3_arm, name, env_id, num_envs, per_env, subproc)
                    for name, subproc in ((SB3_DUMMY, False), (SB3_SUBPROC, True))]

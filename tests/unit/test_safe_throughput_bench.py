@@ -56,7 +56,7 @@ def test_a_tiny_toygoal_run_writes_every_arm_interleaved_with_its_ratios(bench, 
     report = json.loads((tmp_path / "safe_throughput.json").read_text())
     group = report["results"]["2 envs"]
     assert list(group) == [bench.REFERENCE, "fast (1 worker)", "fast (1 worker + learner)",
-                           bench.CEILING]  # no SB3 for the toy env
+                           "fast (1 worker + learner, blocking)", bench.CEILING]  # no SB3 for the toy env
     for arm in group.values():
         assert arm["steps"] == 40 and arm["rounds"] == 2 and len(arm["samples"]) == 2
     ref = group[bench.REFERENCE]
