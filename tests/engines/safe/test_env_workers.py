@@ -159,7 +159,8 @@ def test_a_dead_worker_is_named_with_its_exit_code():
     assert not (SHM / name).exists()
 
 
-@pytest.mark.parametrize("here, who", [(False, r"env worker 0 \(envs 0\.\.1\)"), (True, r"this process \(envs 0\.\.0\)")])
+@pytest.mark.parametrize("here, who", [(False, r"env worker 0 \(envs 0\.\.1\)"),
+                                       (True, r"this process \(envs 0\.\.0\)")])
 def test_a_slice_that_cannot_make_its_envs_is_named_and_nothing_is_left(monkeypatch, here, who):
     """The segments this constructor creates are recorded (other tests, in other xdist workers, make their own in
     /dev/shm meanwhile): none is left, and no worker process."""
@@ -189,3 +190,25 @@ def test_a_worker_exception_stops_the_run_with_exit_3_and_one_line(tmp_path, cap
     err = capsys.readouterr().err
     assert err == ("rlspec train safe-fast: stopped: env worker 1 (envs 2..3) failed in step: RuntimeError: boom at "
                    f"step 3 (test_env_workers.py:{Exploding.step.__code__.co_firstlineno + 2} in step)\n")
+
+
+def test_receive_returns_a_message_sent_while_it_polls_or_after_it_blocked():
+    import os
+    import threading
+
+    here, there = multiprocessing.Pipe()
+    for delay, message in ((0.0005, b"s"), (0.05, b"t")):  # within the polling budget; after it: the wait blocks
+        sender = threading.Timer(delay, there.send_bytes, args=(message,))
+        sender.start()
+        assert subproc_vector.receive(here, spin_s=0.01) == message
+        sender.join()
+    there.close()
+    with pytest.raises(EOFError):  # a closed peer ends the wait, as a plain recv_bytes does
+        subproc_vector.receive(here, spin_s=0.001)
+    cores = len(os.sched_getaffinity(0))
+    for workers in (1, 2):  # polling only where this process and the workers fit on the cores
+        vec = SubprocSafeVectorEnv("ToyGoal-v0", 2, 0, workers)
+        try:
+            assert vec.spin_s == (subproc_vector.SPIN_S if workers + 1 <= cores else 0.0)
+        finally:
+            vec.close()
