@@ -341,34 +341,46 @@ def policy_loss(logp: torch.Tensor, entropy: torch.Tensor, logp_old: torch.Tenso
     return -surrogate.mean() - ppo.entropy_coef * entropy.mean(), events
 
 
-def critic_step(critic: Critic, opt: torch.optim.Optimizer, obs, old_value, target, ppo: PPOConfig, kit: Kit,
-                 guard, kind: str, comm: Comm) -> float:
-    """One optimizer step of a critic on a minibatch: the (clipped) value loss plus the critic's L2 norm, through
-    the loss guard; returns the loss (the PPO family's and the natural-gradient updates' critic step)."""
-    loss = kit.value_loss(critic(obs), old_value, target, ppo.value_clip)
-    loss = loss + ppo.critic_norm_coef * sum(p.square().sum() for p in critic.parameters())
-    loss = guard(loss, kind)
-    _optimize(loss, critic, opt, ppo, comm)
-    return float(loss.detach())
+# (guarded loss [], the network it trains, that network's optimizer): one optimizer step of ``optimize``
+Step = tuple[torch.Tensor, torch.nn.Module, torch.optim.Optimizer]
 
 
-def _optimize(loss: torch.Tensor, net: torch.nn.Module, opt: torch.optim.Optimizer, ppo: PPOConfig,
-              comm: Comm) -> None:
-    """One optimizer step on ``loss``: grad-norm clip, then the gradients averaged over processes (OmniSafe's
-    order). A loss the guard replaced by a detached 0 skips the step (one process) or contributes zero
-    gradients to the average (several: every process must join it)."""
-    if not loss.requires_grad and comm.world_size == 1:
-        return
-    opt.zero_grad()
-    if loss.requires_grad:
-        loss.backward()
-    else:  # every process must join the gradient average: a zero gradient from this one
-        for p in net.parameters():
-            p.grad = torch.zeros_like(p)
-    if ppo.max_grad_norm is not None:
-        torch.nn.utils.clip_grad_norm_(net.parameters(), ppo.max_grad_norm)
-    comm.average_gradients(net)
-    opt.step()
+def critic_steps(state: SafePPOState, obs, v_r, ret_r, v_c, ret_c, ppo: PPOConfig, kit: Kit) -> list[Step]:
+    """The critics' steps on a minibatch ([B] each but obs): the reward critic's and, with a cost critic, the
+    cost critic's (clipped) value loss plus its L2 norm, through the loss guard (the PPO family's and the
+    natural-gradient updates' critic step)."""
+    def step(critic: Critic, opt: torch.optim.Optimizer, old_value, target, kind: str) -> Step:
+        loss = kit.value_loss(critic(obs), old_value, target, ppo.value_clip)
+        loss = loss + ppo.critic_norm_coef * sum(p.square().sum() for p in critic.parameters())
+        return state.guard(loss, kind), critic, opt
+
+    steps = [step(state.reward_critic, state.reward_opt, v_r, ret_r, "reward_critic")]
+    if state.cost_critic is not None:
+        steps.append(step(state.cost_critic, state.cost_opt, v_c, ret_c, "cost_critic"))
+    return steps
+
+
+def optimize(steps: list[Step], ppo: PPOConfig, comm: Comm) -> None:
+    """One optimizer step per (loss, network, optimizer) of disjoint networks, in order: grad-norm clip, then the
+    gradients averaged over processes (OmniSafe's order), then the step. The gradients come from one backward
+    of the losses' sum: a sum passes its gradient to each addend unchanged and no loss reaches another's
+    network, so they are those of one backward per loss, bit for bit, at one autograd pass's cost. A loss the
+    guard replaced by a detached 0 skips its step (one process) or contributes zero gradients to the average
+    (several: every process must join it)."""
+    steps = [s for s in steps if s[0].requires_grad or comm.world_size > 1]
+    for _, _, opt in steps:
+        opt.zero_grad()
+    live = [loss for loss, _, _ in steps if loss.requires_grad]
+    if live:
+        sum(live[1:], live[0]).backward()
+    for loss, net, opt in steps:
+        if not loss.requires_grad:  # every process must join the gradient average: a zero gradient from this one
+            for p in net.parameters():
+                p.grad = torch.zeros_like(p)
+        if ppo.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), ppo.max_grad_norm)
+        comm.average_gradients(net)
+        opt.step()
 
 
 @torch.no_grad()
@@ -443,16 +455,14 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
             if bool(stop):
                 stop_iter, stopped = epoch + 1, True
                 break
-            losses["reward_critic"].append(critic_step(state.reward_critic, state.reward_opt, obs[idx], v_r[idx],
-                                                        ret_r[idx], ppo, kit, state.guard, "reward_critic", comm))
-            if use_cost:
-                losses["cost_critic"].append(critic_step(state.cost_critic, state.cost_opt, obs[idx], v_c[idx],
-                                                          ret_c[idx], ppo, kit, state.guard, "cost_critic", comm))
+            critics = critic_steps(state, obs[idx], v_r[idx], ret_r[idx], v_c[idx], ret_c[idx], ppo, kit)
             loss_pi, ev = actor_loss(logp, entropy, logp_old[idx], adv[idx], adv_c[idx])
             for k, v in ev.items():
                 events[k] += int(v)
             loss_pi = state.guard(loss_pi, "pi")
-            _optimize(loss_pi, state.actor, state.actor_opt, ppo, comm)
+            optimize([*critics, (loss_pi, state.actor, state.actor_opt)], ppo, comm)
+            for (loss, _, _), kind in zip(critics, ("reward_critic", "cost_critic")):
+                losses[kind].append(float(loss.detach()))
             losses["pi"].append(float(loss_pi.detach()))
             losses["entropy"].append(float(entropy.mean().detach()))
         if stopped:

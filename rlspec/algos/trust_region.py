@@ -60,7 +60,8 @@ from rlspec.algos.safe_ppo import (
     SafetyConfig,
     advantages,
     combine_advantages,
-    critic_step,
+    critic_steps,
+    optimize,
     process_advantages,
     update_safety,
 )
@@ -206,11 +207,10 @@ def natural_update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfi
         perm = torch.randperm(M, generator=gen)
         for start in range(0, M, ppo.batch_size):
             idx = perm[start:start + ppo.batch_size]  # [B]
-            losses["reward_critic"].append(critic_step(state.reward_critic, state.reward_opt, obs[idx], v_r[idx],
-                                                        ret_r[idx], ppo, kit, state.guard, "reward_critic", comm))
-            if use_cost:
-                losses["cost_critic"].append(critic_step(state.cost_critic, state.cost_opt, obs[idx], v_c[idx],
-                                                          ret_c[idx], ppo, kit, state.guard, "cost_critic", comm))
+            critics = critic_steps(state, obs[idx], v_r[idx], ret_r[idx], v_c[idx], ret_c[idx], ppo, kit)
+            optimize(critics, ppo, comm)
+            for (loss, _, _), kind in zip(critics, ("reward_critic", "cost_critic")):
+                losses[kind].append(float(loss.detach()))
     if ppo.lambda_update == "after":
         update_safety(state, jc, safety)
     if state.obs_norm is not None:
