@@ -220,3 +220,34 @@ def test_same_generator_same_networks_and_unknown_algo():
     assert torch.equal(wa, wb) and not torch.equal(wa, wc)
     with pytest.raises(ValueError, match="make_state: argument 'algo' must be one of"):
         state_for("PPOLagrange")  # TRPO was the example before it was added
+
+
+@pytest.mark.parametrize("guarded", [None, "cost_critic"])
+def test_one_backward_of_the_summed_losses_steps_each_network_as_its_own_backward_would(guarded):
+    """optimize: the three networks' steps from one backward equal, bit for bit, a backward, clip and step per
+    loss; a loss the guard replaced by a detached 0 leaves its network untouched."""
+    def steps_of(state):
+        obs = torch.randn(8, D, generator=torch.Generator().manual_seed(3))
+        target = torch.randn(8, generator=torch.Generator().manual_seed(4))
+        critics = safe_ppo.critic_steps(state, obs, target, target, target, 2 * target, cfg, KIT)
+        if guarded == "cost_critic":
+            critics[1] = (torch.zeros(()), *critics[1][1:])  # what the guard returns for a non-finite loss
+        dist = state.actor(obs)
+        actor_loss = -(dist.log_prob(torch.zeros(8, A)).sum(-1) * target).mean()
+        return [*critics, (actor_loss, state.actor, state.actor_opt)]
+
+    joint, cfg = state_for(max_grad_norm=0.05)  # a small clip norm: every network's gradient is clipped
+    alone, _ = state_for(max_grad_norm=0.05)
+    before = {k: v.clone() for k, v in alone.cost_critic.state_dict().items()}
+    safe_ppo.optimize(steps_of(joint), cfg, safe_ppo.LOCAL)
+    for loss, net, opt in steps_of(alone):  # one backward, clip and step per loss
+        if loss.requires_grad:
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+            opt.step()
+    for name in ("actor", "reward_critic", "cost_critic"):
+        a, b = getattr(joint, name).state_dict(), getattr(alone, name).state_dict()
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+    moved = any(not torch.equal(before[k], v) for k, v in joint.cost_critic.state_dict().items())
+    assert moved == (guarded is None)
