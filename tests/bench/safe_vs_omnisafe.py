@@ -177,12 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     for algo in args.algos:
         curves = [read_run(path) for path in find_runs(args.rlspec, args.omnisafe, algo, args.sb3)]
         settings = args.settings or args.omnisafe / "omnisafe_safe.json"
-        expected = shared(algo, 0, args.total_steps, args.steps_per_epoch, args.num_envs)["rlspec"]
-        expected += anchor_sets(settings, algo)
+        aligned = anchor_sets(settings, algo)
+        expected = shared(algo, 0, args.total_steps, args.steps_per_epoch, args.num_envs)["rlspec"] + aligned
         result["algos"][algo] = compare_algo(algo, curves, args.total_steps, expected)
         all_curves += [c for c in curves if reached(c, args.total_steps)
                        and str(c.path) not in result["algos"][algo]["excluded_other_settings"]]
-        result["algos"][algo]["rlspec_anchor_sets"] = anchor_sets(settings, algo)
+        result["algos"][algo]["rlspec_anchor_sets"] = aligned
         result["algos"][algo]["setting_differences"] = setting_differences(settings, algo)
         result["algos"][algo]["settings_from"] = str(settings)
     if not all_curves:
