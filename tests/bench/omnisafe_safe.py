@@ -194,6 +194,21 @@ def earlier_report(path: Path, lambda_updates: int) -> dict:
     return earlier
 
 
+def record(path: Path, lambda_updates: int, algo: str, shared_sets: dict | None = None,
+           runs: dict | None = None, **fields) -> None:
+    """Adds one algorithm's override sets, finished runs and other fields to OUT/omnisafe_safe.json as it is on
+    disk now: read again at each write (after every seed), so a session's end keeps the seeds that finished and
+    invocations running at once into one --out keep each other's algorithms and seeds."""
+    report = earlier_report(path, lambda_updates)
+    entry = report["algos"].setdefault(algo, {"shared": {}, "runs": {}})
+    entry["shared"].update(shared_sets or {})
+    entry["runs"].update(runs or {})
+    entry.update(fields)
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(report, indent=2) + "\n")
+    partial.replace(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--algos", nargs="+", choices=ALGOS, default=["PPOLag"])
@@ -211,22 +226,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    path, lambda_updates = out / "omnisafe_safe.json", args.total_steps // args.steps_per_epoch
     try:
-        report = earlier_report(out / "omnisafe_safe.json", args.total_steps // args.steps_per_epoch)
+        earlier_report(path, lambda_updates)  # another budget is refused before anything runs
         for algo in args.algos:
-            sets = shared(algo, args.seeds[0], args.total_steps, args.steps_per_epoch, args.num_envs)
-            entry = report["algos"].setdefault(algo, {"shared": {}, "runs": {}})
-            entry["shared"].update({str(seed): shared(algo, seed, args.total_steps, args.steps_per_epoch,
-                                                      args.num_envs) for seed in args.seeds})
-            if not args.write_only:
-                entry["defaults"] = defaults_table(algo, omnisafe_defaults(algo), sets["rlspec"][1:])
-                entry["defaults_differ"] = [row for row in entry["defaults"] if row["equal"] is not True]
-                entry["rlspec_anchor_sets"] = anchor_sets(entry["defaults"])  # rlspec's side adds these
-                for seed in args.seeds:
-                    if finished(out, algo, seed, args.total_steps) is None:
-                        run_omnisafe(algo, entry["shared"][str(seed)]["omnisafe"], out)
-                    entry["runs"][str(seed)] = str(finished(out, algo, seed, args.total_steps))
-            (out / "omnisafe_safe.json").write_text(json.dumps(report, indent=2) + "\n")
+            sets = {str(seed): shared(algo, seed, args.total_steps, args.steps_per_epoch, args.num_envs)
+                    for seed in args.seeds}
+            if args.write_only:
+                record(path, lambda_updates, algo, shared_sets=sets)
+                continue
+            rows = defaults_table(algo, omnisafe_defaults(algo), sets[str(args.seeds[0])]["rlspec"][1:])
+            record(path, lambda_updates, algo, shared_sets=sets, defaults=rows,
+                   defaults_differ=[row for row in rows if row["equal"] is not True],
+                   rlspec_anchor_sets=anchor_sets(rows))  # rlspec's side adds these
+            for seed in args.seeds:
+                if finished(out, algo, seed, args.total_steps) is None:
+                    run_omnisafe(algo, sets[str(seed)]["omnisafe"], out)
+                run = finished(out, algo, seed, args.total_steps)
+                record(path, lambda_updates, algo, runs={str(seed): str(run)})
     except ConfigError as err:
         print(f"omnisafe_safe: {err}", file=sys.stderr)
         return 2

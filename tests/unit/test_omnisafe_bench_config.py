@@ -90,3 +90,24 @@ def test_invocations_add_their_seeds_to_one_json_and_another_budget_is_refused(b
                        str(tmp_path), "--write-only"]) == 2
     assert "lambda_updates: expected 3 (this invocation's), got 2" in capsys.readouterr().err
     assert (tmp_path / "omnisafe_safe.json").read_text() == before  # nothing stored is lost
+
+
+def test_each_finished_seed_is_recorded_and_an_invocation_running_beside_it_is_kept(bench, tmp_path, monkeypatch):
+    out = tmp_path.resolve()
+
+    def train(algo, cfgs, where):  # stands in for omnisafe.Agent(...).learn(): its log, and a second lane's write
+        run = where / f"{algo}-{{{bench.ENV}}}" / f"seed-{cfgs['seed']:03d}-2026-11-28-01-00-00"
+        run.mkdir(parents=True)
+        (run / "progress.csv").write_text(f"TotalEnvSteps,Metrics/EpRet\n4000,0.0\n8000,{cfgs['seed']}.0\n")
+        assert bench.main(["--algos", "PPOLag", "--seeds", str(cfgs["seed"]), "--total-steps", "8000",
+                           "--steps-per-epoch", "4000", "--out", str(where), "--write-only"]) == 0
+
+    monkeypatch.setattr(bench, "omnisafe_defaults", lambda algo: CPO_YAML)
+    monkeypatch.setattr(bench, "run_omnisafe", train)
+    assert bench.main(["--algos", "CPO", "--seeds", "0", "1", "--total-steps", "8000", "--steps-per-epoch", "4000",
+                       "--out", str(out)]) == 0
+    report = json.loads((out / "omnisafe_safe.json").read_text())
+    assert sorted(report["algos"]["PPOLag"]["shared"]) == ["0", "1"]  # the other lane's seeds survive
+    runs = report["algos"]["CPO"]["runs"]
+    assert sorted(runs) == ["0", "1"] and runs["1"].endswith("seed-001-2026-11-28-01-00-00")
+    assert report["algos"]["CPO"]["rlspec_anchor_sets"] and not list(out.glob("*.partial"))
