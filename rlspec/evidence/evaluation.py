@@ -3,8 +3,8 @@ algorithm, mean ± 95% bootstrap CI over seeds, and per group
 
 - steps to a return threshold: the first logged env step whose return reaches it (runs that never do are
   counted, not averaged in);
-- final return, cost and success rate (where a run logs one): the mean over the last `late` fraction of each
-  run's logged rows;
+- final return, cost, success rate and λ (where a run logs them): the mean over the last `late` fraction of
+  each run's logged rows;
 - cost-violation rate: the share of late rows whose episode cost is above the limit (rows are epoch means of
   episodes in every format read here, so this is a rate over epochs, not single episodes);
 - late-cost variance: the variance of the late rows' episode cost;
@@ -233,8 +233,9 @@ def run_metrics(curve: Curve, threshold: float | None, cost_limit: float | None,
     return {
         "path": str(curve.path), "source": curve.source, "env_steps": float(curve.steps[-1]),
         "final_return": late_mean(curve, "return", late),
-        "final_cost": late_mean(curve, "cost", late),
+        "final_cost": float(cost.mean()) if cost.size else math.nan,
         "final_success": late_mean(curve, "success", late),
+        "final_multiplier": late_mean(curve, "multiplier", late),
         "steps_to_threshold": steps_to_threshold(curve, threshold) if threshold is not None else math.nan,
         "violation_rate": float(np.mean(cost > cost_limit)) if cost.size and cost_limit is not None else math.nan,
         "late_cost_variance": float(np.var(cost)) if cost.size else math.nan,
@@ -242,8 +243,8 @@ def run_metrics(curve: Curve, threshold: float | None, cost_limit: float | None,
     }
 
 
-METRICS = ("final_return", "final_cost", "final_success", "steps_to_threshold", "violation_rate",
-           "late_cost_variance", "multiplier_oscillation")
+METRICS = ("final_return", "final_cost", "final_success", "final_multiplier", "steps_to_threshold",
+           "violation_rate", "late_cost_variance", "multiplier_oscillation")
 
 
 def group_report(curves: list[Curve], threshold: float | None = None, cost_limit: float | None = None,

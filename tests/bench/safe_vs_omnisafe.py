@@ -1,7 +1,7 @@
 """rlspec's safe engine beside OmniSafe 0.5.0's own code (and, for PPO, Stable-Baselines3 2.9.2's) on the same
-work: one JSON + one figure from the runs of every side (tests/bench/safe_learning.py for rlspec,
-tests/bench/omnisafe_safe.py for OmniSafe, tests/bench/sb3_safe.py for SB3, the same override set). Reported,
-never asserted.
+work: one JSON, its Markdown table (the README's) and a figure per algorithm from the runs of every side
+(tests/bench/safe_learning.py for rlspec, tests/bench/omnisafe_safe.py for OmniSafe, tests/bench/sb3_safe.py for
+SB3, the same override set). Reported, never asserted.
 
     python tests/bench/safe_vs_omnisafe.py --rlspec runs/safe-cmp --omnisafe runs/omnisafe \\
         --total-steps 200000 --out docs/bench
@@ -11,8 +11,8 @@ reached --total-steps enter the statistics (`rlspec.evidence.evaluation.group_re
 epochs, mean and 95% bootstrap CI over seeds, violation rate, late-cost variance, λ oscillation); unfinished runs
 are listed with the env steps they reached. Per algorithm, for final return and final cost: whether rlspec's CI
 overlaps each anchor's; the goal "within the anchor's CI (or better on both)"; for the Lagrangian algorithms,
-whether each side's late cost is within the limit ± 5 (checks keyed by group, e.g. "omnisafe PPOLag"). CPU
-seconds per epoch (the engines' own Time/Rollout + Time/Update means) are written beside, and the differences
+whether each side's late cost is within the limit ± 5 (checks keyed by group, e.g. "omnisafe PPOLag"). Wall
+seconds per epoch (the median of each run's Time/Rollout + Time/Update) are written beside, and the differences
 in settings that the override set does not remove (the defaults table of omnisafe_safe.json, rows whose values
 differ) are copied in.
 """
@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 import platform
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -73,6 +74,14 @@ def within_or_better(ours: dict, anchor: dict) -> bool | None:
     better = (ours["final_return"]["mean"] > anchor["final_return"]["mean"]
               and ours["final_cost"]["mean"] < anchor["final_cost"]["mean"])
     return bool((r and c) or better)
+
+
+def without_multiplier(algo: str, curve: Curve) -> Curve:
+    """The curve as compared: λ only for the Lagrangian algorithms (rlspec logs λ = 0 for PPO and CPO, which have
+    none; OmniSafe logs none for them)."""
+    if algo in LAGRANGIAN:
+        return curve
+    return replace(curve, values={k: v for k, v in curve.values.items() if k != "multiplier"})
 
 
 def reached(curve: Curve, total_steps: int) -> bool:
@@ -157,6 +166,41 @@ def anchor_sets(omnisafe_json: Path, algo: str) -> list[str]:
     return json.loads(omnisafe_json.read_text()).get("algos", {}).get(algo, {}).get("rlspec_anchor_sets") or []
 
 
+def _ci(stat: dict, digits: int = 1) -> str:
+    if math.isnan(stat["mean"]):
+        return "—"
+    return f"{stat['mean']:.{digits}f} [{stat['ci_low']:.{digits}f}, {stat['ci_high']:.{digits}f}]"
+
+
+def _yes(value: bool | None) -> str:
+    return {True: "yes", False: "**no**", None: "—"}[value]
+
+
+def markdown(result: dict) -> str:
+    """The README's table: per algorithm and side, the finished seeds, last-10% return and cost (mean [95% CI]),
+    each seed's return/cost, violation rate, final λ, wall seconds per epoch (range of the seeds' medians), whether
+    the late cost is within the limit ± 5 (Lagrangian algorithms), and for rlspec whether it is within each
+    anchor's CIs or better on both."""
+    head = ["algorithm", "side", "seeds", "return", f"cost (limit {COST_LIMIT:g})", "per seed: return / cost",
+            "violation rate", "final λ", "wall s / epoch", f"cost in {COST_LIMIT:g} ± {COST_BAND:g}",
+            "within anchor CI or better"]
+    rows = [f"| {' | '.join(head)} |", f"|{'---|' * len(head)}"]
+    for algo, r in result["algos"].items():
+        for group, g in (r["report"] or {"groups": {}})["groups"].items():
+            summ, checks = g["summary"], r["checks"]
+            seeds = ", ".join(f"{run['final_return']:.1f}/{run['final_cost']:.0f}" for run in g["runs"])
+            wall = [w for w in r["wall_s_per_epoch"].get(group, []) if not math.isnan(w)]
+            anchors = "; ".join(f"{name.split()[0]}: {_yes(c.get('within_anchor_ci_or_better'))}"
+                                for name, c in checks.items() if "within_anchor_ci_or_better" in c)
+            rows.append("| " + " | ".join([
+                algo, group.split()[0], str(len(g["runs"])), _ci(summ["final_return"]), _ci(summ["final_cost"]),
+                seeds, _ci(summ["violation_rate"], 2), _ci(summ["final_multiplier"], 2),
+                f"{min(wall):.0f}–{max(wall):.0f}" if wall else "—",
+                _yes(checks.get(group, {}).get("late_cost_within_limit_pm5")),
+                anchors if group.startswith("rlspec") else "—"]) + " |")
+    return "\n".join(rows) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rlspec", type=Path, default=Path("runs/safe-cmp"), help="rlspec run directories")
@@ -173,28 +217,32 @@ def main(argv: list[str] | None = None) -> int:
     result = {"what": "rlspec's safe engine beside OmniSafe 0.5.0 on the same work (tests/bench/safe_vs_omnisafe.py)",
               "total_steps": args.total_steps, "cost_limit": COST_LIMIT, "machine": platform.processor() or
               platform.machine(), "algos": {}}
-    all_curves = []
+    figures: dict[str, list[Curve]] = {}
     for algo in args.algos:
-        curves = [read_run(path) for path in find_runs(args.rlspec, args.omnisafe, algo, args.sb3)]
+        curves = [without_multiplier(algo, read_run(path))
+                  for path in find_runs(args.rlspec, args.omnisafe, algo, args.sb3)]
         settings = args.settings or args.omnisafe / "omnisafe_safe.json"
         aligned = anchor_sets(settings, algo)
         expected = shared(algo, 0, args.total_steps, args.steps_per_epoch, args.num_envs)["rlspec"] + aligned
         result["algos"][algo] = compare_algo(algo, curves, args.total_steps, expected)
-        all_curves += [c for c in curves if reached(c, args.total_steps)
-                       and str(c.path) not in result["algos"][algo]["excluded_other_settings"]]
+        figures[algo] = [c for c in curves if reached(c, args.total_steps)
+                         and str(c.path) not in result["algos"][algo]["excluded_other_settings"]]
         result["algos"][algo]["rlspec_anchor_sets"] = aligned
         result["algos"][algo]["setting_differences"] = setting_differences(settings, algo)
         result["algos"][algo]["settings_from"] = str(settings)
-    if not all_curves:
+    if not any(figures.values()):
         print(f"safe_vs_omnisafe: no finished runs under {args.rlspec} or {args.omnisafe}")
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "safe_vs_omnisafe.json").write_text(json.dumps(result, indent=1) + "\n")
-    plot_groups(all_curves, args.out / "safe_vs_omnisafe.png", COST_LIMIT)
+    (args.out / "safe_vs_omnisafe.md").write_text(markdown(result))
+    for algo, curves in figures.items():
+        if curves:
+            plot_groups(curves, args.out / f"safe_vs_omnisafe_{algo}.png", COST_LIMIT)
     for algo, r in result["algos"].items():
         finished = {g: len(v["runs"]) for g, v in (r["report"] or {"groups": {}})["groups"].items()}
         print(f"{algo}: finished {finished}, unfinished {len(r['unfinished'])}, checks {r['checks']}")
-    print(f"wrote {args.out / 'safe_vs_omnisafe.json'} and safe_vs_omnisafe.png")
+    print(f"wrote {args.out / 'safe_vs_omnisafe.json'}, safe_vs_omnisafe.md and safe_vs_omnisafe_ALGO.png")
     return 0
 
 

@@ -63,6 +63,7 @@ def test_metrics_match_their_closed_forms(tmp_path):
     assert m["violation_rate"] == pytest.approx(3 / 5)
     assert m["late_cost_variance"] == pytest.approx(late_cost.var())
     assert m["multiplier_oscillation"] == pytest.approx(0.3 * math.sqrt(2) * (1 - 1 / 5))
+    assert m["final_multiplier"] == pytest.approx(np.mean(lam[5:]))
     assert ev.oscillation_amplitude(ramp) == pytest.approx(0, abs=1e-12)  # drift alone does not oscillate
     assert math.isnan(ev.run_metrics(curve, threshold=100, cost_limit=25)["steps_to_threshold"])
 
@@ -247,8 +248,9 @@ def test_each_engine_s_loss_names_are_read(tmp_path):
 
 
 def test_sb3_success_rate_is_read_as_success(tmp_path):
-    write_csv(tmp_path / "sb3" / "progress.csv", {"time/total_timesteps": [2048, 4096],
-                                                  "rollout/ep_rew_mean": [1.0, 2.0], "rollout/success_rate": [0.25, 0.5]})
+    write_csv(tmp_path / "sb3" / "progress.csv",
+              {"time/total_timesteps": [2048, 4096], "rollout/ep_rew_mean": [1.0, 2.0],
+               "rollout/success_rate": [0.25, 0.5]})
     curve = ev.read_run(tmp_path / "sb3")
     assert curve.source == "sb3" and list(curve.values["success"]) == [0.25, 0.5]
     assert ev.run_metrics(curve, None, None, late=0.5)["final_success"] == 0.5  # the last half: one row

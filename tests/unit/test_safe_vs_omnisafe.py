@@ -94,7 +94,10 @@ def test_main_writes_the_json_and_the_figure(svo, tmp_path):
     result = json.loads((out / "safe_vs_omnisafe.json").read_text())
     assert result["algos"]["PPOLag"]["checks"]["omnisafe PPOLag"]["within_anchor_ci_or_better"] is True
     assert result["algos"]["PPOLag"]["setting_differences"] is None  # no defaults table written here
-    assert (out / "safe_vs_omnisafe.png").stat().st_size > 0
+    assert (out / "safe_vs_omnisafe_PPOLag.png").stat().st_size > 0
+    table = (out / "safe_vs_omnisafe.md").read_text().splitlines()
+    assert table[2].startswith("| PPOLag | omnisafe | 3 | 11.0 [10.0, 12.0] | 25.0 [25.0, 25.0] | 10.0/25, 11.0/25, ")
+    assert table[3].endswith("| 0.10 [0.10, 0.10] | 5–5 | yes | omnisafe: yes |")  # λ, wall s, band, goal
     assert svo.main(["--rlspec", str(tmp_path / "none"), "--omnisafe", str(tmp_path / "none"), "--out",
                      str(out)]) == 1
 
@@ -109,7 +112,8 @@ def test_ppo_has_two_anchors_and_sb3_cost_comes_from_its_callback_column(svo, tm
     a, b, c = tmp_path / "rlspec", tmp_path / "omnisafe", tmp_path / "sb3"
     for seed in range(3):
         write_csv(a / f"PPO-s{seed}" / "metrics.csv", {"step": STEPS, "Metrics/EpRet": [10.0 + seed] * 10,
-                                                       "Metrics/EpCost": [50.0] * 10})
+                                                       "Metrics/EpCost": [50.0] * 10,
+                                                       "Metrics/LagrangeMultiplier": [0.0] * 10})
         (a / f"PPO-s{seed}" / "config.json").write_text(json.dumps({"engine": "safe", "config": settings("PPO")}))
         write_csv(b / "PPO-{SafetyPointGoal1-v0}" / f"seed-{seed:03d}-t" / "progress.csv",
                   {"Metrics/EpRet": [11.0 + seed] * 10, "Metrics/EpCost": [50.0] * 10, "TotalEnvSteps": STEPS})
@@ -122,6 +126,9 @@ def test_ppo_has_two_anchors_and_sb3_cost_comes_from_its_callback_column(svo, tm
     assert out["checks"]["sb3 PPO"] == {"return_ci_overlaps": False, "cost_ci_overlaps": False,
                                         "within_anchor_ci_or_better": True}  # better on both: return and cost
     assert svo.find_runs(a, b, "PPOLag", c) == []  # SB3 anchors PPO only
+    logged = svo.read_run(a / "PPO-s0")  # rlspec logs λ = 0 for PPO, which has none: not compared or drawn
+    assert "multiplier" not in svo.without_multiplier("PPO", logged).values and "multiplier" in logged.values
+    assert svo.without_multiplier("PPOLag", logged) is logged
 
 
 def test_runs_without_the_algorithm_s_anchor_sets_are_left_out(svo, tmp_path):
