@@ -49,12 +49,15 @@ def find_runs(rlspec_dir: Path, omnisafe_dir: Path, algo: str, sb3_dir: Path | N
 
 
 def seconds_per_epoch(path: Path) -> float:
-    """Median of Time/Rollout + Time/Update over the logged epochs (both tools log these, wall seconds): the
+    """Median wall seconds per epoch: of Time/Rollout + Time/Update where the tool logs them (rlspec, OmniSafe),
+    else of the steps of SB3's time/time_elapsed (whole seconds since the start, a row per rollout + train); the
     median, so that an epoch that waited (a paused or crowded machine) does not move it."""
     name = "metrics.csv" if (path / "metrics.csv").is_file() else "progress.csv"
     _, rows = read_csv(path / name)
     per = [float(r["Time/Rollout"]) + float(r["Time/Update"]) for r in rows
            if r.get("Time/Rollout") not in (None, "") and r.get("Time/Update") not in (None, "")]
+    if not per and rows and "time/time_elapsed" in rows[0]:
+        per = list(np.diff([0.0] + [float(r["time/time_elapsed"]) for r in rows]))
     return float(np.median(per)) if per else math.nan
 
 

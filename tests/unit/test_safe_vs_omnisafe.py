@@ -152,3 +152,6 @@ def test_seconds_per_epoch_is_the_median_so_one_waiting_epoch_does_not_move_it(s
     write_csv(tmp_path / "run" / "metrics.csv", {"step": [1, 2, 3], "Time/Rollout": [2.0, 600.0, 3.0],
                                                  "Time/Update": [1.0, 1.0, 1.0]})  # epoch 2 waited 10 min
     assert svo.seconds_per_epoch(tmp_path / "run") == 4.0  # of 3, 601, 4 (the mean: 202.7)
+    write_csv(tmp_path / "sb3" / "progress.csv", {"time/total_timesteps": [4000, 8000, 12000, 16000],
+                                                 "time/time_elapsed": [11, 22, 633, 645]})  # SB3: elapsed seconds
+    assert svo.seconds_per_epoch(tmp_path / "sb3") == 11.5  # of 11, 11, 611, 12
