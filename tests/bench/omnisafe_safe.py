@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                 if finished(out, algo, seed, args.total_steps) is None:
                     run_omnisafe(algo, sets[str(seed)]["omnisafe"], out)
                 run = finished(out, algo, seed, args.total_steps)
-                record(path, lambda_updates, algo, runs={str(seed): str(run)})
+                record(path, lambda_updates, algo, runs={str(seed): str(run.relative_to(out))})  # beside the file
     except ConfigError as err:
         print(f"omnisafe_safe: {err}", file=sys.stderr)
         return 2

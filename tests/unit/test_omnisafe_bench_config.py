@@ -109,5 +109,5 @@ def test_each_finished_seed_is_recorded_and_an_invocation_running_beside_it_is_k
     report = json.loads((out / "omnisafe_safe.json").read_text())
     assert sorted(report["algos"]["PPOLag"]["shared"]) == ["0", "1"]  # the other lane's seeds survive
     runs = report["algos"]["CPO"]["runs"]
-    assert sorted(runs) == ["0", "1"] and runs["1"].endswith("seed-001-2026-11-28-01-00-00")
+    assert sorted(runs) == ["0", "1"] and runs["1"] == "CPO-{SafetyPointGoal1-v0}/seed-001-2026-11-28-01-00-00"
     assert report["algos"]["CPO"]["rlspec_anchor_sets"] and not list(out.glob("*.partial"))
