@@ -48,12 +48,31 @@ def find_runs(rlspec_dir: Path, omnisafe_dir: Path, algo: str, sb3_dir: Path | N
     return ours + sorted(theirs.values()) + sb3
 
 
+def log_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a run's own log: rlspec's metrics.csv, else OmniSafe's or SB3's progress.csv."""
+    name = "metrics.csv" if (path / "metrics.csv").is_file() else "progress.csv"
+    return read_csv(path / name)[1]
+
+
+def optim_cases(curves: list[Curve]) -> dict[str, dict[str, int]]:
+    """Per group, the epochs in which CPO's dual took each case (Misc/OptimCase, which both tools log): rlspec's
+    dual differs from OmniSafe 0.5.0's in cases 1-2 only (the sign of r; case 1 at B = 0), so the counts say
+    whether that difference could act on these runs; {} for algorithms that log no case."""
+    counts: dict[str, dict[str, int]] = {}
+    for c in curves:
+        for row in log_rows(c.path):
+            if row.get("Misc/OptimCase") not in (None, ""):
+                group = counts.setdefault(c.group, {})
+                case = str(int(float(row["Misc/OptimCase"])))
+                group[case] = group.get(case, 0) + 1
+    return counts
+
+
 def seconds_per_epoch(path: Path) -> float:
     """Median wall seconds per epoch: of Time/Rollout + Time/Update where the tool logs them (rlspec, OmniSafe),
     else of the steps of SB3's time/time_elapsed (whole seconds since the start, a row per rollout + train); the
     median, so that an epoch that waited (a paused or crowded machine) does not move it."""
-    name = "metrics.csv" if (path / "metrics.csv").is_file() else "progress.csv"
-    _, rows = read_csv(path / name)
+    rows = log_rows(path)
     per = [float(r["Time/Rollout"]) + float(r["Time/Update"]) for r in rows
            if r.get("Time/Rollout") not in (None, "") and r.get("Time/Update") not in (None, "")]
     if not per and rows and "time/time_elapsed" in rows[0]:
@@ -230,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         result["algos"][algo] = compare_algo(algo, curves, args.total_steps, expected)
         figures[algo] = [c for c in curves if reached(c, args.total_steps)
                          and str(c.path) not in result["algos"][algo]["excluded_other_settings"]]
+        result["algos"][algo]["optim_cases"] = optim_cases(figures[algo])
         result["algos"][algo]["rlspec_anchor_sets"] = aligned
         result["algos"][algo]["setting_differences"] = setting_differences(settings, algo)
         result["algos"][algo]["settings_from"] = str(settings)

@@ -155,3 +155,15 @@ def test_seconds_per_epoch_is_the_median_so_one_waiting_epoch_does_not_move_it(s
     write_csv(tmp_path / "sb3" / "progress.csv", {"time/total_timesteps": [4000, 8000, 12000, 16000],
                                                  "time/time_elapsed": [11, 22, 633, 645]})  # SB3: elapsed seconds
     assert svo.seconds_per_epoch(tmp_path / "sb3") == 11.5  # of 11, 11, 611, 12
+
+
+def test_cpo_dual_cases_are_counted_per_side(svo, tmp_path):
+    write_csv(tmp_path / "CPO-s0" / "metrics.csv", {"step": [1, 2, 3], "Metrics/EpRet": [1.0] * 3,
+                                                    "Misc/OptimCase": [0.0, 3.0, 0.0]})
+    (tmp_path / "CPO-s0" / "config.json").write_text(json.dumps({"engine": "safe", "config": settings("CPO")}))
+    write_csv(tmp_path / "CPO-{SafetyPointGoal1-v0}" / "seed-000-t" / "progress.csv",
+              {"TotalEnvSteps": [1, 2, 3], "Metrics/EpRet": [1.0] * 3, "Misc/OptimCase": [2.0, 2.0, 4.0]})
+    curves = [svo.read_run(p) for p in svo.find_runs(tmp_path, tmp_path, "CPO")]
+    assert svo.optim_cases(curves) == {"rlspec CPO": {"0": 2, "3": 1}, "omnisafe CPO": {"2": 2, "4": 1}}
+    ours(tmp_path, 0, 1.0, 1.0)  # PPOLag logs no case
+    assert svo.optim_cases([svo.read_run(tmp_path / "PPOLag-s0")]) == {}
