@@ -219,7 +219,7 @@ def markdown(result: dict) -> str:
                 seeds, _ci(summ["violation_rate"], 2), _ci(summ["final_multiplier"], 2),
                 f"{min(wall):.0f}–{max(wall):.0f}" if wall else "—",
                 _yes(checks.get(group, {}).get("late_cost_within_limit_pm5")),
-                anchors if group.startswith("rlspec") else "—"]) + " |")
+                anchors if anchors and group.startswith("rlspec") else "—"]) + " |")
     return "\n".join(rows) + "\n"
 
 
