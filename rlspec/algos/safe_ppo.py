@@ -21,9 +21,10 @@ One update (``update``), in OmniSafe 0.5.0's order unless configured otherwise:
    policy against the rollout policy is checked *before* any optimizer step (seed 001 HIGH-2, contract
    ``numerics`` kl_early_stop: stop when k3-KL > 1.5·target_kl); then the reward and cost critics step
    (½·max((V − R)², (V_clip − R)²) with its own ``value_clip`` range, seed 001 HIGH-4, plus OmniSafe's
-   critic_norm_coef·Σθ²), then the actor (clipped surrogate − entropy_coef·H, the ratio through the
-   seed 002 §3 guard). Every loss passes a LossGuard (seed 002 §5): a non-finite loss becomes 0 and is
-   counted; guard events are reported as metrics.
+   critic_norm_coef·Σθ²), then the actor (clipped surrogate − entropy_coef·H, H as OmniSafe's: the mean over
+   batch and action dimensions of the per-dimension entropy; the ratio through the seed 002 §3 guard). Every
+   loss passes a LossGuard (seed 002 §5): a non-finite loss becomes 0 and is counted; guard events are
+   reported as metrics.
 
 Differences from OmniSafe, on purpose: the observation normalizer is frozen during a rollout and updated
 after the update from all the rollout's raw observations (seed 001 CRITICAL-1; OmniSafe updates it per

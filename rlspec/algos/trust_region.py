@@ -5,8 +5,9 @@ processing, λ via ``update_safety``, loss guards) and the contract ``trust_regi
 
 ``p3o_update`` is the PPO family's update (``safe_ppo.update``) with P3O's minibatch actor loss;
 ``natural_update`` (TRPO, TRPOLag, TRPOPID and CPO) takes one natural-gradient step of the actor on the whole
-rollout, then trains the critics as the PPO family does. rlspec/algos/safe_update.py dispatches between them. Steps of a TRPO/TRPOLag/CPO update (OmniSafe 0.5.0's
-NaturalPG._update, base/trpo.py, naive_lagrange/trpo_lag.py, second_order/cpo.py):
+rollout, then trains the critics as the PPO family does. rlspec/algos/safe_update.py dispatches between them.
+Steps of a TRPO/TRPOLag/CPO update (OmniSafe 0.5.0's NaturalPG._update, base/trpo.py, naive_lagrange/trpo_lag.py,
+second_order/cpo.py):
 
 1. Values, GAE and advantage processing as the PPO family (safe_ppo ``advantages``, ``process_advantages``).
 2. TRPOLag, TRPOPID: λ from J_c before the actor step (OmniSafe TRPOLag._update; TRPOPID's PID as CPPOPID's),
@@ -220,7 +221,7 @@ def natural_update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfi
     counts = state.guard.counts()
     mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
     metrics.update({
-        "Loss/Loss_reward_critic": mean(losses["reward_critic"]), "Train/Entropy": float(dist.entropy().sum(-1).mean()),
+        "Loss/Loss_reward_critic": mean(losses["reward_critic"]), "Train/Entropy": float(dist.entropy().mean()),
         "Train/PolicyStd": float(dist.stddev.mean()), "Train/StopIter": float(ppo.update_iters),
         "Value/Adv": float(adv_r.mean()), "Metrics/LagrangeMultiplier": state.lagrange_multiplier(),
         **{f"Guard/nonfinite_{k}": float(counts.get(k, 0)) for k in ("reward_critic", "cost_critic")},

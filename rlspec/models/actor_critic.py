@@ -45,9 +45,11 @@ class GaussianActor(nn.Module):
         return torch.distributions.Normal(self.mean(obs), self.log_std.exp(), validate_args=False)
 
     def log_prob(self, obs: torch.Tensor, act: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(log π(a|s) [N], entropy [N]), summed over action dimensions."""
+        """(log π(a|s) [N], summed over action dimensions; entropy [N], the mean of the action dimensions'
+        entropies: OmniSafe 0.5.0's convention, whose PPO._loss_pi subtracts entropy_coef·``entropy().mean()``
+        over batch and action dimensions and logs that mean as Train/Entropy)."""
         dist = self(obs)
-        return dist.log_prob(act).sum(-1), dist.entropy().sum(-1)
+        return dist.log_prob(act).sum(-1), dist.entropy().mean(-1)
 
 
 class Critic(nn.Module):

@@ -29,7 +29,10 @@ from rlspec.engines.safe import build_config
 from rlspec.runs.config import ConfigError
 
 ENV = "SafetyPointGoal1-v0"
-# rlspec key -> SB3 PPO argument (values equal by construction: taken from rlspec's resolved config)
+ACT_DIM = 2  # SafetyPointGoal1-v0's action dimensions (the Point robot's two actuators)
+# rlspec key -> SB3 PPO argument (values equal by construction, taken from rlspec's resolved config, except
+# ent_coef: SB3's entropy is the sum over action dimensions, rlspec's (OmniSafe's) their mean, so
+# ent_coef = entropy_coef / ACT_DIM gives the same bonus)
 MAPPING = {
     "ppo.update_iters": "n_epochs", "ppo.batch_size": "batch_size", "ppo.clip": "clip_range",
     "ppo.target_kl": "target_kl", "ppo.entropy_coef": "ent_coef", "ppo.gamma": "gamma", "ppo.lam": "gae_lambda",
@@ -53,6 +56,7 @@ def sb3_kwargs(cfg, seed: int, steps_per_epoch: int, num_envs: int) -> dict:
     """SB3 PPO's arguments from rlspec's resolved config (MAPPING) and the shared run settings."""
     ppo = cfg.ppo
     kwargs = {arg: getattr(ppo, key.split(".")[1]) for key, arg in MAPPING.items()}
+    kwargs["ent_coef"] = ppo.entropy_coef / ACT_DIM
     return {**kwargs, "linear_lr_decay": ppo.linear_lr_decay, "n_steps": steps_per_epoch // num_envs, "seed": seed,
             "device": "cpu", "hidden": list(ppo.hidden), "activation": ppo.activation,
             "stats_window_size": cfg.ep_window}  # rollout/ep_rew_mean over the episodes rlspec's EpRet averages
@@ -108,6 +112,9 @@ def train(kwargs: dict, total_steps: int, num_envs: int, ep_window: int, out: Pa
     act = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[kw.pop("activation")]
     hidden = kw.pop("hidden")
     monitored = VecMonitor(DummyVecEnv([lambda: make_sb3_env(ENV)] * num_envs))
+    if monitored.action_space.shape != (ACT_DIM,):
+        raise ConfigError(f"{ENV}: action shape: expected ({ACT_DIM},) (ent_coef's scale), got "
+                          f"{monitored.action_space.shape}")
     venv = VecNormalize(monitored, norm_obs=True, norm_reward=False)
     model = SB3PPO("MlpPolicy", venv, learning_rate=(lambda left: lr * left) if decay else lr,
                    policy_kwargs={"net_arch": {"pi": hidden, "vf": hidden}, "activation_fn": act}, **kw)
@@ -142,7 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         report["seeds"][seed] = {"rlspec_sets": shared(seed, args.total_steps, args.steps_per_epoch, args.num_envs),
                                  "sb3": kwargs}
         if not args.write_only and not finished(args.out, seed, args.total_steps):
-            train(kwargs, args.total_steps, args.num_envs, cfg.ep_window, args.out / f"PPO-s{seed}")
+            try:
+                train(kwargs, args.total_steps, args.num_envs, cfg.ep_window, args.out / f"PPO-s{seed}")
+            except ConfigError as err:
+                print(f"sb3_safe: {err}", file=sys.stderr)
+                return 2
         (args.out / "sb3_safe.json").write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out / 'sb3_safe.json'}")
     return 0

@@ -4,6 +4,8 @@ processing, the λ sequence, the combined advantage and the clipped policy loss.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from rlspec.algos.safe_ppo import Kit, PPOConfig, combine_advantages, policy_loss, process_advantages
@@ -45,3 +47,19 @@ def test_lambda_combined_advantage_and_policy_loss_match_omnisafe():
         loss, events = policy_loss(logp, entropy, inputs["logp"], adv, ppo, KIT)
         assert_close("SAFE-PPO", f"loss_pi[{k}]", loss.detach(), expected["loss_pi"][k], **TOL)
         assert int(events["ratio_clamped"]) == 0
+
+
+def test_the_entropy_bonus_is_omnisafes_mean_over_batch_and_action_dimensions():
+    # OmniSafe 0.5.0 PPO._loss_pi: loss -= entropy_coef · distribution.entropy().mean() (over batch and action
+    # dimensions; Train/Entropy logs that mean). H(N(μ, σ²)) = ½·ln(2πe) + ln σ per dimension.
+    actor = _actor()
+    with torch.no_grad():  # unequal σ per dimension: a sum over dimensions, or one dimension, differs
+        actor.log_std.copy_(torch.linspace(-1.0, 0.5, actor.log_std.numel(), dtype=torch.float64))
+    assert actor.log_std.numel() >= 2, "the fixture's actor must have several action dimensions"
+    logp, entropy = actor.log_prob(inputs["obs"], inputs["act"])
+    per_dim = 0.5 * math.log(2 * math.pi * math.e) + actor.log_std.detach()  # [A]
+    assert_close("SAFE-PPO", "entropy", entropy.detach(), per_dim.mean().expand_as(entropy), atol=1e-12, rtol=0)
+    adv = torch.linspace(-1.0, 1.0, logp.numel(), dtype=torch.float64)
+    plain, _ = policy_loss(logp, entropy, inputs["logp"], adv, PPOConfig(entropy_coef=0.0), KIT)
+    bonus, _ = policy_loss(logp, entropy, inputs["logp"], adv, PPOConfig(entropy_coef=0.01), KIT)
+    assert_close("SAFE-PPO", "entropy bonus", (plain - bonus).detach(), 0.01 * per_dim.mean(), atol=1e-12, rtol=0)
