@@ -33,6 +33,26 @@ from rlspec.evidence.evaluation import Curve, group_report, plot_groups, read_cs
 
 COST_LIMIT, COST_BAND = 25.0, 5.0
 LAGRANGIAN = ("PPOLag", "CPPOPID", "TRPOLag", "TRPOPID", "PPOLagSem")
+NATURAL_GRADIENT = ("TRPO", "TRPOLag", "TRPOPID", "CPO")
+# Columns of one name that the two tools log differently (read in OmniSafe 0.5.0's code; the JSON carries them)
+KL_PPO = ("Train/KL: rlspec logs the last minibatch's k3 estimate before its step (the early-stop statistic); "
+          "OmniSafe's PolicyGradient._update the exact KL, summed over action dimensions, over the whole batch "
+          "after the last update iteration")
+KL_NATURAL = ("Train/KL: OmniSafe's NaturalPG._fvp stores the KL of the policy with itself (0) at every "
+              "Fisher-vector product (33 in a CPO update: two 15-iteration conjugate-gradient solves of 16 products "
+              "each, and xHx) beside the line search's one KL after the step, and the logger averages them: its "
+              "Train/KL is about the real one / 34 (rlspec logs the line search's KL)")
+LOSS_CPO = ("Loss/Loss_pi: OmniSafe's _loss_pi stores -S at each call (before the step, where it is 0; each line-"
+            "search trial; after the step) and CPO then stores -S + S_c, averaged together; rlspec logs -S + S_c "
+            "after the step, as CPO's own store")
+
+
+def logged_otherwise(algo: str) -> list[str]:
+    """What a column of the same name means in each tool, for one algorithm (the entropy is one convention since
+    rlspec took OmniSafe's: the mean over action dimensions)."""
+    if algo not in NATURAL_GRADIENT:
+        return [KL_PPO]
+    return [KL_NATURAL] + ([LOSS_CPO] if algo == "CPO" else [])
 
 
 def find_runs(rlspec_dir: Path, omnisafe_dir: Path, algo: str, sb3_dir: Path | None = None) -> list[Path]:
@@ -250,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         figures[algo] = [c for c in curves if reached(c, args.total_steps)
                          and str(c.path) not in result["algos"][algo]["excluded_other_settings"]]
         result["algos"][algo]["optim_cases"] = optim_cases(figures[algo])
+        result["algos"][algo]["logged_otherwise"] = logged_otherwise(algo)
         result["algos"][algo]["rlspec_anchor_sets"] = aligned
         result["algos"][algo]["setting_differences"] = setting_differences(settings, algo)
         result["algos"][algo]["settings_from"] = str(settings)

@@ -167,3 +167,9 @@ def test_cpo_dual_cases_are_counted_per_side(svo, tmp_path):
     assert svo.optim_cases(curves) == {"rlspec CPO": {"0": 2, "3": 1}, "omnisafe CPO": {"2": 2, "4": 1}}
     ours(tmp_path, 0, 1.0, 1.0)  # PPOLag logs no case
     assert svo.optim_cases([svo.read_run(tmp_path / "PPOLag-s0")]) == {}
+
+
+def test_the_json_says_which_columns_each_tool_logs_otherwise(svo):
+    assert svo.logged_otherwise("PPOLag") == [svo.KL_PPO]
+    assert svo.logged_otherwise("CPO") == [svo.KL_NATURAL, svo.LOSS_CPO]
+    assert svo.logged_otherwise("TRPO") == [svo.KL_NATURAL]
