@@ -64,7 +64,11 @@ class PPOConfig:
     clip: float = 0.2
     """PPO ratio clip ε."""
     target_kl: float | None = 0.02
-    """Stop the update when the pre-step k3-KL exceeds 1.5·target_kl (none: never)."""
+    """The KL early stop's threshold (none: never stop); see kl_check."""
+    kl_check: Literal["minibatch", "pass"] = "minibatch"
+    """minibatch: before every optimizer step, stop when the minibatch's k3-KL exceeds 1.5·target_kl (seed 001
+    HIGH-2); pass: OmniSafe 0.5.0's, after each pass over the rollout, stop when the exact KL(π_old‖π), summed
+    over action dimensions and averaged over the rollout, exceeds target_kl."""
     entropy_coef: float = 0.0
     """Entropy bonus coefficient α."""
     gamma: float = 0.99

@@ -28,8 +28,8 @@ One update (``update``), in OmniSafe 0.5.0's order unless configured otherwise:
 
 Differences from OmniSafe, on purpose: the observation normalizer is frozen during a rollout and updated
 after the update from all the rollout's raw observations (seed 001 CRITICAL-1; OmniSafe updates it per
-step), the KL check is the seed's pre-step per-minibatch k3 estimate (OmniSafe: exact KL after each
-epoch, no 1.5 factor), the value loss has the ½ of seed 001 HIGH-4.
+step), the KL check is by default the seed's pre-step per-minibatch k3 estimate (OmniSafe's, the exact KL
+after each pass with no 1.5 factor, is ``kl_check="pass"``), the value loss has the ½ of seed 001 HIGH-4.
 """
 
 from __future__ import annotations
@@ -399,6 +399,14 @@ def advantages(state: SafePPOState, batch: Rollout, ppo: PPOConfig, kit: Kit) ->
     return (adv_r, ret_r, v_r), (adv_c, ret_c, v_c)
 
 
+def pass_kl(actor: GaussianActor, obs: torch.Tensor, old: torch.distributions.Normal, comm: Comm = LOCAL) -> float:
+    """KL(π_old‖π) after a pass, as OmniSafe 0.5.0's PolicyGradient._update: summed over action dimensions,
+    averaged over the rollout's obs [M, D] (and over processes)."""
+    with torch.no_grad():
+        kl = torch.distributions.kl.kl_divergence(old, actor(obs)).sum(-1).mean()
+    return float(comm.sum(kl) / comm.world_size if comm.world_size > 1 else kl)
+
+
 # (logp [B], entropy [B], logp_old [B], A [B] combined, A_c [B]) -> (actor loss [], ratio-guard event counts)
 ActorLoss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
                      tuple[torch.Tensor, dict[str, torch.Tensor]]]
@@ -438,24 +446,29 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
     if ppo.linear_lr_decay:
         for g in state.actor_opt.param_groups:
             g["lr"] = ppo.actor_lr * (1.0 - progress)
-    # 6) epochs of minibatches; the KL check precedes every optimizer step
+    # 6) epochs of minibatches; the KL check precedes every optimizer step (kl_check "minibatch") or follows
+    # every pass (kl_check "pass")
     losses = {"pi": [], "reward_critic": [], "cost_critic": [], "entropy": []}
     events = dict.fromkeys(("log_ratio_clamped", "nonfinite", "ratio_clamped"), 0)
     kl, stop_iter, stopped = 0.0, ppo.update_iters, False
     M = T * N
+    if ppo.kl_check == "pass":
+        with torch.no_grad():
+            old = state.actor(obs)  # π_old over the rollout, batch shape [M, A]
     for epoch in range(ppo.update_iters):
         perm = torch.randperm(M, generator=gen)
         for start in range(0, M, ppo.batch_size):
             idx = perm[start:start + ppo.batch_size]  # [B]
             logp, entropy = state.actor.log_prob(obs[idx], actions[idx])  # [B] each
-            stop, kl_t = kit.kl_early_stop((logp - logp_old[idx]).detach(), ppo.target_kl)
-            if comm.world_size > 1:  # one decision for all processes: the mean KL against the same threshold
-                kl_t = comm.sum(kl_t.detach()) / comm.world_size
-                stop = ppo.target_kl is not None and not float(kl_t) <= KL_MULTIPLIER * ppo.target_kl
-            kl = float(kl_t)
-            if bool(stop):
-                stop_iter, stopped = epoch + 1, True
-                break
+            if ppo.kl_check == "minibatch":
+                stop, kl_t = kit.kl_early_stop((logp - logp_old[idx]).detach(), ppo.target_kl)
+                if comm.world_size > 1:  # one decision for all processes: the mean KL against the same threshold
+                    kl_t = comm.sum(kl_t.detach()) / comm.world_size
+                    stop = ppo.target_kl is not None and not float(kl_t) <= KL_MULTIPLIER * ppo.target_kl
+                kl = float(kl_t)
+                if bool(stop):
+                    stop_iter, stopped = epoch + 1, True
+                    break
             critics = critic_steps(state, obs[idx], v_r[idx], ret_r[idx], v_c[idx], ret_c[idx], ppo, kit)
             loss_pi, ev = actor_loss(logp, entropy, logp_old[idx], adv[idx], adv_c[idx])
             for k, v in ev.items():
@@ -466,6 +479,10 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
                 losses[kind].append(float(loss.detach()))
             losses["pi"].append(float(loss_pi.detach()))
             losses["entropy"].append(float(entropy.mean().detach()))
+        if ppo.kl_check == "pass":
+            kl = pass_kl(state.actor, obs, old, comm)
+            stopped = ppo.target_kl is not None and not kl <= ppo.target_kl
+            stop_iter = epoch + 1 if stopped else stop_iter
         if stopped:
             break
     # 4') ... or after it (seed 000 §5.5)

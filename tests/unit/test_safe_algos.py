@@ -251,3 +251,22 @@ def test_one_backward_of_the_summed_losses_steps_each_network_as_its_own_backwar
         assert all(torch.equal(a[k], b[k]) for k in a), name
     moved = any(not torch.equal(before[k], v) for k, v in joint.cost_critic.state_dict().items())
     assert moved == (guarded is None)
+
+
+def test_the_pass_kl_check_is_omnisafes_exact_kl_after_each_pass():
+    state, ppo = state_for(target_kl=1e-12, update_iters=3, batch_size=4, kl_check="pass")
+    batch = rollout()
+    obs = batch.obs.reshape(8, D)
+    with torch.no_grad():
+        old = state.actor(obs)
+        before = [p.clone() for p in state.actor.parameters()]
+    m = update(state, batch, 1.0, ppo, SafetyConfig(), KIT, torch.Generator().manual_seed(0))
+    assert _actor_steps(state) == 2 and m["Train/StopIter"] == 1  # one whole pass (8 / 4), then the stop
+    with torch.no_grad():  # KL(N(μ0, σ0)‖N(μ1, σ1)) per dimension, summed over A, mean over the rollout
+        mu0, s0, new = old.mean, old.stddev, state.actor(obs)
+        closed = (torch.log(new.stddev / s0) + (s0 ** 2 + (mu0 - new.mean) ** 2) / (2 * new.stddev ** 2) - 0.5)
+    assert m["Train/KL"] == pytest.approx(float(closed.sum(-1).mean()), rel=1e-3) and m["Train/KL"] > 0
+    assert any(not torch.equal(b, p) for b, p in zip(before, state.actor.parameters()))
+    loose, ppo = state_for(target_kl=1e3, update_iters=3, batch_size=4, kl_check="pass")
+    m = update(loose, batch, 1.0, ppo, SafetyConfig(), KIT, torch.Generator().manual_seed(0))
+    assert _actor_steps(loose) == 3 * 2 and m["Train/StopIter"] == 3  # below the threshold: every pass runs
