@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sys
+import textwrap
 from pathlib import Path
 
 from rlspec import help_cache, registry
@@ -27,6 +28,22 @@ from rlspec import help_cache, registry
 # code (compare, eval, probe, report, semantics) is printed through rlspec/help_cache.py.
 
 PROFILES = ("ci", "dev", "nightly")  # spec.core.PROFILES' names (tests/unit/test_layering.py keeps them equal)
+CATEGORIES = ("maths", "robustness", "validation")  # spec.core.CATEGORIES' names (likewise)
+
+# Exit status of every verb, in one place (`rlspec --help` prints it, the docs show it).
+EXIT_STATUS = {
+    0: "success: every checked clause passes (declared unsupported ones allowed); a run finished, or was already "
+       "finished and nothing changed",
+    1: "rlspec check found something: a clause fails, is missing or only partly checkable, an implementation "
+       "fails to load, or the one --impl asked for is unavailable here",
+    2: "a usage error, nothing checked or changed: a bad option, value, config, checkpoint or run directory (or "
+       "one in use); an unknown contract, clause or category; an --unsupported file that cannot be read or "
+       "matches nothing; a --reproduce token that is damaged or of another contract or clause; a --spec-version "
+       "this rlspec cannot honour",
+    3: "a run stopped on a fault it detected (non-finite losses or parameters, an env worker that raised or "
+       "died): its last clean checkpoint is kept",
+    130: "a run interrupted by Ctrl-C: the last checkpoint is kept; --resume RUN goes on from it",
+}
 
 # Engines behind `train`, `eval`, `plot` and `compare`, imported only when their verb runs: a module, or
 # "module:name" for an object in it, providing train(argv) -> int, evaluate(run_dir, argv) -> int,
@@ -58,7 +75,10 @@ def _usable_cores() -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rlspec", description=__doc__)
+    epilog = "exit status:\n" + "\n".join(textwrap.fill(v, 100, initial_indent=f"  {k:<5}", subsequent_indent=" " * 7)
+                                             for k, v in EXIT_STATUS.items())
+    parser = argparse.ArgumentParser(prog="rlspec", description=__doc__, epilog=epilog,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="verb", required=True)
     p_check = sub.add_parser("check", help="run a contract's properties over implementations")
     p_check.add_argument("contract", nargs="+",
@@ -75,6 +95,16 @@ def _parser() -> argparse.ArgumentParser:
                               f"here {_usable_cores()}); the output and the report are the same for any N")
     p_check.add_argument("--out", type=Path, default=Path("rlspec-report"),
                          help="where report.md and report.json go (default: ./rlspec-report)")
+    p_check.add_argument("--junit-xml", type=Path, metavar="FILE",
+                         help="also write JUnit XML: one testcase per clause × implementation (classname "
+                              "rlspec.CONTRACT.IMPL, name the clause id; the category, the shrunk example and the "
+                              "replay command in a failure's text)")
+    p_check.add_argument("--category", action="append", choices=CATEGORIES, metavar="CATEGORY",
+                         help=f"check only the clauses of this category (repeat for several): {', '.join(CATEGORIES)}")
+    p_check.add_argument("--spec-version", action="append", metavar="CONTRACT=VERSION",
+                         help="the contract version your expectations were written for: clauses added since are "
+                              "not checked; a newer major version is refused, listing what changed (repeat per "
+                              "contract)")
     p_check.add_argument("--clause", action="append", metavar="ID",
                          help="check only this clause (repeat, or comma-separate, for several)")
     p_check.add_argument("--unsupported", type=Path, metavar="FILE",
@@ -82,8 +112,9 @@ def _parser() -> argparse.ArgumentParser:
                               "they are reported UNSUPPORTED, not FAIL (format: rlspec/unsupported.py)")
     p_check.add_argument("--seed", type=int, help="the seed of a profile that is not derandomized (dev, nightly); "
                                                   "printed in every reproduce command")
-    p_check.add_argument("--reproduce", metavar="BLOB",
-                         help="replay one failing example (the blob a reproduce command prints); needs --clause")
+    p_check.add_argument("--reproduce", metavar="TOKEN",
+                         help="replay one failing example: the token a reproduce line prints (it names its contract "
+                              "and clause; a damaged or foreign token is a usage error)")
     p_list = sub.add_parser("list", help="list contracts and clauses; with CONTRACT, its interface signatures, "
                                          "attributes and defaults, and the case keys of each clause")
     p_list.add_argument("contract", nargs="?", help=f"one of {', '.join(registry.CONTRACTS)}")
@@ -162,8 +193,9 @@ def _main(argv: list[str] | None) -> int:
         parser.error("--impl checks one module against one contract: name the contract")
     clauses = [c.strip() for arg in args.clause or () for c in arg.split(",") if c.strip()] or None
     return kit.check(ids, args.impl, args.profile or os.environ.get("HYPOTHESIS_PROFILE", "ci"), args.out,
-                     clauses=clauses, unsupported_file=args.unsupported, seed=args.seed, reproduce=args.reproduce,
-                     jobs=args.jobs or _usable_cores(), triton=args.triton)
+                     clauses=clauses, categories=args.category, unsupported_file=args.unsupported, seed=args.seed,
+                     reproduce=args.reproduce, jobs=args.jobs or _usable_cores(), triton=args.triton,
+                     junit=args.junit_xml, spec_versions=args.spec_version)
 
 
 def _verb(words: list[str], run) -> int:

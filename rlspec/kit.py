@@ -19,14 +19,18 @@ import torch
 
 from rlspec import registry, report
 from rlspec.spec.core import (
+    CATEGORIES,
     Contract,
     ReproduceError,
     case_keys,
     interface_text,
+    read_token,
     run_contract,
     signatures_from_text,
+    token_contract,
 )
-from rlspec.unsupported import UnsupportedCases, UnsupportedFileError
+from rlspec.spec.versions import VersionMismatch, parse_pins, pinned_clauses
+from rlspec.unsupported import UnsupportedCases, UnsupportedFileError, check_names
 from rlspec.unsupported import load as load_unsupported
 
 
@@ -50,11 +54,12 @@ def choose_triton(mode: str) -> None:
 
 
 def check(contract_ids: list[str], impl_target: str | None, profile: str, out_dir: Path, *,
-          clauses: list[str] | None = None, unsupported_file: Path | None = None, seed: int | None = None,
-          reproduce: str | None = None, jobs: int = 1, triton: str = "auto") -> int:
-    """Check the contracts, ``jobs`` at a time in worker processes; exit status 1 on any violation or
-    implementation that fails to load (or when the one --impl asked for is unavailable here), 2 on a bad
-    --clause / --unsupported / --reproduce. The printed tables and the report are the same for any ``jobs``."""
+          clauses: list[str] | None = None, categories: list[str] | None = None,
+          unsupported_file: Path | None = None, seed: int | None = None, reproduce: str | None = None,
+          jobs: int = 1, triton: str = "auto", junit: Path | None = None,
+          spec_versions: list[str] | None = None) -> int:
+    """Check the contracts, ``jobs`` at a time in worker processes (exit status: rlspec.cli.EXIT_STATUS). The
+    printed tables and the reports are the same for any ``jobs``."""
     choose_triton(triton)
     contracts = {cid: load_contract(cid) for cid in contract_ids}
     if clauses:
@@ -62,24 +67,35 @@ def check(contract_ids: list[str], impl_target: str | None, profile: str, out_di
         if unknown:
             return _usage(f"unknown clause {', '.join(unknown)}; {' '.join(contract_ids)} has "
                           f"{', '.join(c for k in contracts.values() for c in k.clauses)}")
-    if reproduce is not None and len(clauses or ()) != 1:
-        return _usage("--reproduce replays one example of one clause: give exactly one --clause")
+    if reproduce is not None:
+        try:
+            contracts, clauses = _replayed(reproduce, contracts, clauses)
+        except ReproduceError as err:
+            return _usage(str(err))
     try:
+        selection = {cid: select(contract, clauses, categories, parse_pins(spec_versions, list(contracts)).get(cid))
+                     for cid, contract in contracts.items()}
         unsupported = (load_unsupported(unsupported_file, [c for cid in registry.CONTRACTS
                                                            for c in registry.load_contract(cid).clauses])
                        if unsupported_file else None)
-        tasks = [Task(cid, _targets(cid, impl_target), profile, clauses, unsupported, unsupported_file, seed,
-                      reproduce) for cid, contract in contracts.items()
-                 if not clauses or set(clauses) & set(contract.clauses)]
+        if unsupported is not None:
+            check_names(unsupported, [c for selected, _ in selection.values() for c in selected],
+                        lambda clause: _case_keys(contracts, clause))
+        tasks = [Task(cid, _targets(cid, impl_target), profile, selected, skipped, unsupported, unsupported_file,
+                      seed, reproduce) for cid, (selected, skipped) in selection.items() if selected]
         tables = run_tasks(tasks, jobs, triton)
-    except (UnsupportedFileError, ReproduceError) as err:
+    except (UnsupportedFileError, ReproduceError, VersionMismatch, ValueError) as err:
         return _usage(str(err))
     except BrokenProcessPool as err:
         print(f"rlspec check: error: a worker process died ({err}); rerun with --jobs 1 to see where",
               file=sys.stderr)
         return 1
-    md, js = report.write(tables, out_dir)
+    md, js = report.write(tables, out_dir, profile)
     print(f"\nreport: {md} and {js}")
+    if junit is not None:
+        junit.parent.mkdir(parents=True, exist_ok=True)
+        junit.write_text(report.to_junit(tables, profile))
+        print(f"JUnit XML: {junit}")
     if unsupported is not None:
         print("unsupported (" + str(unsupported_file) + "):")
         for r in unsupported.summary():
@@ -87,6 +103,37 @@ def check(contract_ids: list[str], impl_target: str | None, profile: str, out_di
                    (f"{', '.join(r['clauses'])}" if r["clauses"] else "matched nothing")
             print(f"  {r['rule']}  ({r['where']}): {used}")
     return _summary(tables, impl_target)
+
+
+def _case_keys(contracts: dict[str, Contract], clause: str) -> list[str]:
+    """The case keys of every property of ``clause`` (what an --unsupported condition can read)."""
+    return [k for c in contracts.values() for p in c.properties if p.clause == clause for k in case_keys(p)]
+
+
+def _replayed(token: str, contracts: dict[str, Contract],
+              clauses: list[str] | None) -> tuple[dict[str, Contract], list[str]]:
+    """The one contract and clause a replay token belongs to; ReproduceError if they are not among those asked."""
+    cid = token_contract(token)
+    if cid not in contracts:
+        raise ReproduceError(f"--reproduce: the token replays an example of contract {cid!r}; the command checks "
+                             f"{', '.join(contracts)}")
+    clause, _, _ = read_token(token, contracts[cid])
+    if clauses and clause not in clauses:
+        raise ReproduceError(f"--reproduce: the token replays {clause}, not {', '.join(clauses)}")
+    return {cid: contracts[cid]}, [clause]
+
+
+def select(contract: Contract, clauses: list[str] | None, categories: list[str] | None,
+           pinned: str | None) -> tuple[list[str], dict[str, str]]:
+    """(the clauses of ``contract`` to check, {clause left out by the pinned version: why}): those named (all if
+    none), of the categories named (all if none), and under a pinned version only the clauses it had."""
+    unknown = sorted(set(categories or ()) - set(CATEGORIES))
+    if unknown:
+        raise ValueError(f"--category expects {', '.join(CATEGORIES)}, got {', '.join(unknown)}")
+    allowed, skipped = pinned_clauses(contract, pinned) if pinned else (list(contract.clauses), {})
+    chosen = [c for c in allowed if (not clauses or c in clauses)
+              and (not categories or contract.categories[c] in categories)]
+    return chosen, {c: why for c, why in skipped.items() if not clauses or c in clauses}
 
 
 def _targets(cid: str, impl_target: str | None) -> list[tuple[str, str, bool]]:
@@ -102,7 +149,8 @@ class Task:
     contract: str
     targets: list[tuple[str, str, bool]]
     profile: str
-    clauses: list[str] | None
+    clauses: list[str]  # the clauses to check
+    not_checked: dict[str, str]  # clauses left out by a pinned version, and why
     unsupported: UnsupportedCases | None
     unsupported_file: Path | None
     seed: int | None
@@ -148,7 +196,7 @@ def _run_task(task: Task, index: int, total: int) -> tuple[dict, list[dict]]:
     start = time.monotonic()
     table = check_contract(load_contract(task.contract), [registry.resolve(*t) for t in task.targets],
                            task.profile, task.clauses, task.unsupported, task.unsupported_file, task.seed,
-                           task.reproduce)
+                           task.reproduce, task.not_checked)
     counts = report.failures(table)
     result = ", ".join(f"{n} {label}" for label, n in counts.items()) or "no violation"
     _progress(f"{task.contract} finished in {time.monotonic() - start:.1f} s: {result}")
@@ -166,7 +214,7 @@ def _print_table(table: dict) -> dict:
 
 def check_contract(contract: Contract, resolved: list[registry.Resolved], profile: str, clauses: list[str] | None,
                    unsupported: UnsupportedCases | None, unsupported_file: Path | None, seed: int | None,
-                   reproduce: str | None) -> dict:
+                   reproduce: str | None, not_checked: dict[str, str] | None = None) -> dict:
     selected = [c for c in contract.clauses if not clauses or c in clauses]
     results = []
     for r in resolved:
@@ -178,9 +226,10 @@ def check_contract(contract: Contract, resolved: list[registry.Resolved], profil
                       (["--unsupported", str(unsupported_file)] if unsupported_file else [])
             outcomes = run_contract(contract, r.impl, profile, clauses=selected, unsupported=unsupported,
                                     seed=seed, reproduce=reproduce)
-            entry["clauses"] = {o.clause: report.cell(o, command) for o in outcomes}
+            entry["clauses"] = {o.clause: report.cell(o, contract.categories[o.clause], command) for o in outcomes}
         results.append(entry)
-    return report.build(contract.id, {c: contract.clauses[c] for c in selected}, results)
+    return report.build(contract.id, contract.version, {c: contract.clauses[c] for c in selected},
+                        dict(contract.categories), results, not_checked)
 
 
 def _summary(tables: list[dict], impl_target: str | None) -> int:
@@ -189,13 +238,15 @@ def _summary(tables: list[dict], impl_target: str | None) -> int:
               if i["status"] == "error"]
     bad = {t["contract"]: {k: n for k, n in report.failures(t).items() if k != "ERROR"} for t in tables}
     bad = {cid: counts for cid, counts in bad.items() if counts}
+    where = {t["contract"]: ", ".join(f"{k} {n}" for k, (n, _) in report.by_category(t).items() if n)
+             for t in tables}
     nothing = [f"{label} ({i['reason']})" for t in tables for label, i in t["implementations"].items()
                if impl_target and i["status"] == "unavailable"]
     for line in broken:
         print(f"FAILED TO LOAD {line}")
     if bad:
-        print("violations in: " + "; ".join(f"{cid} (" + ", ".join(f"{n} {label}" for label, n in counts.items()) + ")"
-                                            for cid, counts in bad.items()))
+        print("violations in: " + "; ".join(f"{cid} (" + ", ".join(f"{n} {label}" for label, n in counts.items())
+                                            + f"; by category: {where[cid]})" for cid, counts in bad.items()))
     if nothing:
         print("nothing checked: unavailable here: " + "; ".join(nothing))
     if not (broken or bad or nothing):
@@ -211,35 +262,53 @@ def _usage(message: str) -> int:
 
 
 def list_contracts(cid: str | None) -> int:
-    """Every contract's interface and clauses; with CONTRACT, its signatures (attributes, defaults), the
-    case keys each clause draws (for --unsupported conditions) and its implementations."""
+    """Every contract's version, interface and clauses by category; with CONTRACT, its signatures (attributes,
+    defaults), the case keys each clause draws (for --unsupported conditions), why each robustness clause asks
+    more than the formula, its changelog and its implementations."""
     for contract_id in ([cid] if cid else registry.CONTRACTS):
         contract = load_contract(contract_id)
         impls = registry.IMPLEMENTATIONS.get(contract_id, {})
         if not cid:
-            print(f"{contract_id}: interface {', '.join(contract.interface)}; implementations {', '.join(impls)}")
-            for clause, text in contract.clauses.items():
-                print(f"  {clause}: {text}")
+            print(f"{contract_id} {contract.version}: interface {', '.join(contract.interface)}; implementations "
+                  f"{', '.join(impls)}")
+            for category, clauses in _by_category(contract):
+                print(f"  {category}:")
+                for clause in clauses:
+                    print(f"    {clause}: {contract.clauses[clause]}")
             continue
-        print(f"{contract_id} (module {registry.CONTRACTS[contract_id]})\n\nInterface (every implementation "
-              f"provides these names; a missing one fails only the clauses that use it):")
+        print(f"{contract_id} {contract.version} (module {registry.CONTRACTS[contract_id]})\n\nInterface (every "
+              f"implementation provides these names; a missing one fails only the clauses that use it):")
         for name, text in interface_signatures(contract).items():
             print(textwrap.indent(text, "  "))
-        print("\nClauses (the case keys each draws, for conditions in an --unsupported file):")
+        print("\nClauses by category (the case keys each draws, for conditions in an --unsupported file):")
         props = {}
         for prop in contract.properties:
             props.setdefault(prop.clause, []).append(prop)
-        for clause, text in contract.clauses.items():
-            keys = list(dict.fromkeys(k for p in props[clause] for k in case_keys(p)))
-            uses = sorted({n for p in props[clause] for n in p.requires})
-            print(f"  {clause}: {text}\n      uses {', '.join(uses) or '-'}; "
-                  f"case keys: {', '.join(keys) or '- (a fixed check)'}")
+        for category, clauses in _by_category(contract):
+            print(f"  {category}: {CATEGORIES[category]}")
+            for clause in clauses:
+                keys = list(dict.fromkeys(k for p in props[clause] for k in case_keys(p)))
+                uses = sorted({n for p in props[clause] for n in p.requires})
+                print(f"    {clause} (since {contract.since(clause)}): {contract.clauses[clause]}\n"
+                      f"        uses {', '.join(uses) or '-'}; case keys: {', '.join(keys) or '- (a fixed check)'}")
+                if clause in contract.rationale:
+                    print(textwrap.fill(f"why: {contract.rationale[clause]}", 116, initial_indent=" " * 8,
+                                        subsequent_indent=" " * 8))
+        print("\nChangelog:")
+        for change in reversed(contract.changes):
+            print(f"  {change.version}: {change.text}")
         print("\nImplementations:")
         for name, target in impls.items():
             print(f"  {name}: {target}")
     if not cid:
-        print("\n`rlspec list CONTRACT` shows the signatures, attributes and defaults of its interface.")
+        print("\n`rlspec list CONTRACT` shows the signatures, attributes and defaults of its interface, why each "
+              "robustness clause asks more than the formula, and the changelog.")
     return 0
+
+
+def _by_category(contract: Contract) -> list[tuple[str, list[str]]]:
+    return [(k, [c for c in contract.clauses if contract.categories[c] == k]) for k in CATEGORIES
+            if k in contract.categories.values()]
 
 
 def interface_signatures(contract: Contract) -> dict[str, str]:

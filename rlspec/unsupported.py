@@ -12,9 +12,11 @@ array-api-tests' xfails file: one rule per line, ``#`` starts a comment::
 A rule is a clause pattern (a clause id, or a shell-style pattern with ``*``) and, optionally, ``if``
 and a condition on the example's case: comparisons ``NAME OP VALUE`` joined by ``and``, where NAME is a
 key of the case (``rlspec list CONTRACT`` shows them per clause), optionally followed by ``.KEY`` into
-a dict or ``.dtype``/``.shape``/``.ndim`` of a tensor; OP is one of == != < <= > >= in, not in; VALUE is
-a Python literal, ``inf``, ``nan`` or a dtype name (``float16``). A rule whose NAME a case does not have
-does not apply to it. Clause patterns that match no known clause are errors (a typo would hide nothing).
+a dict or ``.dtype``/``.shape``/``.ndim`` of a tensor; OP is one of == != < <= > >= in, not in, or ``is None``
+/ ``is not None`` (an optional argument left at None, or given: ``VTRACE-2 if pg_rho_bar is not None``);
+VALUE is a Python literal, ``inf``, ``nan`` or a dtype name (``float16``). A rule whose NAME a case does not
+have does not apply to that case. Errors, reported before anything runs (a typo would hide nothing): a clause
+pattern that matches no known clause, and a NAME that no case of the clauses the rule covers has.
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ import fnmatch
 import math
 import operator
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
 _OPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
         ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
-        ast.NotIn: lambda a, b: a not in b}
+        ast.NotIn: lambda a, b: a not in b, ast.Is: operator.is_, ast.IsNot: operator.is_not}
 _NAMED = {"inf": math.inf, "nan": math.nan, "True": True, "False": False, "None": None}
 
 
@@ -57,6 +59,10 @@ class Rule:
 
     def covers(self, clause: str) -> bool:
         return fnmatch.fnmatchcase(clause, self.pattern)
+
+    def names(self) -> set[str]:
+        """The case keys the conditions read."""
+        return {c.path[0] for c in self.conditions}
 
     def matches(self, case: Mapping[str, Any]) -> bool:
         return all(self._holds(c, case) for c in self.conditions)
@@ -158,7 +164,28 @@ def _comparison(node: ast.expr, where: str) -> Comparison:
     if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _OPS):
         raise UnsupportedFileError(f"{where}: a condition is 'NAME OP VALUE' (joined by 'and'), got "
                                    f"{ast.unparse(node)!r}")
-    return Comparison(_path(node.left, where), node.ops[0], _value(node.comparators[0], where))
+    value = _value(node.comparators[0], where)
+    if isinstance(node.ops[0], (ast.Is, ast.IsNot)) and value is not None:
+        raise UnsupportedFileError(f"{where}: 'is' and 'is not' compare with None only ('NAME is None', "
+                                   f"'NAME is not None'), got {ast.unparse(node)!r}")
+    return Comparison(_path(node.left, where), node.ops[0], value)
+
+
+def check_names(rules: UnsupportedCases, clauses: Iterable[str], case_keys: Callable[[str], Iterable[str]]) -> None:
+    """An UnsupportedFileError for a rule whose condition reads a name that no case of the ``clauses`` it covers
+    has (``case_keys(clause)``: the keys a clause's cases carry); rules covering none of ``clauses`` are left to
+    the run that checks their contract."""
+    clauses = list(clauses)
+    for rule in rules.rules:
+        covered = [c for c in clauses if rule.covers(c)]
+        if not rule.conditions or not covered:
+            continue
+        keys = {k for c in covered for k in case_keys(c)}
+        unknown = sorted(rule.names() - keys)
+        if unknown:
+            raise UnsupportedFileError(f"{rule.where}: {rule.text!r} reads {', '.join(map(repr, unknown))}, which no "
+                                       f"case of {', '.join(covered)} has; their case keys: "
+                                       f"{', '.join(sorted(keys)) or 'none (fixed checks)'}")
 
 
 def _path(node: ast.expr, where: str) -> tuple[str, ...]:

@@ -67,8 +67,17 @@ from hypothesis import strategies as st
 from rlspec.contracts.behavior import BehaviorConfig
 from rlspec.reference import twohot as ref_twohot
 from rlspec.reference.return_ema import ReturnEMA, percentile
-from rlspec.spec.core import (Contract, Property, assert_close, assert_grads_close, expect_rejection, fail, named_grads,
-                              signatures_from_text)
+from rlspec.spec.core import (
+    Contract,
+    Property,
+    assert_close,
+    assert_grads_close,
+    by_category,
+    expect_rejection,
+    fail,
+    named_grads,
+    signatures_from_text,
+)
 
 CLAUSES = {
     "BEHAV-1": "imagine returns [H+1, B, ...] states of the start state's structure with s_0 = start, "
@@ -82,8 +91,7 @@ CLAUSES = {
     "BEHAV-4": "values = twohot mean of the critic, R = λ-returns over rows 1..H, (offset, invscale) = "
                "return_ema.update(R), advantage = (R − o)/s − (v − o)/s (vs float64 closed form)",
     "BEHAV-5": "actor_loss = −mean(w·(log π(a)·adv + η·entropy)) and critic_loss = mean(w·(−log p(R) − "
-               "β·log p(slow mean))), values and gradients w.r.t. actor_logits / value_logits (float64 closed form; "
-               "an action masked by a −inf logit has 0·log 0 = 0 in the entropy and gradient 0, not NaN)",
+               "β·log p(slow mean))), values and gradients w.r.t. actor_logits / value_logits (float64 closed form)",
     "BEHAV-6": "gradient routing: actor_loss has no gradient to reward, cont_logits, value_logits, "
                "slow_value_logits; critic_loss none to actor_logits, reward, cont_logits, slow_value_logits; "
                "the returned diagnostics (returns, values, continues, weights, advantage, entropy) carry no "
@@ -98,6 +106,20 @@ CLAUSES = {
                "copies exactly, rate 0 changes nothing",
     "BEHAV-10": "bad input is rejected naming the function and argument (shapes, dtypes, action ids, flags, "
                 "config values, continue_mode, generator, horizon, callables' outputs)",
+    "BEHAV-11": "an action masked by a −inf logit (p = 0, never taken) contributes 0·log 0 = 0 to the entropy and a "
+                "zero gradient: actor_loss and its gradient equal the float64 closed form, not NaN",
+}
+
+CATEGORIES = by_category(
+    maths=("BEHAV-1", "BEHAV-2", "BEHAV-3", "BEHAV-4", "BEHAV-5", "BEHAV-6", "BEHAV-7", "BEHAV-8", "BEHAV-9"),
+    robustness=("BEHAV-11",),
+    validation=("BEHAV-10",),
+)
+RATIONALE = {
+    "BEHAV-11": "The literal entropy −Σ_a π(a)·log π(a) multiplies a masked action's zero probability by log 0 "
+                "= −inf: IEEE 754 gives 0·(−inf) = NaN, and so does its gradient. The kit asks for the limit "
+                "0·log 0 = 0, because masking invalid actions with −inf logits is how discrete actors are "
+                "restricted, and a NaN actor loss trains every parameter to NaN.",
 }
 
 INTERFACE = ("imagine", "behavior_losses", "update_slow_critic")
@@ -212,11 +234,12 @@ dtypes = st.sampled_from((torch.float32, torch.float64))
 
 
 @st.composite
-def loss_cases(draw, mode: str | None = None):
+def loss_cases(draw, mode: str | None = None, masked: bool | None = None):
+    """A behaviour-loss case; ``masked`` (drawn when None) masks the last action with a −inf logit."""
     n, (lo, hi) = draw(st.sampled_from([(255, (-20.0, 20.0)), (21, (-5.0, 5.0)), (5, (-3.0, 3.0))]))
-    A = draw(st.integers(1, 4))
+    A = draw(st.integers(2 if masked else 1, 4))
     return dict(seed=draw(seeds), H=draw(st.integers(1, 6)), B=draw(st.integers(1, 4)), A=A,
-                masked=A >= 2 and draw(st.booleans()), num_bins=n, low=lo, high=hi, dtype=draw(dtypes),
+                masked=A >= 2 and (draw(st.booleans()) if masked is None else masked), num_bins=n, low=lo, high=hi, dtype=draw(dtypes),
                 continue_mode=mode or draw(st.sampled_from(["mode", "prob"])),
                 gamma=draw(st.sampled_from([1 - 1 / 333, 0.9])), lam=draw(st.sampled_from([0.95, 0.5, 1.0])),
                 entropy_coef=draw(st.sampled_from([3e-4, 0.1])), slow_reg=draw(st.sampled_from([1.0, 0.5])))
@@ -376,7 +399,8 @@ def _grad(loss: torch.Tensor, inputs: dict, names) -> dict:
 
 
 def check_losses(impl, **case):
-    """BEHAV-5."""
+    """BEHAV-5 (BEHAV-11 with a masked action)."""
+    clause = "BEHAV-11" if case.get("masked") else "BEHAV-5"
     batch, cfg, dtype = make_batch(case), config(case), case["dtype"]
     inputs = cast(batch, dtype, grad=True)
     got = run_losses(impl, inputs, cfg)
@@ -386,8 +410,8 @@ def check_losses(impl, **case):
         x = inputs[arg].detach().to(F64).requires_grad_(True)
         value = want[key](x)
         (grad,) = torch.autograd.grad(value, x)
-        assert_close("BEHAV-5", key, got[key], value, atol=eps * (1 + float(value.detach().abs())), **case)
-        assert_close("BEHAV-5", f"d {key} / d {arg}", _grad(got[key], inputs, (arg,))[arg], grad,
+        assert_close(clause, key, got[key], value, atol=eps * (1 + float(value.detach().abs())), **case)
+        assert_close(clause, f"d {key} / d {arg}", _grad(got[key], inputs, (arg,))[arg], grad,
                      atol=eps * (1e-3 + float(grad.abs().max())), **case)
 
 
@@ -617,7 +641,8 @@ PROPERTIES = (
     Property("BEHAV-2", check_imagine_generator, imagine_cases(), IMAGINE_EXAMPLES, ("imagine",), max_examples=10),
     Property("BEHAV-3", check_continues_weights, loss_cases(), LOSS_EXAMPLES, ("behavior_losses",)),
     Property("BEHAV-4", check_returns_advantage, loss_cases(), LOSS_EXAMPLES, ("behavior_losses",)),
-    Property("BEHAV-5", check_losses, loss_cases(), LOSS_EXAMPLES, ("behavior_losses",)),
+    Property("BEHAV-5", check_losses, loss_cases(masked=False), tuple(e for e in LOSS_EXAMPLES if not e.get("masked")),
+             ("behavior_losses",)),
     Property("BEHAV-6", check_routing, loss_cases(), LOSS_EXAMPLES, ("behavior_losses", "imagine")),
     Property("BEHAV-7", check_scale, scale_cases(),
              (dict(seed=0, H=6, B=4, A=3, continue_mode="mode", scale=100.0, dtype=F64, num_bins=255, low=-20.0,
@@ -628,6 +653,8 @@ PROPERTIES = (
     Property("BEHAV-9", check_slow_update, slow_cases(),
              (dict(seed=0, rate=1.0, dtype=torch.float32, module=True),), ("update_slow_critic",)),
     Property("BEHAV-10", check_rejections, requires=INTERFACE),
+    Property("BEHAV-11", check_losses, loss_cases(masked=True), tuple(e for e in LOSS_EXAMPLES if e.get("masked")),
+             ("behavior_losses",)),
 )
 
-CONTRACT = Contract("behavior", CLAUSES, INTERFACE, PROPERTIES, signatures_from_text(SIGNATURES))
+CONTRACT = Contract("behavior", CLAUSES, INTERFACE, PROPERTIES, signatures_from_text(SIGNATURES), categories=CATEGORIES, rationale=RATIONALE)

@@ -22,6 +22,7 @@ import ast
 import collections
 import contextlib
 import dataclasses
+import functools
 import inspect
 import math
 import os
@@ -30,6 +31,7 @@ import re
 import sys
 import textwrap
 import types
+import zlib
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import hypothesis
@@ -318,6 +320,65 @@ class Property:
     max_examples: int | None = None  # cap for slow checks (statistical, interpreted kernels)
 
 
+def per_function(clause: str, check: Callable[..., None], names: Sequence[str],
+                 strategy: st.SearchStrategy | None = None, examples: tuple[dict, ...] = (),
+                 max_examples: int | None = None) -> tuple[Property, ...]:
+    """One property per interface name for a clause that states the same thing of several functions:
+    ``check(impl, fn=name, **case)``. An implementation lacking some of them gets partial credit (the parts
+    it has are checked; run_contract reports the clause PARTIAL), not a clause lost as a block."""
+    return tuple(Property(clause, functools.partial(check, fn=name), strategy, examples, (name,), max_examples)
+                 for name in names)
+
+
+# --------------------------------------------------------------------------------------------------
+# Categories and versions
+# --------------------------------------------------------------------------------------------------
+MATHS, ROBUSTNESS, VALIDATION = "maths", "robustness", "validation"
+CATEGORIES = {
+    MATHS: "values the published formula determines on valid, finite inputs (identities, isolation, shapes, "
+           "dtypes, documented defaults, gradients)",
+    ROBUSTNESS: "what the kit asks beyond the literal formula: overflow, NaN/inf isolation, extreme inputs, "
+                "numerical stability, returned state that is a copy; each clause says what the literal formula "
+                "gives there and why the kit asks more",
+    VALIDATION: "bad input rejected before any work, naming the argument (and the expected and actual value)",
+}
+
+
+def by_category(**clauses: Sequence[str]) -> dict[str, str]:
+    """``by_category(maths=("GAE-1", ...), validation=(...))`` -> {clause: category}."""
+    unknown = sorted(set(clauses) - set(CATEGORIES))
+    if unknown:
+        raise ValueError(f"by_category: unknown categories {unknown}; expected {list(CATEGORIES)}")
+    out: dict[str, str] = {}
+    for category, ids in clauses.items():
+        for clause in ids:
+            if clause in out:
+                raise ValueError(f"by_category: clause {clause} is in both {out[clause]} and {category}")
+            out[clause] = category
+    return out
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """'MAJOR.MINOR' (or 'MAJOR') -> (major, minor); a ValueError naming the text otherwise."""
+    parts = str(text).split(".")
+    if not 1 <= len(parts) <= 2 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"a contract version is 'MAJOR.MINOR' (e.g. '1.0'), got {text!r}")
+    return int(parts[0]), int(parts[1]) if len(parts) == 2 else 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """One line of a contract's changelog. A clause added is a minor version, a clause made stricter or
+    otherwise changed (or removed) a major one: ``added`` / ``changed`` name the clauses."""
+    version: str
+    text: str
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+
+
+FIRST_RELEASE = (Change("1.0", "first versioned release"),)
+
+
 @dataclasses.dataclass(frozen=True)
 class Contract:
     id: str
@@ -328,6 +389,13 @@ class Contract:
     # constructor, the attributes it must have and its methods), shown by `rlspec list CONTRACT` and in a
     # MISSING outcome. signatures_from_text() builds it from the INTERFACE text.
     signatures: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # clause -> one of CATEGORIES (every clause has one); build it with by_category(...)
+    categories: Mapping[str, str] = dataclasses.field(default_factory=dict, kw_only=True)
+    # clause -> why the kit asks this: required for every robustness clause (what the literal formula gives
+    # and why the kit asks more) and for a clause that every shipped third-party adapter fails on values
+    rationale: Mapping[str, str] = dataclasses.field(default_factory=dict, kw_only=True)
+    # the changelog, oldest first; the last entry's version is the contract's version
+    changes: tuple[Change, ...] = dataclasses.field(default=FIRST_RELEASE, kw_only=True)
 
     def __post_init__(self) -> None:
         checked = {p.clause for p in self.properties}
@@ -336,6 +404,32 @@ class Contract:
         if unknown or unchecked:
             raise ValueError(f"contract {self.id}: properties name unknown clauses {unknown}; "
                              f"clauses without a property {unchecked}")
+        uncategorized = [c for c in self.clauses if c not in self.categories]
+        stray = sorted(set(self.categories) - set(self.clauses))
+        if uncategorized or stray:
+            raise ValueError(f"contract {self.id}: clauses without a category {uncategorized}; categories of "
+                             f"unknown clauses {stray}")
+        unexplained = [c for c, k in self.categories.items() if k == ROBUSTNESS and not self.rationale.get(c)]
+        if unexplained:
+            raise ValueError(f"contract {self.id}: robustness clauses without a rationale {unexplained}")
+        versions = [parse_version(c.version) for c in self.changes]
+        if not versions or versions != sorted(set(versions)):
+            raise ValueError(f"contract {self.id}: changes must be non-empty, oldest first, one per version; "
+                             f"got {[c.version for c in self.changes]}")
+        named = {c for change in self.changes for c in (*change.added, *change.changed)}
+        if named - set(self.clauses):
+            raise ValueError(f"contract {self.id}: changes name unknown clauses {sorted(named - set(self.clauses))}")
+
+    @property
+    def version(self) -> str:
+        return self.changes[-1].version
+
+    def since(self, clause: str) -> str:
+        """The version that added ``clause`` (the first version for a clause there from the start)."""
+        return next((c.version for c in self.changes if clause in c.added), self.changes[0].version)
+
+    def category(self, clause: str) -> str:
+        return self.categories[clause]
 
 
 def signatures_from_text(text: str) -> dict[str, str]:
@@ -367,7 +461,7 @@ def interface_text(module: types.ModuleType) -> str:
 @dataclasses.dataclass(frozen=True)
 class Outcome:
     clause: str
-    status: str  # "pass" | "fail" | "missing" | "unsupported"
+    status: str  # "pass" | "fail" | "missing" | "partial" (some parts missing, the rest passed) | "unsupported"
     message: str = ""
     kind: str = ""  # for "fail": one of KINDS (of the failing example shown)
     tried: int = 0  # examples checked
@@ -386,7 +480,39 @@ class Unsupported(Protocol):
 
 
 class ReproduceError(ValueError):
-    """A ``reproduce`` blob that does not belong to this property (or to this Hypothesis version)."""
+    """A replay token that is damaged or belongs to another contract, clause or Hypothesis version."""
+
+
+def make_token(contract_id: str, clause: str, part: int, blob: str) -> str:
+    """The replay token of one failing example: which contract, clause and property of the clause (``part``,
+    for a clause with several) it belongs to, Hypothesis's blob and a checksum, 'gae:GAE-3:0:AXic...:1a2b3c4d'."""
+    body = f"{contract_id}:{clause}:{part}:{blob}"
+    return f"{body}:{zlib.crc32(body.encode()):08x}"
+
+
+def token_contract(token: str) -> str:
+    """The contract a replay token belongs to; a ReproduceError if it is not a whole token rlspec printed."""
+    fields = token.strip().split(":")
+    body = ":".join(fields[:-1])
+    if len(fields) != 5 or f"{zlib.crc32(body.encode()):08x}" != fields[-1]:
+        raise ReproduceError(f"--reproduce {token!r} is not a replay token rlspec printed (or it was cut or edited): "
+                             "copy the whole token from the reproduce line")
+    return fields[0]
+
+
+def read_token(token: str, contract: Contract) -> tuple[str, int, str]:
+    """(clause, part, blob) of a token made by :func:`make_token` for ``contract``; a ReproduceError saying what is
+    wrong otherwise (damaged, cut, another contract, a clause or part the contract does not have)."""
+    contract_id = token_contract(token)
+    _, clause, part, blob, _ = token.strip().split(":")
+    if contract_id != contract.id:
+        raise ReproduceError(f"--reproduce: the token replays an example of contract {contract_id!r}, not "
+                             f"{contract.id!r}: run `rlspec check {contract_id} ... --reproduce TOKEN`")
+    parts = [p for p in contract.properties if p.clause == clause]
+    if not part.isdigit() or int(part) >= len(parts):
+        raise ReproduceError(f"--reproduce: {contract.id} has no clause {clause} part {part} (this token comes "
+                             "from another rlspec version)")
+    return clause, int(part), blob
 
 
 def missing_names(impl: Any, names: Sequence[str]) -> list[str]:
@@ -468,7 +594,7 @@ def run_property(prop: Property, impl: Any, profile: str | None = None, *,
     base = settings.get_profile(profile)
     if not base.derandomize and seed is None:
         seed = random.randrange(2**32)
-    flags = ("--clause", prop.clause, "--profile", profile) + (() if base.derandomize else ("--seed", str(seed)))
+    flags = ("--clause", prop.clause, "--profile", profile) + (() if seed is None else ("--seed", str(seed)))
     try:
         with with_reporter(lambda _: None):  # Hypothesis would print the failing case in full
             if reproduce is not None:
@@ -609,20 +735,59 @@ def _raised_in(err: BaseException, files: set[str]) -> str:
 def run_contract(contract: Contract, impl: Any, profile: str | None = None, *,
                  clauses: Sequence[str] | None = None, unsupported: Unsupported | None = None,
                  seed: int | None = None, reproduce: str | None = None) -> list[Outcome]:
-    """Every clause of ``contract`` (or only ``clauses``) against ``impl``; a clause with several
-    properties shows the first that does not pass."""
-    by_clause: dict[str, Outcome] = {}
+    """Every clause of ``contract`` (or only ``clauses``) against ``impl``, one outcome per clause
+    (:func:`clause_outcome` joins a clause's properties); ``reproduce``, a token from a reproduce line, replays
+    that one example instead (ReproduceError if it is not one of this contract's)."""
+    replay = read_token(reproduce, contract) if reproduce is not None else None
+    by_clause: dict[str, list[tuple[Property, Outcome]]] = {}
+    parts: collections.Counter[str] = collections.Counter()
     for prop in contract.properties:
+        part = parts[prop.clause]
+        parts[prop.clause] += 1
         if clauses is not None and prop.clause not in clauses:
             continue
-        out = run_property(prop, impl, profile, unsupported=unsupported, seed=seed, reproduce=reproduce)
+        if replay is not None and (prop.clause, part) != replay[:2]:
+            continue
+        out = run_property(prop, impl, profile, unsupported=unsupported, seed=seed,
+                           reproduce=replay[2] if replay else None)
+        out = _with_token(out, contract.id, part)
         if out.status == "missing":
             expected = [contract.signatures[n] for n in missing_names(impl, prop.requires) if n in contract.signatures]
             out = dataclasses.replace(out, message=out.message + "".join(f"; expected {e}" for e in expected))
-        prev = by_clause.get(prop.clause)
-        if prev is None or prev.status == "pass":
-            by_clause[prop.clause] = out
-    return [by_clause[c] for c in contract.clauses if c in by_clause]
+        by_clause.setdefault(prop.clause, []).append((prop, out))
+    return [clause_outcome(by_clause[c]) for c in contract.clauses if c in by_clause]
+
+
+def _with_token(out: Outcome, contract_id: str, part: int) -> Outcome:
+    """``out`` with the blob of its reproduce flags bound into a replay token (contract, clause, part)."""
+    flags = list(out.reproduce)
+    if "--reproduce" not in flags:
+        return out
+    i = flags.index("--reproduce") + 1
+    flags[i] = make_token(contract_id, out.clause, part, flags[i])
+    return dataclasses.replace(out, reproduce=tuple(flags))
+
+
+def clause_outcome(parts: Sequence[tuple[Property, Outcome]]) -> Outcome:
+    """One clause's outcome from its properties': the first failure; else, when some properties could not run
+    because a name is missing while others ran, PARTIAL (which names ran, which are missing); else missing or
+    unsupported when every property is, else a pass counting every property's examples."""
+    outcomes = [o for _, o in parts]
+    failed = next((o for o in outcomes if o.status == "fail"), None)
+    if failed is not None:
+        return failed
+    missing = [(p, o) for p, o in parts if o.status == "missing"]
+    ran = [(p, o) for p, o in parts if o.status != "missing"]
+    if missing and ran:
+        names = lambda group: ", ".join(dict.fromkeys(n for p, _ in group for n in p.requires))  # noqa: E731
+        tried = sum(o.tried for _, o in ran)
+        return Outcome(outcomes[0].clause, "partial", f"checked {names(ran)} ({tried} examples passed); not "
+                       f"checked: {'; '.join(o.message for _, o in missing)}", tried=tried,
+                       unsupported=sum(o.unsupported for _, o in ran))
+    if all(o.status == outcomes[0].status for o in outcomes) and outcomes[0].status != "pass":
+        return outcomes[0]  # missing, or declared unsupported, as a whole
+    return Outcome(outcomes[0].clause, "pass", tried=sum(o.tried for o in outcomes),
+                   unsupported=sum(o.unsupported for o in outcomes))
 
 
 register_profiles()

@@ -87,7 +87,7 @@ from rlspec.contracts.lagrange import (
     saute_budget,
 )
 from rlspec.reference import lagrange as reference  # the oracle
-from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
+from rlspec.spec.core import Contract, Property, assert_close, by_category, expect_rejection, fail
 from rlspec.spec.power import same_with_defaults
 from rlspec.spec.scalars import check_scalar_types
 
@@ -115,13 +115,33 @@ CLAUSES = {
     "LAG-16": "documented defaults: constructing any controller with its keyword arguments omitted equals passing "
               "the documented values (DUAL_, LAGRANGE_, PID_, SAUTE_, SIMMER_DEFAULTS), bit for bit over a run",
     "LAG-17": "before any update λ is its documented start (DualAscent lambda_init, OmniSafeLagrange "
-              "lagrangian_multiplier_init, PIDLagrangian 0) and skipped is 0; returned λ are copies: writing into "
-              "one changes neither λ nor later updates",
+              "lagrangian_multiplier_init, PIDLagrangian 0) and skipped is 0",
     "LAG-18": "bad calls are rejected naming the argument: a J_c that is not a real number or a 0-d tensor, a number "
               "scale that is not finite and > 0 (DualAscent, OmniSafeLagrange); SauteBudget.reset/step tensors whose "
               "batch is not num_envs",
     "LAG-19": "Sauté at the boundary: a cost that spends exactly the remaining budget (z = 0 exactly) gives "
               "unsafe_reward; SimmerPID moves the budget by at most 1 per step also when its raw PID term exceeds 1",
+    "LAG-20": "returned λ are copies: writing into the λ an update returned changes neither λ nor later updates",
+}
+
+CATEGORIES = by_category(
+    maths=("LAG-1", "LAG-2", "LAG-3", "LAG-4", "LAG-5", "LAG-6", "LAG-9", "LAG-10", "LAG-11", "LAG-14", "LAG-15",
+           "LAG-16", "LAG-17", "LAG-19"),
+    robustness=("LAG-7", "LAG-12", "LAG-20"),
+    validation=("LAG-8", "LAG-13", "LAG-18"),
+)
+RATIONALE = {
+    "LAG-7": "The literal update λ ← max(0, λ + η(J_c − d)) with a NaN cost gives max(0, NaN), which is NaN or "
+             "0 depending on the argument order of max, and an inf cost drives λ to inf for good. The kit asks "
+             "that a non-finite J_c skip the update and be counted, because one diverged episode's cost must "
+             "not end the constraint for the rest of the run.",
+    "LAG-12": "The literal update multiplies the step by M; a scale that is NaN, inf, zero or negative (a "
+              "modulation computed from diverged statistics) would make λ NaN, frozen or move it against the "
+              "constraint. The kit asks such a scale to skip the update like a non-finite cost, so λ never "
+              "moves the wrong way.",
+    "LAG-20": "The update formula says nothing about aliasing, so returning the state tensor itself gives every"
+              " value right. The kit asks for a copy because a caller that scales the returned λ in place (as a"
+              " penalty coefficient) would otherwise rewrite the controller's state silently.",
 }
 
 INTERFACE = ("DualAscent", "OmniSafeLagrange", "PIDLagrangian", "SauteBudget", "SimmerPID")
@@ -583,7 +603,7 @@ def check_defaults(impl, which, omitted, costs):
                        {k: defaults[k] for k in omitted}, costs=costs)
 
 
-def check_start_and_copies(impl, which, case):
+def check_start(impl, which, case):
     obj = _build(impl, which, case)
     start = {"DualAscent": case["config"].get("lambda_init"), "PIDLagrangian": 0.0,
              "OmniSafeLagrange": case["config"].get("lagrangian_multiplier_init")}[which]
@@ -591,7 +611,10 @@ def check_start_and_copies(impl, which, case):
     if _lam(obj.lagrangian_multiplier) != start or int(obj.skipped) != 0:
         fail("LAG-17", f"{which}: before any update λ = {_lam(obj.lagrangian_multiplier)!r}, skipped = "
                        f"{int(obj.skipped)}; expected λ = {start!r}, skipped = 0", **case["config"])
-    twin = _build(impl, which, case)
+
+
+def check_copies(impl, which, case):
+    obj, twin = _build(impl, which, case), _build(impl, which, case)
     for t, jc in enumerate([*case["costs"], math.nan]):  # a skipped update (NaN J_c) returns λ too
         got = obj.update(jc)
         want = twin.update(jc)
@@ -599,7 +622,7 @@ def check_start_and_copies(impl, which, case):
             got.fill_(123.0)  # the caller writes into what it got back
         now, expected = _lam(obj.lagrangian_multiplier), _lam(want)
         if now != expected and not (math.isnan(now) and math.isnan(expected)):  # a NaN λ is LAG-7's business
-            fail("LAG-17", f"{which}: writing into the λ returned by update {t} changed the controller's λ to "
+            fail("LAG-20", f"{which}: writing into the λ returned by update {t} changed the controller's λ to "
                            f"{_lam(obj.lagrangian_multiplier)!r} (expected {_lam(want)!r}): return a copy",
                  **case["config"])
 
@@ -685,7 +708,10 @@ PROPERTIES = (
                        seeds),
              tuple(dict(which=w, omitted=frozenset(d), costs=[30.0, 0.0, 26.0, 24.0, 50.0, 0.0])
                    for w, d in ALL_DEFAULTS.items()), INTERFACE, max_examples=10),
-    Property("LAG-17", check_start_and_copies, any_lagrangian(), (dict(which="DualAscent", case=PINNED_DUAL),
+    Property("LAG-17", check_start, any_lagrangian(), (dict(which="DualAscent", case=PINNED_DUAL),
+             dict(which="PIDLagrangian", case=dict(config=PID_DEFAULTS, costs=[30.0, 40.0]))), LAGRANGIANS,
+             max_examples=10),
+    Property("LAG-20", check_copies, any_lagrangian(), (dict(which="DualAscent", case=PINNED_DUAL),
              dict(which="PIDLagrangian", case=dict(config=PID_DEFAULTS, costs=[30.0, 40.0]))), LAGRANGIANS,
              max_examples=10),
     Property("LAG-18", check_rejects_calls,
@@ -695,4 +721,4 @@ PROPERTIES = (
     Property("LAG-19", check_boundaries, requires=("SauteBudget", "SimmerPID")),
 )
 
-CONTRACT = Contract("lagrange", CLAUSES, INTERFACE, PROPERTIES)
+CONTRACT = Contract("lagrange", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)

@@ -55,7 +55,9 @@ Conventions
 * Tolerance (vs the float64 reference): each backward step rounds a handful of times on numbers bounded
   by M = 1 + max|v| + T·max|r| and is damped by |γcλ| ≤ 1, so |R − R_ref| ≤ 8·(T+1)·eps·M with
   eps = finfo(dtype).eps. Clauses about what must *not* influence R (cuts, is_first) are bit-exact: a
-  zero discount multiplies a finite number, which is exactly zero in any evaluation order.
+  zero discount multiplies a finite number, which is exactly zero in any evaluation order. With the
+  dtype's largest finite values after a cut the literal recursion gives 0·inf = NaN instead: that case is
+  the robustness clauses LAMBDA-13 and LAMBDA-14, which ask for select semantics (see their rationale).
 """
 
 from __future__ import annotations
@@ -64,12 +66,13 @@ import torch
 from hypothesis import strategies as st
 
 from rlspec.reference import lambda_return as reference  # the oracle
-from rlspec.spec.core import Contract, Property, assert_close, fail
+from rlspec.spec.core import Contract, Property, assert_close, by_category, fail
 from rlspec.spec.returns import (
-    HUGE,
+    OVERFLOW_NOTE,
     BadInput,
     bad_discounting,
     noise_like,
+    overflow_rationale,
     perturbation,
     seeds,
     unit_params,
@@ -82,13 +85,11 @@ CLAUSES = {
                 "(vs float64 reference, within 8·(T+1)·eps·M)",
     "LAMBDA-2": "R is linear in rewards: R(r + α·Δ; v) = R(r; v) + α·R(Δ; v=0)",
     "LAMBDA-3": "c_t = 0 cuts the future: nothing in rows after t (r, c, v, is_first) changes R_0..R_t "
-                "(bit for bit), also when r and v there are the dtype's largest finite values (R overflows to inf "
-                "there; nothing turns NaN before the cut)",
+                "(bit for bit)",
     "LAMBDA-4": "λ = 1 gives the discounted return plus bootstrap: "
                 "Σ_k (Π_{j<k} γc_j)·r_k + (Π_j γc_j)·v_T",
     "LAMBDA-5": "λ = 0 gives the one-step TD target r_t + γ·c_t·v_{t+1}",
-    "LAMBDA-6": "nothing at or after an episode start (is_first[t+1]) changes R_0..R_t (bit for bit), also the "
-                "dtype's largest finite r and v there (overflowing to inf)",
+    "LAMBDA-6": "nothing at or after an episode start (is_first[t+1]) changes R_0..R_t (bit for bit)",
     "LAMBDA-7": "at a cut (is_first[t+1]) R_t = r_t exactly, whatever c_t; is_first[0] changes nothing",
     "LAMBDA-8": "shape and dtype: R has reward's shape [T, ...] and dtype; T = 0 gives an empty result",
     "LAMBDA-9": "mismatched shapes or dtypes of cont/value/is_first are rejected naming the argument",
@@ -96,6 +97,21 @@ CLAUSES = {
     "LAMBDA-11": "NaN/Inf in reward or value, cont outside [0, 1] and non-0/1 flags are rejected naming "
                  "the argument and the index",
     "LAMBDA-12": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
+    "LAMBDA-13": "overflow after a cut stays there: with c_t = 0 and the dtype's largest finite r and v in rows after "
+                 "t (R overflows to inf there), R_0..R_t are bit-identical, never NaN",
+    "LAMBDA-14": "overflow after an episode start stays there: with is_first[t+1] set and the dtype's largest finite "
+                 "r and v from row t+1 on, R_0..R_t are bit-identical, never NaN",
+}
+
+CATEGORIES = by_category(
+    maths=("LAMBDA-1", "LAMBDA-2", "LAMBDA-3", "LAMBDA-4", "LAMBDA-5", "LAMBDA-6", "LAMBDA-7", "LAMBDA-8",
+           "LAMBDA-12"),
+    robustness=("LAMBDA-13", "LAMBDA-14"),
+    validation=("LAMBDA-9", "LAMBDA-10", "LAMBDA-11"),
+)
+RATIONALE = {
+    "LAMBDA-13": overflow_rationale("LAMBDA-3", "a zero continue"),
+    "LAMBDA-14": overflow_rationale("LAMBDA-6", "an episode start"),
 }
 
 INTERFACE = ("lambda_return",)
@@ -210,17 +226,24 @@ def _perturb_after(row: int, reward, cont, value, is_first, seed, huge: bool):
     return r, c, v, f
 
 
-def check_cut(impl, reward, cont, value, gamma, lam, is_first, pos, seed):
+def _cut(clause, huge, impl, reward, cont, value, gamma, lam, is_first, pos, seed):
     cont = cont.clone()
     cont[pos] = 0  # s_{pos+1} is terminal in every env
     base = _call(impl, reward, cont, value, gamma, lam, is_first)
-    for huge, note in HUGE.items():
-        r, c, v, f = _perturb_after(pos, reward, cont, value, is_first, seed, huge)
-        if f is not None:
-            f[pos + 1] = torch.rand(f[pos + 1].shape, generator=torch.Generator().manual_seed(seed)) < 0.5
-        got = _call(impl, r, c, v, gamma, lam, f)
-        _assert_unchanged("LAMBDA-3", f"cont[{pos}] = 0, then rows after {pos} changed{note}", got[: pos + 1],
-                          base[: pos + 1], reward=reward, cont=cont, value=value, gamma=gamma, lam=lam)
+    r, c, v, f = _perturb_after(pos, reward, cont, value, is_first, seed, huge)
+    if f is not None:
+        f[pos + 1] = torch.rand(f[pos + 1].shape, generator=torch.Generator().manual_seed(seed)) < 0.5
+    got = _call(impl, r, c, v, gamma, lam, f)
+    _assert_unchanged(clause, f"cont[{pos}] = 0, then rows after {pos} changed{OVERFLOW_NOTE * huge}",
+                      got[: pos + 1], base[: pos + 1], reward=reward, cont=cont, value=value, gamma=gamma, lam=lam)
+
+
+def check_cut(impl, **case):
+    _cut("LAMBDA-3", False, impl, **case)
+
+
+def check_cut_overflow(impl, **case):
+    _cut("LAMBDA-13", True, impl, **case)
 
 
 def check_lambda_one(impl, reward, cont, value, gamma, lam, is_first):
@@ -247,16 +270,23 @@ def check_lambda_zero(impl, reward, cont, value, gamma, lam, is_first):
                  value=value, gamma=gamma)
 
 
-def check_is_first_isolates(impl, reward, cont, value, gamma, lam, is_first, pos, seed):
+def _episode_start(clause, huge, impl, reward, cont, value, gamma, lam, is_first, pos, seed):
     is_first = is_first.clone()
     is_first[pos + 1] = True  # every env resets after transition pos
     base = _call(impl, reward, cont, value, gamma, lam, is_first)
-    for huge, note in HUGE.items():
-        r, c, v, f = _perturb_after(pos, reward, cont, value, is_first, seed, huge)
-        got = _call(impl, r, c, v, gamma, lam, f)
-        _assert_unchanged("LAMBDA-6", f"is_first[{pos + 1}] set, then rows from {pos + 1} on changed{note}",
-                          got[: pos + 1], base[: pos + 1], reward=reward, cont=cont, value=value, gamma=gamma,
-                          lam=lam, is_first=is_first)
+    r, c, v, f = _perturb_after(pos, reward, cont, value, is_first, seed, huge)
+    got = _call(impl, r, c, v, gamma, lam, f)
+    _assert_unchanged(clause, f"is_first[{pos + 1}] set, then rows from {pos + 1} on changed{OVERFLOW_NOTE * huge}",
+                      got[: pos + 1], base[: pos + 1], reward=reward, cont=cont, value=value, gamma=gamma,
+                      lam=lam, is_first=is_first)
+
+
+def check_is_first_isolates(impl, **case):
+    _episode_start("LAMBDA-6", False, impl, **case)
+
+
+def check_is_first_overflow(impl, **case):
+    _episode_start("LAMBDA-14", True, impl, **case)
 
 
 def check_is_first_rule(impl, reward, cont, value, gamma, lam, is_first):
@@ -326,6 +356,8 @@ PROPERTIES = (
                        st.integers(0, 4), st.integers(0, 2)),
              (dict(name="cont", bad=float("nan"), t=4, b=2),), INTERFACE, max_examples=10),
     Property("LAMBDA-12", check_scalar_hyperparameters, cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
+    Property("LAMBDA-13", check_cut_overflow, with_position(cases(), "reward"), requires=INTERFACE),
+    Property("LAMBDA-14", check_is_first_overflow, with_position(cases(masked=True), "reward"), requires=INTERFACE),
 )
 
-CONTRACT = Contract("lambda_return", CLAUSES, INTERFACE, PROPERTIES)
+CONTRACT = Contract("lambda_return", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)

@@ -56,7 +56,7 @@ import torch
 from hypothesis import strategies as st
 
 from rlspec.contracts.modulation import CLIP, DEFAULTS, EPS, MIN_FINITE
-from rlspec.spec.core import Contract, Property, expect_rejection, fail
+from rlspec.spec.core import Contract, Property, by_category, expect_rejection, fail
 from rlspec.spec.power import defaults_check, with_omitted
 from rlspec.spec.scalars import check_scalar_types
 
@@ -77,6 +77,18 @@ CLAUSES = {
     "MOD-11": "the scale carries no autograd graph: predictions that require grad give a scale that does not",
     "MOD-12": "documented defaults: omitting enable, min_episodes, threshold_percentile, alpha or slope equals "
               "passing True, 10, 60.0, 1.0, 1.0 (bit for bit)",
+}
+
+CATEGORIES = by_category(
+    maths=("MOD-1", "MOD-2", "MOD-3", "MOD-4", "MOD-5", "MOD-6", "MOD-7", "MOD-10", "MOD-11", "MOD-12"),
+    robustness=("MOD-8",),
+    validation=("MOD-9",),
+)
+RATIONALE = {
+    "MOD-8": "The literal formula evaluated on finite predictions whose mean or quantile overflows gives an inf"
+             " gap and, through (μ − q_p)/s with both infinite, NaN; the seed's gate falls back to 1.0 for a "
+             "non-finite statistic. The kit accepts the formula's value or that fallback, never NaN, because M "
+             "multiplies the Lagrange learning rate and a NaN there makes λ NaN for the rest of the run.",
 }
 
 INTERFACE = ("modulation_scale",)
@@ -324,4 +336,4 @@ PROPERTIES = (
              INTERFACE, max_examples=10),
 )
 
-CONTRACT = Contract("modulation", CLAUSES, INTERFACE, PROPERTIES)
+CONTRACT = Contract("modulation", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)

@@ -108,8 +108,18 @@ from rlspec.contracts.numerics import (
     component_std,
 )
 from rlspec.reference import numerics as reference  # the oracle
-from rlspec.spec.core import (Contract, Property, assert_close, assert_grads_close, describe, expect_rejection, fail,
-                              named_grads)
+from rlspec.spec.core import (
+    Contract,
+    Property,
+    assert_close,
+    assert_grads_close,
+    by_category,
+    describe,
+    expect_rejection,
+    fail,
+    named_grads,
+    per_function,
+)
 from rlspec.spec.power import same_with_defaults
 from rlspec.spec.scalars import check_scalar_types
 
@@ -125,7 +135,7 @@ CLAUSES = {
     "NUM-9": "RunningMeanStd / ObsNormalizer state_dict round-trips: a fresh instance continues bit-identically",
     "NUM-10": "normalize == clip((obs-mean)/sqrt(var+eps), ±clip) with the committed statistics",
     "NUM-11": "normalize never changes the statistics (frozen during a rollout, CRITICAL-1)",
-    "NUM-12": "commit(batch) updates exactly like RunningMeanStd.update(batch); a bad batch leaves it unchanged",
+    "NUM-12": "commit(batch) updates exactly like RunningMeanStd.update(batch)",
     "NUM-13": "ratio_guard: clamp(exp(clamp(Δ,±20)), 0.01, 100), non-finite Δ → 1, finite gradient",
     "NUM-14": "ratio_guard counts log_ratio_clamped, nonfinite and ratio_clamped events",
     "NUM-15": "LossGuard: finite losses pass unchanged, non-finite → 0, counted per kind, one warning per kind",
@@ -135,7 +145,7 @@ CLAUSES = {
     "NUM-19": "value_loss = 0.5·mean(max(unclipped, clipped)) with its own value_clip (None: unclipped)",
     "NUM-20": "masked_mean / masked_policy_loss divide by max(Σmask, 1): empty heads give 0, masked entries ignored",
     "NUM-22": "entropy_loss = −Σ_h c_h·masked_mean(H_h, mask_h) (c_h default 1): a head's inactive steps never "
-              "dilute its mean; unknown heads, mismatched masks, negative coefficients rejected by name",
+              "dilute its mean",
     "NUM-21": "bad arguments (eps, epsilon, clip, target_kl, value_clip, clip_ratio, shapes) are rejected by name",
     "NUM-23": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
     "NUM-24": "documented defaults: omitting eps, std_eps, epsilon, clip, value_clip or clip_ratio equals passing "
@@ -151,7 +161,39 @@ CLAUSES = {
               "0 wherever the ratio is clamped",
     "NUM-29": "gradient parity of the composite losses: value_loss, masked_policy_loss and entropy_loss have the "
               "float64 closed form's gradient w.r.t. every floating input (values, old_values, returns; ratio, "
-              "advantages; each head's entropy); masked-out entries get exactly 0, also when they hold NaN/inf",
+              "advantages; each head's entropy); masked-out entries get exactly 0",
+    "NUM-30": "a bad batch (empty, integer, wrong shape, NaN/Inf) given to ObsNormalizer.commit is rejected naming "
+              "'x'; the statistics are unchanged",
+    "NUM-31": "entropy_loss rejects, by name, a coefficient for an unknown head, masks for other heads than the "
+              "entropies' and a negative coefficient",
+    "NUM-32": "masked-out entries that hold NaN or ±inf reach neither masked_mean, masked_policy_loss, entropy_loss "
+              "nor their gradients (exactly 0 there)",
+}
+
+CATEGORIES = by_category(
+    maths=("NUM-1", "NUM-2", "NUM-3", "NUM-4", "NUM-6", "NUM-7", "NUM-9", "NUM-10", "NUM-11", "NUM-12", "NUM-13",
+           "NUM-14", "NUM-15", "NUM-16", "NUM-17", "NUM-18", "NUM-19", "NUM-20", "NUM-22", "NUM-23", "NUM-24",
+           "NUM-26", "NUM-29"),
+    robustness=("NUM-5", "NUM-27", "NUM-28", "NUM-32"),
+    validation=("NUM-8", "NUM-21", "NUM-25", "NUM-30", "NUM-31"),
+)
+RATIONALE = {
+    "NUM-5": "The formula (x − μ)/σ propagates a NaN or inf by itself; the clause guards against the opposite "
+             "mistake, a 'safe' normalizer that sanitizes (nan_to_num, a finite fallback) and so hides a diverged "
+             "batch from the loss guard that should count it.",
+    "NUM-27": "The formulas say nothing about aliasing or autograd graphs, so an implementation returning its own "
+              "state tensors, or KL estimates attached to the policy, computes every value right. The kit asks for "
+              "copies and detached estimates because a caller writing into state_dict() (a checkpoint loader "
+              "that casts in place) would rewrite the statistics, and an attached estimate keeps the whole "
+              "rollout's graph alive.",
+    "NUM-28": "The literal derivative of clamp(exp(clamp(Δ, ±20)), 0.01, 100) is finite, but the common form "
+              "exp(Δ).clamp(0.01, 100) differentiates to 0·inf = NaN where e^Δ overflows (|Δ| ~ 800 in float64, "
+              "~90 in float32): one stale log-probability then makes every gradient NaN. The kit asks for the "
+              "clamped form's finite gradient, 0 wherever the ratio is clamped.",
+    "NUM-32": "The literal Σ mask·x / max(Σ mask, 1) multiplies a masked-out NaN or inf by 0, which IEEE 754 makes "
+              "NaN, so a textbook masked mean is NaN as soon as an irrelevant head's sample holds garbage. The kit "
+              "asks for a select (x where mask, else 0) because a head that did not act on a step must not be "
+              "able to poison the loss or its gradient (seed 001 HIGH-3's causal masks).",
 }
 
 INTERFACE = ("safe_standardize", "safe_zero_center", "RunningMeanStd", "ObsNormalizer", "ratio_guard",
@@ -164,6 +206,8 @@ RunningMeanStd(shape=(), epsilon=1e-4): .mean, .var, .count (float64 tensors), u
     load_state_dict(d)
 ObsNormalizer(shape=(), epsilon=1e-8, clip=10.0): .rms, normalize(obs), commit(batch), state_dict(),
     load_state_dict(d)
+    (the checker reads the statistics as .mean, .var, .count of RunningMeanStd and of ObsNormalizer.rms; it treats
+    state_dict() as opaque: whatever it holds must round-trip through load_state_dict)
 ratio_guard(new_log_prob, old_log_prob) -> (ratio, {"log_ratio_clamped", "nonfinite", "ratio_clamped"})
 LossGuard(): __call__(loss, kind) -> Tensor; counts() -> dict[str, int]
 masked_component_weights(advantages, logits, std_eps=1e-8) -> (weights, valid)
@@ -264,24 +308,23 @@ def _tol_rms(x: torch.Tensor, n_batches: int) -> tuple[float, float]:
 # --------------------------------------------------------------------------------------------------
 # Properties: safe_standardize / safe_zero_center
 # --------------------------------------------------------------------------------------------------
-def _both(impl, x, eps):
-    return {"safe_standardize": impl.safe_standardize(x, eps=eps), "safe_zero_center": impl.safe_zero_center(x)}
+def _centred(impl, fn: str, x, eps):
+    return impl.safe_standardize(x, eps=eps) if fn == "safe_standardize" else impl.safe_zero_center(x)
 
 
-def check_empty(impl, shape, dtype):
+def check_empty(impl, shape, dtype, fn):
     x = torch.zeros(shape, dtype=dtype)
-    for fn, out in _both(impl, x, STD_EPS).items():
-        if out.shape != x.shape or out.dtype != dtype:
-            fail("NUM-1", f"{fn} of an empty tensor gave shape {tuple(out.shape)} {out.dtype}, expected "
-                          f"{tuple(shape)} {dtype}")
+    out = _centred(impl, fn, x, STD_EPS)
+    if out.shape != x.shape or out.dtype != dtype:
+        fail("NUM-1", f"{fn} of an empty tensor gave shape {tuple(out.shape)} {out.dtype}, expected "
+                      f"{tuple(shape)} {dtype}")
 
 
-def check_constant(impl, x, eps):
+def check_constant(impl, x, eps, fn):
     c = x.reshape(-1)[:1].expand(x.numel()).reshape(x.shape).clone()
-    for fn, out in _both(impl, c, eps).items():
-        if not torch.equal(out, torch.zeros_like(c)):
-            fail("NUM-2", f"{fn} of a constant tensor gave {out.reshape(-1)[:4].tolist()}, expected exact zeros",
-                 x=c)
+    out = _centred(impl, fn, c, eps)
+    if not torch.equal(out, torch.zeros_like(c)):
+        fail("NUM-2", f"{fn} of a constant tensor gave {out.reshape(-1)[:4].tolist()}, expected exact zeros", x=c)
 
 
 def check_standardize(impl, x, eps):
@@ -307,14 +350,14 @@ def check_zero_center(impl, x, eps):
                  x=x)
 
 
-def check_propagates(impl, x, eps, bad, position):
+def check_propagates(impl, x, eps, bad, position, fn):
     y = x.clone().reshape(-1)
     y[position % y.numel()] = bad
     y = y.reshape(x.shape)
-    for fn, out in _both(impl, y, eps).items():
-        if bool(torch.isfinite(out).all()):
-            fail("NUM-5", f"{fn} turned an input with {bad} into an all-finite output "
-                          f"{out.reshape(-1)[:4].tolist()} (the event is hidden)", x=y)
+    out = _centred(impl, fn, y, eps)
+    if bool(torch.isfinite(out).all()):
+        fail("NUM-5", f"{fn} turned an input with {bad} into an all-finite output "
+                      f"{out.reshape(-1)[:4].tolist()} (the event is hidden)", x=y)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -331,12 +374,36 @@ def _closed_form(stream: torch.Tensor, epsilon: float = RMS_EPSILON):
 
 
 def _rms_state(rms) -> dict[str, torch.Tensor]:
+    """The whole state (opaque: whatever state_dict() holds), to compare before and after."""
     return {k: v.detach().clone().cpu() for k, v in rms.state_dict().items()}
+
+
+STATISTICS = ("mean", "var", "count")
+
+
+def statistics(clause: str, obj, owner: str) -> dict[str, torch.Tensor]:
+    """The running statistics as the interface names them: ``obj.mean``, ``obj.var``, ``obj.count`` (of a
+    RunningMeanStd, or of an ObsNormalizer's ``.rms``), copied; a missing one is a violation naming what the
+    contract reads."""
+    out = {}
+    for k in STATISTICS:
+        if not hasattr(obj, k):
+            fail(clause, f"{owner} has no attribute '{k}': the contract reads the running statistics as "
+                         f"{owner}.mean, .var and .count (float64 tensors of the given shape; `rlspec list numerics`)")
+        out[k] = torch.as_tensor(getattr(obj, k)).detach().clone().cpu()
+    return out
+
+
+def _normalizer_statistics(clause: str, norm) -> dict[str, torch.Tensor]:
+    if not hasattr(norm, "rms"):
+        fail(clause, "ObsNormalizer has no attribute 'rms': the contract reads its statistics as "
+                     "ObsNormalizer.rms.mean, .var and .count (`rlspec list numerics`)")
+    return statistics(clause, norm.rms, "ObsNormalizer.rms")
 
 
 def check_chan(impl, shape, stream, splits, other):
     rms = impl.RunningMeanStd(shape=shape)
-    init = _rms_state(rms)
+    init = statistics("NUM-6", rms, "RunningMeanStd")
     f64 = torch.float64
     initial = {"mean": torch.zeros(shape, dtype=f64), "var": torch.ones(shape, dtype=f64),
                "count": torch.tensor(RMS_EPSILON, dtype=f64)}
@@ -346,7 +413,7 @@ def check_chan(impl, shape, stream, splits, other):
         rms.update(b)
     mean, var, count = _closed_form(stream)
     tol_m, tol_v = _tol_rms(stream, len(splits))
-    st_ = _rms_state(rms)
+    st_ = statistics("NUM-6", rms, "RunningMeanStd")
     inputs = dict(stream=stream, splits=splits)
     assert_close("NUM-6", f"count after {len(splits)} batches", st_["count"], count, atol=1e-9, **inputs)
     assert_close("NUM-6", "mean vs the pooled closed form", st_["mean"], mean, atol=tol_m, **inputs)
@@ -360,7 +427,7 @@ def check_split_invariance(impl, shape, stream, splits, other):
     for x in _chunks(stream, other):
         b.update(x)
     tol_m, tol_v = _tol_rms(stream, len(splits) + len(other))
-    sa, sb = _rms_state(a), _rms_state(b)
+    sa, sb = statistics("NUM-7", a, "RunningMeanStd"), statistics("NUM-7", b, "RunningMeanStd")
     for key, tol in (("count", 1e-9), ("mean", tol_m), ("var", tol_v)):
         assert_close("NUM-7", f"{key} for split {splits} vs split {other}", sa[key], sb[key], atol=tol,
                      rtol=tol if key == "var" else 0.0, stream=stream)
@@ -392,24 +459,23 @@ def check_rejects_batch(impl, shape, stream, splits, other, bad, position):
                           f"update ({bad})", shape=shape)
 
 
-def check_roundtrip(impl, shape, stream, splits, other):
+def check_roundtrip(impl, shape, stream, splits, other, fn):
     chunks = _chunks(stream, splits)
-    for cls in ("RunningMeanStd", "ObsNormalizer"):
-        a = getattr(impl, cls)(shape=shape)
-        step = a.update if cls == "RunningMeanStd" else a.commit
-        step(chunks[0])
-        b = getattr(impl, cls)(shape=shape)
-        b.load_state_dict(a.state_dict())
-        for x in chunks[1:] + chunks[:1]:
-            step(x)
-            (b.update if cls == "RunningMeanStd" else b.commit)(x)
-        sa, sb = a.state_dict(), b.state_dict()
-        for k in sa:
-            if not torch.equal(sa[k], sb[k]):
-                fail("NUM-9", f"{cls} '{k}' = {describe(sb[k])} after load_state_dict, {describe(sa[k])} "
-                              "in the original", stream=stream, splits=splits)
-        if cls == "ObsNormalizer" and not torch.equal(a.normalize(stream), b.normalize(stream)):
-            fail("NUM-9", "ObsNormalizer.normalize differs after load_state_dict", stream=stream)
+    a = getattr(impl, fn)(shape=shape)
+    step = a.update if fn == "RunningMeanStd" else a.commit
+    step(chunks[0])
+    b = getattr(impl, fn)(shape=shape)
+    b.load_state_dict(a.state_dict())
+    for x in chunks[1:] + chunks[:1]:
+        step(x)
+        (b.update if fn == "RunningMeanStd" else b.commit)(x)
+    sa, sb = a.state_dict(), b.state_dict()
+    for k in sa:
+        if not torch.equal(sa[k], sb[k]):
+            fail("NUM-9", f"{fn} '{k}' = {describe(sb[k])} after load_state_dict, {describe(sa[k])} "
+                          "in the original", stream=stream, splits=splits)
+    if fn == "ObsNormalizer" and not torch.equal(a.normalize(stream), b.normalize(stream)):
+        fail("NUM-9", "ObsNormalizer.normalize differs after load_state_dict", stream=stream)
 
 
 def _committed_normalizer(impl, shape, stream, splits, clip=OBS_CLIP):
@@ -421,7 +487,7 @@ def _committed_normalizer(impl, shape, stream, splits, clip=OBS_CLIP):
 
 def check_normalize(impl, shape, stream, splits, other, clip):
     norm = _committed_normalizer(impl, shape, stream, splits, clip)
-    st_ = {k: v.detach().cpu() for k, v in norm.state_dict().items()}
+    st_ = _normalizer_statistics("NUM-10", norm)
     obs = 3 * stream  # observations of the next rollout, some beyond the clip
     out = norm.normalize(obs)
     mean, var = st_["mean"], st_["var"]
@@ -450,23 +516,29 @@ def check_frozen(impl, shape, stream, splits, other, clip):
                        "rollout saw different statistics", stream=stream, steps=other)
 
 
-def check_commit(impl, shape, stream, splits, other, bad, position):
+def check_commit(impl, shape, stream, splits, other):
     norm, rms = impl.ObsNormalizer(shape=shape), impl.RunningMeanStd(shape=shape)
     for x in _chunks(stream, splits):
         norm.commit(x)
         rms.update(x)
-        s_norm, s_rms = norm.state_dict(), rms.state_dict()
-        for k in ("mean", "var", "count"):
+        s_norm, s_rms = _normalizer_statistics("NUM-12", norm), statistics("NUM-12", rms, "RunningMeanStd")
+        for k in STATISTICS:
             if not torch.equal(s_norm[k], s_rms[k]):
                 fail("NUM-12", f"after commit, '{k}' = {describe(s_norm[k])}, RunningMeanStd.update gives "
                                f"{describe(s_rms[k])}", batch=x)
-    before = {k: v.clone() for k, v in norm.state_dict().items()}
+
+
+def check_commit_rejects(impl, shape, stream, splits, other, bad, position):
+    norm = impl.ObsNormalizer(shape=shape)
+    for x in _chunks(stream, splits):
+        norm.commit(x)
+    before = _rms_state(norm)
     x, mentions = _bad_batch(stream, shape, bad, position)
-    expect_rejection("NUM-12", lambda: norm.commit(x), names=["x"], mentions=mentions,
+    expect_rejection("NUM-30", lambda: norm.commit(x), names=["x"], mentions=mentions,
                      what=f"ObsNormalizer.commit with a bad batch ({bad})")
-    for k, v in norm.state_dict().items():
+    for k, v in _rms_state(norm).items():
         if not torch.equal(v, before[k]):
-            fail("NUM-12", f"statistic '{k}' changed by a rejected commit ({bad})")
+            fail("NUM-30", f"statistic '{k}' changed by a rejected commit ({bad})")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -753,7 +825,9 @@ def check_value_loss(impl, values, old_values, returns, value_clip):
 
 
 @st.composite
-def masked_cases(draw):
+def masked_cases(draw, poison: bool):
+    """ratio, advantages [n] for the causal head masks of op_actions [n]; with ``poison`` the masked-out entries
+    are overwritten with NaN / inf by the checks (NUM-32)."""
     g = torch.Generator().manual_seed(draw(seeds))
     n = draw(st.integers(1, 30))
     op = torch.randint(0, 3, (n,), generator=g)
@@ -763,16 +837,16 @@ def masked_cases(draw):
     adv = torch.randn(n, generator=g, dtype=torch.float64)
     dtype = draw(dtypes)
     return dict(op_actions=op, ratio=ratio.to(dtype), advantages=adv.to(dtype),
-                clip_ratio=draw(st.sampled_from([0.2, 0.1, 0.5])), poison=draw(st.booleans()))
+                clip_ratio=draw(st.sampled_from([0.2, 0.1, 0.5])), poison=poison)
 
 
-MASKED_EXAMPLES = (
-    dict(op_actions=torch.tensor([WAIT] * 4), ratio=torch.ones(4), advantages=torch.ones(4), clip_ratio=0.2,
-         poison=True),
-)
+def _masked_examples(poison: bool) -> tuple[dict, ...]:
+    return (dict(op_actions=torch.tensor([WAIT] * 4), ratio=torch.ones(4), advantages=torch.ones(4), clip_ratio=0.2,
+                 poison=poison),)
 
 
-def check_masked(impl, op_actions, ratio, advantages, clip_ratio, poison):
+def check_masked(impl, op_actions, ratio, advantages, clip_ratio, poison, fn):
+    clause = "NUM-32" if poison else "NUM-20"
     for head, mask in causal_head_masks(op_actions).items():
         r, a = ratio.clone(), advantages.clone()
         if poison:  # masked-out samples carry garbage: a head with no causal effect must not see it
@@ -784,15 +858,17 @@ def check_masked(impl, op_actions, ratio, advantages, clip_ratio, poison):
         e = _eps(ratio.dtype)
         inputs = dict(head=head, mask=mask, ratio=r, advantages=a, clip_ratio=clip_ratio)
         relevant = f"for head '{head}' ({int(mask.sum())} relevant)"
-        assert_close("NUM-20", f"masked_mean(advantages) {relevant}", impl.masked_mean(a, mask).detach(),
-                     a64.sum() / n, atol=8 * e * (1 + float(a64.abs().sum())), **inputs)
-        assert_close("NUM-20", f"masked_policy_loss {relevant}",
-                     impl.masked_policy_loss(r, a, mask, clip_ratio=clip_ratio).detach(), -surr.sum() / n,
-                     atol=16 * e * (1 + float(surr.abs().sum())), **inputs)
+        if fn == "masked_mean":
+            assert_close(clause, f"masked_mean(advantages) {relevant}", impl.masked_mean(a, mask).detach(),
+                         a64.sum() / n, atol=8 * e * (1 + float(a64.abs().sum())), **inputs)
+        else:
+            assert_close(clause, f"masked_policy_loss {relevant}",
+                         impl.masked_policy_loss(r, a, mask, clip_ratio=clip_ratio).detach(), -surr.sum() / n,
+                         atol=16 * e * (1 + float(surr.abs().sum())), **inputs)
 
 
 @st.composite
-def entropy_cases(draw):
+def entropy_cases(draw, poison: bool):
     g = torch.Generator().manual_seed(draw(seeds))
     n = draw(st.integers(1, 30))
     op = torch.randint(0, 3, (n,), generator=g)
@@ -801,10 +877,11 @@ def entropy_cases(draw):
     entropy = {head: torch.rand(n, generator=g, dtype=torch.float64).mul(2).to(dtype)
                for head in ("op", "slot", "blueprint", "blend")}
     coef = draw(st.sampled_from([None, {}, {"blueprint": 1.5, "blend": 2.0}, {"op": 0.0, "slot": 0.5}]))
-    return dict(op_actions=op, entropy=entropy, coef=coef, poison=draw(st.booleans()))
+    return dict(op_actions=op, entropy=entropy, coef=coef, poison=poison)
 
 
 def check_entropy(impl, op_actions, entropy, coef, poison):
+    clause = "NUM-32" if poison else "NUM-22"
     masks = causal_head_masks(op_actions)
     if poison:  # steps where a head did nothing carry garbage: they must never reach its mean
         entropy = {h: torch.where(masks[h], e, torch.full_like(e, math.nan)) for h, e in entropy.items()}
@@ -815,16 +892,20 @@ def check_entropy(impl, op_actions, entropy, coef, poison):
         m = masks[head]
         want = torch.where(m, h.double(), 0.0).sum() / m.sum().clamp(min=1)
         want_total = want_total - (coef or {}).get(head, 1.0) * want
-        assert_close("NUM-22", f"entropy of head '{head}' ({int(m.sum())} active steps)", per_head[head].detach(),
+        assert_close(clause, f"entropy of head '{head}' ({int(m.sum())} active steps)", per_head[head].detach(),
                      want, atol=8 * e * (1 + float(want.abs())), head=head, mask=m, entropy=h)
-    assert_close("NUM-22", "entropy_loss", loss.detach(), want_total, atol=32 * e * (1 + abs(float(want_total))),
+    assert_close(clause, "entropy_loss", loss.detach(), want_total, atol=32 * e * (1 + abs(float(want_total))),
                  coef=coef, op_actions=op_actions)
+
+
+def check_entropy_rejects(impl, op_actions, entropy, coef, poison):
+    masks = causal_head_masks(op_actions)
     some = next(iter(entropy.values()))
-    expect_rejection("NUM-22", lambda: impl.entropy_loss(entropy, masks, {"nonexistent_head": 1.0}),
+    expect_rejection("NUM-31", lambda: impl.entropy_loss(entropy, masks, {"nonexistent_head": 1.0}),
                      names=["coef"], mentions=["nonexistent_head"], what="entropy_loss with a coef for an unknown head")
-    expect_rejection("NUM-22", lambda: impl.entropy_loss(entropy, {"op": masks["op"]}, None), names=["masks"],
+    expect_rejection("NUM-31", lambda: impl.entropy_loss(entropy, {"op": masks["op"]}, None), names=["masks"],
                      what="entropy_loss with masks for one head of four")
-    expect_rejection("NUM-22", lambda: impl.entropy_loss({"op": some}, {"op": masks["op"]}, {"op": -1.0}),
+    expect_rejection("NUM-31", lambda: impl.entropy_loss({"op": some}, {"op": masks["op"]}, {"op": -1.0}),
                      names=["coef", "op"], mentions=["-1.0"], what="entropy_loss with a negative coefficient")
 
 
@@ -864,6 +945,7 @@ def check_value_loss_gradient(impl, values, old_values, returns, value_clip):
 
 
 def check_policy_loss_gradient(impl, op_actions, ratio, advantages, clip_ratio, poison):
+    clause = "NUM-32" if poison else "NUM-29"
     for head, mask in causal_head_masks(op_actions).items():
         r, a = ratio.clone(), advantages.clone()
         if poison:  # garbage where the head did nothing: its gradient there must be 0, not NaN
@@ -872,7 +954,7 @@ def check_policy_loss_gradient(impl, op_actions, ratio, advantages, clip_ratio, 
         want_in = _leaves(got_in, torch.float64)
         got = named_grads(impl.masked_policy_loss(*got_in.values(), mask, clip_ratio=clip_ratio), got_in)
         want = named_grads(_policy_loss64(*want_in.values(), mask, clip_ratio), want_in)
-        assert_grads_close("NUM-29", f"masked_policy_loss for head '{head}' ({int(mask.sum())} relevant)", got, want,
+        assert_grads_close(clause, f"masked_policy_loss for head '{head}' ({int(mask.sum())} relevant)", got, want,
                            **_tol(ratio.dtype), mask=mask, ratio=r, advantages=a, clip_ratio=clip_ratio)
 
 
@@ -884,14 +966,13 @@ def check_entropy_gradient(impl, op_actions, entropy, coef, poison):
     want_in = _leaves(entropy, torch.float64)
     got = named_grads(impl.entropy_loss(got_in, masks, coef)[0], got_in)
     want = named_grads(_entropy_loss64(want_in, masks, coef), want_in)
-    assert_grads_close("NUM-29", f"entropy_loss (coef {coef})", got, want, **_tol(next(iter(entropy.values())).dtype),
+    assert_grads_close("NUM-32" if poison else "NUM-29", f"entropy_loss (coef {coef})", got, want, **_tol(next(iter(entropy.values())).dtype),
                        op_actions=op_actions)
 
 
-ENTROPY_EXAMPLES = (
-    dict(op_actions=torch.tensor([WAIT] * 5 + [GERMINATE]), coef=None, poison=True,
-         entropy={h: torch.linspace(0.1, 1.0, 6) for h in ("op", "slot", "blueprint", "blend")}),
-)
+def _entropy_examples(poison: bool) -> tuple[dict, ...]:
+    return (dict(op_actions=torch.tensor([WAIT] * 5 + [GERMINATE]), coef=None, poison=poison,
+                 entropy={h: torch.linspace(0.1, 1.0, 6) for h in ("op", "slot", "blueprint", "blend")}),)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -924,10 +1005,16 @@ def _bad_calls() -> list[tuple[str, list[str], list[str]]]:
     ]
 
 
-def check_rejects_args(impl):
+def _called(call: str) -> str:
+    """The interface name a bad call (source text 'impl.NAME(...)...') exercises."""
+    return call.removeprefix("impl.").split("(", 1)[0]
+
+
+def check_rejects_args(impl, fn):
     for call, names, mentions in _bad_calls():
-        expect_rejection("NUM-21", lambda call=call: eval(call, {"impl": impl, "torch": torch}),
-                         names=names, mentions=mentions, what=call)
+        if _called(call) == fn:
+            expect_rejection("NUM-21", lambda call=call: eval(call, {"impl": impl, "torch": torch}),
+                             names=names, mentions=mentions, what=call)
 
 
 def check_empty_case_strategy():
@@ -942,56 +1029,75 @@ propagate_cases = st.builds(lambda c, bad, p: dict(c, bad=bad, position=p), stan
                             st.sampled_from([math.nan, math.inf, -math.inf]), st.integers(0, 10**6))
 _STD = ("safe_standardize", "safe_zero_center")
 
-def check_scalar_hyperparameters(impl, x, eps):
+SCALAR_FUNCTIONS = ("safe_standardize", "RunningMeanStd", "ObsNormalizer", "value_loss", "masked_policy_loss",
+                    "kl_early_stop")
+
+
+def check_scalar_hyperparameters(impl, x, eps, fn):
     flat = x.reshape(-1)
     rows = flat.reshape(-1, 1)  # [N, 1]
     g = torch.Generator().manual_seed(flat.numel())
     old = (flat + 0.1 * torch.randn(flat.shape, generator=g, dtype=torch.float64).to(x.dtype))
 
-    def run(eps, epsilon, clip, value_clip, clip_ratio, target_kl):
-        rms, norm = impl.RunningMeanStd(shape=(1,), epsilon=epsilon), impl.ObsNormalizer(shape=(1,), epsilon=eps, clip=clip)
-        rms.update(rows)
-        norm.commit(rows)
-        ratio = (flat - old).clamp(-5, 5).exp()
-        return (impl.safe_standardize(x, eps), rms.state_dict(), norm.normalize(rows),
-                impl.value_loss(flat, old, flat.flip(0), value_clip),
-                impl.masked_policy_loss(ratio, flat, torch.ones_like(flat, dtype=torch.bool), clip_ratio),
-                impl.kl_early_stop((flat - old).clamp(-5, 5), target_kl))
+    def statistics_after(obj, step):
+        step(obj)(rows)
+        return obj.state_dict()
 
-    check_scalar_types("NUM-23", run, dict(eps=eps, epsilon=RMS_EPSILON, clip=OBS_CLIP, value_clip=0.2, clip_ratio=0.2,
-                                           target_kl=0.01), x=x)
+    runs = {  # fn -> (its hyper-parameters, the call returning what to compare)
+        "safe_standardize": (dict(eps=eps), lambda eps: impl.safe_standardize(x, eps)),
+        "RunningMeanStd": (dict(epsilon=RMS_EPSILON), lambda epsilon: statistics_after(
+            impl.RunningMeanStd(shape=(1,), epsilon=epsilon), lambda o: o.update)),
+        "ObsNormalizer": (dict(epsilon=eps, clip=OBS_CLIP), lambda epsilon, clip: (lambda n: (
+            statistics_after(n, lambda o: o.commit), n.normalize(rows)))(
+            impl.ObsNormalizer(shape=(1,), epsilon=epsilon, clip=clip))),
+        "value_loss": (dict(value_clip=0.2), lambda value_clip: impl.value_loss(flat, old, flat.flip(0), value_clip)),
+        "masked_policy_loss": (dict(clip_ratio=0.2), lambda clip_ratio: impl.masked_policy_loss(
+            (flat - old).clamp(-5, 5).exp(), flat, torch.ones_like(flat, dtype=torch.bool), clip_ratio)),
+        "kl_early_stop": (dict(target_kl=0.01), lambda target_kl: impl.kl_early_stop((flat - old).clamp(-5, 5),
+                                                                                     target_kl)),
+    }
+    params, call = runs[fn]
+    check_scalar_types("NUM-23", call, params, x=x)
 
 
-def check_defaults(impl, x, eps):
+DEFAULT_FUNCTIONS = ("safe_standardize", "RunningMeanStd", "ObsNormalizer", "value_loss", "masked_policy_loss",
+                     "masked_component_weights")
+
+
+def check_defaults(impl, x, eps, fn):
     flat = x.reshape(-1)
     rows = flat.reshape(-1, 1)  # [N, 1]
     old = flat - 12.5  # |v - old| beyond the value clip
     ratio = (flat - flat.flip(0)).clamp(-3, 3).exp()
     ones = torch.ones_like(flat, dtype=torch.bool)
-    adv = torch.stack([flat, flat.flip(0), torch.zeros_like(flat)], -1) if flat.numel() > 1 else None
+    if fn == "masked_component_weights" and flat.numel() < 2:
+        return  # a component's std needs two rows
+    adv = torch.stack([flat, flat.flip(0), torch.zeros_like(flat)], -1)
 
-    def run(kw):
-        rms = impl.RunningMeanStd(shape=(1,), **{k: v for k, v in kw.items() if k == "epsilon"})
-        norm = impl.ObsNormalizer(shape=(1,), **{("epsilon" if k == "obs_epsilon" else k): v for k, v in kw.items()
-                                                 if k in ("obs_epsilon", "clip")})
-        rms.update(rows)
+    def normalizer(**kw):
+        norm = impl.ObsNormalizer(shape=(1,), **kw)
         norm.commit(rows)
-        out = [impl.safe_standardize(x, **{k: v for k, v in kw.items() if k == "eps"}), rms.state_dict(),
-               norm.normalize(100 * rows), impl.value_loss(flat, old, 3 * flat.flip(0), **{k: v for k, v in kw.items()
-                                                                                         if k == "value_clip"}),
-               impl.masked_policy_loss(ratio, flat, ones, **{k: v for k, v in kw.items() if k == "clip_ratio"})]
-        if adv is not None:
-            out.append(impl.masked_component_weights(adv, torch.zeros(3, dtype=x.dtype),
-                                                     **{k: v for k, v in kw.items() if k == "std_eps"}))
-        return out
+        return norm.normalize(100 * rows)
 
-    same_with_defaults("NUM-24", "safe_standardize, RunningMeanStd, ObsNormalizer, value_loss, masked_policy_loss, "
-                                 "masked_component_weights", run,
-                       dict(eps=STD_EPS, epsilon=RMS_EPSILON, obs_epsilon=OBS_EPSILON, clip=OBS_CLIP, value_clip=10.0,
-                            clip_ratio=0.2, std_eps=STD_EPS), x=x)
+    def running(**kw):
+        rms = impl.RunningMeanStd(shape=(1,), **kw)
+        rms.update(rows)
+        return rms.state_dict()
+
+    runs = {  # fn -> (its documented defaults, the call with some of them given)
+        "safe_standardize": (dict(eps=STD_EPS), lambda kw: impl.safe_standardize(x, **kw)),
+        "RunningMeanStd": (dict(epsilon=RMS_EPSILON), lambda kw: running(**kw)),
+        "ObsNormalizer": (dict(epsilon=OBS_EPSILON, clip=OBS_CLIP), lambda kw: normalizer(**kw)),
+        "value_loss": (dict(value_clip=10.0), lambda kw: impl.value_loss(flat, old, 3 * flat.flip(0), **kw)),
+        "masked_policy_loss": (dict(clip_ratio=0.2), lambda kw: impl.masked_policy_loss(ratio, flat, ones, **kw)),
+        "masked_component_weights": (dict(std_eps=STD_EPS), lambda kw: impl.masked_component_weights(
+            adv, torch.zeros(3, dtype=x.dtype), **kw)),
+    }
+    defaults, run = runs[fn]
+    same_with_defaults("NUM-24", fn, run, defaults, x=x)
 
 
-def check_rejects_more(impl):
+def check_rejects_more(impl, fn):
     mask = torch.ones(3, dtype=torch.bool)
     calls = (
         (lambda: impl.masked_mean(torch.zeros(3, dtype=torch.int64), mask), ["x"], "masked_mean with int64 x"),
@@ -1003,26 +1109,41 @@ def check_rejects_more(impl):
          "kl_guarded_updates(n_steps=0, target_kl=-1.0)"),
     )
     for call, names, what in calls:
-        expect_rejection("NUM-25", call, names=names, what=what)
+        if what.split(" ", 1)[0].split("(", 1)[0] == fn:
+            expect_rejection("NUM-25", call, names=names, what=what)
 
 
-def check_thresholds(impl):
+def check_thresholds(impl, fn):
+    {"safe_standardize": _threshold_standardize, "masked_component_weights": _threshold_components,
+     "ratio_guard": _threshold_ratio, "kl_early_stop": _threshold_kl}[fn](impl)
+
+
+def _threshold_standardize(impl):
     x = torch.tensor([-2.0, 0.0, 2.0], dtype=torch.float64)  # sigma = 2 exactly
     got = impl.safe_standardize(x, eps=2.0)
     if got.tolist() != [-1.0, 0.0, 1.0]:
         fail("NUM-26", f"safe_standardize([-2, 0, 2], eps=2.0) = {got.tolist()}, expected [-1, 0, 1]: sigma = 2 == eps "
                        "standardizes (zero-centring is for sigma < eps)")
+
+
+def _threshold_components(impl):
     adv = torch.tensor([[-2.0, -2.0], [0.0, 0.0], [2.0, 20.0]], dtype=torch.float64)  # component stds 2, 11.01...
     _, valid = impl.masked_component_weights(adv, torch.zeros(2, dtype=torch.float64), std_eps=2.0)
     if valid.tolist() != [False, True]:
         fail("NUM-26", f"masked_component_weights with component stds [2, ~11] and std_eps = 2 gives valid = "
                        f"{valid.tolist()}, expected [False, True]: a std equal to std_eps is masked")
+
+
+def _threshold_ratio(impl):
     d = torch.tensor([LOG_RATIO_CLAMP, -LOG_RATIO_CLAMP, math.log(RATIO_MAX), math.log(RATIO_MIN)], dtype=torch.float64)
     _, events = impl.ratio_guard(d, torch.zeros(4, dtype=torch.float64))
     counts = {k: int(v) for k, v in events.items()}
     if counts.get("log_ratio_clamped") != 0 or counts.get("ratio_clamped") != 2:
         fail("NUM-26", f"ratio_guard events {counts} for Δ = [20, -20, ln 100, ln 0.01]: expected log_ratio_clamped 0 "
                        "(|Δ| == 20 is not beyond the clamp) and ratio_clamped 2 (only ±20 lie outside [ln 0.01, ln 100])")
+
+
+def _threshold_kl(impl):
     for k in range(1, 200):  # a Δ whose k3 estimate k is exactly KL_MULTIPLIER times a float target
         lr = torch.tensor([0.01 * k, -0.005 * k], dtype=torch.float64)
         _, kl = impl.kl_early_stop(lr, None)
@@ -1035,18 +1156,22 @@ def check_thresholds(impl):
             return
 
 
-def check_copies_detached(impl, x, eps):
+def check_copies_detached(impl, x, eps, fn):
+    if fn == "kl_guarded_updates":
+        return _detached_kl(impl)
     rows = x.reshape(-1, 1)
-    for name in ("RunningMeanStd", "ObsNormalizer"):
-        obj, twin = getattr(impl, name)(shape=(1,)), getattr(impl, name)(shape=(1,))
-        obj.update(rows) if name == "RunningMeanStd" else obj.commit(rows)
-        twin.update(rows) if name == "RunningMeanStd" else twin.commit(rows)
-        for v in obj.state_dict().values():
-            v.fill_(-3.0)
-        for (k, got), (_, want) in zip(obj.state_dict().items(), twin.state_dict().items()):
-            if not torch.equal(got, want):
-                fail("NUM-27", f"{name}.state_dict()['{k}'] = {got.tolist()} after the caller wrote into a state_dict(),"
-                               f" expected {want.tolist()}: return copies", x=x)
+    obj, twin = getattr(impl, fn)(shape=(1,)), getattr(impl, fn)(shape=(1,))
+    obj.update(rows) if fn == "RunningMeanStd" else obj.commit(rows)
+    twin.update(rows) if fn == "RunningMeanStd" else twin.commit(rows)
+    for v in obj.state_dict().values():
+        v.fill_(-3.0)
+    for (k, got), (_, want) in zip(obj.state_dict().items(), twin.state_dict().items()):
+        if not torch.equal(got, want):
+            fail("NUM-27", f"{fn}.state_dict()['{k}'] = {got.tolist()} after the caller wrote into a state_dict(),"
+                           f" expected {want.tolist()}: return copies", x=x)
+
+
+def _detached_kl(impl):
     w = torch.zeros((), dtype=torch.float64, requires_grad=True)
     kls, _ = impl.kl_guarded_updates(lambda i: w * torch.tensor([0.1, -0.2], dtype=torch.float64),
                                      lambda i, lr: None, 2, 0.01)
@@ -1067,18 +1192,18 @@ def check_ratio_gradient(impl, dtype):
 
 
 PROPERTIES = (
-    Property("NUM-1", check_empty, check_empty_case_strategy(), requires=_STD, max_examples=6),
-    Property("NUM-2", check_constant, standardize_cases(), STANDARDIZE_EXAMPLES, _STD),
+    *per_function("NUM-1", check_empty, _STD, check_empty_case_strategy(), max_examples=6),
+    *per_function("NUM-2", check_constant, _STD, standardize_cases(), STANDARDIZE_EXAMPLES),
     Property("NUM-3", check_standardize, standardize_cases(), STANDARDIZE_EXAMPLES, ("safe_standardize",)),
     Property("NUM-4", check_zero_center, standardize_cases(), STANDARDIZE_EXAMPLES, ("safe_zero_center",)),
-    Property("NUM-5", check_propagates, propagate_cases, requires=_STD),
+    *per_function("NUM-5", check_propagates, _STD, propagate_cases),
     Property("NUM-6", check_chan, stream_cases, STREAM_EXAMPLES, ("RunningMeanStd",)),
     Property("NUM-7", check_split_invariance, stream_cases, STREAM_EXAMPLES, ("RunningMeanStd",)),
     Property("NUM-8", check_rejects_batch, bad_cases, requires=("RunningMeanStd",)),
-    Property("NUM-9", check_roundtrip, stream_cases, STREAM_EXAMPLES, ("RunningMeanStd", "ObsNormalizer")),
+    *per_function("NUM-9", check_roundtrip, ("RunningMeanStd", "ObsNormalizer"), stream_cases, STREAM_EXAMPLES),
     Property("NUM-10", check_normalize, clip_cases, requires=("ObsNormalizer",)),
     Property("NUM-11", check_frozen, clip_cases, requires=("ObsNormalizer",)),
-    Property("NUM-12", check_commit, bad_cases, requires=("ObsNormalizer", "RunningMeanStd")),
+    Property("NUM-12", check_commit, stream_cases, STREAM_EXAMPLES, ("ObsNormalizer", "RunningMeanStd")),
     Property("NUM-13", check_ratio, log_prob_pairs(), RATIO_EXAMPLES, ("ratio_guard",)),
     Property("NUM-14", check_ratio_events, log_prob_pairs(), RATIO_EXAMPLES, ("ratio_guard",)),
     Property("NUM-15", check_loss_guard, loss_sequences(), LOSS_EXAMPLES, ("LossGuard",)),
@@ -1087,21 +1212,34 @@ PROPERTIES = (
     Property("NUM-17", check_kl, kl_cases(), KL_EXAMPLES, ("kl_early_stop",)),
     Property("NUM-18", check_kl_ordering, update_plans(), requires=("kl_guarded_updates",)),
     Property("NUM-19", check_value_loss, value_cases(), VALUE_EXAMPLES, ("value_loss",)),
-    Property("NUM-20", check_masked, masked_cases(), MASKED_EXAMPLES, ("masked_mean", "masked_policy_loss")),
-    Property("NUM-21", check_rejects_args, requires=INTERFACE),
-    Property("NUM-22", check_entropy, entropy_cases(), ENTROPY_EXAMPLES, ("entropy_loss",)),
-    Property("NUM-23", check_scalar_hyperparameters, standardize_cases(), STANDARDIZE_EXAMPLES[:1], INTERFACE, max_examples=4),
-    Property("NUM-24", check_defaults, standardize_cases(), STANDARDIZE_EXAMPLES, INTERFACE, max_examples=10),
-    Property("NUM-25", check_rejects_more, requires=("masked_mean", "masked_policy_loss", "kl_guarded_updates")),
-    Property("NUM-26", check_thresholds,
-             requires=("safe_standardize", "masked_component_weights", "ratio_guard", "kl_early_stop")),
-    Property("NUM-27", check_copies_detached, standardize_cases(), STANDARDIZE_EXAMPLES[:1],
-             ("RunningMeanStd", "ObsNormalizer", "kl_guarded_updates"), max_examples=5),
+    *per_function("NUM-20", check_masked, ("masked_mean", "masked_policy_loss"), masked_cases(False),
+                  _masked_examples(False)),
+    *per_function("NUM-21", check_rejects_args, tuple(dict.fromkeys(_called(c) for c, _, _ in _bad_calls()))),
+    Property("NUM-22", check_entropy, entropy_cases(False), _entropy_examples(False), ("entropy_loss",)),
+    *per_function("NUM-23", check_scalar_hyperparameters, SCALAR_FUNCTIONS, standardize_cases(),
+                  STANDARDIZE_EXAMPLES[:1], max_examples=4),
+    *per_function("NUM-24", check_defaults, DEFAULT_FUNCTIONS, standardize_cases(), STANDARDIZE_EXAMPLES,
+                  max_examples=10),
+    *per_function("NUM-25", check_rejects_more, ("masked_mean", "masked_policy_loss", "kl_guarded_updates")),
+    *per_function("NUM-26", check_thresholds, ("safe_standardize", "masked_component_weights", "ratio_guard",
+                                               "kl_early_stop")),
+    *per_function("NUM-27", check_copies_detached, ("RunningMeanStd", "ObsNormalizer", "kl_guarded_updates"),
+                  standardize_cases(), STANDARDIZE_EXAMPLES[:1], max_examples=5),
     Property("NUM-28", check_ratio_gradient, st.builds(lambda d: dict(dtype=d), dtypes),
              (dict(dtype=torch.float64), dict(dtype=torch.float32)), ("ratio_guard",), max_examples=2),
     Property("NUM-29", check_value_loss_gradient, value_cases(), VALUE_EXAMPLES, ("value_loss",)),
-    Property("NUM-29", check_policy_loss_gradient, masked_cases(), MASKED_EXAMPLES, ("masked_policy_loss",)),
-    Property("NUM-29", check_entropy_gradient, entropy_cases(), ENTROPY_EXAMPLES, ("entropy_loss",)),
+    Property("NUM-29", check_policy_loss_gradient, masked_cases(False), _masked_examples(False),
+             ("masked_policy_loss",)),
+    Property("NUM-29", check_entropy_gradient, entropy_cases(False), _entropy_examples(False), ("entropy_loss",)),
+    Property("NUM-30", check_commit_rejects, bad_cases, requires=("ObsNormalizer",)),
+    Property("NUM-31", check_entropy_rejects, entropy_cases(False), _entropy_examples(False), ("entropy_loss",),
+             max_examples=3),
+    *per_function("NUM-32", check_masked, ("masked_mean", "masked_policy_loss"), masked_cases(True),
+                  _masked_examples(True)),
+    Property("NUM-32", check_entropy, entropy_cases(True), _entropy_examples(True), ("entropy_loss",)),
+    Property("NUM-32", check_policy_loss_gradient, masked_cases(True), _masked_examples(True),
+             ("masked_policy_loss",)),
+    Property("NUM-32", check_entropy_gradient, entropy_cases(True), _entropy_examples(True), ("entropy_loss",)),
 )
 
-CONTRACT = Contract("numerics", CLAUSES, INTERFACE, PROPERTIES)
+CONTRACT = Contract("numerics", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)

@@ -58,6 +58,7 @@ from rlspec.spec.core import (
     Contract,
     Property,
     assert_identical,
+    by_category,
     expect_rejection,
     fail,
 )
@@ -84,6 +85,11 @@ CLAUSES = {
     "PACKED2-11": "unpack_normalized rejects a dtype outside NORMALIZED_DTYPES naming 'dtype', the actual "
                   "dtype and the supported ones",
 }
+
+CATEGORIES = by_category(
+    maths=("PACKED2-1", "PACKED2-2", "PACKED2-3", "PACKED2-4", "PACKED2-5", "PACKED2-6", "PACKED2-7"),
+    validation=("PACKED2-8", "PACKED2-9", "PACKED2-10", "PACKED2-11"),
+)
 
 INTERFACE = ("pack", "unpack", "unpack_normalized")
 """
@@ -305,4 +311,4 @@ PROPERTIES = (
     Property("PACKED2-11", check_rejects_out_dtype, requires=("unpack_normalized",)),
 )
 
-CONTRACT = Contract("packed2", CLAUSES, INTERFACE, PROPERTIES)
+CONTRACT = Contract("packed2", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES)

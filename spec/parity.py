@@ -51,7 +51,7 @@ from hypothesis import strategies as st
 
 from rlspec.contracts.parity import ADV_EPS, DEFAULT_CONFIG, DISABLED, FORBIDDEN_MODULES
 from rlspec.contracts.shaping import CLAMP, NORM_EPS
-from rlspec.spec.core import Contract, Property, expect_rejection, fail
+from rlspec.spec.core import Contract, Property, by_category, expect_rejection, fail
 from rlspec.spec.power import global_rng_untouched
 
 CLAUSES = {
@@ -86,6 +86,12 @@ CLAUSES = {
                  "(an almost constant gradient), float64 and one minibatch per epoch, two epochs move the parameters "
                  "by at most 2·lr each, the largest move 2·lr within 0.1% (Adam's first steps are lr·g/|g|)",
 }
+
+CATEGORIES = by_category(
+    maths=("PARITY-1", "PARITY-2", "PARITY-3", "PARITY-4", "PARITY-5", "PARITY-6", "PARITY-7", "PARITY-8",
+           "PARITY-9", "PARITY-10", "PARITY-12", "PARITY-13"),
+    validation=("PARITY-11",),
+)
 
 INTERFACE = ("make_learner", "make_semantic_learner")
 
@@ -567,4 +573,4 @@ PROPERTIES = (
              ("make_semantic_learner",), max_examples=2),
 )
 
-CONTRACT = Contract("parity", CLAUSES, INTERFACE, PROPERTIES)
+CONTRACT = Contract("parity", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES)

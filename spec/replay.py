@@ -79,7 +79,7 @@ import torch
 from hypothesis import strategies as st
 
 from rlspec.contracts.replay import ARG, DEFAULTS, OBS_SHAPE, PUSH, readable_range, schema
-from rlspec.spec.core import Contract, Property, expect_rejection, fail
+from rlspec.spec.core import Contract, Property, by_category, expect_rejection, fail
 from rlspec.spec.power import assert_same_values
 from rlspec.spec.scalars import check_scalar_types
 
@@ -113,13 +113,31 @@ CLAUSES = {
     "REPLAY-18": "stored fields keep no autograd graph: pushing a reward that requires grad leaves storage() detached",
     "REPLAY-19": "sample_sequences decodes exactly as documented: u = randint(0, N·S, (B,), generator), env = u // S, "
                  "step[i] = lo + u mod S + i (S = hi − lo − T + 1), bit for bit with a copy of the generator",
-    "REPLAY-20": "a fresh ring has t == committed_t == 0 before any push, and sampling it is rejected naming 'T'",
+    "REPLAY-20": "a fresh ring has t == committed_t == 0 before any push",
     "REPLAY-21": "documented defaults: omitting obs_shape, obs_dtype, store_flags, commit_stride, safety_margin equals "
                  "passing (1, 72, 20), uint8, False, 1, 0 (storage, counters and samples, bit for bit)",
     "REPLAY-22": "a bad configuration (capacity < 2, num_envs < 1, commit_stride < 1, safety_margin < 0, obs_shape, "
                  "obs_dtype) and obs_slot(t) for a t other than the next step are rejected naming the argument",
     "REPLAY-23": "push copies what it keeps: writing into the caller's tensors after a push changes neither the "
                  "storage nor how later pushes are validated",
+    "REPLAY-24": "sampling a fresh ring (nothing pushed) is rejected naming 'T'",
+}
+
+CATEGORIES = by_category(
+    maths=("REPLAY-1", "REPLAY-2", "REPLAY-3", "REPLAY-4", "REPLAY-5", "REPLAY-6", "REPLAY-7", "REPLAY-8",
+           "REPLAY-9", "REPLAY-10", "REPLAY-11", "REPLAY-12", "REPLAY-13", "REPLAY-16", "REPLAY-17", "REPLAY-19",
+           "REPLAY-20", "REPLAY-21"),
+    robustness=("REPLAY-18", "REPLAY-23"),
+    validation=("REPLAY-14", "REPLAY-15", "REPLAY-22", "REPLAY-24"),
+)
+RATIONALE = {
+    "REPLAY-18": "The ring's layout says nothing about autograd; storing a reward that still requires grad "
+                 "keeps the whole rollout's graph alive in the ring (memory grows with capacity) and lets a "
+                 "later backward reach the actor. The kit asks that stored fields be detached, as every replay "
+                 "buffer in the field does.",
+    "REPLAY-23": "The layout says nothing about aliasing, so a ring that keeps references to the caller's "
+                 "tensors stores every value right at push time. The kit asks for copies because collectors "
+                 "reuse their buffers: the next step's write would silently rewrite the stored transition.",
 }
 
 INTERFACE = ("ReplayRing",)
@@ -685,8 +703,12 @@ def check_fresh(impl, **case):
     if (ring.t, ring.committed_t) != (0, 0):
         fail("REPLAY-20", f"a fresh ring has t = {ring.t}, committed_t = {ring.committed_t}, expected 0, 0",
              **_config(case))
+
+
+def check_fresh_sample_rejected(impl, **case):
+    ring = new_ring(impl, case)
     g = torch.Generator(device=ring.device).manual_seed(0)
-    expect_rejection("REPLAY-20", lambda: ring.sample_sequences(1, 1, g), names=["T"],
+    expect_rejection("REPLAY-24", lambda: ring.sample_sequences(1, 1, g), names=["T"],
                      what="sample_sequences(1, 1) on a ring with nothing pushed")
 
 
@@ -780,6 +802,7 @@ PROPERTIES = (
     Property("REPLAY-18", check_detached, ring_cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
     Property("REPLAY-19", check_decoding, sample_cases(), SAMPLE_EXAMPLES, INTERFACE, max_examples=15),
     Property("REPLAY-20", check_fresh, ring_cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
+    Property("REPLAY-24", check_fresh_sample_rejected, ring_cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
     Property("REPLAY-21", check_defaults, default_cases(), (dict(EXAMPLES[0], obs_shape=OBS_SHAPE, seed=0,
              stream=make_stream(12, 2, OBS_SHAPE, torch.uint8, 0), omitted=frozenset(DEFAULTS)),), INTERFACE,
              max_examples=8),
@@ -787,4 +810,4 @@ PROPERTIES = (
     Property("REPLAY-23", check_copies, ring_cases(), EXAMPLES, INTERFACE, max_examples=10),
 )
 
-CONTRACT = Contract("replay", CLAUSES, INTERFACE, PROPERTIES)
+CONTRACT = Contract("replay", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)

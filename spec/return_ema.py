@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from rlspec.contracts.return_ema import DEFAULTS
 from rlspec.reference.return_ema import ReturnEMA as Reference  # the oracle
-from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
+from rlspec.spec.core import Contract, Property, assert_close, by_category, expect_rejection, fail
 from rlspec.spec.power import same_with_defaults, with_omitted
 from rlspec.spec.scalars import check_scalar_types
 
@@ -53,6 +53,18 @@ CLAUSES = {
                "autograd graph",
     "REMA-12": "returned tensors are copies: writing into update()'s offset or state_dict()'s tensors changes "
                "neither the state nor later updates",
+}
+
+CATEGORIES = by_category(
+    maths=("REMA-1", "REMA-2", "REMA-3", "REMA-4", "REMA-5", "REMA-7", "REMA-9", "REMA-10", "REMA-11"),
+    robustness=("REMA-12",),
+    validation=("REMA-6", "REMA-8"),
+)
+RATIONALE = {
+    "REMA-12": "The EMA formula says nothing about aliasing, so an implementation that hands out its own "
+               "low/high buffers computes every value right. The kit asks for copies because the natural next "
+               "line of a caller, normalizing in place (x.sub_(offset)), would then rewrite the normalizer's "
+               "state silently and shift every later advantage.",
 }
 
 INTERFACE = ("ReturnEMA",)
@@ -304,4 +316,4 @@ PROPERTIES = (
     Property("REMA-12", check_copies, cases, EXAMPLES, INTERFACE, max_examples=10),
 )
 
-CONTRACT = Contract("return_ema", CLAUSES, INTERFACE, PROPERTIES)
+CONTRACT = Contract("return_ema", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)

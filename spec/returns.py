@@ -33,8 +33,20 @@ def perturbation(t: torch.Tensor, g: torch.Generator, huge: bool) -> torch.Tenso
     return torch.full_like(t, torch.finfo(t.dtype).max) if huge else noise_like(t, g)
 
 
-# the isolation clauses perturb with noise, then with overflowing values: {huge: what the message adds}
-HUGE = {False: "", True: " to the dtype's largest finite value (overflowing to inf)"}
+# what an overflow clause's message adds to the isolation clause's
+OVERFLOW_NOTE = " to the dtype's largest finite value (overflowing to inf)"
+
+
+def overflow_rationale(maths_clause: str, cut: str) -> str:
+    """The rationale of a returns-family robustness clause that repeats the isolation clause ``maths_clause``
+    with the dtype's largest finite values after ``cut``."""
+    return (f"The literal recursion multiplies what lies after {cut} by a zero: with the dtype's largest finite "
+            "values there the future overflows to inf and IEEE 754 gives 0·inf = NaN, so a textbook implementation "
+            "returns NaN before the cut, while finite changes there leave it bit-identical (that is "
+            f"{maths_clause}, which every correct implementation passes). The kit asks for select semantics at "
+            "the cut (torch.where, or leaving the term out) because a critic that overflows after an episode "
+            "ends must not poison the targets of the episode before it: one NaN target turns every parameter NaN "
+            "at the next optimizer step.")
 
 
 @st.composite

@@ -65,7 +65,7 @@ from rlspec.contracts.room_env import (
     start_cell,
 )
 from rlspec.reference.packed2 import pack, unpack
-from rlspec.spec.core import Contract, Property, assert_identical, expect_rejection, fail
+from rlspec.spec.core import Contract, Property, assert_identical, by_category, expect_rejection, fail
 
 CLAUSES = {
     "ROOM-1": "twin: for the same seed, scenario, step limit and actions, obs and final_out frames, reward, "
@@ -96,6 +96,11 @@ CLAUSES = {
     "ROOM-13": "call order: step() and render() before the first reset() are rejected (a RuntimeError that says "
                "to call reset()), writing nothing into out; reset() then starts the env as usual",
 }
+
+CATEGORIES = by_category(
+    maths=("ROOM-1", "ROOM-2", "ROOM-3", "ROOM-4", "ROOM-5", "ROOM-6", "ROOM-7", "ROOM-10", "ROOM-11", "ROOM-12"),
+    validation=("ROOM-8", "ROOM-9", "ROOM-13"),
+)
 
 INTERFACE = ("RoomVecEnv",)
 """
@@ -539,4 +544,4 @@ PROPERTIES = (
              (dict(num_envs=2),), INTERFACE, max_examples=2),
 )
 
-CONTRACT = Contract("room_env", CLAUSES, INTERFACE, PROPERTIES)
+CONTRACT = Contract("room_env", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES)

@@ -46,8 +46,17 @@ from hypothesis import strategies as st
 
 from rlspec.contracts.rssm import RSSMConfig, RSSMState
 from rlspec.reference.rssm import RSSM as Reference  # the oracle of RSSM-2
-from rlspec.spec.core import (Contract, Property, assert_close, assert_grads_close, assert_identical, expect_rejection,
-                              fail, named_grads)
+from rlspec.spec.core import (
+    Contract,
+    Property,
+    assert_close,
+    assert_grads_close,
+    assert_identical,
+    by_category,
+    expect_rejection,
+    fail,
+    named_grads,
+)
 
 CLAUSES = {
     "RSSM-1": "observe returns prior/post logits [T, B, S, K], h [T, B, H], z [T, B, S, K] (float32) and the "
@@ -85,6 +94,23 @@ CLAUSES = {
     "RSSM-16": "non-finite history: NaN/±inf embeddings before a reset and a NaN/±inf carried state (h, z, action) "
                "leave every row from the reset on finite and bit-identical to the run with a finite history (a "
                "reset by multiplication, (1 − f)·x + f·x0, lets 0·NaN through)",
+}
+
+CATEGORIES = by_category(
+    maths=("RSSM-1", "RSSM-2", "RSSM-3", "RSSM-4", "RSSM-5", "RSSM-6", "RSSM-7", "RSSM-8", "RSSM-9", "RSSM-10",
+           "RSSM-11", "RSSM-13", "RSSM-15"),
+    robustness=("RSSM-12", "RSSM-16"),
+    validation=("RSSM-14",),
+)
+RATIONALE = {
+    "RSSM-12": "The recurrence is precision-free. Under bf16 autocast a GRU state stored in bf16 keeps ~3 "
+               "significant digits, and the rounding compounds over a sequence until the state drifts; the kit "
+               "asks for the state (h, z) in float32 with the update computed at float32 precision, as "
+               "DreamerV3 implementations do.",
+    "RSSM-16": "The literal reset (1 − f)·x + f·x0 multiplies the pre-reset state by 0: IEEE 754 gives 0·NaN = "
+               "NaN and 0·inf = NaN, so a diverged step before an episode start poisons every row after it. The"
+               " kit asks for a select at the reset, so that an episode never depends on what came before it, "
+               "even a NaN.",
 }
 
 INTERFACE = ("RSSM",)
@@ -654,4 +680,4 @@ PROPERTIES = (
     Property("RSSM-16", check_nonfinite_history, cases, EXAMPLES, INTERFACE, max_examples=10),
 )
 
-CONTRACT = Contract("rssm", CLAUSES, INTERFACE, PROPERTIES)
+CONTRACT = Contract("rssm", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)

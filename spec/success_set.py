@@ -81,10 +81,23 @@ import math
 import torch
 from hypothesis import strategies as st
 
-from rlspec.contracts.success_set import (COOLDOWN, LOW_COVERAGE, NO_ACTION, NO_CLUSTER, NO_PACK, NO_STOP,
-                                          RUN_KEYS, STOP_ENTROPY, STOP_KL, TOO_FEW_PAIRS, Episode, PairPack,
-                                          SuccessSetConfig, episode_embedding)
-from rlspec.spec.core import Contract, Property, assert_close, assert_identical, expect_rejection, fail
+from rlspec.contracts.success_set import (
+    COOLDOWN,
+    LOW_COVERAGE,
+    NO_ACTION,
+    NO_CLUSTER,
+    NO_PACK,
+    NO_STOP,
+    RUN_KEYS,
+    STOP_ENTROPY,
+    STOP_KL,
+    TOO_FEW_PAIRS,
+    Episode,
+    PairPack,
+    SuccessSetConfig,
+    episode_embedding,
+)
+from rlspec.spec.core import Contract, Property, assert_close, assert_identical, by_category, expect_rejection, fail
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -94,7 +107,7 @@ CLAUSES = {
     "SUCC-3": "a failed token inside Pos_d counts as a positive: Pos_d = {a⁻_d} ∀d gives Δ = 0, "
               "per_step = w·softplus(margin/τ), zero gradient; a⁻_d ∈ Pos_d ∀d gives log p⁺ >= log p⁻",
     "SUCC-4": "empty positive sets: 'mask' drops those rows (valid False, per_step 0, zero finite gradient, mean "
-              "over the rest; all masked: loss 0), 'reject' raises naming pos_mask",
+              "over the rest; all masked: loss 0)",
     "SUCC-5": "top_k_successes returns the min(k, M) most cosine-similar pool rows, best first (brute-force "
               "float64 oracle)",
     "SUCC-6": "with cluster_ids, Top-K prefers clusters: each cluster's best member first (by similarity), then "
@@ -122,7 +135,14 @@ CLAUSES = {
     "SUCC-17": "loss_a's diagnostics logp_pos and logp_neg carry no graph; an empty batch (N = 0) gives loss 0 "
                "attached to logits (zero gradient), per_step, logp_pos, logp_neg [0] in the logits' dtype and "
                "valid [0] bool",
+    "SUCC-18": "with empty_positive='reject' an empty positive set is rejected naming pos_mask",
 }
+
+CATEGORIES = by_category(
+    maths=("SUCC-1", "SUCC-2", "SUCC-3", "SUCC-4", "SUCC-5", "SUCC-6", "SUCC-7", "SUCC-8", "SUCC-9", "SUCC-10",
+           "SUCC-11", "SUCC-12", "SUCC-13", "SUCC-14", "SUCC-16", "SUCC-17"),
+    validation=("SUCC-15", "SUCC-18"),
+)
 
 INTERFACE = ("loss_a", "top_k_successes", "divergence_step", "mine_pair", "SuccessPrototypes", "PairedQueue",
              "BonusScheduler")
@@ -336,9 +356,15 @@ def check_empty_positive(impl, **case):
                        margin=case["margin"])
     if float(none.loss.detach()) != 0.0:
         fail("SUCC-4", f"loss {float(none.loss.detach())} with every row masked, expected 0", **case)
+
+
+def check_empty_positive_rejected(impl, **case):
+    case = {**case, "empty_rows": 0.5}
+    _, _, (z, a, mask, w) = _run_loss(impl, case)
+    valid = closed_form_loss(z, a, mask, w, case["tau"], case["margin"])[4]
     if bool((~valid).any()):
-        expect_rejection("SUCC-4", lambda: impl.loss_a(z, a, mask, w, tau=case["tau"], margin=case["margin"],
-                                                       empty_positive="reject"),
+        expect_rejection("SUCC-18", lambda: impl.loss_a(z, a, mask, w, tau=case["tau"], margin=case["margin"],
+                                                        empty_positive="reject"),
                          names=("pos_mask",), what="an empty positive set with empty_positive='reject'")
 
 
@@ -846,6 +872,7 @@ PROPERTIES = (
              tuple(e for e in LOSS_EXAMPLES if e["bins"] >= 2), LOSS),
     Property("SUCC-3", check_failed_in_positive, loss_cases, LOSS_EXAMPLES, LOSS),
     Property("SUCC-4", check_empty_positive, loss_cases, LOSS_EXAMPLES, LOSS),
+    Property("SUCC-18", check_empty_positive_rejected, loss_cases, LOSS_EXAMPLES, LOSS, max_examples=5),
     Property("SUCC-5", check_top_k, topk_cases, TOPK_EXAMPLES, ("top_k_successes",)),
     Property("SUCC-6", check_top_k_clusters, topk_cases, TOPK_EXAMPLES, ("top_k_successes",)),
     Property("SUCC-7", check_divergence, divergence_cases, DIVERGENCE_EXAMPLES, ("divergence_step",)),
@@ -871,4 +898,4 @@ PROPERTIES = (
              (dict(dtype=F64), dict(dtype=torch.float32)), LOSS, max_examples=2),
 )
 
-CONTRACT = Contract("success_set", CLAUSES, INTERFACE, PROPERTIES)
+CONTRACT = Contract("success_set", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES)

@@ -90,12 +90,35 @@ import math
 import torch
 from hypothesis import strategies as st
 
-from rlspec.contracts.trust_region import (ACCEPTED, ALL_FEASIBLE, COST_VIOLATED, CPO_ZERO_COST_GRAD, EPS,
-                                           FEASIBLE_RECOVERY, INFEASIBLE_RECOVERY, KL_VIOLATED, NO_IMPROVEMENT,
-                                           NONFINITE, NOT_EVALUATED, PARTLY_FEASIBLE, ZERO_COST_GRAD,
-                                           LINE_SEARCH_DEFAULTS, P3O_DEFAULTS, describe_reasons,
-                                           line_search_fractions)
-from rlspec.spec.core import Contract, Property, assert_close, assert_identical, expect_rejection, fail
+from rlspec.contracts.trust_region import (
+    ACCEPTED,
+    ALL_FEASIBLE,
+    COST_VIOLATED,
+    CPO_ZERO_COST_GRAD,
+    EPS,
+    FEASIBLE_RECOVERY,
+    INFEASIBLE_RECOVERY,
+    KL_VIOLATED,
+    LINE_SEARCH_DEFAULTS,
+    NO_IMPROVEMENT,
+    NONFINITE,
+    NOT_EVALUATED,
+    P3O_DEFAULTS,
+    PARTLY_FEASIBLE,
+    ZERO_COST_GRAD,
+    describe_reasons,
+    line_search_fractions,
+)
+from rlspec.spec.core import (
+    Contract,
+    Property,
+    assert_close,
+    assert_identical,
+    by_category,
+    expect_rejection,
+    fail,
+    per_function,
+)
 from rlspec.spec.power import defaults_check, with_omitted
 from rlspec.spec.scalars import check_scalar_types
 
@@ -123,7 +146,8 @@ CLAUSES = {
     "TR-12": "p3o_loss = −mean(min(ρA, clip(ρ)A)) + κ·ReLU(S_c + c) in value and gradient (float64 closed form); "
              "no penalty and no penalty gradient where S_c + c <= 0",
     "TR-13": "bad input is rejected naming the argument (iters < 1, negative damping or κ, max_kl <= 0, decay "
-             "outside (0, 1), mismatched shapes, a cost_before without cost_violation, a malformed evaluate)",
+             "outside (0, 1), mismatched shapes, a cost_before without cost_violation, a malformed evaluate, a kl_fn "
+             "that is not scalar)",
     "TR-14": "hyper-parameters (iters, residual_tol, eps, damping, max_kl, max_steps, decay, kappa, clip_ratio) "
              "given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
     "TR-15": "cpo_step's multipliers are the ones its step uses: cases 3, 4 (TRPO step α·x) ν = 0, λ = 1/α with "
@@ -135,10 +159,28 @@ CLAUSES = {
     "TR-17": "boundaries and hygiene, pinned exactly: cpo_step's case split at bᵀb = 1e-6, c = 0, B = 0 > c and "
              "B = 0 < c (case 1 with the recovery step −sqrt(2δ/s)·F⁻¹b, finite) (with r, s, "
              "A = q − r²/(s + 1e-8), B = 2δ − c²/(s + 1e-8)); line_search accepts a candidate with equal surrogate, "
-             "KL = max_kl and cost rise = max(−c, 0), and on failure returns a new tensor; conjugate_gradient iterates "
+             "KL = max_kl and cost rise = max(−c, 0); conjugate_gradient iterates "
              "at ‖r‖ = residual_tol, reports breakdown at pᵀFp = 0 and with eps > 0 follows α = rᵀr/(pᵀFp + eps), "
-             "β = r'ᵀr'/(rᵀr + eps); fisher_vector_product leaves params' requires_grad alone and rejects a "
-             "non-scalar kl_fn naming it",
+             "β = r'ᵀr'/(rᵀr + eps)",
+    "TR-18": "the caller's tensors stay the caller's: line_search with nothing accepted returns a new tensor, not "
+             "params itself, and fisher_vector_product leaves params' requires_grad and values alone",
+}
+
+CATEGORIES = by_category(
+    maths=("TR-1", "TR-2", "TR-3", "TR-5", "TR-6", "TR-7", "TR-8", "TR-9", "TR-10", "TR-11", "TR-12", "TR-14",
+           "TR-15", "TR-16", "TR-17"),
+    robustness=("TR-4", "TR-18"),
+    validation=("TR-13",),
+)
+RATIONALE = {
+    "TR-4": "The textbook CG recurrence divides by pᵀFp: a Fisher estimate that is not positive definite (a "
+            "flat policy, a damping of 0) gives a division by zero or a negative curvature, and the iterate "
+            "turns NaN or runs off. The kit asks CG to report the breakdown and return its last finite iterate,"
+            " because a NaN search direction makes the whole trust-region step NaN.",
+    "TR-18": "The formulas say nothing about the caller's tensors. The kit asks that a failed line search "
+             "return a new tensor (the caller updates the result in place, which would move its own parameters)"
+             " and that the Fisher-vector product differentiate a detached copy (marking the caller's "
+             "parameters as requiring grad changes every later autograd graph built from them).",
 }
 
 INTERFACE = ("conjugate_gradient", "fisher_vector_product", "natural_step", "cpo_step", "line_search", "p3o_loss")
@@ -679,13 +721,17 @@ def check_line_search_edges(impl):
         fail("TR-17", f"accepted_step {int(out.accepted_step)}, reasons {out.reasons.tolist()}: a candidate with the "
                       "same surrogate, KL = max_kl and cost rise = max(−c, 0) must be accepted at once")
 
+
+def check_line_search_new_tensor(impl):
+    params, step = torch.zeros(2, dtype=F64), torch.ones(2, dtype=F64)
+
     def too_far(thetas):
         k = thetas.shape[0]
         return torch.zeros(k, dtype=F64), torch.ones(k, dtype=F64), None
 
     out = impl.line_search(params, step, too_far, max_kl=0.01, surrogate_before=0.0, max_steps=2)
     if int(out.accepted_step) != 0 or out.params is params or out.params.data_ptr() == params.data_ptr():
-        fail("TR-17", "line_search with nothing accepted returned the caller's params tensor itself (or accepted "
+        fail("TR-18", "line_search with nothing accepted returned the caller's params tensor itself (or accepted "
                       "a candidate): a later in-place update of the result would change the caller's parameters")
 
 
@@ -724,10 +770,8 @@ def check_fvp_hygiene(impl):
     before = params.clone()
     impl.fisher_vector_product(kl_fn, params, 0.1)(v)
     if params.requires_grad or not torch.equal(params, before):
-        fail("TR-17", f"fvp(v) left the caller's params with requires_grad={params.requires_grad} (or changed "
+        fail("TR-18", f"fvp(v) left the caller's params with requires_grad={params.requires_grad} (or changed "
                       "them): the FVP must differentiate a detached copy")
-    expect_rejection("TR-17", lambda: impl.fisher_vector_product(lambda th: th ** 2, params, 0.1)(v), names=("kl_fn",),
-                     what="fisher_vector_product with a kl_fn returning a vector")
 
 
 def _p3o_closed_form(ratio, adv_r, adv_c, c, kappa, clip_ratio, cost_clip):
@@ -757,8 +801,8 @@ def check_p3o(impl, seed, n, c, kappa, clip_ratio, cost_clip, spread, dtype):
     assert_close("TR-12", "∂loss/∂ratio", grad, want_grad, atol=tol, S_c=float(s_c.detach()), **inputs)
 
 
-def check_rejections(impl):
-    """TR-13: each bad call raises ValueError/TypeError naming the argument."""
+def check_rejections(impl, fn):
+    """TR-13: each bad call of ``fn`` raises ValueError/TypeError naming the argument."""
     b = torch.ones(3, dtype=F64)
     fvp = lambda v: v  # noqa: E731
     kl_fn = lambda th: (th**2).sum()  # noqa: E731
@@ -766,32 +810,32 @@ def check_rejections(impl):
     ls = dict(max_kl=0.01, surrogate_before=0.0)
     vec = torch.ones(3, dtype=F64)
     cases = [
-        ("iters", lambda: impl.conjugate_gradient(fvp, b, iters=0)),
-        ("b", lambda: impl.conjugate_gradient(fvp, torch.ones(2, 2, dtype=F64))),
-        ("residual_tol", lambda: impl.conjugate_gradient(fvp, b, residual_tol=-1.0)),
-        ("fvp(v)", lambda: impl.conjugate_gradient(lambda v: v[:2], b)),
-        ("damping", lambda: impl.fisher_vector_product(kl_fn, b, damping=-0.1)),
-        ("max_kl", lambda: impl.natural_step(vec, 1.0, 0.0)),
-        ("p", lambda: impl.cpo_step(vec, vec, vec, torch.ones(2, dtype=F64), 1.0, 0.1, 0.01)),
-        ("c", lambda: impl.cpo_step(vec, vec, vec, vec, 1.0, torch.ones(2, dtype=F64), 0.01)),
-        ("decay", lambda: impl.line_search(vec, vec, evaluate, decay=1.0, **ls)),
-        ("max_steps", lambda: impl.line_search(vec, vec, evaluate, max_steps=0, **ls)),
-        ("step", lambda: impl.line_search(vec, torch.ones(4, dtype=F64), evaluate, **ls)),
-        ("cost_violation", lambda: impl.line_search(vec, vec, evaluate, cost_before=0.0, **ls)),
-        ("evaluate", lambda: impl.line_search(vec, vec, lambda th: (th.sum(), th.sum(), None), **ls)),
-        ("kappa", lambda: impl.p3o_loss(vec, vec, vec, 0.0, kappa=-1.0)),
-        ("clip_ratio", lambda: impl.p3o_loss(vec, vec, vec, 0.0, clip_ratio=0.0)),
-        ("adv_c", lambda: impl.p3o_loss(vec, vec, torch.ones(2, dtype=F64), 0.0)),
+        ("fisher_vector_product", "kl_fn", lambda: impl.fisher_vector_product(lambda th: th ** 2, b, 0.1)(vec)),
+        ("conjugate_gradient", "iters", lambda: impl.conjugate_gradient(fvp, b, iters=0)),
+        ("conjugate_gradient", "b", lambda: impl.conjugate_gradient(fvp, torch.ones(2, 2, dtype=F64))),
+        ("conjugate_gradient", "residual_tol", lambda: impl.conjugate_gradient(fvp, b, residual_tol=-1.0)),
+        ("conjugate_gradient", "fvp(v)", lambda: impl.conjugate_gradient(lambda v: v[:2], b)),
+        ("fisher_vector_product", "damping", lambda: impl.fisher_vector_product(kl_fn, b, damping=-0.1)),
+        ("natural_step", "max_kl", lambda: impl.natural_step(vec, 1.0, 0.0)),
+        ("cpo_step", "p", lambda: impl.cpo_step(vec, vec, vec, torch.ones(2, dtype=F64), 1.0, 0.1, 0.01)),
+        ("cpo_step", "c", lambda: impl.cpo_step(vec, vec, vec, vec, 1.0, torch.ones(2, dtype=F64), 0.01)),
+        ("line_search", "decay", lambda: impl.line_search(vec, vec, evaluate, decay=1.0, **ls)),
+        ("line_search", "max_steps", lambda: impl.line_search(vec, vec, evaluate, max_steps=0, **ls)),
+        ("line_search", "step", lambda: impl.line_search(vec, torch.ones(4, dtype=F64), evaluate, **ls)),
+        ("line_search", "cost_violation", lambda: impl.line_search(vec, vec, evaluate, cost_before=0.0, **ls)),
+        ("line_search", "evaluate", lambda: impl.line_search(vec, vec, lambda th: (th.sum(), th.sum(), None), **ls)),
+        ("p3o_loss", "kappa", lambda: impl.p3o_loss(vec, vec, vec, 0.0, kappa=-1.0)),
+        ("p3o_loss", "clip_ratio", lambda: impl.p3o_loss(vec, vec, vec, 0.0, clip_ratio=0.0)),
+        ("p3o_loss", "adv_c", lambda: impl.p3o_loss(vec, vec, torch.ones(2, dtype=F64), 0.0)),
+        ("fisher_vector_product", "v", lambda: impl.fisher_vector_product(kl_fn, b, 0.1)(torch.ones(2, dtype=F64))),
     ]
-    for name, call in cases:
-        expect_rejection("TR-13", call, names=(name,), what=f"bad '{name}'")
-    fvp_op = impl.fisher_vector_product(kl_fn, b, 0.1)
-    expect_rejection("TR-13", lambda: fvp_op(torch.ones(2, dtype=F64)), names=("v",),
-                     what="fvp(v) with v of the wrong size")
+    for called, name, call in cases:
+        if called == fn:
+            expect_rejection("TR-13", call, names=(name,), what=f"{fn} with a bad '{name}'")
 
 
-def check_hyperparameter_types(impl):
-    """TR-14: every function's hyper-parameters as np.float32/np.int64/0-d tensors, bit for bit."""
+def check_hyperparameter_types(impl, fn):
+    """TR-14: ``fn``'s hyper-parameters as np.float32/np.int64/0-d tensors, bit for bit."""
     F, vec = spd_matrix(0, 4, 10.0), torch.randn(4, generator=_gen(1), dtype=F64)
     params, kl_fn, vectors = fvp_problem(2, "gaussian", 2, 2, 1, 3)
     problem = LineProblem(3, 4, "improves", 0.1, True, -0.05, None, F64)
@@ -810,8 +854,8 @@ def check_hyperparameter_types(impl):
         "p3o_loss": (lambda **hp: impl.p3o_loss(ratio, ratio - 1, 1 - ratio, -0.01, **hp),
                      dict(kappa=20.0, clip_ratio=0.2)),
     }
-    for name, (call, hyper) in calls.items():
-        check_scalar_types("TR-14", call, hyper, function=name)
+    call, hyper = calls[fn]
+    check_scalar_types("TR-14", call, hyper, function=fn)
 
 
 CG = ("conjugate_gradient",)
@@ -865,12 +909,13 @@ PROPERTIES = (
              (dict(seed=0, n=32, c=-10.0, kappa=20.0, clip_ratio=0.2, cost_clip=False, spread=0.3, dtype=F64),
               dict(seed=1, n=32, c=0.2, kappa=20.0, clip_ratio=0.2, cost_clip=True, spread=0.3, dtype=F64)),
              ("p3o_loss",)),
-    Property("TR-13", check_rejections, requires=INTERFACE),
+    *per_function("TR-13", check_rejections, INTERFACE),
     Property("TR-17", check_cpo_boundaries, requires=("cpo_step",)),
     Property("TR-17", check_line_search_edges, requires=("line_search",)),
     Property("TR-17", check_cg_edges, requires=("conjugate_gradient",)),
-    Property("TR-17", check_fvp_hygiene, requires=("fisher_vector_product",)),
-    Property("TR-14", check_hyperparameter_types, requires=INTERFACE),
+    Property("TR-18", check_line_search_new_tensor, requires=("line_search",)),
+    Property("TR-18", check_fvp_hygiene, requires=("fisher_vector_product",)),
+    *per_function("TR-14", check_hyperparameter_types, INTERFACE),
 )
 
-CONTRACT = Contract("trust_region", CLAUSES, INTERFACE, PROPERTIES)
+CONTRACT = Contract("trust_region", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)

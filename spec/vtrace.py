@@ -49,6 +49,8 @@ Conventions
   K·u·ρ^pg_t·(|r_t| + γ_t|vs_{t+1}| + |V_t|) + ρ^pg_t·γ_t·E_{t+1} (u = eps of the dtype, K = 16). The bound
   follows the actual amplification along the trace, so it stays below the outputs even with c̄ = ∞.
   What must *not* change an output (clipped ratios, rows after a zero discount) is checked bit for bit.
+  With the dtype's largest finite values after a zero discount the literal recursion gives 0·inf = NaN
+  before it: that case is the robustness clause VTRACE-16 (see its rationale).
 """
 
 from __future__ import annotations
@@ -61,9 +63,18 @@ from hypothesis import strategies as st
 from rlspec.contracts.vtrace import ARGS, DEFAULTS, PARAMS
 from rlspec.reference import gae, lambda_return
 from rlspec.reference import vtrace as reference  # the oracle
-from rlspec.spec.core import Contract, Property, assert_close, expect_rejection, fail
-from rlspec.spec.returns import HUGE, BadInput, assert_within, perturbation, seeds, unit_params, with_position
+from rlspec.spec.core import Contract, Property, assert_close, by_category, expect_rejection, fail
 from rlspec.spec.power import defaults_check, with_omitted
+from rlspec.spec.returns import (
+    OVERFLOW_NOTE,
+    BadInput,
+    assert_within,
+    overflow_rationale,
+    perturbation,
+    seeds,
+    unit_params,
+    with_position,
+)
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -76,8 +87,7 @@ CLAUSES = {
                 "changes nothing (bit for bit)",
     "VTRACE-5": "no gradient through targets: vs and pg_advantage are detached even when inputs require grad",
     "VTRACE-6": "a zero discount cuts: nothing in rows after t changes vs or pg_advantage at rows <= t "
-                "(bit for bit), also the dtype's largest finite rewards and values there (vs overflows to inf there; "
-                "nothing turns NaN before the cut)",
+                "(bit for bit)",
     "VTRACE-7": "λ = 0 gives the one-step target vs_t = V_t + ρ_t·(r_t + γ_t·V_{t+1} − V_t)",
     "VTRACE-8": "shape and dtype: vs and pg_advantage have value's shape [T, ...] and dtype; T = 0 is empty",
     "VTRACE-9": "mismatched shapes or dtypes are rejected naming the argument",
@@ -86,9 +96,28 @@ CLAUSES = {
     "VTRACE-11": "NaN/Inf in reward, value, bootstrap_value, NaN/+inf in log_rho and discount outside "
                  "[0, 1] are rejected naming the argument and the index",
     "VTRACE-12": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
-    "VTRACE-13": "with a bar at ∞ (ratio unclipped), log_rho above log(max of the dtype) is rejected naming 'log_rho' (e^log_rho overflows); with finite bars the outputs stay finite for any finite log_rho",
+    "VTRACE-13": "with finite bars (rho_bar, c_bar) the outputs stay finite for any finite log_rho, also where "
+                 "e^log_rho overflows (|log_rho| = 800)",
     "VTRACE-14": "documented defaults: omitting rho_bar, c_bar, lam or pg_rho_bar equals passing 1.0, 1.0, 1.0, None "
                  "(bit for bit)",
+    "VTRACE-15": "with a bar at ∞ (ratio unclipped), log_rho above log(max of the dtype) is rejected naming 'log_rho' "
+                 "and the bar (e^log_rho overflows)",
+    "VTRACE-16": "overflow after a zero discount stays there: with discount[t] = 0 and the dtype's largest finite "
+                 "rewards and values after t (vs overflows to inf there), rows <= t are bit-identical, never NaN",
+}
+
+CATEGORIES = by_category(
+    maths=("VTRACE-1", "VTRACE-2", "VTRACE-3", "VTRACE-4", "VTRACE-5", "VTRACE-6", "VTRACE-7", "VTRACE-8",
+           "VTRACE-12", "VTRACE-14"),
+    robustness=("VTRACE-13", "VTRACE-16"),
+    validation=("VTRACE-9", "VTRACE-10", "VTRACE-11", "VTRACE-15"),
+)
+RATIONALE = {
+    "VTRACE-13": "In IEEE arithmetic the literal min(ρ̄, e^log_rho) is ρ̄ even where e^log_rho overflows to inf, so "
+                 "a textbook implementation passes; one that multiplies by the unclipped ratio first, or clips in "
+                 "log space against log of the wrong bar, returns inf or NaN. Log-ratios of several hundred occur "
+                 "when a replayed action has become (numerically) impossible for the behaviour policy.",
+    "VTRACE-16": overflow_rationale("VTRACE-6", "a zero discount"),
 }
 
 INTERFACE = ("vtrace",)
@@ -276,22 +305,29 @@ def check_no_grad(impl, **case):
                              "targets must be detached", **_inputs(case))
 
 
-def check_cut(impl, pos, seed, **case):
+def _cut(clause, huge, impl, pos, seed, **case):
     case = dict(case, discount=case["discount"].clone())
     case["discount"][pos] = 0  # every env's episode ends with transition pos
     base = _call(impl, case)
     g = torch.Generator().manual_seed(seed)
-    for huge, note in HUGE.items():
-        changed = dict(case)
-        for k in ("log_rho", "reward", "value"):
-            changed[k] = case[k].clone()
-            changed[k][pos + 1:] = perturbation(changed[k][pos + 1:], g, huge and k != "log_rho")
-        changed["discount"] = case["discount"].clone()
-        changed["discount"][pos + 1:] = torch.rand(changed["discount"][pos + 1:].shape, generator=g).to(
-            case["discount"].dtype)
-        changed["bootstrap_value"] = perturbation(case["bootstrap_value"], g, huge)
-        _assert_unchanged("VTRACE-6", f"discount[{pos}] = 0, then rows after {pos} and V_T changed{note}",
-                          _call(impl, changed), base, slice(0, pos + 1), case)
+    changed = dict(case)
+    for k in ("log_rho", "reward", "value"):
+        changed[k] = case[k].clone()
+        changed[k][pos + 1:] = perturbation(changed[k][pos + 1:], g, huge and k != "log_rho")
+    changed["discount"] = case["discount"].clone()
+    changed["discount"][pos + 1:] = torch.rand(changed["discount"][pos + 1:].shape, generator=g).to(
+        case["discount"].dtype)
+    changed["bootstrap_value"] = perturbation(case["bootstrap_value"], g, huge)
+    _assert_unchanged(clause, f"discount[{pos}] = 0, then rows after {pos} and V_T changed{OVERFLOW_NOTE * huge}",
+                      _call(impl, changed), base, slice(0, pos + 1), case)
+
+
+def check_cut(impl, **case):
+    _cut("VTRACE-6", False, impl, **case)
+
+
+def check_cut_overflow(impl, **case):
+    _cut("VTRACE-16", True, impl, **case)
 
 
 def check_lambda_zero(impl, **case):
@@ -328,18 +364,22 @@ def check_scalar_hyperparameters(impl, **case):
                        **_inputs(case))
 
 
-def check_overflow(impl, which, dtype, sign):
+def _huge_log_rho(dtype: torch.dtype, sign: float) -> dict:
     case = _pinned(4, (2,), dtype)
-    case["log_rho"] = torch.full((4, 2), sign * 800.0, dtype=dtype)
-    finite = dict(case, rho_bar=1.5, c_bar=0.9, pg_rho_bar=None)
+    return dict(case, log_rho=torch.full((4, 2), sign * 800.0, dtype=dtype))
+
+
+def check_overflow(impl, dtype, sign, rho_bar, c_bar):
+    finite = dict(_huge_log_rho(dtype, sign), rho_bar=rho_bar, c_bar=c_bar, pg_rho_bar=None)
     vs, pg = _call(impl, finite)
     if not bool(torch.isfinite(vs).all() and torch.isfinite(pg).all()):
         fail("VTRACE-13", f"log_rho = {sign * 800.0} with finite bars gives non-finite outputs vs={vs.tolist()}",
              **_inputs(finite))
-    if sign < 0:
-        return
-    unclipped = dict(case, **{which: math.inf})
-    expect_rejection("VTRACE-13", lambda: _call(impl, unclipped), names=["'log_rho'"], mentions=[which],
+
+
+def check_rejects_overflow(impl, which, dtype):
+    unclipped = dict(_huge_log_rho(dtype, 1.0), **{which: math.inf})
+    expect_rejection("VTRACE-15", lambda: _call(impl, unclipped), names=["'log_rho'"], mentions=[which],
                      what=f"vtrace with log_rho = 800 ({dtype}) and {which} = inf")
 
 
@@ -378,14 +418,21 @@ PROPERTIES = (
              (dict(name="discount", bad=1.01, t=4, b=2),), INTERFACE, max_examples=10),
     Property("VTRACE-12", check_scalar_hyperparameters, cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
     Property("VTRACE-13", check_overflow,
-             st.builds(lambda w, d, s: dict(which=w, dtype=d, sign=s), st.sampled_from(["rho_bar", "c_bar", "pg_rho_bar"]),
-                       st.sampled_from([torch.float32, torch.float64]), st.sampled_from([1.0, -1.0])),
-             requires=INTERFACE, max_examples=8),
+             st.fixed_dictionaries(dict(dtype=st.sampled_from([torch.float32, torch.float64]),
+                                        sign=st.sampled_from([1.0, -1.0]), rho_bar=st.sampled_from([1.5, 1.0]),
+                                        c_bar=st.sampled_from([0.9, 1.0]))),
+             (dict(dtype=torch.float32, sign=1.0, rho_bar=1.5, c_bar=0.9),
+              dict(dtype=torch.float64, sign=1.0, rho_bar=1.0, c_bar=1.0)), INTERFACE, max_examples=8),
+    Property("VTRACE-15", check_rejects_overflow,
+             st.fixed_dictionaries(dict(which=st.sampled_from(["rho_bar", "c_bar", "pg_rho_bar"]),
+                                        dtype=st.sampled_from([torch.float32, torch.float64]))),
+             requires=INTERFACE, max_examples=6),
     Property("VTRACE-14", defaults_check("VTRACE-14", "vtrace",
                                          lambda impl, case, kw: impl.vtrace(*(case[k] for k in ARGS), **kw),
                                          PARAMS, DEFAULTS),
              with_omitted(cases(), PARAMS), (dict(EXAMPLES[3], omitted=frozenset(PARAMS)),), INTERFACE,
              max_examples=10),
+    Property("VTRACE-16", check_cut_overflow, with_position(cases(), "reward"), requires=INTERFACE),
 )
 
-CONTRACT = Contract("vtrace", CLAUSES, INTERFACE, PROPERTIES)
+CONTRACT = Contract("vtrace", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)

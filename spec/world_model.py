@@ -31,8 +31,17 @@ from hypothesis import strategies as st
 from rlspec.contracts.world_model import PAPER_KL_SCALES, UNPACK_MODULES, WorldModelConfig, conv_latent_shape
 from rlspec.reference import packed2, twohot
 from rlspec.reference.world_model import WorldModel as Reference
-from rlspec.spec.core import (Contract, Property, assert_close, assert_grads_close, assert_identical, expect_rejection,
-                              fail, named_grads)
+from rlspec.spec.core import (
+    Contract,
+    Property,
+    assert_close,
+    assert_grads_close,
+    assert_identical,
+    by_category,
+    expect_rejection,
+    fail,
+    named_grads,
+)
 
 CLAUSES = {
     "WM-1": "kl_loss's dyn and rep [T, B] equal the float64 closed form Σ_{s,k} p (log p − log q) of S "
@@ -70,6 +79,12 @@ CLAUSES = {
              "shape, action dtype, shape and ids, continue values, missing keys, kl_loss shapes and free bits, a "
              "config that is not a WorldModelConfig)",
 }
+
+CATEGORIES = by_category(
+    maths=("WM-1", "WM-2", "WM-3", "WM-4", "WM-5", "WM-6", "WM-7", "WM-8", "WM-9", "WM-10", "WM-12", "WM-13",
+           "WM-14"),
+    validation=("WM-11",),
+)
 
 INTERFACE = ("WorldModel", "kl_loss")
 """
@@ -544,4 +559,4 @@ PROPERTIES = (
              tuple(dict(EXAMPLES[0], bad=b) for b in BAD_INPUTS), INTERFACE, max_examples=len(BAD_INPUTS)),
 )
 
-CONTRACT = Contract("world_model", CLAUSES, INTERFACE, PROPERTIES)
+CONTRACT = Contract("world_model", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES)

@@ -31,7 +31,7 @@ from typing import Any
 from hypothesis import HealthCheck, reject, settings
 
 from rlspec import registry
-from rlspec.spec.core import PROFILES, Contract, Outcome, Property, run_contract
+from rlspec.spec.core import PROFILES, Outcome, Property, run_contract
 from rlspec.thirdparty import ADAPTERS, Declared, Unsupported
 
 PROFILE = "thirdparty"
@@ -171,8 +171,7 @@ def check_module(module: Any, target: str) -> dict[str, Any]:
     for cid in module.CONTRACTS:
         contract = registry.load_contract(cid)
         tally = Tally()
-        wrapped = Contract(cid, contract.clauses, contract.interface,
-                           tuple(tolerant(p, tally) for p in contract.properties))
+        wrapped = dataclasses.replace(contract, properties=tuple(tolerant(p, tally) for p in contract.properties))
         outcomes = run_contract(wrapped, module, PROFILE)
         row["contracts"][cid] = {
             "reproduce": f"rlspec check {cid} --impl {target}",

@@ -1,16 +1,7 @@
-"""How a run fails: loudly, losing nothing. Every engine's `rlspec train` ends through ``outcome``:
-
-=====  ==========================================================================================
-exit   meaning
-=====  ==========================================================================================
-0      the run finished (or was already finished: nothing was changed)
-2      a bad command line, config, checkpoint or run directory (or one in use by another process):
-       nothing was created or changed
-3      the run stopped on a fault it detected (non-finite losses or parameters, an env worker that
-       raised or died): its last clean checkpoint is kept (none is written with non-finite parameters)
-130    interrupted (Ctrl-C): the last checkpoint is kept; ``--resume RUN`` goes on from it
-=====  ==========================================================================================
-"""
+"""How a run fails: loudly, losing nothing. Every engine's `rlspec train` ends through ``outcome``, with one
+of the exit statuses listed in ``rlspec.cli.EXIT_STATUS`` (0 finished, 2 a bad command line, config,
+checkpoint or run directory: nothing created or changed, 3 stopped on a fault it detected: the last clean
+checkpoint kept, 130 interrupted: the last checkpoint kept, ``--resume RUN`` goes on from it)."""
 
 from __future__ import annotations
 

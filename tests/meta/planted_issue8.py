@@ -175,7 +175,7 @@ PLANTED_ISSUE8 = (
     Planted("vtrace exp before clipping", "vtrace",
             types.SimpleNamespace(vtrace=_vtrace_math_exp), "VTRACE-13", "OverflowError", ()),
     Planted("vtrace silent overflow with a bar at ∞", "vtrace", types.SimpleNamespace(vtrace=_vtrace_overflow_silent),
-            "VTRACE-13", "accepted silently", ("VTRACE-5", "VTRACE-9", "VTRACE-10", "VTRACE-11")),
+            "VTRACE-15", "accepted silently", ("VTRACE-5", "VTRACE-9", "VTRACE-10", "VTRACE-11", "VTRACE-13")),
     Planted("numpy gamma refused (lambda_return)", "lambda_return",
             types.SimpleNamespace(lambda_return=_strict_floats(ref_lambda.lambda_return.__wrapped__, "gamma", "lam")),
             "LAMBDA-12", "gamma=np.float32", ("LAMBDA-1", "LAMBDA-3", "LAMBDA-6")),

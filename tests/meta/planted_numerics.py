@@ -159,5 +159,5 @@ PLANTED_NUMERICS = (
     Planted("value loss with its clipped branch detached", "numerics",
             _numerics(value_loss=_value_loss_clipped_side_detached), "NUM-29", "value_loss", ("NUM-19", "NUM-24")),
     Planted("masked policy loss selecting after the surrogate", "numerics",
-            _numerics(masked_policy_loss=_policy_loss_select_after), "NUM-29", "masked_policy_loss", ("NUM-20",)),
+            _numerics(masked_policy_loss=_policy_loss_select_after), "NUM-32", "masked_policy_loss", ("NUM-20", "NUM-29")),
 )

@@ -7,19 +7,18 @@ import functools
 import types
 
 import torch
-
 from planted import Planted
 
 from rlspec.contracts.replay import readable_range
 from rlspec.contracts.twohot import odd_extension
 from rlspec.reference import lagrange as ref_lag
-from rlspec.reference import return_ema as ref_ema
-from rlspec.reference import shaping as ref_shaping
-from rlspec.reference import trust_region as ref_tr
 from rlspec.reference import modulation as ref_mod
 from rlspec.reference import numerics as ref_num
 from rlspec.reference import parity as ref_parity
 from rlspec.reference import replay as ref_replay
+from rlspec.reference import return_ema as ref_ema
+from rlspec.reference import shaping as ref_shaping
+from rlspec.reference import trust_region as ref_tr
 from rlspec.reference import twohot as ref_twohot
 from rlspec.reference import vtrace as ref_vtrace
 
@@ -201,8 +200,8 @@ PLANTED_POWER_LAGRANGE = (
             "omitted vs passed explicitly", LAG_SPARED),
     Planted("PIDLagrangian reports λ_0 before its first update", "lagrange", _lag(PIDLagrangian=_PidStartsAtInit),
             "LAG-17", "before any update", ("LAG-1", "LAG-3")),
-    Planted("DualAscent returns its state tensor", "lagrange", _lag(DualAscent=_DualReturnsState), "LAG-17",
-            "return a copy", LAG_SPARED),
+    Planted("DualAscent returns its state tensor", "lagrange", _lag(DualAscent=_DualReturnsState), "LAG-20",
+            "return a copy", LAG_SPARED + ("LAG-17",)),
     Planted("Sauté reset takes any batch", "lagrange", _lag(SauteBudget=_SauteUnchecked), "LAG-18",
             "SauteBudget(3).reset", ("LAG-3", "LAG-9", "LAG-10")),
     Planted("Sauté z = 0 counted as safe", "lagrange", _lag(SauteBudget=_SauteZeroSafe), "LAG-19", "z = 0 is unsafe",
@@ -487,7 +486,7 @@ PLANTED_POWER_TRUST_REGION_HYGIENE = (
             types.SimpleNamespace(**{**{n: getattr(ref_tr, n) for n in ("conjugate_gradient", "natural_step",
                                                                         "line_search", "cpo_step", "p3o_loss")},
                                      "fisher_vector_product": _fvp_marks_params}),
-            "TR-17", "requires_grad", ("TR-5", "TR-6")),
+            "TR-18", "requires_grad", ("TR-5", "TR-6", "TR-17")),
 )
 
 

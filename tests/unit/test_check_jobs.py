@@ -44,8 +44,8 @@ def test_jobs_give_the_same_output_and_report_and_still_fail(tmp_path, capfd, mo
     one = _run(tmp_path, capfd, 1, "--unsupported", str(rules))
     two = _run(tmp_path, capfd, 2, "--unsupported", str(rules))
     code, text, err, report_json, report_md = one
-    assert code == 1 and "violations in: return_ema (1 FAIL)" in text
-    assert "buggy REMA-5 FAIL" in text and "reproduce: rlspec check return_ema --impl " + str(buggy) in text
+    assert code == 1 and "violations in: return_ema (1 FAIL; by category: maths 1)" in text
+    assert "buggy REMA-5 (maths) FAIL" in text and "reproduce: rlspec check return_ema --impl " + str(buggy) in text
     assert f"  MOD-4  ({rules}:2): MOD-4\n" in text  # the whole-clause rule, used
     assert f'  REMA-8 if name == "decay"  ({rules}:3): ' in text and " examples in REMA-8\n" in text  # some cases
     assert two[0] == code and two[1] == text  # the same exit status and printed tables

@@ -37,7 +37,7 @@ def _check(tmp_path, capsys, contract, impl, *args):
     out = tmp_path / "report"
     code = cli.main(["check", contract, "--impl", str(impl), "--profile", "ci", "--out", str(out), *args])
     text = capsys.readouterr().out
-    tables = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else None
+    tables = json.loads((out / "report.json").read_text())["tables"] if (out / "report.json").exists() else None
     md = (out / "report.md").read_text() if (out / "report.md").exists() else ""
     return code, text, (tables[0] if tables else None), md
 
@@ -111,7 +111,7 @@ def test_triton_without_cuda_or_interpreter_is_reported_unavailable(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr  # registered and unavailable: not a failure
     assert "fast-triton: unavailable here: BackendUnavailable: Triton kernels need a CUDA device" in proc.stdout
     assert "all clauses pass" in proc.stdout
-    impl = json.loads((tmp_path / "report.json").read_text())[0]["implementations"]["fast-triton"]
+    impl = json.loads((tmp_path / "report.json").read_text())["tables"][0]["implementations"]["fast-triton"]
     assert impl["status"] == "unavailable" and "TRITON_INTERPRET=1" in impl["reason"]
 
 
@@ -136,15 +136,15 @@ def test_a_wrong_value_reports_how_many_examples_failed_and_reproduces(tmp_path,
     assert code == 1 and cell["status"] == "fail" and cell["kind"] == "wrong" and cell["label"] == "FAIL"
     assert 0 < cell["failed"] < cell["tried"]  # every example ran, not only up to the first failure
     assert cell["failed_by_kind"] == {"wrong": cell["failed"]}
-    assert f"GAE-1 FAIL: {cell['failed']} of {cell['tried']} examples failed" in text
-    assert "(FAIL = wrong value)" in text and "violations in: gae (1 FAIL)" in text
+    assert f"GAE-1 (maths) FAIL: {cell['failed']} of {cell['tried']} examples failed" in text
+    assert "(FAIL = wrong value)" in text and "violations in: gae (1 FAIL; by category: maths 1)" in text
     assert "reward=tensor(shape=(4, 1)" in cell["message"]  # shrunk to the shortest failing rollout
     assert cell["reproduce"].startswith(f"rlspec check gae --impl {path} --clause GAE-1 --profile ci --reproduce ")
     assert f"reproduce: {cell['reproduce']}" in text and f"`reproduce: {cell['reproduce']}`" in md
 
     replay = shlex.split(cell["reproduce"])[1:] + ["--out", str(tmp_path / "again")]
     assert cli.main(replay) == 1
-    again = json.loads((tmp_path / "again" / "report.json").read_text())[0]
+    again = json.loads((tmp_path / "again" / "report.json").read_text())["tables"][0]
     redo = again["implementations"][str(path)]["clauses"]["GAE-1"]
     assert redo["message"] == cell["message"] and redo["tried"] == 1  # exactly the failing example
 
@@ -176,7 +176,7 @@ def test_bad_input_accepted_and_weak_rejections_are_told_apart(tmp_path, capsys)
     assert "accepted silently" in cells["TWOHOT-20"]["message"]
     assert "WEAK-REJECT = bad input rejected, but not by a ValueError/TypeError naming the argument" in text
     assert "a lesser violation than accepting it" in text and "ACCEPTS-BAD = bad input accepted silently" in text
-    assert "violations in: twohot (2 WEAK-REJECT, 1 ACCEPTS-BAD)" in text
+    assert "violations in: twohot (2 WEAK-REJECT, 1 ACCEPTS-BAD; by category: validation 3)" in text
     assert "| TWOHOT-17: " in md and "WEAK-REJECT |" in md
 
 
@@ -248,7 +248,8 @@ def test_a_profile_that_is_not_derandomized_prints_its_seed():
 def test_one_clause_and_unknown_clauses(tmp_path, capsys):
     code, text, table, _ = _check(tmp_path, capsys, "gae", "rlspec.reference.gae", "--clause", "GAE-9")
     assert code == 0 and list(table["clauses"]) == ["GAE-9"]
-    assert [line.split()[0] for line in text.splitlines()[2:3]] == ["GAE-9"] and "GAE-1 " not in text
+    assert [line.split() for line in text.splitlines()[2:4]] == [["validation"], ["GAE-9", "PASS"]]
+    assert "GAE-1 " not in text
     assert cli.main(["check", "gae", "--clause", "GAE-99", "--out", str(tmp_path)]) == 2
     assert "unknown clause GAE-99; gae has GAE-1, GAE-2" in capsys.readouterr().err
 
@@ -284,7 +285,7 @@ def test_unsupported_cases_are_reported_as_such_not_as_failures(tmp_path, capsys
     one, ten = cells["VTRACE-1"], cells["VTRACE-10"]
     assert one["status"] == "pass" and one["label"] == "PASS*" and one["unsupported"] > 0 and one["tried"] > 0
     assert ten["status"] == "pass" and ten["unsupported"] > 0
-    assert f"VTRACE-1 PASS*: {one['tried']} examples passed; {one['unsupported']} declared unsupported" in text
+    assert f"VTRACE-1 (maths) PASS*: {one['tried']} examples passed; {one['unsupported']} declared unsupported" in text
     n = ten["unsupported"]
     assert f'VTRACE-10 if name == "c_bar"  ({rules}:4): {n} example{"s" * (n != 1)} in VTRACE-10' in text
     assert "PASS* = passes; some examples declared unsupported" in md
@@ -338,14 +339,16 @@ def test_list_shows_signatures_attributes_defaults_and_case_keys(capsys):
     text = capsys.readouterr().out
     assert "ReplayRing(capacity, num_envs, obs_shape=(1, 72, 20), obs_dtype=torch.uint8" in text
     assert ".t, .committed_t" in text and "commit_stride=1" in text
-    assert "REPLAY-14: a bad push is rejected" in text and "case keys: capacity, num_envs" in text
+    assert "REPLAY-14 (since 1.0): a bad push is rejected" in text and "case keys: capacity, num_envs" in text
+    assert "validation: bad input rejected" in text and "Changelog:\n  1.0: first versioned release" in text
     assert "fast-torch: rlspec.fast.replay" in text
     assert cli.main(["list", "return_ema"]) == 0  # no INTERFACE text: introspected from the reference
     text = capsys.readouterr().out
     assert "ReturnEMA(decay: float = 0.99, max_range: float = 1.0" in text and ".update(x: torch.Tensor)" in text
     assert cli.main(["list"]) == 0
     text = capsys.readouterr().out
-    assert "gae: interface gae; implementations reference, fast-torch, fast-triton" in text and "VTRACE-11: " in text
+    assert "gae 1.0: interface gae; implementations reference, fast-torch, fast-triton" in text
+    assert "  validation:\n    VTRACE-9: " in text
 
 
 def test_tensors_print_compactly():

@@ -139,8 +139,11 @@ def test_cli_loads_the_test_half_only_for_the_checker():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
     from rlspec import cli
-    from rlspec.spec.core import PROFILES
+    from rlspec.spec.core import CATEGORIES, PROFILES
     assert set(cli.PROFILES) == set(PROFILES)
+    assert cli.CATEGORIES == tuple(CATEGORIES)
+    from rlspec import pytest_plugin
+    assert set(pytest_plugin.PROFILES) == set(PROFILES)
 
 
 def _import_graph() -> dict[str, set[str]]:

@@ -41,7 +41,7 @@ def test_cli_checks_a_user_file_and_reports_the_violation(tmp_path, capsys):
     text = capsys.readouterr().out
     assert code == 1
     assert "REMA-5" in text and "FAIL" in text and "1/max_range" in text
-    table = json.loads((out_dir / "report.json").read_text())[0]
+    table = json.loads((out_dir / "report.json").read_text())["tables"][0]
     cells = table["implementations"][str(path)]["clauses"]
     assert cells["REMA-5"]["status"] == "fail" and cells["REMA-3"]["status"] == "pass"
     assert "| REMA-5:" in (out_dir / "report.md").read_text()
