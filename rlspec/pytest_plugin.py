@@ -129,12 +129,14 @@ class ClauseItem(pytest.Item):
         if outcome.case and " | inputs: " not in outcome.message:
             lines.append(f"failing case: {outcome.case}")
         flags = list(outcome.reproduce)
-        if "--reproduce" in flags:
-            token = flags[flags.index("--reproduce") + 1]
+        token = flags[flags.index("--reproduce") + 1] if "--reproduce" in flags else None
+        cli = (f"rlspec check {self.contract} --impl {shlex.quote(self.conformance.target)} "
+               + (f"--reproduce {token}" if token else f"--clause {self.clause}")) if self.conformance.target else ""
+        if token:
             lines.append(f"replay: pytest {shlex.quote(self.nodeid)} --rlspec-reproduce {token}")
-            if self.conformance.target:
-                lines.append(f"    or: rlspec check {self.contract} --impl {shlex.quote(self.conformance.target)} "
-                             f"--reproduce {token}")
+        elif flags:
+            lines.append(f"replay: pytest {shlex.quote(self.nodeid)} (a pinned example: it runs first)")
+        lines += [f"    or: {cli}"] if cli and flags else []
         return "\n".join(lines)
 
     def repr_failure(self, excinfo, style=None):

@@ -11,10 +11,11 @@ the standard's version:
   changed since, so that the expectations are read again before the pin moves;
 * a pin newer than the installed contract: refused (upgrade rlspec).
 
-``python -m rlspec.spec.versions --lock`` records each contract's version with a fingerprint of its spec and
-reference sources in ``tests/meta/contract_versions.json``; a cpu_gate test fails when a source changed and
-the lock was not renewed, so a tightened clause cannot keep its version unnoticed (renewing the lock is the
-moment to bump the version and add a changelog line, or to say that the change kept every verdict).
+``python -m rlspec.spec.versions --lock`` records each contract's version, a fingerprint of its spec and
+reference sources and, per version, a fingerprint of its clause statements and categories in
+``tests/meta/contract_versions.json``. A cpu_gate test fails when a source changed and the lock was not renewed
+(renewing it is the moment to bump the version with a changelog line, or to decide the change keeps every
+verdict), and when the statements changed while the version stayed (the lock refuses to record that).
 """
 
 from __future__ import annotations
@@ -92,21 +93,61 @@ def source_fingerprint(contract_id: str) -> str:
 
 
 def current() -> dict[str, dict[str, str]]:
+    """contract -> its version, source fingerprint and statement fingerprint, as they are now."""
     from rlspec import registry
 
-    return {cid: dict(version=registry.load_contract(cid).version, source=source_fingerprint(cid))
-            for cid in registry.CONTRACTS}
+    return {cid: dict(version=registry.load_contract(cid).version, source=source_fingerprint(cid),
+                      statements=statement_fingerprint(registry.load_contract(cid))) for cid in registry.CONTRACTS}
+
+
+def lock_problems(lock: dict, now: dict) -> list[str]:
+    """Why the lock does not hold ``now``: a source changed since it was renewed, a version it does not know, or
+    clause statements that changed while the version stayed."""
+    out = []
+    for cid, cur in now.items():
+        held = lock.get(cid)
+        if held is None:
+            out.append(f"{cid}: not in the lock (a new contract: renew the lock)")
+            continue
+        before = held["statements"].get(cur["version"])
+        if before is not None and before != cur["statements"]:
+            out.append(f"{cid} {cur['version']}: clause statements or categories changed without a new version: "
+                       "bump it (a clause added: minor; made stricter or changed: major) with a changelog line")
+        elif held["version"] != cur["version"] or held["source"] != cur["source"]:
+            out.append(f"{cid}: spec or reference source changed since the lock ({held['version']}, now "
+                       f"{cur['version']}): if a verdict can change, bump the version with a changelog line; then "
+                       "renew the lock")
+    return out
+
+
+def renew(lock: dict, now: dict) -> dict:
+    """The lock with ``now`` recorded; a statement fingerprint once recorded for a version is never replaced."""
+    out = {}
+    for cid, cur in now.items():
+        statements = dict(lock.get(cid, {}).get("statements", {}))
+        statements.setdefault(cur["version"], cur["statements"])
+        out[cid] = dict(version=cur["version"], source=cur["source"], statements=statements)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rlspec.spec.versions", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lock", action="store_true", help=f"rewrite {LOCK.relative_to(ROOT)}")
+    parser.add_argument("--lock", action="store_true", help=f"renew {LOCK.relative_to(ROOT)}")
     args = parser.parse_args(argv)
     now = current()
+    lock = json.loads(LOCK.read_text()) if LOCK.exists() else {}
+    bad = lock_problems(lock, now)
+    for line in bad:
+        print(line, file=sys.stderr)
     if args.lock:
-        LOCK.write_text(json.dumps(now, indent=2) + "\n")
-    print("\n".join(f"{cid} {v['version']} ({v['source']})" for cid, v in now.items()))
-    return 0
+        unbumped = [line for line in bad if "without a new version" in line]
+        if unbumped:
+            print("python -m rlspec.spec.versions: not renewed: bump those versions first", file=sys.stderr)
+            return 2
+        LOCK.write_text(json.dumps(renew(lock, now), indent=2) + "\n")
+        print(f"renewed {LOCK}")
+        return 0
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

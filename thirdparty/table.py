@@ -12,7 +12,16 @@ A clause's cell is one of
 
 The last two are problems: the table is still written, and ``python -m rlspec.thirdparty`` exits 1.
 Failures are also sorted by what the runner saw: a wrong value, bad input accepted silently, a weak
-rejection (another exception type, or a message that does not name the argument) or a crash.
+rejection (another exception type, or a message that does not name the argument) or a crash. Every cell
+carries its clause's category (maths, robustness, validation), and the Markdown has a section per category.
+
+Each row records the contract version (and a fingerprint of its clause statements) it was checked at: a
+cpu_gate test fails when a contract has moved on since the committed table was made.
+
+The census counts, per clause, the adapters that pass, fail (declared or not) or cannot express it. A maths
+or robustness clause that every adapter checking it fails on values is *suspect*: a demand no independent
+implementation meets may ask more than its formula. It is a problem unless the contract's ``rationale`` says
+why the kit asks it anyway.
 
 Examples an adapter cannot express (it raises :class:`rlspec.thirdparty.Unsupported`, directly or inside
 a rejection check) are discarded with Hypothesis' ``reject()`` and counted, so the rest of the clause is
@@ -31,7 +40,8 @@ from typing import Any
 from hypothesis import HealthCheck, reject, settings
 
 from rlspec import registry
-from rlspec.spec.core import PROFILES, Outcome, Property, run_contract
+from rlspec.spec.core import CATEGORIES, MATHS, PROFILES, ROBUSTNESS, Outcome, Property, run_contract
+from rlspec.spec.versions import statement_fingerprint
 from rlspec.thirdparty import ADAPTERS, Declared, Unsupported
 
 PROFILE = "thirdparty"
@@ -120,6 +130,11 @@ def classify(outcome: Outcome, declared: Declared | None, tally: Tally) -> dict[
     # "failure" that only says so)
     none_expressible = skipped and not checked and outcome.status != "missing" and (
         outcome.status != "fail" or "Unsatisfiable" in message or NoExpressibleExample.__name__ in message)
+    if outcome.status == "partial":  # a name some of the clause's parts need is missing: the rest passed
+        cell.update(status="unsupported" if declared and declared.kind == "unsupported" else "undeclared",
+                    partial=message, reason=declared.reason if declared else f"{message}; the adapter does not "
+                                                                               "declare it unsupported")
+        return cell
     if outcome.status in ("missing", "unsupported") or none_expressible:
         cell.update(status="unsupported", reason=declared.reason if declared else
                     tally.why.get(clause) or f"{message} (undeclared)")
@@ -174,8 +189,10 @@ def check_module(module: Any, target: str) -> dict[str, Any]:
         wrapped = dataclasses.replace(contract, properties=tuple(tolerant(p, tally) for p in contract.properties))
         outcomes = run_contract(wrapped, module, PROFILE)
         row["contracts"][cid] = {
+            "version": contract.version, "statements": statement_fingerprint(contract),
             "reproduce": f"rlspec check {cid} --impl {target}",
-            "clauses": {o.clause: classify(o, module.DECLARED.get(o.clause), tally) for o in outcomes},
+            "clauses": {o.clause: dict(classify(o, module.DECLARED.get(o.clause), tally),
+                                       category=contract.categories[o.clause]) for o in outcomes},
         }
     unknown = sorted(set(module.DECLARED) - {c for t in row["contracts"].values() for c in t["clauses"]})
     if unknown:
@@ -183,8 +200,42 @@ def check_module(module: Any, target: str) -> dict[str, Any]:
     return row
 
 
+FAILED_ON_VALUES = ("wrong value", "crashed")
+
+
+def census(rows: list[dict]) -> dict[str, dict[str, dict[str, Any]]]:
+    """contract -> clause -> {category, pass, fail, declared, unsupported (adapters), suspect, justified}: how
+    every adapter that checks the clause fares. ``suspect``: a maths or robustness clause that every adapter
+    expressing it fails on values; ``justified``: the contract's rationale says why the kit asks it anyway."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        for cid, table in row.get("contracts", {}).items():
+            for clause, cell in table["clauses"].items():
+                entry = out.setdefault(cid, {}).setdefault(clause, dict(
+                    category=cell.get("category", ""), passed=[], failed=[], declared=[], unsupported=[],
+                    on_values=[]))
+                status = cell["status"]
+                group = {"pass": "passed", "unsupported": "unsupported"}.get(status, "failed")
+                entry[group].append(row["adapter"])
+                if status in ("difference", "bug", "accepts"):
+                    entry["declared"].append(row["adapter"])
+                if group == "failed" and cell.get("failure") in FAILED_ON_VALUES:
+                    entry["on_values"].append(row["adapter"])
+    for cid, clauses in out.items():
+        rationale = registry.load_contract(cid).rationale
+        for clause, entry in clauses.items():
+            expressing = entry["passed"] + entry["failed"]
+            entry["suspect"] = bool(entry["category"] in (MATHS, ROBUSTNESS) and expressing
+                                    and len(entry["on_values"]) == len(expressing))
+            entry["justified"] = bool(rationale.get(clause))
+    return out
+
+
 def problems(rows: list[dict], findings: list[dict] = ()) -> list[str]:
     out = [f"finding {f['id']} not reproduced: {f['summary']}" for f in findings if not f["verified"]]
+    out += [f"{cid} {clause}: every adapter that checks it fails on values ({', '.join(e['on_values'])}) and the "
+            "contract gives no rationale for asking it" for cid, clauses in census(rows).items()
+            for clause, e in clauses.items() if e["suspect"] and not e["justified"]]
     for row in rows:
         if "unavailable" in row:
             out.append(f"{row['adapter']}: unavailable ({row['unavailable']})")
@@ -214,8 +265,9 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def counts(clauses: dict[str, dict]) -> dict[str, int]:
-    return {c: sum(cell["status"] == c for cell in clauses.values()) for c in COLUMNS}
+def counts(clauses: dict[str, dict], category: str | None = None) -> dict[str, int]:
+    return {c: sum(cell["status"] == c for cell in clauses.values() if category in (None, cell.get("category")))
+            for c in COLUMNS}
 
 
 def _grouped(clauses: dict[str, dict]) -> list[str]:
@@ -235,13 +287,50 @@ def _grouped(clauses: dict[str, dict]) -> list[str]:
     return lines
 
 
+def _summary_tables(rows: list[dict]) -> list[str]:
+    """A summary table per category: per library × contract, the clauses of that category by status."""
+    lines = []
+    for category, what in CATEGORIES.items():
+        lines += ["", f"### {category.capitalize()}", "", f"{what.capitalize()}.", "",
+                  "| library | contract | version | clauses | " + " | ".join(HEADINGS[c] for c in COLUMNS) + " |",
+                  "|---|---|---|---|" + "---|" * len(COLUMNS)]
+        for row in rows:
+            if "unavailable" in row:
+                lines.append(f"| {row['adapter']} | — | — | unavailable: {_md(row['unavailable'])} |"
+                             + " |" * len(COLUMNS))
+                continue
+            for cid, table in row["contracts"].items():
+                n = counts(table["clauses"], category)
+                total = sum(n.values())
+                if total:
+                    lines.append(f"| {row['library']} | {cid} | {table['version']} | {total} | "
+                                 + " | ".join(str(n[c]) if n[c] else "" for c in COLUMNS) + " |")
+    return lines
+
+
+def _census_table(rows: list[dict]) -> list[str]:
+    lines = ["", "## Census: each clause across the libraries", "",
+             "Per clause, the adapters that pass it, fail it (the declared ones in brackets) and cannot express "
+             "it. A maths or robustness clause that every adapter expressing it fails on values is **suspect** "
+             "unless its contract says why it asks that (`rlspec list CONTRACT` shows the rationale).", "",
+             "| contract | clause | category | passed | failed | unsupported | verdict |",
+             "|---|---|---|---|---|---|---|"]
+    for cid, clauses in census(rows).items():
+        for clause, e in clauses.items():
+            failed = ", ".join(f"{a} (declared)" if a in e["declared"] else a for a in e["failed"])
+            verdict = ("suspect, justified" if e["justified"] else "SUSPECT") if e["suspect"] else ""
+            lines.append(f"| {cid} | {clause} | {e['category']} | {len(e['passed'])} | {failed or ''} | "
+                         f"{len(e['unsupported']) or ''} | {verdict} |")
+    return lines
+
+
 def to_markdown(rows: list[dict], meta: dict[str, Any], findings: list[dict]) -> str:
     lines = ["# Third-party conformance", "",
              f"Generated by `nox -s thirdparty` ({meta['command']}); Hypothesis profile `{PROFILE}` "
              f"({meta['max_examples']} examples per property, derandomized); rlspec {meta['rlspec']}, "
-             f"torch {meta['torch']}. Each row is one adapter in `thirdparty/` run over one contract by the kit's "
-             "runner; reproduce a row with the command shown (without the adapter's partial-support handling, "
-             "its unsupported examples show there as failures).", "",
+             f"torch {meta['torch']}. Each row is one adapter in `thirdparty/` run over one contract (at the "
+             "version shown) by the kit's runner; reproduce a row with the command shown (without the adapter's "
+             "partial-support handling, its unsupported examples show there as failures).", "",
              "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items() if k != "wheels")
              + "; wheels read as files: " + (", ".join(meta["versions"]["wheels"]) or "none") + ".", "",
              "Cells: **passed** — every example the library can express passed; **documented differences** — a "
@@ -249,22 +338,13 @@ def to_markdown(rows: list[dict], meta: dict[str, Any], findings: list[dict]) ->
              "**accepts bad input** — accepted silently, or rejected without naming the argument; "
              "**unsupported** — the library has no such feature or can express none of the examples; "
              "**undeclared** / **stale** — the adapter's declarations disagree with what the runner found "
-             "(`nox -s thirdparty` fails on these).", "",
-             "| library | contract | clauses | " + " | ".join(HEADINGS[c] for c in COLUMNS) + " |",
-             "|---|---|---|" + "---|" * len(COLUMNS)]
-    for row in rows:
-        if "unavailable" in row:
-            lines.append(f"| {row['adapter']} | — | unavailable: {_md(row['unavailable'])} |" + " |" * len(COLUMNS))
-            continue
-        for cid, table in row["contracts"].items():
-            n = counts(table["clauses"])
-            lines.append(f"| {row['library']} | {cid} | {len(table['clauses'])} | "
-                         + " | ".join(str(n[c]) if n[c] else "" for c in COLUMNS) + " |")
+             "(`nox -s thirdparty` fails on these).", "", "## Summary by category"]
+    lines += _summary_tables(rows)
     for row in rows:
         if "unavailable" in row:
             continue
         for cid, table in row["contracts"].items():
-            lines += ["", f"## {row['library']} × {cid}", "", f"`{table['reproduce']}`", ""]
+            lines += ["", f"## {row['library']} × {cid} {table['version']}", "", f"`{table['reproduce']}`", ""]
             lines += _grouped(table["clauses"])
             partial = [f"{clause} ({cell['checked']} checked, {cell['unsupported_examples']} unsupported: "
                        f"{cell['partial']})" for clause, cell in table["clauses"].items() if cell.get("partial")]
@@ -272,6 +352,7 @@ def to_markdown(rows: list[dict], meta: dict[str, Any], findings: list[dict]) ->
                 lines.append("- partly expressible: " + "; ".join(partial))
             passed = [c for c, cell in table["clauses"].items() if cell["status"] == "pass"]
             lines.append(f"- passed: {', '.join(passed) if passed else 'none'}")
+    lines += _census_table(rows)
     lines += ["", "## Findings of the outside run, measured again", ""]
     lines += [f"- **{f['library']}** — {f['claim']}: **{'verified' if f['verified'] else 'NOT reproduced'}**. "
               f"{f['summary']}" for f in findings]
