@@ -16,7 +16,13 @@ CPU_GATE_ALSO: list[str] = ["safety"]
 # Ray) stays in one worker. `nox -s cpu_gate -- -n 0` runs the tests in one process.
 WORKERS = ("-n", "auto", "--dist", "loadgroup")
 
-TORCH = "torch==2.13.0"  # pinned everywhere: an unpinned torch pulls GBs of CUDA wheels
+# The exact versions of this project's set-up (torch 2.13.0 CPU among them: an unpinned torch pulls GBs of CUDA
+# wheels); pyproject.toml declares ranges, so a user's environment keeps its own torch (nox -s user_torch).
+CONSTRAINTS = ("-c", "constraints.txt")
+PINNED_TORCH = next(line.split("==")[1] for line in Path("constraints.txt").read_text().splitlines()
+                    if line.startswith("torch=="))
+# the torch a user's project may already have (a CUDA build these machines hold locally): nox -s user_torch
+USER_TORCH = "torch==2.14.1"
 SHEEPRL = "sheeprl==0.8.4"
 SB3 = "stable-baselines3==2.9.2"
 RLAX = ("rlax==0.1.9", "jax[cpu]==0.10.2")
@@ -30,8 +36,7 @@ CLEANRL = "cleanrl==1.2.0"  # Python < 3.11 only: its ppo.py is read out of the 
 
 
 def _install_project(session: nox.Session, extras: str = "test") -> None:
-    session.install(TORCH)
-    session.install("-e", f".[{extras}]")
+    session.install(*CONSTRAINTS, "-e", f".[{extras}]")
 
 
 @nox.session
@@ -51,14 +56,32 @@ def cpu_gate(session: nox.Session) -> None:
 
 
 @nox.session
+def user_torch(session: nox.Session) -> None:
+    """rlspec installed into a project that already has another torch than the pin: the environment gets
+    USER_TORCH first (or `-- torch==X`), then `pip install -e .[spec]` without the constraints file, as a user
+    installs; the session fails if pip replaced that torch, then runs every contract (`rlspec check all`) and the
+    pytest plugin's outside-project test there. Not part of cpu_gate (a multi-GB CUDA build)."""
+    wanted = session.posargs[0] if session.posargs else USER_TORCH
+    session.install(wanted)
+    before = session.run("python", "-c", "import torch; print(torch.__version__)", silent=True).strip()
+    session.install("-e", ".[spec]", "pytest>=8")
+    after = session.run("python", "-c", "import torch; print(torch.__version__)", silent=True).strip()
+    if after != before:
+        session.error(f"pip replaced the environment's torch {before} with {after}")
+    session.log(f"torch {after} kept")
+    session.env.update(HYPOTHESIS_PROFILE="ci", CUDA_VISIBLE_DEVICES="")
+    session.run("rlspec", "check", "all", "--out", str(Path(session.create_tmp()) / "report"))
+    session.run("pytest", "tests/unit/test_pytest_plugin.py", "-p", "no:cacheprovider", "-o", "addopts=")
+
+
+@nox.session
 def safety(session: nox.Session) -> None:
     """Safety-Gymnasium checks (tests/safe: the import shim, replayable env checkpoints, a smoke run of every
     PPO-family algorithm, resume identity, PPOLagSem on rendered frames) in their own environment: the
     `safety` extra (gymnasium 0.28.1, gymnasium-robotics 1.2.2, mujoco 2.3.3, numpy < 2, transformers, ...)
     then safety-gymnasium 1.0.0 with --no-deps (it pins pygame 2.1.0, which has no Python 3.11 wheel).
     cpu_gate runs this session too."""
-    session.install(TORCH)
-    session.install("-e", ".[safety,spec]", "pytest>=8", "pytest-benchmark>=4")
+    session.install(*CONSTRAINTS, "-e", ".[safety,spec]", "pytest>=8", "pytest-benchmark>=4")
     session.install("--no-deps", SAFETY_GYMNASIUM)
     session.env.update(HYPOTHESIS_PROFILE="ci", CUDA_VISIBLE_DEVICES="", MUJOCO_GL="egl")  # headless frames (.ci/run)
     session.run("pytest", "tests/safe", "-p", "no:cacheprovider", *session.posargs)
@@ -92,8 +115,7 @@ def rom(session: nox.Session) -> None:
     """Rebuild the room ROM with sdcc (Debian: apt-get install -y sdcc) and compare it byte for byte with the
     committed rlspec/envs/room/room.gb and its fixtures/MANIFEST.json entry. `nox -s rom -- --update`
     rewrites both after a deliberate change to room.c or the game's data."""
-    session.install(TORCH)
-    session.install("-e", ".")
+    session.install(*CONSTRAINTS, "-e", ".")
     session.run("python", "-m", "rlspec.golden_bridge.room_rom", *(session.posargs or ["--check"]))
 
 
@@ -118,11 +140,7 @@ def bench_sheeprl(session: nox.Session) -> None:
     rlspec installed --no-deps beside it). `nox -s bench_sheeprl -- --configs 1m xs --steps 10`; on a GPU
     `-- --device cuda` (writes *_cuda.json/png, records host syncs). Not part of cpu_gate: the committed JSON
     and plot are what the README shows."""
-    tmp = Path(session.create_tmp())
-    constraints = tmp / "constraints.txt"
-    constraints.write_text(TORCH + "\n")  # sheeprl may not pull another torch
-    session.install(TORCH)
-    session.install("-c", str(constraints), SHEEPRL, "matplotlib>=3.8")
+    session.install(*CONSTRAINTS, SHEEPRL, "matplotlib>=3.8")  # sheeprl may not pull another torch
     session.install("--no-deps", "-e", ".")
     if "cuda" not in " ".join(session.posargs):
         session.env.update(CUDA_VISIBLE_DEVICES="")  # CPU unless `-- --device cuda` (the GPU comparison)
@@ -138,8 +156,7 @@ def bench_omnisafe(session: nox.Session) -> None:
     shim applied before it. Without arguments: a smoke run (PPOLag, seed 0, one epoch of 1,000 steps); the
     comparison: `nox -s bench_omnisafe -- --algos PPOLag --seeds 0 1 2 3 4 --total-steps 200000
     --steps-per-epoch 4000`. CPU, one thread, under nice."""
-    session.install(TORCH)
-    session.install("-e", ".[safety]")
+    session.install(*CONSTRAINTS, "-e", ".[safety]")
     session.install("--no-deps", SAFETY_GYMNASIUM, OMNISAFE)
     session.install(*OMNISAFE_DEPS)
     session.env.update(CUDA_VISIBLE_DEVICES="", MUJOCO_GL="egl")
@@ -157,8 +174,7 @@ def bench_sb3_safe(session: nox.Session) -> None:
     runs/sb3-smoke); the comparison: `nox -s bench_sb3_safe -- --seeds 0 1 2 --total-steps 200000
     --steps-per-epoch 4000`. This venv also runs tests/bench/safe_throughput.py's SB3 arms. CPU, one thread,
     under nice."""
-    session.install(TORCH)
-    session.install("-e", ".[safety]")
+    session.install(*CONSTRAINTS, "-e", ".[safety]")
     session.install("--no-deps", SAFETY_GYMNASIUM, SB3, "cloudpickle>=3")
     session.env.update(CUDA_VISIBLE_DEVICES="", MUJOCO_GL="egl")
     args = session.posargs or ["--seeds", "0", "--total-steps", "1000", "--steps-per-epoch", "1000", "--out",
@@ -173,8 +189,7 @@ def bench_sb3_metaworld(session: nox.Session) -> None:
     runtime). Without arguments: a smoke run (reach-v3, seed 0, 4,096 env steps, into runs/sb3-mw-smoke); the
     comparison: `nox -s bench_sb3_metaworld -- --task reach-v3 --seeds 0 1 2 3 4 --total-steps 150000`. CPU,
     one thread, under nice."""
-    session.install(TORCH)
-    session.install("-e", ".[bonus]", SB3)
+    session.install(*CONSTRAINTS, "-e", ".[bonus]", SB3)
     session.env.update(CUDA_VISIBLE_DEVICES="")
     args = session.posargs or ["--task", "reach-v3", "--seeds", "0", "--total-steps", "4096", "--out",
                                "runs/sb3-mw-smoke"]
@@ -190,11 +205,7 @@ def bench_sheeprl_room(session: nox.Session) -> None:
     env steps, 256 random ones first); the comparison: `nox -s bench_sheeprl_room -- --seeds 0 1 2 --chunk 2048`
     (the preset's 20,480 env steps each, in resumed runs of 2,048; an interrupted seed goes on from its last
     checkpoint, a finished one is not run again). CPU, one thread, under nice."""
-    tmp = Path(session.create_tmp())
-    constraints = tmp / "constraints.txt"
-    constraints.write_text(TORCH + "\n")  # sheeprl may not pull another torch
-    session.install(TORCH)
-    session.install("-c", str(constraints), SHEEPRL, "-e", ".[dreamer,runs]")
+    session.install(*CONSTRAINTS, SHEEPRL, "-e", ".[dreamer,runs]")  # sheeprl may not pull another torch
     session.env.update(CUDA_VISIBLE_DEVICES="")
     args = session.posargs or ["--seeds", "0", "--total-steps", "512", "--set", "min_ready_steps=256",
                                "--set", "log_every=128", "--set", "checkpoint_every=256",
@@ -211,14 +222,12 @@ def thirdparty(session: nox.Session) -> None:
     shows."""
     _install_project(session, extras="spec")
     tmp = Path(session.create_tmp())
-    constraints = tmp / "constraints.txt"
-    constraints.write_text(TORCH + "\n")  # no third party may pull another torch
-    session.install("-c", str(constraints), SHEEPRL, SB3, *RLAX, *TORCHRL)
+    session.install(*CONSTRAINTS, SHEEPRL, SB3, *RLAX, *TORCHRL)  # no third party may pull another torch
     wheel_dir = tmp / "wheels"
     for spec in (CLEANRL, OMNISAFE):
         session.run("python", "-m", "pip", "download", spec, "--no-deps", "--only-binary=:all:",
                     "--python-version", "3.10", "-d", str(wheel_dir))
-    session.run("python", "-c", f"import torch; assert torch.__version__.split('+')[0] == '{TORCH.split('==')[1]}', "
+    session.run("python", "-c", f"import torch; assert torch.__version__.split('+')[0] == '{PINNED_TORCH}', "
                                 "torch.__version__")
     session.env["RLSPEC_WHEEL_DIR"] = str(wheel_dir)
     session.run("python", "-m", "rlspec.thirdparty", "--out", "docs/thirdparty", *session.posargs)

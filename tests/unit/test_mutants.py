@@ -17,17 +17,27 @@ def test_the_mutations_of_a_small_function():
 
 
 def test_a_mutant_that_cannot_load_is_killed_at_load():
-    row = mutants.run_mutant(("gae", "m", "mutant_gae_load", "raise ImportError('broken')\n", 60))
+    row = mutants.run_mutant(("gae", "m", "mutant_gae_load", "raise ImportError('broken')\n", 60, "ci", None))
     assert (row["status"], row["clause"]) == ("killed", "load") and "broken" in row["message"], row
 
 
 def test_a_mutant_that_crashes_the_interpreter_is_killed_by_the_crash():
     """A native crash (here an abort at import) in the process of its own: killed, clause 'crash'."""
-    row = mutants.run_isolated(("gae", "m", "mutant_gae_abort", "import os\nos.abort()\n", 60))
+    row = mutants.run_isolated(("gae", "m", "mutant_gae_abort", "import os\nos.abort()\n", 60, "ci", None))
     assert (row["status"], row["clause"]) == ("killed", "crash") and "SIGABRT" in row["message"], row
 
 
 def test_an_unmutated_reference_survives_in_a_process_of_its_own():
     source = mutants.reference_file("gae").read_text()
-    row = mutants.run_isolated(("gae", "unmutated", "unmutated_gae", source, 300))
+    row = mutants.run_isolated(("gae", "unmutated", "unmutated_gae", source, 300, "ci", None))
     assert row["status"] == "survived", row
+
+
+def test_a_seeded_draw_runs_the_contract_like_the_derandomized_sample():
+    """The dev pass and the --draws pass run a mutant under another profile or a seeded draw of the ci budget: the
+    reference survives such a draw, and a mutant that cannot load is still killed at load."""
+    source = mutants.reference_file("gae").read_text()
+    unmutated = mutants.run_mutant(("gae", "u", "unmutated_gae_draw", source, 300, "ci", 7))
+    assert unmutated["status"] == "survived", unmutated
+    row = mutants.run_mutant(("gae", "m", "mutant_gae_draw", "raise ImportError('broken')\n", 60, "dev", 3))
+    assert (row["status"], row["clause"]) == ("killed", "load"), row
