@@ -67,6 +67,7 @@ from rlspec.spec.returns import (
     seeds,
     unit_params,
 )
+from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -91,11 +92,14 @@ CLAUSES = {
 }
 
 CATEGORIES = by_category(
-    maths=("GAE-1", "GAE-2", "GAE-3", "GAE-4", "GAE-5", "GAE-6", "GAE-7", "GAE-8", "GAE-12"),
-    robustness=("GAE-13",),
+    maths=("GAE-1", "GAE-2", "GAE-3", "GAE-4", "GAE-5", "GAE-6", "GAE-7", "GAE-8"),
+    robustness=("GAE-12", "GAE-13"),
     validation=("GAE-9", "GAE-10", "GAE-11"),
 )
-RATIONALE = {"GAE-13": overflow_rationale("GAE-5", "an episode end")}
+RATIONALE = {
+    "GAE-12": SCALAR_RATIONALE,
+    "GAE-13": overflow_rationale("GAE-5", "an episode end"),
+}
 
 INTERFACE = ("gae",)
 """

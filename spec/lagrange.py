@@ -89,6 +89,7 @@ from rlspec.contracts.lagrange import (
 from rlspec.reference import lagrange as reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, by_category, expect_rejection, fail
 from rlspec.spec.power import same_with_defaults
+from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -125,9 +126,9 @@ CLAUSES = {
 }
 
 CATEGORIES = by_category(
-    maths=("LAG-1", "LAG-2", "LAG-3", "LAG-4", "LAG-5", "LAG-6", "LAG-9", "LAG-10", "LAG-11", "LAG-14", "LAG-15",
-           "LAG-16", "LAG-17", "LAG-19"),
-    robustness=("LAG-7", "LAG-12", "LAG-20"),
+    maths=("LAG-1", "LAG-2", "LAG-3", "LAG-4", "LAG-5", "LAG-6", "LAG-9", "LAG-10", "LAG-11", "LAG-14", "LAG-16",
+           "LAG-17", "LAG-19"),
+    robustness=("LAG-7", "LAG-12", "LAG-15", "LAG-20"),
     validation=("LAG-8", "LAG-13", "LAG-18"),
 )
 RATIONALE = {
@@ -142,6 +143,7 @@ RATIONALE = {
     "LAG-20": "The update formula says nothing about aliasing, so returning the state tensor itself gives every"
               " value right. The kit asks for a copy because a caller that scales the returned λ in place (as a"
               " penalty coefficient) would otherwise rewrite the controller's state silently.",
+    "LAG-15": SCALAR_RATIONALE,
 }
 
 INTERFACE = ("DualAscent", "OmniSafeLagrange", "PIDLagrangian", "SauteBudget", "SimmerPID")

@@ -78,6 +78,7 @@ from rlspec.spec.returns import (
     unit_params,
     with_position,
 )
+from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -104,14 +105,17 @@ CLAUSES = {
 }
 
 CATEGORIES = by_category(
-    maths=("LAMBDA-1", "LAMBDA-2", "LAMBDA-3", "LAMBDA-4", "LAMBDA-5", "LAMBDA-6", "LAMBDA-7", "LAMBDA-8",
-           "LAMBDA-12"),
-    robustness=("LAMBDA-13", "LAMBDA-14"),
+    maths=("LAMBDA-1", "LAMBDA-2", "LAMBDA-3", "LAMBDA-4", "LAMBDA-5", "LAMBDA-6", "LAMBDA-7", "LAMBDA-8"),
+    robustness=("LAMBDA-12", "LAMBDA-13", "LAMBDA-14"),
     validation=("LAMBDA-9", "LAMBDA-10", "LAMBDA-11"),
 )
 RATIONALE = {
     "LAMBDA-13": overflow_rationale("LAMBDA-3", "a zero continue"),
     "LAMBDA-14": overflow_rationale("LAMBDA-6", "an episode start"),
+    "LAMBDA-12": SCALAR_RATIONALE,
+    "LAMBDA-8": "The recursion gives the empty return for an empty horizon (T = 0); sheeprl and rlax both crash"
+                " there because their scans start from the last value. The clause asks the formula's value "
+                "because a window cut at a reset can be empty.",
 }
 
 INTERFACE = ("lambda_return",)

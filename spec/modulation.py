@@ -58,6 +58,7 @@ from hypothesis import strategies as st
 from rlspec.contracts.modulation import CLIP, DEFAULTS, EPS, MIN_FINITE
 from rlspec.spec.core import Contract, Property, by_category, expect_rejection, fail
 from rlspec.spec.power import defaults_check, with_omitted
+from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -80,8 +81,8 @@ CLAUSES = {
 }
 
 CATEGORIES = by_category(
-    maths=("MOD-1", "MOD-2", "MOD-3", "MOD-4", "MOD-5", "MOD-6", "MOD-7", "MOD-10", "MOD-11", "MOD-12"),
-    robustness=("MOD-8",),
+    maths=("MOD-1", "MOD-2", "MOD-3", "MOD-4", "MOD-5", "MOD-6", "MOD-7", "MOD-11", "MOD-12"),
+    robustness=("MOD-8", "MOD-10"),
     validation=("MOD-9",),
 )
 RATIONALE = {
@@ -89,6 +90,7 @@ RATIONALE = {
              " gap and, through (μ − q_p)/s with both infinite, NaN; the seed's gate falls back to 1.0 for a "
              "non-finite statistic. The kit accepts the formula's value or that fallback, never NaN, because M "
              "multiplies the Lagrange learning rate and a NaN there makes λ NaN for the rest of the run.",
+    "MOD-10": SCALAR_RATIONALE,
 }
 
 INTERFACE = ("modulation_scale",)

@@ -121,6 +121,7 @@ from rlspec.spec.core import (
     per_function,
 )
 from rlspec.spec.power import same_with_defaults
+from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -172,9 +173,9 @@ CLAUSES = {
 
 CATEGORIES = by_category(
     maths=("NUM-1", "NUM-2", "NUM-3", "NUM-4", "NUM-6", "NUM-7", "NUM-9", "NUM-10", "NUM-11", "NUM-12", "NUM-13",
-           "NUM-14", "NUM-15", "NUM-16", "NUM-17", "NUM-18", "NUM-19", "NUM-20", "NUM-22", "NUM-23", "NUM-24",
-           "NUM-26", "NUM-29"),
-    robustness=("NUM-5", "NUM-27", "NUM-28", "NUM-32"),
+           "NUM-14", "NUM-15", "NUM-16", "NUM-17", "NUM-18", "NUM-19", "NUM-20", "NUM-22", "NUM-24", "NUM-26",
+           "NUM-29"),
+    robustness=("NUM-5", "NUM-23", "NUM-27", "NUM-28", "NUM-32"),
     validation=("NUM-8", "NUM-21", "NUM-25", "NUM-30", "NUM-31"),
 )
 RATIONALE = {
@@ -194,6 +195,11 @@ RATIONALE = {
               "NaN, so a textbook masked mean is NaN as soon as an irrelevant head's sample holds garbage. The kit "
               "asks for a select (x where mask, else 0) because a head that did not act on a step must not be "
               "able to poison the loss or its gradient (seed 001 HIGH-3's causal masks).",
+    "NUM-23": SCALAR_RATIONALE,
+    "NUM-10": "The dtype policy returns the input's dtype, so float64 observations are compared with the "
+              "formula at float64 precision. Stable-Baselines3's VecNormalize (the one adapter of "
+              "ObsNormalizer) casts normalized observations to float32; the clause keeps the formula at the "
+              "input's precision and the difference is declared.",
 }
 
 INTERFACE = ("safe_standardize", "safe_zero_center", "RunningMeanStd", "ObsNormalizer", "ratio_guard",

@@ -81,6 +81,7 @@ from hypothesis import strategies as st
 from rlspec.contracts.replay import ARG, DEFAULTS, OBS_SHAPE, PUSH, readable_range, schema
 from rlspec.spec.core import Contract, Property, by_category, expect_rejection, fail
 from rlspec.spec.power import assert_same_values
+from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -125,9 +126,9 @@ CLAUSES = {
 
 CATEGORIES = by_category(
     maths=("REPLAY-1", "REPLAY-2", "REPLAY-3", "REPLAY-4", "REPLAY-5", "REPLAY-6", "REPLAY-7", "REPLAY-8",
-           "REPLAY-9", "REPLAY-10", "REPLAY-11", "REPLAY-12", "REPLAY-13", "REPLAY-16", "REPLAY-17", "REPLAY-19",
-           "REPLAY-20", "REPLAY-21"),
-    robustness=("REPLAY-18", "REPLAY-23"),
+           "REPLAY-9", "REPLAY-10", "REPLAY-11", "REPLAY-12", "REPLAY-13", "REPLAY-16", "REPLAY-19", "REPLAY-20",
+           "REPLAY-21"),
+    robustness=("REPLAY-17", "REPLAY-18", "REPLAY-23"),
     validation=("REPLAY-14", "REPLAY-15", "REPLAY-22", "REPLAY-24"),
 )
 RATIONALE = {
@@ -138,6 +139,7 @@ RATIONALE = {
     "REPLAY-23": "The layout says nothing about aliasing, so a ring that keeps references to the caller's "
                  "tensors stores every value right at push time. The kit asks for copies because collectors "
                  "reuse their buffers: the next step's write would silently rewrite the stored transition.",
+    "REPLAY-17": SCALAR_RATIONALE,
 }
 
 INTERFACE = ("ReplayRing",)

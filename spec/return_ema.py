@@ -34,6 +34,7 @@ from rlspec.contracts.return_ema import DEFAULTS
 from rlspec.reference.return_ema import ReturnEMA as Reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, by_category, expect_rejection, fail
 from rlspec.spec.power import same_with_defaults, with_omitted
+from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -56,8 +57,8 @@ CLAUSES = {
 }
 
 CATEGORIES = by_category(
-    maths=("REMA-1", "REMA-2", "REMA-3", "REMA-4", "REMA-5", "REMA-7", "REMA-9", "REMA-10", "REMA-11"),
-    robustness=("REMA-12",),
+    maths=("REMA-1", "REMA-2", "REMA-3", "REMA-4", "REMA-5", "REMA-7", "REMA-10", "REMA-11"),
+    robustness=("REMA-9", "REMA-12"),
     validation=("REMA-6", "REMA-8"),
 )
 RATIONALE = {
@@ -65,6 +66,7 @@ RATIONALE = {
                "low/high buffers computes every value right. The kit asks for copies because the natural next "
                "line of a caller, normalizing in place (x.sub_(offset)), would then rewrite the normalizer's "
                "state silently and shift every later advantage.",
+    "REMA-9": SCALAR_RATIONALE,
 }
 
 INTERFACE = ("ReturnEMA",)

@@ -72,6 +72,7 @@ from rlspec.spec.returns import (
     unit_params,
     with_position,
 )
+from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -96,11 +97,14 @@ CLAUSES = {
 }
 
 CATEGORIES = by_category(
-    maths=("RISK-1", "RISK-2", "RISK-3", "RISK-4", "RISK-5", "RISK-6", "RISK-7", "RISK-8", "RISK-12", "RISK-13"),
-    robustness=("RISK-14",),
+    maths=("RISK-1", "RISK-2", "RISK-3", "RISK-4", "RISK-5", "RISK-6", "RISK-7", "RISK-8", "RISK-13"),
+    robustness=("RISK-12", "RISK-14"),
     validation=("RISK-9", "RISK-10", "RISK-11"),
 )
-RATIONALE = {"RISK-14": overflow_rationale("RISK-3", "a done")}
+RATIONALE = {
+    "RISK-12": SCALAR_RATIONALE,
+    "RISK-14": overflow_rationale("RISK-3", "a done"),
+}
 
 INTERFACE = ("risk_target",)
 """

@@ -15,6 +15,13 @@ import torch
 
 from rlspec.spec.core import fail
 
+RATIONALE = ("The formula is over real numbers and says nothing about how a number is spelled. NumPy and JAX "
+             "promotion rules make a np.float32 or 0-d tensor hyper-parameter change the result (a float64 rollout "
+             "computed with γ rounded to float32, float32 state turned float64, a value refused as out of range) "
+             "while the Python number it holds gives the formula's value. The kit asks that the number held be "
+             "used, because configuration reaches trainers as numpy scalars (YAML loaders, sweeps) and the "
+             "difference is silent.")
+
 
 def variants(value: Any) -> list[tuple[str, Any, Any]]:
     """(label, the value as given, the Python number it holds) for each foreign type of ``value``."""

@@ -81,6 +81,7 @@ from rlspec.contracts.shaping import CLAMP, NORM_EPS, NORMALIZER_DEFAULTS, UNIT_
 from rlspec.reference import shaping as reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, by_category, expect_rejection, fail
 from rlspec.spec.power import same_with_defaults
+from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -122,15 +123,15 @@ CLAUSES = {
 
 CATEGORIES = by_category(
     maths=("SHAPE-1", "SHAPE-2", "SHAPE-3", "SHAPE-4", "SHAPE-5", "SHAPE-7", "SHAPE-8", "SHAPE-9", "SHAPE-10",
-           "SHAPE-11", "SHAPE-12", "SHAPE-13", "SHAPE-14", "SHAPE-15", "SHAPE-16", "SHAPE-18", "SHAPE-19",
-           "SHAPE-21"),
-    robustness=("SHAPE-22",),
+           "SHAPE-11", "SHAPE-12", "SHAPE-13", "SHAPE-14", "SHAPE-15", "SHAPE-16", "SHAPE-19", "SHAPE-21"),
+    robustness=("SHAPE-18", "SHAPE-22"),
     validation=("SHAPE-6", "SHAPE-17", "SHAPE-20"),
 )
 RATIONALE = {
     "SHAPE-22": "Temporal pooling's formula says nothing about aliasing, so a pool that keeps references to the"
                 " caller's embeddings pools right at the time. The kit asks for copies because an encoder "
                 "writing its next batch into the same buffer would rewrite the pool's past entries silently.",
+    "SHAPE-18": SCALAR_RATIONALE,
 }
 
 INTERFACE = ("prompt_centroid", "semantic_margin", "beta_schedule", "additive_shaping",

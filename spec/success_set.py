@@ -98,6 +98,7 @@ from rlspec.contracts.success_set import (
     episode_embedding,
 )
 from rlspec.spec.core import Contract, Property, assert_close, assert_identical, by_category, expect_rejection, fail
+from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -140,9 +141,13 @@ CLAUSES = {
 
 CATEGORIES = by_category(
     maths=("SUCC-1", "SUCC-2", "SUCC-3", "SUCC-4", "SUCC-5", "SUCC-6", "SUCC-7", "SUCC-8", "SUCC-9", "SUCC-10",
-           "SUCC-11", "SUCC-12", "SUCC-13", "SUCC-14", "SUCC-16", "SUCC-17"),
+           "SUCC-11", "SUCC-12", "SUCC-13", "SUCC-14", "SUCC-17"),
+    robustness=("SUCC-16",),
     validation=("SUCC-15", "SUCC-18"),
 )
+RATIONALE = {
+    "SUCC-16": SCALAR_RATIONALE,
+}
 
 INTERFACE = ("loss_a", "top_k_successes", "divergence_step", "mine_pair", "SuccessPrototypes", "PairedQueue",
              "BonusScheduler")
@@ -898,4 +903,4 @@ PROPERTIES = (
              (dict(dtype=F64), dict(dtype=torch.float32)), LOSS, max_examples=2),
 )
 
-CONTRACT = Contract("success_set", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES)
+CONTRACT = Contract("success_set", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)

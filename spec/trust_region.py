@@ -120,6 +120,7 @@ from rlspec.spec.core import (
     per_function,
 )
 from rlspec.spec.power import defaults_check, with_omitted
+from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -167,9 +168,9 @@ CLAUSES = {
 }
 
 CATEGORIES = by_category(
-    maths=("TR-1", "TR-2", "TR-3", "TR-5", "TR-6", "TR-7", "TR-8", "TR-9", "TR-10", "TR-11", "TR-12", "TR-14",
-           "TR-15", "TR-16", "TR-17"),
-    robustness=("TR-4", "TR-18"),
+    maths=("TR-1", "TR-2", "TR-3", "TR-5", "TR-6", "TR-7", "TR-8", "TR-9", "TR-10", "TR-11", "TR-12", "TR-15",
+           "TR-16", "TR-17"),
+    robustness=("TR-4", "TR-14", "TR-18"),
     validation=("TR-13",),
 )
 RATIONALE = {
@@ -181,6 +182,7 @@ RATIONALE = {
              "return a new tensor (the caller updates the result in place, which would move its own parameters)"
              " and that the Fisher-vector product differentiate a detached copy (marking the caller's "
              "parameters as requiring grad changes every later autograd graph built from them).",
+    "TR-14": SCALAR_RATIONALE,
 }
 
 INTERFACE = ("conjugate_gradient", "fisher_vector_product", "natural_step", "cpo_step", "line_search", "p3o_loss")

@@ -63,6 +63,7 @@ from rlspec.contracts.twohot import (
 from rlspec.reference import twohot as reference  # the oracle
 from rlspec.spec.core import Contract, Property, assert_close, by_category, expect_rejection, fail, per_function
 from rlspec.spec.power import defaults_check, with_omitted
+from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
 from rlspec.spec.scalars import check_scalar_types
 
 CLAUSES = {
@@ -102,8 +103,8 @@ CLAUSES = {
 CATEGORIES = by_category(
     maths=("TWOHOT-1", "TWOHOT-2", "TWOHOT-3", "TWOHOT-4", "TWOHOT-5", "TWOHOT-6", "TWOHOT-7", "TWOHOT-8",
            "TWOHOT-9", "TWOHOT-10", "TWOHOT-11", "TWOHOT-12", "TWOHOT-13", "TWOHOT-14", "TWOHOT-15", "TWOHOT-16",
-           "TWOHOT-22", "TWOHOT-24", "TWOHOT-26"),
-    robustness=("TWOHOT-21",),
+           "TWOHOT-22", "TWOHOT-26"),
+    robustness=("TWOHOT-21", "TWOHOT-24"),
     validation=("TWOHOT-17", "TWOHOT-18", "TWOHOT-19", "TWOHOT-20", "TWOHOT-23", "TWOHOT-25"),
 )
 RATIONALE = {
@@ -112,6 +113,31 @@ RATIONALE = {
                  "masked. The kit asks that a zero-weight bin contribute 0 (the limit w·log p → 0), because masking "
                  "bins with −inf logits is how a critic is restricted to a sub-range, and a NaN loss there trains "
                  "every parameter to NaN.",
+    "TWOHOT-24": SCALAR_RATIONALE,
+    "TWOHOT-4": "ln(1 + |x|) has full relative accuracy near 0 only through log1p: computed as log(1 + |x|), 1 "
+                "+ |x| rounds to 1 for |x| below eps and symlog returns 0 (relative error 1), so a reward of "
+                "1e-8 becomes the target 0. The clause asks the formula's value within 2 eps relative, which "
+                "log1p gives; sheeprl 0.8.4, the one twohot adapter, computes log(1 + |x|).",
+    "TWOHOT-12": "The dtype policy builds the support in the input's dtype, so a float64 head is compared with "
+                 "the formula at float64 precision. sheeprl 0.8.4 (the one twohot adapter) builds float32 bins "
+                 "for any input, which moves float64 results by float32 rounding; the clause keeps the formula "
+                 "at the input's precision.",
+    "TWOHOT-13": "The dtype policy builds the support in the input's dtype, so a float64 head is compared with "
+                 "the formula at float64 precision. sheeprl 0.8.4 (the one twohot adapter) builds float32 bins "
+                 "for any input, which moves float64 results by float32 rounding; the clause keeps the formula "
+                 "at the input's precision.",
+    "TWOHOT-14": "The dtype policy builds the support in the input's dtype, so a float64 head is compared with "
+                 "the formula at float64 precision. sheeprl 0.8.4 (the one twohot adapter) builds float32 bins "
+                 "for any input, which moves float64 results by float32 rounding; the clause keeps the formula "
+                 "at the input's precision.",
+    "TWOHOT-15": "The dtype policy builds the support in the input's dtype, so a float64 head is compared with "
+                 "the formula at float64 precision. sheeprl 0.8.4 (the one twohot adapter) builds float32 bins "
+                 "for any input, which moves float64 results by float32 rounding; the clause keeps the formula "
+                 "at the input's precision.",
+    "TWOHOT-22": "sign(x)·ln(1 + |x|) is differentiable at 0 with slope 1 (likewise symexp); written as "
+                 "sign(x)·f(|x|), autograd differentiates to 0 there (sign' = |x|' = 0 at 0), exactly where a "
+                 "zero-initialized critic's mean sits. The clause asks the true derivative; sheeprl 0.8.4, the "
+                 "one twohot adapter, uses the naive form.",
 }
 
 INTERFACE = ("symlog", "symexp", "twohot_encode", "log_prob", "mean")

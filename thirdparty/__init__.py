@@ -51,6 +51,12 @@ class Declared:
             raise ValueError(f"Declared: argument 'kind' must be one of {KINDS}, got {self.kind!r}")
 
 
+# the reason every adapter of the returns family gives for the overflow robustness clauses
+LITERAL_CUT = ("computes the published recursion literally, multiplying the future by the zero discount at a cut: "
+               "with the dtype's largest finite values after it, 0·inf = NaN reaches the rows before (finite values "
+               "there leave them bit-identical: the maths isolation clause passes)")
+
+
 def unsupported(name: str, reason: str):
     """A stand-in for an interface name the library lacks: calling it raises :class:`Unsupported`, so the
     clauses that use it only for some examples still run on the others."""

@@ -21,7 +21,7 @@ import types
 
 import torch
 
-from rlspec.thirdparty import Declared
+from rlspec.thirdparty import Declared, LITERAL_CUT
 from rlspec.thirdparty.wheel import read_source
 
 LIBRARY = "cleanrl 1.2.0 (ppo.py)"
@@ -71,6 +71,7 @@ def gae(reward, value, terminated, truncated, next_value, gamma, lam):
 NO_BOOTSTRAP = ("ppo.py ends the episode on done = terminated or truncated and never bootstraps a time limit "
                 "(spec/gae.py names CleanRL's convention); bootstrap V(final_observation) on truncation as SB3 does")
 DECLARED = {
+    "GAE-13": Declared("difference", f"ppo.py's advantage loop {LITERAL_CUT}"),
     "GAE-1": Declared("difference", NO_BOOTSTRAP + " (advantages differ on every truncated episode)"),
     "GAE-3": Declared("difference", NO_BOOTSTRAP + " (next_value at a truncated step changes nothing)"),
     "GAE-12": Declared("difference", "ppo.py's args come from tyro as Python floats; handed np.float32 values "

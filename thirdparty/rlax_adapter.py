@@ -28,7 +28,7 @@ import numpy as np
 import rlax
 import torch
 
-from rlspec.thirdparty import Declared, Unsupported
+from rlspec.thirdparty import Declared, LITERAL_CUT, Unsupported
 
 jax.config.update("jax_enable_x64", True)
 
@@ -109,6 +109,12 @@ PG_BOOTSTRAP = ("rlax's pg_advantage bootstraps λ·vs_{t+1} + (1−λ)·V_{t+1}
 NUMPY_SCALARS = ("jax types numpy scalars strongly and Python scalars weakly: under jax_enable_x64 a np.float64 "
                  "hyper-parameter makes float32 inputs compute and return float64")
 DECLARED = {
+    "GAE-13": Declared("difference", f"truncated_generalized_advantage_estimation {LITERAL_CUT}"),
+    "VTRACE-16": Declared("difference", f"vtrace_td_error_and_advantage {LITERAL_CUT}"),
+    "LAMBDA-13": Declared("difference", f"lambda_returns {LITERAL_CUT}"),
+    "LAMBDA-14": Declared("difference", f"lambda_returns {LITERAL_CUT}"),
+    "VTRACE-15": Declared("accepts", f"{NO_VALIDATION}: with an infinite clip threshold an overflowing "
+                                      "e^log_rho is used as given (inf/NaN targets)"),
     "GAE-9": Declared("accepts", SHAPES),
     "GAE-10": Declared("accepts", f"{NO_VALIDATION}: gamma and lambda_ outside [0, 1] are used as given"),
     "GAE-11": Declared("accepts", f"{NO_VALIDATION}: NaN/Inf rewards and values propagate into the advantages"),

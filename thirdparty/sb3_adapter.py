@@ -33,7 +33,7 @@ from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.running_mean_std import RunningMeanStd as _SB3RunningMeanStd
 from stable_baselines3.common.vec_env.vec_normalize import VecNormalize
 
-from rlspec.thirdparty import Declared, unsupported
+from rlspec.thirdparty import Declared, LITERAL_CUT, unsupported
 
 LIBRARY = "stable-baselines3 2.9.2"
 CONTRACTS = ("gae", "numerics")
@@ -142,6 +142,11 @@ entropy_loss = unsupported("entropy_loss", _INLINE)
 FLOAT32_BUFFER = ("RolloutBuffer stores rewards, values, advantages and returns in float32 numpy arrays "
                   "whatever the input dtype (buffers.py)")
 DECLARED = {
+    "NUM-21": Declared("accepts", "RunningMeanStd(epsilon) checks nothing: a negative epsilon becomes the "
+                                   "initial count"),
+    "NUM-23": Declared("bug", "RunningMeanStd keeps count = epsilon as given: a np.float32 epsilon makes "
+                                "the count, and the weights of every later update, float32"),
+    "GAE-13": Declared("difference", f"RolloutBuffer.compute_returns_and_advantage {LITERAL_CUT}"),
     "GAE-1": Declared("difference", FLOAT32_BUFFER + ": float64 rollouts come back rounded to float32"),
     "GAE-3": Declared("difference", FLOAT32_BUFFER + ": the bootstrap's effect is rounded to float32"),
     "GAE-7": Declared("difference", FLOAT32_BUFFER + ": float64 inputs give float32 advantages and returns"),
@@ -157,6 +162,6 @@ DECLARED = {
                                  "good, an empty batch gives NaN statistics (numpy warns), integer batches pass"),
     "NUM-10": Declared("difference", "VecNormalize.normalize_obs casts normalized observations to float32 "
                                      "(.astype(np.float32)) whatever the input dtype"),
-    "NUM-12": Declared("accepts", "VecNormalize updates obs_rms with whatever it is given (RunningMeanStd.update "
+    "NUM-30": Declared("accepts", "VecNormalize updates obs_rms with whatever it is given (RunningMeanStd.update "
                                   "checks nothing): one NaN observation poisons the statistics for good"),
 }

@@ -27,7 +27,7 @@ from sheeprl.utils.utils import symexp, symlog
 
 from rlspec.contracts.return_ema import DEFAULTS as REMA_DEFAULTS
 from rlspec.contracts.twohot import DEFAULT_BINS, DEFAULT_HIGH, DEFAULT_LOW
-from rlspec.thirdparty import Declared, unsupported
+from rlspec.thirdparty import Declared, LITERAL_CUT, unsupported
 
 LIBRARY = "sheeprl 0.8.4"
 CONTRACTS = ("twohot", "lambda_return", "return_ema")
@@ -74,6 +74,11 @@ FLOAT32_BINS = ("TwoHotEncodingDistribution builds its bins with torch.linspace(
                 "dtype: float64 logits get float32 bins; pass dtype=logits.dtype")
 NO_CHECKS = "no input checks"
 DECLARED = {
+    "TWOHOT-23": Declared("accepts", "TwoHotEncodingDistribution validates no support: low and high are "
+                                      "used as given (infinite or inverted) and the number of bins is taken from "
+                                      "logits.shape[-1]"),
+    "LAMBDA-13": Declared("difference", f"compute_lambda_values {LITERAL_CUT}"),
+    "LAMBDA-14": Declared("difference", f"compute_lambda_values {LITERAL_CUT}"),
     "TWOHOT-4": Declared("bug", "symlog is sign(x)·log(1 + |x|): for |x| below eps the 1 + |x| rounds to 1 and "
                                 "symlog returns 0 (relative error 1); use torch.log1p"),
     "TWOHOT-25": Declared("accepts", "symlog/symexp check no dtype: an integer tensor is silently promoted to a float "

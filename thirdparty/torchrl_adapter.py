@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torchrl.objectives.value.functional import generalized_advantage_estimate, vtrace_advantage_estimate
 
-from rlspec.thirdparty import Declared, Unsupported
+from rlspec.thirdparty import Declared, LITERAL_CUT, Unsupported
 
 LIBRARY = "torchrl 0.14.1"
 CONTRACTS = ("gae", "vtrace")
@@ -87,6 +87,8 @@ FLOAT32_DISCOUNTS = ("float64 inputs get float32 discounts: functional.py multip
                      "discounts in the value's dtype")
 NO_VALIDATION = "no input validation"
 DECLARED = {
+    "GAE-13": Declared("difference", f"generalized_advantage_estimate {LITERAL_CUT}"),
+    "VTRACE-16": Declared("difference", f"vtrace_advantage_estimate {LITERAL_CUT}"),
     "GAE-1": Declared("bug", FLOAT32_DISCOUNTS + " (advantages off by ~1e-8 relative in float64)"),
     "GAE-3": Declared("bug", FLOAT32_DISCOUNTS + " (the bootstrap moves A by float32(γ)·Δ, not γ·Δ)"),
     "GAE-12": Declared("bug", FLOAT32_DISCOUNTS + " (so a 0-d float64 tensor gamma gives float64 discounts and "
@@ -104,7 +106,7 @@ DECLARED = {
     "VTRACE-9": Declared("accepts", "shape mismatches raise RuntimeError (broadcasting or 'must share a unique "
                                     "shape') without naming the argument; a dtype mismatch is promoted silently"),
     "VTRACE-10": Declared("accepts", f"{NO_VALIDATION}: rho_thresh / c_thresh <= 0 are used as given"),
-    "VTRACE-13": Declared("accepts", f"{NO_VALIDATION}: an unclipped log-ratio of 800 overflows exp to inf and "
+    "VTRACE-15": Declared("accepts", f"{NO_VALIDATION}: an unclipped log-ratio of 800 overflows exp to inf and "
                                      "propagates"),
     "VTRACE-11": Declared("accepts", f"{NO_VALIDATION}: NaN/Inf rewards, values and log-ratios propagate"),
 }
