@@ -1,5 +1,6 @@
-"""The third-party conformance table: the committed table is well-formed and complete, and the
-table's classification (partial support, declarations checked against the runner) does what it says.
+"""The third-party conformance table: the committed table is well-formed, complete and current (made at the
+contracts' present versions, with no unjustified suspect clause in its census), and the table's classification
+(partial support, declarations checked against the runner, the census) does what it says.
 
 The adapters themselves need the pinned third parties (``nox -s thirdparty``); nothing here imports them.
 """
@@ -16,7 +17,8 @@ import torch
 from rlspec import registry
 from rlspec.reference import gae as reference_gae
 from rlspec.thirdparty import ADAPTERS, KINDS, Declared, Unsupported
-from rlspec.thirdparty.table import COLUMNS, check_module, problems
+from rlspec.spec.versions import statement_fingerprint
+from rlspec.thirdparty.table import COLUMNS, census, check_module, problems
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "docs" / "thirdparty"
@@ -49,9 +51,39 @@ def test_committed_table_is_well_formed_and_lists_every_adapter():
             for clause, cell in entry["clauses"].items():
                 assert cell["status"] in COLUMNS, (name, clause, cell)
                 assert cell["status"] == "pass" or cell["reason"].strip(), (name, clause, cell)
-            assert f"| {row['library']} | {cid} | {len(entry['clauses'])} |" in markdown, (name, cid)
+                assert cell["category"] == registry.load_contract(cid).categories[clause], (name, clause)
+            assert f"## {row['library']} × {cid} {entry['version']}" in markdown, (name, cid)
     assert not problems(table["adapters"], table["findings"]), problems(table["adapters"], table["findings"])
     assert {f["id"] for f in table["findings"]} == {"torchrl-float32-discounts", "omnisafe-pid-nan", "sheeprl-twohot"}
+
+
+def test_committed_table_is_not_older_than_the_contracts_it_covers():
+    """Each row was checked at its contract's present version and clause statements: a contract that moved on
+    (a clause added, tightened or re-worded) makes the committed verdicts stale until `nox -s thirdparty` runs."""
+    table = json.loads((TABLE / "conformance.json").read_text())
+    for row in table["adapters"]:
+        for cid, entry in row["contracts"].items():
+            contract = registry.load_contract(cid)
+            made = (entry.get("version"), entry.get("statements"))
+            assert made == (contract.version, statement_fingerprint(contract)), (
+                f"{row['adapter']} × {cid} was checked at {made}; the contract is now {contract.version} "
+                f"({statement_fingerprint(contract)}): regenerate the table with nox -s thirdparty")
+            assert list(entry["clauses"]) == list(contract.clauses), (row["adapter"], cid)
+
+
+def test_the_census_flags_a_clause_every_adapter_fails_on_values_unless_justified():
+    def cell(status, failure="", category="maths"):
+        return dict(status=status, failure=failure, category=category, reason="r")
+
+    rows = [dict(adapter=a, contracts={"gae": dict(clauses={
+        "GAE-1": cell(s, f), "GAE-9": cell("accepts", "accepted silently", "validation")})})
+        for a, s, f in (("a", "bug", "wrong value"), ("b", "difference", "wrong value"), ("c", "unsupported", ""))]
+    entry = census(rows)["gae"]["GAE-1"]
+    assert entry["suspect"] and entry["failed"] == ["a", "b"] and entry["unsupported"] == ["c"]
+    assert any("gae GAE-1: every adapter that checks it fails on values" in p for p in problems(rows))
+    assert not census(rows)["gae"]["GAE-9"]["suspect"]  # a validation clause: libraries that validate nothing
+    rows[2]["contracts"]["gae"]["clauses"]["GAE-1"] = cell("pass")
+    assert not census(rows)["gae"]["GAE-1"]["suspect"]  # one library meets it
 
 
 def _adapter(gae, **declared: Declared) -> types.SimpleNamespace:
