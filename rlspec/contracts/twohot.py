@@ -31,8 +31,11 @@ def support(num_bins: int, low: float, high: float, dtype: torch.dtype = torch.f
 
 def odd_extension(f, x: torch.Tensor) -> torch.Tensor:
     """sign(x)·f(|x|) for f with f(0) = 0, written so that autograd gives f'(0) at x = 0 (sign(x)·f(|x|)
-    differentiates to 0 there: sign' = |x|' = 0 at 0) and never evaluates f outside [0, ∞)."""
-    return torch.where(x < 0, -f(-x.clamp(max=0)), f(x.clamp(min=0)))
+    differentiates to 0 there: sign' = |x|' = 0 at 0) and never evaluates f outside [0, ∞). The magnitude is a
+    select, whose gradient is +1 at 0 in every torch version (the gradient of a clamp at its own bound is not:
+    torch 2.14 makes it 0)."""
+    magnitude = torch.where(x < 0, -x, x)  # |x|, with d/dx = 1 at 0
+    return torch.where(x < 0, -f(magnitude), f(magnitude))
 
 
 def validate_support(fn: str, num_bins: int, low: float, high: float) -> None:
