@@ -33,12 +33,13 @@ from rlspec.contracts.validate import require_finite, scalar_args, values_look_v
 F32 = torch.float32
 
 
-def _scalar(value, device: torch.device) -> torch.Tensor:
-    """A float or a 0-d tensor as a float32 0-d tensor on ``device``, with no graph; a float is written by a
-    fill (torch.full), never copied from the host (a blocking copy on CUDA)."""
+def _scalar(value, device: torch.device, minus: float = 0.0) -> torch.Tensor:
+    """``value - minus`` (a float or a 0-d tensor) as a float32 0-d tensor on ``device``, with no graph: the
+    difference is taken before the rounding to float32 (a J_c within float32's resolution of the limit keeps
+    its gap); a float is written by a fill (torch.full), never copied from the host (a blocking copy on CUDA)."""
     if isinstance(value, torch.Tensor):
-        return value.detach().to(device, F32).reshape(())
-    return torch.full((), value, dtype=F32, device=device)
+        return (value.detach().to(device, torch.float64).reshape(()) - minus).to(F32)
+    return torch.full((), value - minus, dtype=F32, device=device)
 
 
 class _Skipping:
@@ -52,18 +53,19 @@ class _Skipping:
         for name, value in state.items():
             setattr(self, name, torch.tensor(value, dtype=F32))
 
-    def _read(self, fn: str, jc, scale=1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(jc, M, usable) as float32 / bool 0-d tensors on the state's (= J_c's) device; not usable: a
-        non-finite J_c or M, or M <= 0 (read on the device, never on the host)."""
+    def _read(self, fn: str, jc, scale=1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(jc, jc − cost_limit, M, usable) as float32 / bool 0-d tensors on the state's (= J_c's) device; not
+        usable: a non-finite J_c or M, or M <= 0 (read on the device, never on the host)."""
         check_cost(fn, jc)
         check_scale(fn, scale)
         device = jc.device if isinstance(jc, torch.Tensor) else self.lagrangian_multiplier.device
         for name in ("lagrangian_multiplier", "skipped", *self.STATE):
             setattr(self, name, getattr(self, name).to(device))
+        gap = _scalar(jc, device, self.cost_limit)
         jc, m = (_scalar(v, device) for v in (jc, scale))
         ok = torch.isfinite(jc) & torch.isfinite(m) & (m > 0)  # else skipped (LAG-7, LAG-12)
         self.skipped = self.skipped + (~ok).long()
-        return torch.where(ok, jc, 0.0), torch.where(ok, m, 0.0), ok
+        return torch.where(ok, jc, 0.0), torch.where(ok, gap, 0.0), torch.where(ok, m, 0.0), ok
 
     def _commit(self, ok: torch.Tensor, lam: torch.Tensor, **state: torch.Tensor) -> torch.Tensor:
         for name, value in state.items():
@@ -80,8 +82,8 @@ class DualAscent(_Skipping):
         self.cost_limit, self.lr = cost_limit, lr
 
     def update(self, jc, scale=1.0) -> torch.Tensor:
-        jc, m, ok = self._read("DualAscent.update", jc, scale)
-        lam = torch.clamp_min(self.lagrangian_multiplier + self.lr * m * (jc - self.cost_limit), 0.0)
+        _, gap, m, ok = self._read("DualAscent.update", jc, scale)
+        lam = torch.clamp_min(self.lagrangian_multiplier + self.lr * m * gap, 0.0)
         return self._commit(ok, lam)
 
 
@@ -99,9 +101,9 @@ class OmniSafeLagrange(_Skipping):
         self.cost_limit, self.lambda_lr, self.upper = cost_limit, lambda_lr, lagrangian_upper_bound
 
     def update(self, jc, scale=1.0) -> torch.Tensor:
-        jc, m, ok = self._read("OmniSafeLagrange.update", jc, scale)
+        _, gap, m, ok = self._read("OmniSafeLagrange.update", jc, scale)
         b1, b2 = ADAM_BETAS
-        grad = -(jc - self.cost_limit)
+        grad = -gap
         steps = self.steps + 1
         exp_avg = torch.lerp(self.exp_avg, grad, 1 - b1)
         exp_avg_sq = self.exp_avg_sq * b2 + (1 - b2) * grad * grad
@@ -132,9 +134,8 @@ class PIDLagrangian(_Skipping):
         self.slot = torch.zeros((), dtype=torch.int64)  # device counter of committed updates
 
     def update(self, jc) -> torch.Tensor:
-        jc, _, ok = self._read("PIDLagrangian.update", jc)
+        jc, delta, _, ok = self._read("PIDLagrangian.update", jc)
         self.slot = self.slot.to(jc.device)
-        delta = jc - self.cost_limit
         pid_i = torch.clamp_min(self.pid_i + delta * self.ki, 0.0)
         if self.diff_norm:
             pid_i = torch.clamp(pid_i, 0.0, 1.0)

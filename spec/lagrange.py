@@ -512,6 +512,29 @@ _scaled = st.sampled_from(("DualAscent", "OmniSafeLagrange")).flatmap(
 PINNED_DUAL = dict(config=dict(cost_limit=25.0, lr=0.035, lambda_init=0.001), costs=[30.0, 25.0, 0.0, 0.0, 40.0],
                    scales=[1.0, 0.5, 1.0, 1.0, 0.25])  # at the limit, driven to 0, back up
 PINNED_OMNI = dict(config=LAGRANGE_DEFAULTS, costs=[30.0, 20.0, 25.0, 0.0, 0.0, 0.0], scales=[1.0] * 6)
+# decisive edge cases: J_c within Adam's eps of the limit (the eps term decides the step's size and sign), and a
+# crossing from far above to below the limit (bias corrections, the clamp at 0)
+OMNI_EXAMPLES = (PINNED_OMNI,
+                 dict(config=LAGRANGE_DEFAULTS, costs=[25.0 + 1e-9, 25.0 - 1e-9, 25.0 + 1e-9], scales=[1.0] * 3),
+                 dict(config=dict(LAGRANGE_DEFAULTS, lambda_lr=0.5), costs=[80.0, 80.0, 0.0, 0.0, 0.0, 0.0],
+                      scales=[1.0] * 6))
+# PIDLagrangian's decisive cases: the defaults crossing the limit; diff_norm with the integral pushed past 1 and
+# then costs below the limit (kp·Δp < 0, so the clamp of I at 1 shows in λ); diff_norm with λ above 1 before its
+# clamp; neither norm, with the penalty cap reached; the d-term's delay line (d_delay 3, costs rising)
+PID_EXAMPLES = (
+    dict(config=PID_DEFAULTS, costs=[30.0, 40.0, 10.0, 0.0] * 3),
+    dict(config=dict(PID_DEFAULTS, pid_kp=1.0, pid_ki=0.1, diff_norm=True, sum_norm=False,
+                     pid_delta_p_ema_alpha=0.0), costs=[50.0, 50.0, 20.0, 20.0]),
+    dict(config=dict(PID_DEFAULTS, pid_kp=1.0, pid_ki=0.1, diff_norm=True, sum_norm=False), costs=[60.0] * 4),
+    dict(config=dict(PID_DEFAULTS, pid_kp=1.0, pid_ki=0.1, sum_norm=False, penalty_max=0.5), costs=[60.0] * 4),
+    dict(config=dict(PID_DEFAULTS, pid_kd=0.5, pid_d_delay=3, pid_delta_d_ema_alpha=0.5),
+         costs=[0.0, 10.0, 20.0, 40.0, 80.0, 0.0]),
+)
+# SimmerPID's decisive cases: a raw PID term beyond ±1 (the clamp of the step) both ways, polyak 0
+SIMMER_EXAMPLES = (
+    dict(config=dict(kp=0.5, ki=0.01, kd=0.1, polyak=0.0, budget_bound=25.0), budget0=10.0,
+         costs=[0.0, 30.0, 0.0, 30.0, 10.0, 10.0], num_envs=2),
+)
 
 def check_bad_tensor_scale(impl, which, case, bad, position):
     costs, scales = case["costs"], case["scales"]
@@ -674,9 +697,8 @@ PROPERTIES = (
     Property("LAG-2", check_direction, dual_cases(), (PINNED_DUAL,), ("DualAscent",)),
     Property("LAG-3", check_plain_formula, dual_cases(), (PINNED_DUAL,), ("DualAscent",)),
     Property("LAG-4", check_scaled_step, _scaled, (dict(which="DualAscent", case=PINNED_DUAL),), INTERFACE[:2]),
-    Property("LAG-5", check_omnisafe, omnisafe_cases(), (PINNED_OMNI,), ("OmniSafeLagrange",)),
-    Property("LAG-6", check_pid, pid_cases(), (dict(config=PID_DEFAULTS, costs=[30.0, 40.0, 10.0, 0.0] * 3),),
-             ("PIDLagrangian",)),
+    Property("LAG-5", check_omnisafe, omnisafe_cases(), OMNI_EXAMPLES, ("OmniSafeLagrange",)),
+    Property("LAG-6", check_pid, pid_cases(), PID_EXAMPLES, ("PIDLagrangian",)),
     Property("LAG-7", check_skip,
              st.builds(lambda c, bad, p: dict(c, bad=bad, position=p), any_lagrangian(),
                        st.sampled_from([math.nan, math.inf, -math.inf]), st.integers(0, 100)),
@@ -686,12 +708,13 @@ PROPERTIES = (
              requires=INTERFACE, max_examples=len(BAD_CONFIGS)),
     Property("LAG-9", check_saute_budget, saute_cases(), requires=("SauteBudget",)),
     Property("LAG-10", check_saute_reward, saute_cases(), requires=("SauteBudget",)),
-    Property("LAG-11", check_simmer, simmer_cases(), requires=("SimmerPID",)),
+    Property("LAG-11", check_simmer, simmer_cases(), SIMMER_EXAMPLES, ("SimmerPID",)),
     Property("LAG-12", check_bad_tensor_scale,
              st.builds(lambda c, bad, p: dict(c, bad=bad, position=p), _scaled,
                        st.sampled_from([-1.0, 0.0, math.nan, math.inf, -math.inf]), st.integers(0, 100)),
-             (dict(which="DualAscent", case=dict(PINNED_DUAL, costs=[30.0] * 3, scales=[1.0] * 3), bad=-1.0,
-                   position=1),), INTERFACE[:2]),
+             tuple(dict(which=which, case=dict(case, costs=[30.0] * 3, scales=[1.0] * 3), bad=bad, position=1)
+                   for which, case in (("DualAscent", PINNED_DUAL), ("OmniSafeLagrange", PINNED_OMNI))
+                   for bad in (0.0, -1.0, math.nan)), INTERFACE[:2]),  # 0 is the boundary of "finite and > 0"
     Property("LAG-13", check_saute_rejects_cost,
              st.builds(lambda c, bad, p: dict(c, bad=bad, position=p), saute_cases(),
                        st.sampled_from([math.nan, math.inf, -math.inf]), st.integers(0, 50)),
