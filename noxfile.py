@@ -63,9 +63,10 @@ def user_torch(session: nox.Session) -> None:
     pytest plugin's outside-project test there. Not part of cpu_gate (a multi-GB CUDA build)."""
     wanted = session.posargs[0] if session.posargs else USER_TORCH
     session.install(wanted)
-    before = session.run("python", "-c", "import torch; print(torch.__version__)", silent=True).strip()
+    version = ("python", "-c", "import warnings; warnings.simplefilter('ignore'); import torch; print(torch.__version__)")
+    before = session.run(*version, silent=True).strip().splitlines()[-1]
     session.install("-e", ".[spec]", "pytest>=8")
-    after = session.run("python", "-c", "import torch; print(torch.__version__)", silent=True).strip()
+    after = session.run(*version, silent=True).strip().splitlines()[-1]
     if after != before:
         session.error(f"pip replaced the environment's torch {before} with {after}")
     session.log(f"torch {after} kept")
