@@ -227,6 +227,12 @@ NORMALIZER_EXAMPLES = (
          batches=[torch.full((3,), 0.1), torch.full((2,), 0.1)]),  # constant margins: 0, never NaN
     dict(config=dict(norm_window=1000, margin_scale=3.0, margin_norm_enable=False),
          batches=[torch.tensor([0.9, -0.5, 0.1, 0.7, -0.67, 0.6])]),  # raw scaled: 3 of 6 clamp
+    # the window's decisive cases: distinct margins in a small window (the population std, not the unbiased
+    # one) and a window that overflows (the oldest margins evicted, exactly norm_window kept)
+    dict(config=dict(norm_window=3, margin_scale=1.0, margin_norm_enable=True),
+         batches=[torch.tensor([0.0, 1.0]), torch.tensor([2.0]), torch.tensor([-1.0, 5.0]), torch.tensor([0.5])]),
+    dict(config=dict(norm_window=2, margin_scale=0.5, margin_norm_enable=True),
+         batches=[torch.tensor([0.3]), torch.tensor([0.9]), torch.tensor([-0.6]), torch.tensor([0.2, 0.4])]),
 )
 
 
