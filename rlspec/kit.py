@@ -29,7 +29,7 @@ from rlspec.spec.core import (
     signatures_from_text,
     token_contract,
 )
-from rlspec.spec.versions import VersionMismatch, parse_pins, pinned_clauses
+from rlspec.spec.versions import parse_pins, pinned_clauses
 from rlspec.unsupported import UnsupportedCases, UnsupportedFileError, check_names
 from rlspec.unsupported import load as load_unsupported
 
@@ -72,9 +72,17 @@ def check(contract_ids: list[str], impl_target: str | None, profile: str, out_di
             contracts, clauses = _replayed(reproduce, contracts, clauses)
         except ReproduceError as err:
             return _usage(str(err))
+    try:  # the choice of clauses: bad options are usage errors
+        pins = parse_pins(spec_versions, list(contracts))
+        selection = {cid: select(contract, clauses, categories, pins.get(cid)) for cid, contract in contracts.items()}
+    except ValueError as err:  # VersionMismatch included
+        return _usage(str(err))
+    if not any(selected for selected, _ in selection.values()):
+        return _usage(f"nothing to check: no clause of {', '.join(contracts)} is "
+                      + " and ".join(filter(None, (f"in {', '.join(clauses)}" if clauses else "",
+                                                   f"of category {', '.join(categories)}" if categories else "",
+                                                   "in the pinned versions" if spec_versions else ""))))
     try:
-        selection = {cid: select(contract, clauses, categories, parse_pins(spec_versions, list(contracts)).get(cid))
-                     for cid, contract in contracts.items()}
         unsupported = (load_unsupported(unsupported_file, [c for cid in registry.CONTRACTS
                                                            for c in registry.load_contract(cid).clauses])
                        if unsupported_file else None)
@@ -84,7 +92,7 @@ def check(contract_ids: list[str], impl_target: str | None, profile: str, out_di
         tasks = [Task(cid, _targets(cid, impl_target), profile, selected, skipped, unsupported, unsupported_file,
                       seed, reproduce) for cid, (selected, skipped) in selection.items() if selected]
         tables = run_tasks(tasks, jobs, triton)
-    except (UnsupportedFileError, ReproduceError, VersionMismatch, ValueError) as err:
+    except (UnsupportedFileError, ReproduceError) as err:
         return _usage(str(err))
     except BrokenProcessPool as err:
         print(f"rlspec check: error: a worker process died ({err}); rerun with --jobs 1 to see where",

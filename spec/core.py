@@ -428,9 +428,6 @@ class Contract:
         """The version that added ``clause`` (the first version for a clause there from the start)."""
         return next((c.version for c in self.changes if clause in c.added), self.changes[0].version)
 
-    def category(self, clause: str) -> str:
-        return self.categories[clause]
-
 
 def signatures_from_text(text: str) -> dict[str, str]:
     """Split an INTERFACE text into one entry per name: a line starting in column 0 with an identifier

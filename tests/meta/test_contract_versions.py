@@ -71,3 +71,8 @@ def test_cli_pins_and_categories(tmp_path, capsys):
     assert "older than the pinned 3.0" in capsys.readouterr().err
     assert cli.main(["check", "gae", "--spec-version", "vtrace=1.0", "--out", str(out)]) == 2
     assert "CONTRACT=MAJOR.MINOR with CONTRACT one of gae" in capsys.readouterr().err
+
+
+def test_a_selection_that_leaves_nothing_to_check_is_a_usage_error(tmp_path, capsys):
+    assert cli.main(["check", "packed2", "--category", "robustness", "--out", str(tmp_path)]) == 2
+    assert "nothing to check: no clause of packed2 is of category robustness" in capsys.readouterr().err

@@ -100,3 +100,10 @@ def test_a_declaration_that_names_no_clause_fails_collection(tmp_path):
         """)
     code, out, _ = _pytest(root)
     assert code == 2 and "expected_failures names 'GAE-99', which matches no clause of gae" in out, out
+
+
+def test_the_plugin_loads_nothing_heavy_into_every_pytest_run():
+    """pytest loads the plugin in every run where rlspec is installed: it must not import torch or Hypothesis."""
+    code = "import sys, rlspec.pytest_plugin; print(sorted(m for m in ('torch', 'hypothesis') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
