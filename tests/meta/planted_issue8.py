@@ -164,8 +164,8 @@ def _ring(cls) -> types.SimpleNamespace:
 
 LAG_SPARED = ("LAG-1", "LAG-2", "LAG-3", "LAG-7", "LAG-8")
 PLANTED_ISSUE8 = (
-    Planted("tensor scale read as is", "lagrange", _lag(DualAscent=_ScaleReadAsIs), "LAG-12", "expected the update "
-            "skipped", LAG_SPARED),
+    Planted("tensor scale read as is", "lagrange", _lag(DualAscent=_ScaleReadAsIs), "LAG-12", "scale=tensor(",
+            LAG_SPARED),
     Planted("λ keeps the autograd graph", "lagrange", _lag(DualAscent=_LambdaKeepsGraph), "LAG-14",
             "keeps an autograd graph", ("LAG-1", "LAG-2", "LAG-7")),
     Planted("Sauté poisoned by a NaN cost", "lagrange", _lag(SauteBudget=_SautePoisoned), "LAG-13",
