@@ -43,10 +43,23 @@ TESTS = """
     """
 
 
+# the project's own pytest configuration: pytest's rootdir is the project, never a checkout above it (nox puts
+# tmp_path under .nox/, inside this repository)
+PYPROJECT = """
+    [project]
+    name = "their-project"
+    version = "0"
+
+    [tool.pytest.ini_options]
+    addopts = "-ra"
+    """
+
+
 def _project(tmp_path: Path, tests: str = TESTS) -> Path:
     root = tmp_path / "their_project"
     root.mkdir()
-    for name, body in (("my_gae.py", USER_GAE), ("float32_gamma.py", FLOAT32_GAMMA), ("test_theirs.py", tests)):
+    for name, body in (("my_gae.py", USER_GAE), ("float32_gamma.py", FLOAT32_GAMMA), ("test_theirs.py", tests),
+                       ("pyproject.toml", PYPROJECT)):
         (root / name).write_text(textwrap.dedent(body))
     return root
 
@@ -73,6 +86,7 @@ def test_an_outside_project_runs_clauses_as_items_with_xfail_and_strict(tmp_path
     root = _project(tmp_path)
     code, out, outcomes = _pytest(root)
     assert code == 1, out
+    assert f"rootdir: {root}" in out, out  # its own configuration, not this checkout's
     assert outcomes == {"test_theirs.test_gae.gae::GAE-1": "passed", "test_theirs.test_gae.gae::GAE-2": "failure",
                         "test_theirs.test_gae.gae::GAE-9": "passed", "test_theirs.test_gae.gae::GAE-11": "xfailed",
                         "test_theirs.test_bug.gae::GAE-1": "failure", "test_theirs.test_bug.gae::GAE-3": "failure"}, out
