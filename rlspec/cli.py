@@ -112,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
                               "they are reported UNSUPPORTED, not FAIL (format: rlspec/unsupported.py)")
     p_check.add_argument("--seed", type=int, help="the seed of a profile that is not derandomized (dev, nightly); "
                                                   "printed in every reproduce command")
+    p_check.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                         help="the per-example deadline: an implementation that makes no progress for this long is "
+                              "stopped and its clause reported HANG (default 300)")
     p_check.add_argument("--reproduce", metavar="TOKEN",
                          help="replay one failing example: the token a reproduce line prints (it names its contract "
                               "and clause; a damaged or foreign token is a usage error)")
@@ -195,7 +198,7 @@ def _main(argv: list[str] | None) -> int:
     return kit.check(ids, args.impl, args.profile or os.environ.get("HYPOTHESIS_PROFILE", "ci"), args.out,
                      clauses=clauses, categories=args.category, unsupported_file=args.unsupported, seed=args.seed,
                      reproduce=args.reproduce, jobs=args.jobs or _usable_cores(), triton=args.triton,
-                     junit=args.junit_xml, spec_versions=args.spec_version)
+                     junit=args.junit_xml, spec_versions=args.spec_version, timeout=args.timeout)
 
 
 def _verb(words: list[str], run) -> int:

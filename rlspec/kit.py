@@ -6,21 +6,22 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
-import multiprocessing
 import os
+import signal
 import sys
 import textwrap
 import time
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import torch
 
-from rlspec import registry, report
+from rlspec import registry, report, supervise
 from rlspec.spec.core import (
     CATEGORIES,
+    CRASHED,
+    HANG,
     Contract,
+    Outcome,
     ReproduceError,
     case_keys,
     interface_text,
@@ -57,7 +58,7 @@ def check(contract_ids: list[str], impl_target: str | None, profile: str, out_di
           clauses: list[str] | None = None, categories: list[str] | None = None,
           unsupported_file: Path | None = None, seed: int | None = None, reproduce: str | None = None,
           jobs: int = 1, triton: str = "auto", junit: Path | None = None,
-          spec_versions: list[str] | None = None) -> int:
+          spec_versions: list[str] | None = None, timeout: float = supervise.DEADLINE_S) -> int:
     """Check the contracts, ``jobs`` at a time in worker processes (exit status: rlspec.cli.EXIT_STATUS). The
     printed tables and the reports are the same for any ``jobs``."""
     choose_triton(triton)
@@ -91,13 +92,14 @@ def check(contract_ids: list[str], impl_target: str | None, profile: str, out_di
                         lambda clause: _case_keys(contracts, clause))
         tasks = [Task(cid, _targets(cid, impl_target), profile, selected, skipped, unsupported, unsupported_file,
                       seed, reproduce) for cid, (selected, skipped) in selection.items() if selected]
-        tables = run_tasks(tasks, jobs, triton)
+        tables = run_tasks(tasks, jobs, triton, timeout)
     except (UnsupportedFileError, ReproduceError) as err:
         return _usage(str(err))
-    except BrokenProcessPool as err:
-        print(f"rlspec check: error: a worker process died ({err}); rerun with --jobs 1 to see where",
-              file=sys.stderr)
-        return 1
+    except supervise.Interrupted as stop:
+        md, _ = report.write(stop.tables, out_dir, profile)
+        print(f"rlspec check: interrupted ({signal.Signals(stop.signum).name}): {len(stop.tables)} of {len(tasks)} "
+              f"contracts finished; their tables are above and in {md}", file=sys.stderr)
+        return 128 + stop.signum
     md, js = report.write(tables, out_dir, profile)
     print(f"\nreport: {md} and {js}")
     if junit is not None:
@@ -165,50 +167,81 @@ class Task:
     reproduce: str | None
 
 
-def run_tasks(tasks: list[Task], jobs: int, triton: str) -> list[dict]:
-    """Each task's table, in the order of ``tasks``, each printed once it and those before it are done. With
-    ``jobs`` > 1 the tasks run in that many spawned worker processes (a fresh interpreter each: no fork of a
-    process that holds torch threads), sharing out torch's threads; the rules of an --unsupported file count
-    what every worker matched."""
-    jobs = min(jobs, len(tasks))
-    if jobs <= 1:
-        return [_print_table(_run_task(task, i, len(tasks))[0]) for i, task in enumerate(tasks)]
-    context = multiprocessing.get_context("spawn")
-    threads = max(1, torch.get_num_threads() // jobs)  # more threads than cores: each op spins and crawls
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker,
-                             initargs=(triton, threads)) as pool:
-        # each worker counts on its own copy of the rules (all still at zero here), added up below
-        futures = [pool.submit(_run_task, dataclasses.replace(task, unsupported=copy.deepcopy(task.unsupported)),
-                               i, len(tasks)) for i, task in enumerate(tasks)]
-        tables = []
-        try:
-            for task, future in zip(tasks, futures):
-                table, rules = future.result()
-                if task.unsupported is not None:
-                    task.unsupported.add(rules)
-                tables.append(_print_table(table))
-        except BaseException:
-            pool.shutdown(cancel_futures=True)
-            raise
-    return tables
+def run_tasks(tasks: list[Task], jobs: int, triton: str, timeout: float = supervise.DEADLINE_S) -> list[dict]:
+    """Each task's table, in the order of ``tasks``, each printed once it and those before it are done. The tasks
+    run in up to ``jobs`` supervised worker processes (rlspec/supervise.py: a spawned interpreter each, sharing
+    out torch's threads), so that an implementation that exits, crashes or hangs is a reported outcome; the rules
+    of an --unsupported file count what every worker matched."""
+    workers = max(1, min(jobs, len(tasks)))
+    threads = max(1, torch.get_num_threads() // workers)  # more threads than cores: each op spins and crawls
+    # each worker counts on its own copy of the rules (all still at zero here), added up as each job finishes
+    work = [supervise.Job(dataclasses.replace(task, unsupported=copy.deepcopy(task.unsupported)), i, len(tasks))
+            for i, task in enumerate(tasks)]
+
+    def table(job: supervise.Job) -> dict:
+        task = tasks[job.index]
+        if task.unsupported is not None and job.rules is not None:
+            task.unsupported.add(job.rules)
+        contract = load_contract(task.contract)
+        out = report.build(contract.id, contract.version, {c: contract.clauses[c] for c in task.clauses},
+                           dict(contract.categories), [job.entries[t] for t in sorted(job.entries)], task.not_checked)
+        result = ", ".join(f"{n} {label}" for label, n in report.failures(out).items()) or "no violation"
+        _progress(f"{task.contract} finished in {time.monotonic() - job.started:.1f} s: {result}")
+        return out
+
+    return supervise.supervise(work, workers, triton, threads, timeout, _run_clause, _resolve, table, _ended_cell,
+                               _print_table, lambda job: _progress(f"{job.task.contract} started ({job.index + 1} of "
+                                                                   f"{job.total})"),
+                               forward=(UnsupportedFileError, ReproduceError))
 
 
-def _start_worker(triton: str, threads: int) -> None:
-    choose_triton(triton)
-    torch.set_num_threads(threads)
+def _command(task: Task, target: str) -> list[str]:
+    """The `rlspec check` command that checks ``target`` as this task does."""
+    return ["rlspec", "check", task.contract, "--impl", target] + \
+        (["--unsupported", str(task.unsupported_file)] if task.unsupported_file else [])
 
 
-def _run_task(task: Task, index: int, total: int) -> tuple[dict, list[dict]]:
-    """(the contract's table, what the --unsupported rules matched here); progress lines on stderr."""
-    _progress(f"{task.contract} started ({index + 1} of {total})")
-    start = time.monotonic()
-    table = check_contract(load_contract(task.contract), [registry.resolve(*t) for t in task.targets],
-                           task.profile, task.clauses, task.unsupported, task.unsupported_file, task.seed,
-                           task.reproduce, task.not_checked)
-    counts = report.failures(table)
-    result = ", ".join(f"{n} {label}" for label, n in counts.items()) or "no violation"
-    _progress(f"{task.contract} finished in {time.monotonic() - start:.1f} s: {result}")
-    return table, task.unsupported.summary() if task.unsupported is not None else []
+def _resolve(label: str, target: str, registered: bool) -> registry.Resolved:
+    """registry.resolve, with a module that calls sys.exit while it is imported an error, not the worker's end."""
+    try:
+        return registry.resolve(label, target, registered)
+    except SystemExit as err:
+        return registry.Resolved(label, target, error=f"SystemExit({err.code!r}): the module calls sys.exit while "
+                                                      "it is imported")
+
+
+def _run_clause(task: Task, resolved: registry.Resolved, clause: str, beat) -> dict:
+    """In a worker: one clause against one implementation, ``beat()`` before every example; an implementation
+    that raises SystemExit or KeyboardInterrupt (sys.exit in a function) crashed that clause."""
+    contract = _beating(load_contract(task.contract), beat)
+    try:
+        outcomes = run_contract(contract, resolved.impl, task.profile, clauses=[clause], unsupported=task.unsupported,
+                                seed=task.seed, reproduce=task.reproduce)
+    except (SystemExit, KeyboardInterrupt) as err:
+        code = f"({err.code!r})" if isinstance(err, SystemExit) else ""
+        outcomes = [Outcome(clause, "fail", f"[{clause}] the implementation raised {type(err).__name__}{code} "
+                                            "(a sys.exit or an interrupt inside its code)", CRASHED, tried=1, failed=1,
+                            kinds={CRASHED: 1}, reproduce=("--clause", clause))]
+    return report.cell(outcomes[0], contract.categories[clause], _command(task, resolved.target))
+
+
+def _beating(contract: Contract, beat) -> Contract:
+    """``contract`` with ``beat()`` called before every example of every property (the worker's heartbeat)."""
+    def wrap(check):
+        def checked(impl, **case):
+            beat()
+            return check(impl, **case)
+        return checked
+    return dataclasses.replace(contract, properties=tuple(dataclasses.replace(p, check=wrap(p.check))
+                                                          for p in contract.properties))
+
+
+def _ended_cell(task: Task, target: str, clause: str, why: str, hung: bool) -> dict:
+    """The cell of a clause whose worker ended (CRASH) or stopped making progress (HANG)."""
+    kind = HANG if hung else CRASHED
+    outcome = Outcome(clause, "fail", f"[{clause}] {why}", kind, tried=1, failed=1, kinds={kind: 1},
+                      reproduce=("--clause", clause))
+    return report.cell(outcome, load_contract(task.contract).categories[clause], _command(task, target))
 
 
 def _progress(line: str) -> None:

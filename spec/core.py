@@ -79,8 +79,10 @@ def default_profile() -> str:
 WRONG = "wrong"  # a wrong value (or a result the check cannot even read: wrong type or shape)
 ACCEPTED = "accepted"  # bad input accepted silently
 WEAK = "weak"  # bad input rejected, but with another exception type or a message not naming the argument
-CRASHED = "crashed"  # an unexpected exception inside the implementation
-KINDS = {WRONG: "wrong value", ACCEPTED: "bad input accepted", WEAK: "weak rejection", CRASHED: "crashed"}
+CRASHED = "crashed"  # an unexpected exception inside the implementation, or it ended the checking process
+HANG = "hang"  # no progress within the per-example deadline (an endless loop, a deadlock)
+KINDS = {WRONG: "wrong value", ACCEPTED: "bad input accepted", WEAK: "weak rejection", CRASHED: "crashed",
+         HANG: "hang"}
 
 
 class ContractViolation(AssertionError):
