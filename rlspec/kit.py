@@ -95,6 +95,10 @@ def check(contract_ids: list[str], impl_target: str | None, profile: str, out_di
         tables = run_tasks(tasks, jobs, triton, timeout)
     except (UnsupportedFileError, ReproduceError) as err:
         return _usage(str(err))
+    except supervise.CheckerError as err:
+        print(f"rlspec check: internal error in rlspec itself (please report it with this text):\n{err}",
+              file=sys.stderr)
+        return 1
     except supervise.Interrupted as stop:
         md, _ = report.write(stop.tables, out_dir, profile)
         print(f"rlspec check: interrupted ({signal.Signals(stop.signum).name}): {len(stop.tables)} of {len(tasks)} "
@@ -112,7 +116,14 @@ def check(contract_ids: list[str], impl_target: str | None, profile: str, out_di
             used = (f"{r['examples']} example{'s' * (r['examples'] != 1)} in " if r["examples"] else "") + \
                    (f"{', '.join(r['clauses'])}" if r["clauses"] else "matched nothing")
             print(f"  {r['rule']}  ({r['where']}): {used}")
-    return _summary(tables, impl_target)
+    status = _summary(tables, impl_target)
+    checked = [c for t in tables for c in t["clauses"]]
+    dead = [r for r in (unsupported.rules if unsupported is not None else ()) if not r.clauses
+            and any(r.covers(c) for c in checked)]
+    for rule in dead:
+        print(f"unsupported rule matched nothing it covers: {rule.text} ({rule.where}): remove it, or fix its "
+              "condition (a declaration that matches nothing hides nothing and goes stale unseen)")
+    return max(status, 1) if dead else status
 
 
 def _case_keys(contracts: dict[str, Contract], clause: str) -> list[str]:

@@ -9,7 +9,7 @@ A table (one per contract) is a dict::
                                  "clauses": {"GAE-1": CELL, ...}}}}
 
     CELL = {"status": "pass" | "fail" | "missing" | "partial" | "unsupported", "category": "maths" | "robustness" |
-            "validation", "kind": "" | "wrong" | "accepted" | "weak" | "crashed" | "hang", "label": "PASS" | ...,
+            "validation", "kind": "" | "wrong" | "accepted" | "weak" | "crashed" | "hang" | "mutated", "label": "PASS" | ...,
             "message", "tried", "failed", "failed_by_kind", "unsupported", "case", "reproduce"}
 
 report.json is ``{"schema_version": SCHEMA_VERSION, "rlspec": version, "profile": name, "tables": [TABLE, ...]}``.
@@ -31,7 +31,8 @@ from rlspec.spec.core import CATEGORIES, KINDS, Outcome
 SCHEMA_VERSION = 1  # of report.json; raised when a key changes meaning or goes away
 
 LABELS = {"pass": "PASS", "missing": "MISSING", "partial": "PARTIAL", "unsupported": "UNSUPPORTED",
-          "wrong": "FAIL", "accepted": "ACCEPTS-BAD", "weak": "WEAK-REJECT", "crashed": "CRASH", "hang": "HANG"}
+          "wrong": "FAIL", "accepted": "ACCEPTS-BAD", "weak": "WEAK-REJECT", "crashed": "CRASH", "hang": "HANG",
+          "mutated": "MUTATES-INPUT"}
 LEGEND = {
     "FAIL": "wrong value",
     "ACCEPTS-BAD": "bad input accepted silently",
@@ -39,6 +40,7 @@ LEGEND = {
                    "violation than accepting it)",
     "CRASH": "an unexpected exception inside the implementation, or it ended the checking process",
     "HANG": "no progress within the per-example deadline (--timeout)",
+    "MUTATES-INPUT": "an input tensor changed in place by the implementation",
     "MISSING": "the interface name is absent",
     "PARTIAL": "the parts the implementation has passed; a name another part needs is absent",
     "UNSUPPORTED": "declared unsupported (--unsupported FILE)",

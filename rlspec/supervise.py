@@ -24,10 +24,15 @@ import os
 import signal
 import sys
 import time
+import traceback
 from typing import Any, Callable
 
 DEADLINE_S = 300.0  # per example, by default (`rlspec check --timeout`)
 POLL_S = 0.2
+
+
+class CheckerError(RuntimeError):
+    """An exception in rlspec's own code inside a worker (its traceback as the message): a bug to report."""
 
 
 class Interrupted(Exception):
@@ -71,6 +76,8 @@ def worker_main(conn, triton: str, threads: int, run_clause: Callable, resolve: 
             run_job(conn, job, run_clause, resolve)
         except forward as err:  # the user's mistake (an --unsupported condition that cannot be evaluated)
             conn.send(("error", err))
+        except Exception:  # noqa: BLE001 - a bug of the checker itself, not of the implementation under test
+            conn.send(("error", CheckerError(traceback.format_exc())))
 
 
 def run_job(conn, job: Job, run_clause: Callable, resolve: Callable) -> None:
@@ -141,7 +148,7 @@ def supervise(jobs: list[Job], workers: int, triton: str, threads: int, deadline
         for proc, conn in idle:
             conn.send(None)
             proc.join(timeout=10)
-    except forward:
+    except (*forward, CheckerError):
         for proc in everyone():
             _stop(proc)
         raise

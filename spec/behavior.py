@@ -657,4 +657,5 @@ PROPERTIES = (
              ("behavior_losses",)),
 )
 
-CONTRACT = Contract("behavior", CLAUSES, INTERFACE, PROPERTIES, signatures_from_text(SIGNATURES), categories=CATEGORIES, rationale=RATIONALE)
+CONTRACT = Contract("behavior", CLAUSES, INTERFACE, PROPERTIES, signatures_from_text(SIGNATURES), categories=CATEGORIES,
+                    rationale=RATIONALE, writes={"update_slow_critic": ("slow",)})

@@ -81,8 +81,9 @@ ACCEPTED = "accepted"  # bad input accepted silently
 WEAK = "weak"  # bad input rejected, but with another exception type or a message not naming the argument
 CRASHED = "crashed"  # an unexpected exception inside the implementation, or it ended the checking process
 HANG = "hang"  # no progress within the per-example deadline (an endless loop, a deadlock)
+MUTATED = "mutated"  # the implementation changed one of its input tensors in place
 KINDS = {WRONG: "wrong value", ACCEPTED: "bad input accepted", WEAK: "weak rejection", CRASHED: "crashed",
-         HANG: "hang"}
+         HANG: "hang", MUTATED: "changed an input in place"}
 
 
 class ContractViolation(AssertionError):
@@ -243,6 +244,89 @@ def expect_rejection(clause: str, call: Callable[[], Any], *, names: Sequence[st
                                     f"{list(names)}", ACCEPTED)
 
 
+class InputChanged(AssertionError):
+    """A function of the implementation wrote into one of its input tensors (the check's expectations, computed
+    from the inputs, would be computed from the clobbered values); or it returned a foreign array type."""
+
+    def __init__(self, message: str, kind: str = MUTATED):
+        super().__init__(message)
+        self.kind = kind
+
+
+def _tensors(value: Any, where: str):
+    """(where, tensor) for ``value`` itself or the tensors one level inside a list, tuple or dict."""
+    if isinstance(value, torch.Tensor):
+        yield where, value
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            if isinstance(v, torch.Tensor):
+                yield f"{where}[{i}]", v
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, torch.Tensor):
+                yield f"{where}[{k!r}]", v
+
+
+def _foreign(value: Any) -> str | None:
+    """The type name of a numpy or JAX array (or scalar) in a result where the interfaces return torch tensors."""
+    for v in (value if isinstance(value, tuple) else (value,)):
+        module = type(v).__module__ or ""
+        if module.split(".")[0] in ("numpy", "jax", "jaxlib") and hasattr(v, "dtype"):
+            return f"{module.split('.')[0]}.{type(v).__name__}"
+    return None
+
+
+OUTPUT_ARGS = ("out", "final_out")  # arguments an interface writes into by design
+
+
+def _guarded(fn: Callable, name: str, writes: Sequence[str]) -> Callable:
+    """``fn`` checked at every call: no input tensor changed in place (but the arguments in ``writes`` and
+    OUTPUT_ARGS), no numpy / JAX array returned."""
+    signature = None
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        pass
+    written = (*OUTPUT_ARGS, *writes)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs).arguments if signature else dict(enumerate(args), **kwargs)
+        except TypeError:
+            bound = dict(enumerate(args), **kwargs)
+        before = [(f"'{arg}'" + where[len(str(arg)):], t, t.detach().clone())
+                  for arg, value in bound.items() if arg not in written
+                  for where, t in _tensors(value, str(arg)) if not t.is_sparse]
+        result = fn(*args, **kwargs)
+        for where, t, copy in before:
+            if t.shape != copy.shape or not torch.equal(_bits(t.detach()), _bits(copy)):
+                raise InputChanged(f"{name} changed its argument {where} in place (a caller's rollout is clobbered, "
+                                   "and the expected values are computed from the inputs as given): work on a copy")
+        foreign = _foreign(result)
+        if foreign:
+            raise InputChanged(f"{name} returned a {foreign}, where the interface returns torch tensors", WRONG)
+        return result
+
+    return call
+
+
+class Guarded:
+    """The implementation as the properties see it: its functions wrapped by :func:`_guarded`; classes,
+    instances and constants passed through as they are. ``writes``: function -> the arguments it writes into
+    by design (a contract's ``writes``)."""
+
+    def __init__(self, impl: Any, writes: Mapping[str, Sequence[str]] | None = None):
+        self._impl, self._writes = impl, dict(writes or {})
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._impl, name)
+        if callable(attr) and not isinstance(attr, type) and (inspect.isfunction(attr) or inspect.ismethod(attr)
+                                                               or hasattr(attr, "__wrapped__")):
+            return _guarded(attr, name, self._writes.get(name, ()))
+        return attr
+
+
 class HostSync(AssertionError):
     """A tensor was read back to the host inside :func:`no_host_sync`."""
 
@@ -398,6 +482,9 @@ class Contract:
     rationale: Mapping[str, str] = dataclasses.field(default_factory=dict, kw_only=True)
     # the changelog, oldest first; the last entry's version is the contract's version
     changes: tuple[Change, ...] = dataclasses.field(default=FIRST_RELEASE, kw_only=True)
+    # interface function -> the arguments it writes into by design (every other input tensor of a function must
+    # come back unchanged: spec.core.Guarded)
+    writes: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict, kw_only=True)
 
     def __post_init__(self) -> None:
         checked = {p.clause for p in self.properties}
@@ -568,18 +655,21 @@ class _Trial:
 
 def run_property(prop: Property, impl: Any, profile: str | None = None, *,
                  unsupported: Unsupported | None = None, seed: int | None = None,
-                 reproduce: str | None = None) -> Outcome:
+                 reproduce: str | None = None, writes: Mapping[str, Sequence[str]] | None = None) -> Outcome:
     """Run one property against ``impl``; never raises for a violation, returns the outcome.
 
     Every example runs (pinned ones first) and failures are counted by kind; if any failed, a second
     run shows the first failing pinned example, or else lets Hypothesis shrink the drawn failure to the
     smallest it finds, whose ``reproduce`` blob replays it.
     ``unsupported`` skips the clause or the cases the user declared unsupported; ``seed`` fixes the
-    draws of a profile that is not derandomized; ``reproduce`` replays one blob instead.
+    draws of a profile that is not derandomized; ``reproduce`` replays one blob instead. The implementation's
+    functions are guarded (:class:`Guarded`): an input tensor changed in place, other than those in ``writes``
+    (the contract's), or a numpy array returned is a failure of its own.
     """
     missing = missing_names(impl, prop.requires)
     if missing:
         return Outcome(prop.clause, "missing", f"implementation lacks {', '.join(missing)}")
+    impl = impl if isinstance(impl, Guarded) else Guarded(impl, writes)
     rule = unsupported.clause(prop.clause) if unsupported is not None else None
     if rule:
         return Outcome(prop.clause, "unsupported", f"declared unsupported: {rule}")
@@ -665,7 +755,7 @@ def _blob(err: BaseException) -> str | None:
 def failure_kind(err: BaseException, impl: Any, names: Sequence[str]) -> str:
     """:data:`CRASHED` when an exception other than a violation came out of the implementation's code;
     an exception raised by the check itself means it could not read the result: a wrong value."""
-    if isinstance(err, ContractViolation):
+    if isinstance(err, (ContractViolation, InputChanged)):
         return err.kind
     if isinstance(err, HostSync):
         return WRONG
@@ -678,7 +768,7 @@ MAX_MESSAGE = 2000  # characters of a failure message; a longer one (a whole ten
 def failure_message(clause: str, err: BaseException, impl: Any, names: Sequence[str]) -> str:
     if isinstance(err, ContractViolation):
         text = str(err)
-    elif isinstance(err, HostSync):
+    elif isinstance(err, (HostSync, InputChanged)):
         text = f"[{clause}] {err}"
     elif where := _raised_in(err, _impl_files(impl, names)):
         text = f"[{clause}] raised {type(err).__name__}: {err} (at {where})"
@@ -707,7 +797,9 @@ def case_keys(prop: Property) -> tuple[str, ...]:
 
 def _impl_files(impl: Any, names: Sequence[str]) -> set[str]:
     """The source files of ``impl``'s module and of the classes/functions it provides under ``names``."""
-    inner = getattr(impl, "_impl", impl)  # registry.OnDevice wraps the module
+    inner = impl
+    while hasattr(inner, "_impl") and not isinstance(inner, type):  # Guarded, registry.OnDevice wrap the module
+        inner = inner._impl
     objects = [inner, *(getattr(inner, n, None) for n in names)]
     files = set()
     for obj in objects:
@@ -748,7 +840,7 @@ def run_contract(contract: Contract, impl: Any, profile: str | None = None, *,
         if replay is not None and (prop.clause, part) != replay[:2]:
             continue
         out = run_property(prop, impl, profile, unsupported=unsupported, seed=seed,
-                           reproduce=replay[2] if replay else None)
+                           reproduce=replay[2] if replay else None, writes=contract.writes)
         out = _with_token(out, contract.id, part)
         if out.status == "missing":
             expected = [contract.signatures[n] for n in missing_names(impl, prop.requires) if n in contract.signatures]

@@ -105,7 +105,7 @@ def run_tolerant(contract: Any, module: Any, tally: Tally) -> list[Outcome]:
     parts: dict[str, list[tuple[Property, Outcome]]] = {}
     for prop in contract.properties:
         own = Tally()
-        out = run_property(tolerant(prop, tally, own), module, PROFILE)
+        out = run_property(tolerant(prop, tally, own), module, PROFILE, writes=contract.writes)
         if out.status == "fail" and own.unsupported[prop.clause] and not own.checked[prop.clause] and (
                 "Unsatisfiable" in out.message or NoExpressibleExample.__name__ in out.message):
             out = Outcome(prop.clause, "unsupported", f"no expressible example: {own.why[prop.clause]}")

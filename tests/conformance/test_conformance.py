@@ -23,5 +23,5 @@ CASES = [
 def test_clause(contract_id, impl_name, prop):
     resolved = registry.resolve(impl_name, registry.IMPLEMENTATIONS[contract_id][impl_name])
     assert resolved.error is None, f"{contract_id}/{impl_name} did not import: {resolved.error}"
-    outcome = run_property(prop, resolved.impl)
+    outcome = run_property(prop, resolved.impl, writes=registry.load_contract(contract_id).writes)
     assert outcome.status == "pass", outcome.message

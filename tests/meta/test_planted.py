@@ -28,7 +28,7 @@ def test_planted_bug_is_caught(bug):
     outcomes = {}
     for p in contract.properties:
         if p.clause in {bug.catches, *bug.spared} and getattr(outcomes.get(p.clause), "status", "pass") == "pass":
-            outcomes[p.clause] = run_property(p, bug.impl, "ci")
+            outcomes[p.clause] = run_property(p, bug.impl, "ci", writes=contract.writes)
     caught = outcomes[bug.catches]
     assert caught.status == "fail", f"{bug.name}: {bug.catches} did not fail"
     assert caught.message.startswith(f"[{bug.catches}]"), caught.message

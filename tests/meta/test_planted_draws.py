@@ -21,6 +21,7 @@ SEEDS = (1,)
 @pytest.mark.parametrize("bug", BUGS, ids=lambda b: f"{b.contract}:{b.name.replace(' ', '-')}")
 def test_planted_bug_dies_on_a_random_draw_of_the_ci_budget(bug, seed):
     contract = importlib.import_module(f"rlspec.spec.{bug.contract}").CONTRACT
-    outcomes = [run_property(p, bug.impl, DRAWS, seed=seed) for p in contract.properties if p.clause == bug.catches]
+    outcomes = [run_property(p, bug.impl, DRAWS, seed=seed, writes=contract.writes) for p in contract.properties
+                if p.clause == bug.catches]
     assert any(o.status == "fail" for o in outcomes), \
         f"{bug.name}: {bug.catches} passes on the ci budget drawn from seed {seed}: pin its decisive example"

@@ -402,3 +402,35 @@ def test_a_check_that_discards_every_case_checked_nothing():
     prop = Property("T-6", lambda impl, x: reject(), st.fixed_dictionaries(dict(x=st.integers(0, 10))))
     out = run_property(prop, None, "ci")
     assert out.status == "fail" and out.tried == 0 and "Unsatisfiable" in out.message
+
+
+def test_an_input_changed_in_place_and_a_numpy_result_are_failures_of_their_own(tmp_path, capsys):
+    clobbers = _write(tmp_path, "clobbers.py", """
+        from rlspec.reference.gae import gae as _gae
+
+        def gae(reward, value, terminated, truncated, next_value, gamma, lam):
+            out = _gae(reward, value, terminated, truncated, next_value, gamma, lam)
+            reward.mul_(2.0)  # the caller's rollout, rewritten
+            return out
+        """)
+    code, text, table, _ = _check(tmp_path, capsys, "gae", clobbers, "--clause", "GAE-1")
+    cell = table["implementations"][str(clobbers)]["clauses"]["GAE-1"]
+    assert code == 1 and cell["label"] == "MUTATES-INPUT" and "changed its argument 'reward' in place" in \
+        cell["message"], cell
+    as_numpy = _write(tmp_path, "as_numpy.py", """
+        from rlspec.reference.gae import gae as _gae
+
+        def gae(reward, value, terminated, truncated, next_value, gamma, lam):
+            return tuple(t.numpy() for t in _gae(reward, value, terminated, truncated, next_value, gamma, lam))
+        """)
+    code, text, table, _ = _check(tmp_path, capsys, "gae", as_numpy, "--clause", "GAE-1")
+    cell = table["implementations"][str(as_numpy)]["clauses"]["GAE-1"]
+    assert code == 1 and "returned a numpy.ndarray, where the interface returns torch tensors" in cell["message"]
+
+
+def test_an_unsupported_rule_that_matches_nothing_it_covers_fails_the_check(tmp_path, capsys):
+    rules = tmp_path / "rules.unsupported"
+    rules.write_text("GAE-1 if gamma == 7.5   # gamma is never 7.5\n")
+    code, text, _, _ = _check(tmp_path, capsys, "gae", "rlspec.reference.gae", "--clause", "GAE-1", "--unsupported",
+                              str(rules))
+    assert code == 1 and "unsupported rule matched nothing it covers: GAE-1 if gamma == 7.5" in text, text
