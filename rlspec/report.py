@@ -9,8 +9,8 @@ A table (one per contract) is a dict::
                                  "clauses": {"GAE-1": CELL, ...}}}}
 
     CELL = {"status": "pass" | "fail" | "missing" | "partial" | "unsupported", "category": "maths" | "robustness" |
-            "validation", "kind": "" | "wrong" | "accepted" | "weak" | "crashed" | "hang" | "mutated", "label": "PASS" | ...,
-            "message", "tried", "failed", "failed_by_kind", "unsupported", "case", "reproduce"}
+            "validation", "kind": "" | "wrong" | "accepted" | "weak" | "crashed" | "hang" | "mutated",
+            "label": "PASS" | ..., "message", "tried", "failed", "failed_by_kind", "unsupported", "case", "reproduce"}
 
 report.json is ``{"schema_version": SCHEMA_VERSION, "rlspec": version, "profile": name, "tables": [TABLE, ...]}``.
 An implementation that fails to load is an error (a failure); one that cannot run on this machine is
