@@ -42,7 +42,9 @@ EXIT_STATUS = {
        "this rlspec cannot honour",
     3: "a run stopped on a fault it detected (non-finite losses or parameters, an env worker that raised or "
        "died): its last clean checkpoint is kept",
-    130: "a run interrupted by Ctrl-C: the last checkpoint is kept; --resume RUN goes on from it",
+    130: "interrupted by Ctrl-C: a run keeps its last checkpoint (--resume RUN goes on from it); rlspec check stops "
+         "its workers and prints and writes the tables of the contracts that finished",
+    143: "rlspec check stopped by SIGTERM, as for Ctrl-C",
 }
 
 # Engines behind `train`, `eval`, `plot` and `compare`, imported only when their verb runs: a module, or
