@@ -12,7 +12,12 @@ RUN/.lock            flock'ed by the process writing the run (released when it e
 ```
 Resuming truncates metrics.csv (and TensorBoard, through ``purge_step``) after the checkpoint's step, so
 a resumed run's files are those of a straight run; a row cut mid-write (a killed process) is dropped, and
-said so. A directory whose run stopped before its first checkpoint starts afresh when run again.
+said so. Every checkpoint carries the run's config: a config.json edited by hand since is refused by key on
+resume (only the RESUMABLE keys may change).
+
+Nothing a user owns is overwritten. A new run starts only in a new or empty folder, or in a run directory
+(config.json written by rlspec) with nothing to lose: no checkpoint and no metric rows (a run stopped before
+its first row starts afresh when run again). Anything else is refused, with nothing changed.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from rlspec.runs.faults import AlreadyFinished, Diverged, Interrupted, RunLocked
 CHECKPOINT = "checkpoints/last.pt"
 LOCK = ".lock"
 RUN_ID = "run_id"  # in config.json and every checkpoint: a checkpoint resumes only the run that wrote it
+RUN_CONFIG = "run_config"  # in every checkpoint: the config it was made with
 RESUMABLE = ("total_steps",)  # the config keys --resume may change (to extend a finished run)
 
 
@@ -104,12 +110,32 @@ def load_checkpoint(path: Path, keys: tuple[str, ...] = ()) -> dict[str, Any]:
         raise runconfig.ConfigError(f"checkpoint {path} is not this engine's checkpoint (lacks {missing}); "
                                     "nothing was changed")
     written_by = ckpt.pop(RUN_ID, None) if isinstance(ckpt, dict) else None  # the state alone goes back
-    owner = _run_id(path.parent.parent) if path.parent.name == "checkpoints" else None
+    made_with = ckpt.pop(RUN_CONFIG, None) if isinstance(ckpt, dict) else None
+    run_dir = path.parent.parent if path.parent.name == "checkpoints" else None
+    owner = _run_id(run_dir) if run_dir is not None else None
     if owner is not None and written_by != owner:
         raise runconfig.ConfigError(f"checkpoint {path} belongs to another run (run id {written_by}; "
-                                    f"{path.parent.parent / 'config.json'} says {owner}): a checkpoint copied in "
+                                    f"{run_dir / 'config.json'} says {owner}): a checkpoint copied in "
                                     "from elsewhere is never resumed; nothing was changed")
+    if made_with is not None and run_dir is not None:
+        _same_config(run_dir, made_with)
     return ckpt
+
+
+def _same_config(run_dir: Path, made_with: dict[str, Any]) -> None:
+    """A ConfigError naming the first key of RUN/config.json, other than the RESUMABLE ones, that differs from the
+    config the checkpoint was made with (config.json edited by hand)."""
+    try:
+        now = json.loads((run_dir / "config.json").read_text())["config"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # read_config says what is wrong with it
+    made_with, now = _dotted(made_with), _dotted(now)
+    changed = [k for k in dict.fromkeys([*made_with, *now]) if k not in RESUMABLE and made_with.get(k) != now.get(k)]
+    if changed:
+        k = changed[0]
+        raise runconfig.ConfigError(f"{run_dir / 'config.json'}: config key {k!r} is {now.get(k)!r}, but the run's "
+                                    f"checkpoint was made with {made_with.get(k)!r}: config.json was edited since; "
+                                    f"only {', '.join(RESUMABLE)} can change on resume (--set); nothing was changed")
 
 
 def _run_id(run_dir: Path) -> str | None:
@@ -120,8 +146,61 @@ def _run_id(run_dir: Path) -> str | None:
         return None
 
 
+def _dotted(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config as {"section.key": value} (the names --set takes)."""
+    out: dict[str, Any] = {}
+    for k, v in config.items():
+        out.update(_dotted(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
 def has_checkpoint(run_dir: Path) -> bool:
     return (Path(run_dir) / CHECKPOINT).is_file()
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether PATH/config.json was written by rlspec (a dict with the engine's name and its config)."""
+    try:
+        data = json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("engine"), str) and isinstance(data.get("config"), dict)
+
+
+def claim_for_new_run(path: Path) -> None:
+    """Refuse (FileExistsError, nothing changed) to start a new run in PATH unless it is new, empty, or a run
+    directory with nothing to lose (no checkpoint, no metric rows)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise FileExistsError(f"--out {path} is a file, not a folder; nothing was changed")
+    if not path.exists() or not any(path.iterdir()):
+        return
+    if not is_run_dir(path):
+        raise FileExistsError(f"--out {path} is not empty and holds no run of rlspec's (no config.json written by "
+                              "rlspec): nothing was changed; give a new or empty folder")
+    if has_checkpoint(path):
+        raise FileExistsError(f"{path} already holds a run; use --resume {path} to continue it or choose another "
+                              "--out; nothing was changed")
+    rows = read_metrics(path)
+    if rows:
+        raise FileExistsError(f"{path} holds a run with {len(rows)} metric rows and no checkpoint to resume from: a "
+                              "new run there would lose them; choose another --out (or delete it yourself); nothing "
+                              "was changed")
+
+
+def check_resumable(path: Path) -> bool:
+    """For --resume PATH: True to resume from its checkpoint; False when it has none and nothing to lose (no
+    metric rows: it starts afresh with its own config); else a FileNotFoundError, nothing changed."""
+    path = Path(path)
+    if not is_run_dir(path):
+        RunDir.read_config(path)  # says why it is not one (no config.json, or a damaged one)
+    if has_checkpoint(path):
+        return True
+    rows = read_metrics(path)
+    if rows:
+        raise FileNotFoundError(f"--resume {path}: no checkpoint ({path / CHECKPOINT} is missing) although the run "
+                                f"has {len(rows)} metric rows: there is nothing to resume from; nothing was changed")
+    return False
 
 
 def lock(run_dir: Path):
@@ -166,6 +245,8 @@ class RunDir:
         (a resumed run already there is ``AlreadyFinished``, nothing touched)."""
         self.path = Path(path)
         self.engine = engine
+        if resume_step is None:
+            claim_for_new_run(self.path)  # before anything is created there
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock = lock(self.path)
         try:
@@ -183,15 +264,13 @@ class RunDir:
         self.step = self.checkpoint_step = resume_step  # the last row's step, the last checkpoint's step
 
     def _start(self, config: dict[str, Any], extra_versions: dict | None) -> None:
-        if (self.path / "config.json").exists():
-            if has_checkpoint(self.path):
-                raise FileExistsError(f"RunDir: {self.path} already holds a run; use --resume {self.path} to "
-                                      "continue it or choose another --out")
-            print(f"rlspec: {self.path} holds a run that stopped before its first checkpoint: starting afresh",
+        if (self.path / "config.json").exists():  # a run with nothing to lose (claim_for_new_run)
+            print(f"rlspec: {self.path} holds a run that stopped before its first metric row: starting afresh",
                   file=sys.stderr)
             shutil.rmtree(self.path / "tb", ignore_errors=True)
             (self.path / "summary.json").unlink(missing_ok=True)
         self.run_id = uuid.uuid4().hex
+        self.config = json.loads(json.dumps(config))  # as config.json holds it (lists, not tuples)
         self._write_config(config)
         atomic_write_bytes(self.path / "versions.json", json.dumps(versions(extra_versions), indent=2).encode())
         self._rows: list[dict[str, float]] = []
@@ -208,6 +287,11 @@ class RunDir:
         self.run_id = saved.get(RUN_ID)
         if saved["config"] != config:  # a RESUMABLE key changed
             self._write_config(config)
+        self.config = json.loads(json.dumps(config))  # as config.json holds it (lists, not tuples)
+        missing = [name for name in ("metrics.csv", "tb") if not (self.path / name).exists()]
+        if missing:
+            print(f"rlspec: {self.path}: {' and '.join(missing)} missing: the history before step {resume_step} is "
+                  "lost; the resumed run writes what follows", file=sys.stderr)
         self._rows = self._recover(resume_step)
 
     def _recover(self, resume_step: int) -> list[dict[str, float]]:
@@ -259,7 +343,7 @@ class RunDir:
         bad = nonfinite_tensors(params)
         if bad:
             raise Diverged(step, f"parameters of {', '.join(bad)}")
-        save_checkpoint(self.checkpoint_path, {**state, RUN_ID: self.run_id})
+        save_checkpoint(self.checkpoint_path, {**state, RUN_ID: self.run_id, RUN_CONFIG: self.config})
         self.checkpoint_step = step
 
     def kept(self) -> str:

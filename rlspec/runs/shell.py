@@ -164,7 +164,7 @@ def train(engine: Engine, argv: list[str]) -> int:
     """`rlspec train ENGINE ...`: parse, build (or resume) the config, validate it, run; one line and an exit
     status for every ending (rlspec.runs.faults.outcome)."""
     args = parser(engine).parse_args(argv)  # --help and a bad flag end here, before torch is imported
-    from rlspec.runs.rundir import has_checkpoint, resume_config
+    from rlspec.runs.rundir import check_resumable, resume_config
 
     def work() -> Path:
         if args.resume:
@@ -180,7 +180,7 @@ def train(engine: Engine, argv: list[str]) -> int:
         if args.stop_after is not None and args.stop_after < 1:
             raise runconfig.ConfigError(f"--stop-after-{engine.stop_unit}: expected an int >= 1, "
                                         f"got {args.stop_after}")
-        return engine.run(cfg, out, resume=bool(args.resume) and has_checkpoint(out), stop_after=args.stop_after,
+        return engine.run(cfg, out, resume=bool(args.resume) and check_resumable(out), stop_after=args.stop_after,
                           show_progress=not args.quiet)
 
     return outcome(f"rlspec train {engine.name}", work)
