@@ -44,7 +44,8 @@ EXIT_STATUS = {
        "died): its last clean checkpoint is kept",
     130: "interrupted by Ctrl-C: a run keeps its last checkpoint (--resume RUN goes on from it); rlspec check stops "
          "its workers and prints and writes the tables of the contracts that finished",
-    143: "rlspec check stopped by SIGTERM, as for Ctrl-C",
+    129: "SIGHUP (a closed terminal), as for Ctrl-C",
+    143: "SIGTERM (a scheduler's preemption, kill), as for Ctrl-C",
 }
 
 # Engines behind `train`, `eval`, `plot` and `compare`, imported only when their verb runs: a module, or

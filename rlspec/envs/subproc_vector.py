@@ -152,7 +152,7 @@ def _worker(conn, make: Callable[[], object], spin_s: float = 0.0) -> None:
                 conn.send(("error", describe(err)))
                 continue
             conn.send_bytes(OK) if cmd == "step" else conn.send(("ok", result))
-    except EOFError:  # the main process is gone
+    except (EOFError, ConnectionError):  # the main process is gone (it ended, or was killed mid-message)
         pass
     finally:
         worker.close()

@@ -1,11 +1,13 @@
 """How a run fails: loudly, losing nothing. Every engine's `rlspec train` ends through ``outcome``, with one
 of the exit statuses listed in ``rlspec.cli.EXIT_STATUS`` (0 finished, 2 a bad command line, config,
 checkpoint or run directory: nothing created or changed, 3 stopped on a fault it detected: the last clean
-checkpoint kept, 130 interrupted: the last checkpoint kept, ``--resume RUN`` goes on from it)."""
+checkpoint kept, 130 interrupted: the last checkpoint kept, ``--resume RUN`` goes on from it; 143 and 129 for
+SIGTERM and SIGHUP, which end a run as Ctrl-C does)."""
 
 from __future__ import annotations
 
 import math
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
@@ -43,7 +45,24 @@ class AlreadyFinished(Exception):
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C inside a run, with what was kept and how to go on; exit status 130."""
+    """Ctrl-C (or SIGTERM, SIGHUP) inside a run, with what was kept and how to go on; exit status 128 + the
+    signal's number (130 for Ctrl-C)."""
+
+    def __init__(self, message: str = "", signum: int = signal.SIGINT):
+        super().__init__(message)
+        self.signum = signum
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived: the run ends as on Ctrl-C (``terminating`` raises it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _terminate(signum, frame):
+    raise Terminated(signum)
 
 
 def nonfinite_tensors(groups: dict[str, Iterable[torch.Tensor]]) -> list[str]:
@@ -62,8 +81,13 @@ def check_finite(step: int, losses: dict[str, float], params: dict[str, Iterable
 
 def outcome(prog: str, work: Callable[[], Path]) -> int:
     """Run ``work`` (it returns the run directory) and turn its end into one line and an exit status (the
-    table in the module docstring); no traceback for any of these."""
-    status, path = attempt(prog, work)
+    table in the module docstring); no traceback for any of these. SIGTERM and SIGHUP end it as Ctrl-C does."""
+    previous = {s: signal.signal(s, _terminate) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        status, path = attempt(prog, work)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     if status is not None:
         return status
     print(f"run: {path}")
@@ -86,5 +110,7 @@ def attempt(prog: str, work: Callable[[], T]) -> tuple[int | None, T | None]:
         return 3, None
     except KeyboardInterrupt as err:
         said = str(err) if isinstance(err, Interrupted) else "interrupted before the run began; nothing was written"
-        print(f"{prog}: {said}", file=sys.stderr)
-        return 130, None
+        signum = getattr(err, "signum", signal.SIGINT)
+        print(f"{prog}: {said}" + (f" ({signal.Signals(signum).name})" if signum != signal.SIGINT else ""),
+              file=sys.stderr)
+        return 128 + signum, None

@@ -30,6 +30,7 @@ import math
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -249,6 +250,7 @@ class RunDir:
             claim_for_new_run(self.path)  # before anything is created there
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock = lock(self.path)
+        self._remove_unfinished_writes()
         try:
             if resume_step is None:
                 self._start(config, extra_versions)
@@ -262,6 +264,13 @@ class RunDir:
         self._tb = None
         self._tb_purge = resume_step
         self.step = self.checkpoint_step = resume_step  # the last row's step, the last checkpoint's step
+
+    def _remove_unfinished_writes(self) -> None:
+        """Temporary files of atomic writes a killed process left behind (this process holds the lock: no one
+        else is writing them)."""
+        for tmp in [*self.path.glob(".*.tmp"), *(self.path / "checkpoints").glob(".*.tmp")]:
+            tmp.unlink(missing_ok=True)
+            print(f"rlspec: removed {tmp}, an unfinished write a stopped process left", file=sys.stderr)
 
     def _start(self, config: dict[str, Any], extra_versions: dict | None) -> None:
         if (self.path / "config.json").exists():  # a run with nothing to lose (claim_for_new_run)
@@ -365,7 +374,7 @@ class RunDir:
                 at += " (no checkpoint yet: it starts afresh)"
             elif self.checkpoint_step != self.step:
                 at += f" (it goes on from its checkpoint at step {self.checkpoint_step})"
-            raise Interrupted(at) from None
+            raise Interrupted(at, getattr(err, "signum", signal.SIGINT)) from None
 
     def _write_csv(self) -> None:
         keys = self._keys or ["step"]

@@ -294,7 +294,10 @@ def _sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_sigint_to_a_training_process_exits_130_without_a_traceback(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_a_training_process_ends_it_like_ctrl_c_without_a_traceback(tmp_path, signum):
+    """SIGINT, SIGTERM (a scheduler's preemption) and SIGHUP (a closed terminal) alike: one line saying how to
+    resume, exit 128 + the signal, the last checkpoint kept, no unfinished write left behind."""
     run = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "rlspec.cli", *SAFE, "--out", str(run), "--set",
                              "total_steps=1000000"], stderr=subprocess.PIPE, text=True,
@@ -302,10 +305,20 @@ def test_sigint_to_a_training_process_exits_130_without_a_traceback(tmp_path):
     deadline = time.monotonic() + 240
     while not (run / "checkpoints/last.pt").exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
-    os.kill(proc.pid, signal.SIGINT)
+    os.kill(proc.pid, signum)
     err = proc.communicate(timeout=120)[1]
-    assert proc.returncode == 130 and "interrupted at step" in err and "Traceback" not in err, err
+    assert proc.returncode == 128 + signum and "interrupted at step" in err and "Traceback" not in err, err
     assert load_checkpoint(run / "checkpoints/last.pt")["step"] >= 1000
+    assert not [p for p in run.rglob("*.tmp")], sorted(run.rglob("*"))
+
+
+def test_resume_removes_a_write_that_a_killed_process_left_unfinished(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert _train(SAFE, run, "--stop-after-epochs", "2") == 0
+    debris = run / "checkpoints" / ".last.pt.abc123.tmp"  # what SIGKILL during a checkpoint write leaves
+    debris.write_bytes(b"half a checkpoint")
+    assert _resume("safe", run) == 0
+    assert not debris.exists() and f"removed {debris}" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- damaged files, eval input
