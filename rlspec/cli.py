@@ -198,7 +198,15 @@ def _main(argv: list[str] | None) -> int:
     if args.impl and len(ids) > 1:
         parser.error("--impl checks one module against one contract: name the contract")
     clauses = [c.strip() for arg in args.clause or () for c in arg.split(",") if c.strip()] or None
-    return kit.check(ids, args.impl, args.profile or os.environ.get("HYPOTHESIS_PROFILE", "ci"), args.out,
+    profile = args.profile or os.environ.get("HYPOTHESIS_PROFILE", "ci")
+    if profile not in PROFILES:
+        parser.error(f"$HYPOTHESIS_PROFILE is {profile!r}, not one of rlspec's profiles ({', '.join(PROFILES)}); "
+                     "set it to one, or give --profile")
+    for name, path in (("--out", args.out), ("--junit-xml", args.junit_xml)):
+        if path is not None and path.exists() and (path.is_dir() if name == "--junit-xml" else not path.is_dir()):
+            parser.error(f"{name} {path} is a {'folder' if path.is_dir() else 'file'}; expected "
+                         f"{'a file' if name == '--junit-xml' else 'a folder'}")
+    return kit.check(ids, args.impl, profile, args.out,
                      clauses=clauses, categories=args.category, unsupported_file=args.unsupported, seed=args.seed,
                      reproduce=args.reproduce, jobs=args.jobs or _usable_cores(), triton=args.triton,
                      junit=args.junit_xml, spec_versions=args.spec_version, timeout=args.timeout)

@@ -104,12 +104,17 @@ def check(contract_ids: list[str], impl_target: str | None, profile: str, out_di
         print(f"rlspec check: interrupted ({signal.Signals(stop.signum).name}): {len(stop.tables)} of {len(tasks)} "
               f"contracts finished; their tables are above and in {md}", file=sys.stderr)
         return 128 + stop.signum
-    md, js = report.write(tables, out_dir, profile)
-    print(f"\nreport: {md} and {js}")
-    if junit is not None:
-        junit.parent.mkdir(parents=True, exist_ok=True)
-        junit.write_text(report.to_junit(tables, profile))
-        print(f"JUnit XML: {junit}")
+    try:
+        md, js = report.write(tables, out_dir, profile)
+        print(f"\nreport: {md} and {js}")
+        if junit is not None:
+            junit.parent.mkdir(parents=True, exist_ok=True)
+            junit.write_text(report.to_junit(tables, profile))
+            print(f"JUnit XML: {junit}")
+    except OSError as err:  # a full disk, an unwritable folder
+        print(f"rlspec check: error: the report could not be written ({err}); the tables above are complete",
+              file=sys.stderr)
+        return 1
     if unsupported is not None:
         print("unsupported (" + str(unsupported_file) + "):")
         for r in unsupported.summary():

@@ -132,6 +132,8 @@ def load(path: Path, known_clauses: Iterable[str]) -> UnsupportedCases:
         text = Path(path).read_text()
     except OSError as err:
         raise UnsupportedFileError(f"cannot read the unsupported file: {err}") from None
+    except UnicodeDecodeError as err:
+        raise UnsupportedFileError(f"{path} is not a text file of rules ({err.reason} at byte {err.start})") from None
     known = list(known_clauses)
     rules = []
     for number, raw in enumerate(text.splitlines(), 1):

@@ -93,7 +93,8 @@ CLAUSES = {
                  "match the float64 reference's autograd gradients; symlog'(0) = symexp'(0) = 1",
     "TWOHOT-23": "a support with non-finite low/high, low >= high or num_bins < 2 is rejected naming the "
                  "argument",
-    "TWOHOT-24": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
+    "TWOHOT-24": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the "
+                 "Python number they hold",
     "TWOHOT-25": "symlog, symexp and twohot_encode reject non-floating input with a TypeError naming the argument; "
                  "twohot_encode rejects NaN, naming 'y'",
     "TWOHOT-26": "documented defaults: omitting num_bins, low or high (encode, log_prob, mean) equals passing "
@@ -536,10 +537,15 @@ def check_masked(impl, logits, x, num_bins, low, high):
     got = impl.log_prob(logits, x, num_bins=num_bins, low=low, high=high)
     # a masked bin whose reference weight is within symlog's rounding of 0 may get weight 0 in the input
     # dtype: symlog(x) errs by dy <= 4·eps·(1 + max|b|) (as in _log_prob_tol), moving a weight by dy/Δb;
-    # −inf and a finite value are both right there
-    w = reference.twohot_encode(reference.symlog(x.double()), num_bins, low, high, support_dtype=x.dtype)
-    dw = 4 * _eps(x.dtype) * (1 + max(abs(low), abs(high))) / ((high - low) / (num_bins - 1)) + 16 * _eps(x.dtype)
-    ambiguous = ((w > 0) & (w <= dw) & torch.isinf(logits)).any(-1)
+    # −inf and a finite value are both right there. The same holds for a masked bin with reference weight 0
+    # that y lies within dy of (y on a bin, its neighbour masked): y ± dy is checked as well
+    y = reference.symlog(x.double())
+    dy = 4 * _eps(x.dtype) * (1 + max(abs(low), abs(high)))
+    dw = dy / ((high - low) / (num_bins - 1)) + 16 * _eps(x.dtype)
+    ambiguous = torch.zeros(logits.shape[:-1], dtype=torch.bool)
+    for shift in (0.0, dy, -dy):
+        w = reference.twohot_encode(y + shift, num_bins, low, high, support_dtype=x.dtype)  # [..., n]
+        ambiguous |= ((w > 0) & (w <= 2 * dw) & torch.isinf(logits)).any(-1)
     got, want = got[~ambiguous], want[~ambiguous]
     assert_close("TWOHOT-21", "log_prob with −inf logits", got, want,
                  atol=_log_prob_tol(finite, num_bins, low, high), logits=logits, x=x, num_bins=num_bins,
@@ -572,8 +578,8 @@ def check_gradients(impl, logits, x, num_bins, low, high):
         if slope is None or not torch.equal(slope, torch.ones_like(zero)):
             fail("TWOHOT-22", f"d {fn}(v)/dv at v = 0 is {None if slope is None else slope.tolist()}, expected 1 "
                               "(sign(v)·f(|v|) differentiates to 0 there)")
-    got = _grads(lambda l, t: impl.log_prob(l, t, **kw), logits, x)
-    want = _grads(lambda l, t: reference.log_prob(l, t, **ref_kw), logits.double(), x.double())
+    got = _grads(lambda z, t: impl.log_prob(z, t, **kw), logits, x)
+    want = _grads(lambda z, t: reference.log_prob(z, t, **ref_kw), logits.double(), x.double())
     tol = 3 * _dist_tol(logits)
     inputs = dict(logits=logits, x=x, num_bins=num_bins, low=low, high=high)
     for name, g in (("logits", got[0]), ("x", got[1])):
@@ -590,8 +596,8 @@ def check_gradients(impl, logits, x, num_bins, low, high):
     scale = 1 + logits.double().abs().max().item()
     assert_close("TWOHOT-22", "d log_prob / d x (inside the support, off the bins)", got[1][smooth],
                  want[1][smooth], atol=64 * _eps(x.dtype) * scale / step, rtol=64 * _eps(x.dtype), **inputs)
-    got_m = _grads(lambda l: impl.mean(l, **kw), logits)[0]
-    want_m = _grads(lambda l: reference.mean(l, **ref_kw), logits.double())[0]
+    got_m = _grads(lambda z: impl.mean(z, **kw), logits)[0]
+    want_m = _grads(lambda z: reference.mean(z, **ref_kw), logits.double())[0]
     if got_m is None:
         fail("TWOHOT-22", "mean gives no gradient for 'logits'", **inputs)
     # d mean / d l_k = symexp'(y)·p_k·(b_k − y) with symexp'(y) = 1 + |mean|: compare p_k·(b_k − y), whose

@@ -12,6 +12,7 @@ import dataclasses
 import inspect
 import json
 import math
+import re
 import sys
 import textwrap
 import types
@@ -22,6 +23,30 @@ from typing import Any, Callable
 
 class ConfigError(ValueError):
     """A bad key or value in a preset, a --set override or a config.json."""
+
+
+def surfaced(cfg: Any, build: Callable[[], Any]) -> None:
+    """Run ``build`` (constructing the objects a config makes, on stand-in sizes) and turn the ValueError or
+    TypeError an object's own validation raises into a ConfigError naming the config key: the argument it
+    names ("argument 'cost_limit'") matched to the one key of that name (safety.cost_limit). So a value only an
+    object checks is refused before the run, by key, not as a traceback mid-setup."""
+    try:
+        build()
+    except (ValueError, TypeError) as err:
+        named = re.search(r"argument '([A-Za-z_]\w*)'", str(err))
+        keys = [k for k in _dotted_fields(cfg) if named and k.rsplit(".", 1)[-1] == named.group(1)]
+        where = f"config key {keys[0]!r}" if len(keys) == 1 else "config"
+        raise ConfigError(f"{where}: {err}") from None
+
+
+def _dotted_fields(cfg: Any, prefix: str = "") -> list[str]:
+    """Every field of a (nested) config dataclass, dotted."""
+    out = []
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        out += (_dotted_fields(value, f"{prefix}{f.name}.") if dataclasses.is_dataclass(value)
+                else [f"{prefix}{f.name}"])
+    return out
 
 
 def bad(key: str, expected: str, got: Any, why: str = "") -> ConfigError:

@@ -307,6 +307,38 @@ def test_a_whole_clause_declared_unsupported_and_bad_files(tmp_path, capsys):
         assert cli.main(["check", "gae", "--clause", "GAE-1", "--unsupported", str(tmp_path / "bad.txt"),
                          "--impl", "rlspec.reference.gae", "--out", str(tmp_path / "x")]) == 2
         assert says in capsys.readouterr().err
+    (tmp_path / "bin.txt").write_bytes(b"GAE-1\xff\xfe\n")
+    assert cli.main(["check", "gae", "--clause", "GAE-1", "--unsupported", str(tmp_path / "bin.txt"),
+                     "--impl", "rlspec.reference.gae", "--out", str(tmp_path / "x")]) == 2
+    assert "is not a text file of rules" in capsys.readouterr().err
+
+
+def test_a_bad_profile_or_output_path_is_refused_before_checking(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "fast")
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["check", "gae", "--out", str(tmp_path / "r")])
+    assert stop.value.code == 2 and "$HYPOTHESIS_PROFILE is 'fast', not one of rlspec's profiles (ci, dev, nightly)" \
+        in capsys.readouterr().err
+    monkeypatch.delenv("HYPOTHESIS_PROFILE")
+    (tmp_path / "file").write_text("kept")
+    for flag, path, says in (("--out", tmp_path / "file", "is a file; expected a folder"),
+                             ("--junit-xml", tmp_path, "is a folder; expected a file")):
+        with pytest.raises(SystemExit) as stop:
+            cli.main(["check", "gae", flag, str(path)])
+        assert stop.value.code == 2 and f"{flag} {path} {says}" in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "kept" and not (tmp_path / "r").exists()
+
+
+def test_a_report_that_cannot_be_written_is_an_error_after_the_tables(tmp_path, capsys, monkeypatch):
+    from rlspec import report
+
+    def full_disk(*_args, **_kw):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(report, "write", full_disk)
+    code = cli.main(["check", "gae", "--clause", "GAE-1", "--out", str(tmp_path / "r")])
+    out, err = capsys.readouterr()
+    assert code == 1 and "GAE-1" in out
+    assert "the report could not be written ([Errno 28] No space left on device); the tables above are complete" in err
 
 
 def test_unsupported_conditions():

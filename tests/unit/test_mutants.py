@@ -41,3 +41,15 @@ def test_a_seeded_draw_runs_the_contract_like_the_derandomized_sample():
     assert unmutated["status"] == "survived", unmutated
     row = mutants.run_mutant(("gae", "m", "mutant_gae_draw", "raise ImportError('broken')\n", 60, "dev", 3))
     assert (row["status"], row["clause"]) == ("killed", "load"), row
+
+
+def test_the_readme_sentence_is_the_committed_results():
+    """README's mutation sentence is summary() of docs/mutants/kill_rate.json (rewritten by every run)."""
+    import json
+
+    report = json.loads((mutants.README.parent / "docs/mutants/kill_rate.json").read_text())
+    readme = mutants.README.read_text()
+    assert mutants.with_summary(readme, report) == readme
+    t = mutants.totals(report)
+    assert t["killed"] + t["equivalent"] + t["survived"] == t["mutants_run"]
+    assert f"({t['killed']:,} of {t['killed'] + t['survived']:,};" in readme

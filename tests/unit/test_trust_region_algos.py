@@ -27,6 +27,7 @@ from rlspec.contracts.trust_region import (
     FlatParams,
 )
 from rlspec.engines import safe
+from rlspec.runs.config import ConfigError
 from rlspec.runs.rundir import load_checkpoint, read_metrics
 
 KIT = Kit.reference()
@@ -232,6 +233,20 @@ def test_bad_trust_region_setting_is_named():
     cfg = safe.build_config(overrides=["algo=TRPO", "env_id=ToyGoal-v0", "trust_region.line_search_decay=1.5"])
     with pytest.raises(Exception, match=r"config key 'trust_region.line_search_decay': expected in \(0, 1\), got 1.5"):
         safe.validate(cfg)
+
+
+@pytest.mark.parametrize("override, says", [
+    ("safety.cost_limit=-1", "config key 'safety.cost_limit': OmniSafeLagrange: argument 'cost_limit' must lie in "
+                             "[0.0, inf), got -1.0"),
+    ("ppo.activation=gelu", "config key 'ppo.activation': mlp: argument 'activation' must be one of "
+                            "['elu', 'relu', 'tanh'], got 'gelu'"),
+])
+def test_a_value_only_an_object_checks_is_refused_by_key_before_the_run(override, says):
+    """The networks' and controllers' own validation runs in validate(), so the error names the config key."""
+    cfg = safe.build_config(overrides=["algo=PPOLag", "env_id=ToyGoal-v0", override])
+    with pytest.raises(ConfigError) as err:
+        safe.validate(cfg)
+    assert str(err.value) == says
 
 
 # ---------------------------------------------------------------------------- engine runs on ToyGoal

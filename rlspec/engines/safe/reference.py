@@ -108,6 +108,9 @@ def validate(cfg: SafeConfig) -> None:
         raise runconfig.bad("total_steps", f">= one epoch (steps_per_epoch = {cfg.steps_per_epoch})", cfg.total_steps)
     if cfg.semantic.enable and cfg.algo != "PPOLagSem":
         raise runconfig.bad("semantic.enable", f"False with algo {cfg.algo!r} (True needs PPOLagSem)", True)
+    # the networks' and controllers' own checks (an activation, a negative cost limit), on stand-in sizes
+    runconfig.surfaced(cfg, lambda: make_state(cfg.algo, cfg.ppo, cfg.safety, 1, 1, cfg.num_envs,
+                                               Kit.named("reference"), torch.Generator()))
     problem = safety_gym.env_problem(cfg.env_id)  # last: the keys above are checked without the simulator
     if problem:
         raise runconfig.ConfigError(f"config key 'env_id' (--env): {problem}")
