@@ -49,6 +49,7 @@ CHECKPOINT = "checkpoints/last.pt"
 LOCK = ".lock"
 RUN_ID = "run_id"  # in config.json and every checkpoint: a checkpoint resumes only the run that wrote it
 RUN_CONFIG = "run_config"  # in every checkpoint: the config it was made with
+CHECKPOINT_STEP = "checkpoint_step"  # in every checkpoint: the env step it was written at
 RESUMABLE = ("total_steps",)  # the config keys --resume may change (to extend a finished run)
 
 
@@ -131,7 +132,8 @@ def _same_config(run_dir: Path, made_with: dict[str, Any]) -> None:
     except (OSError, ValueError, KeyError, TypeError):
         return  # read_config says what is wrong with it
     made_with, now = _dotted(made_with), _dotted(now)
-    changed = [k for k in dict.fromkeys([*made_with, *now]) if k not in RESUMABLE and made_with.get(k) != now.get(k)]
+    # a key config.json lacks is not an edit: an older engine's config.json (the resume reads it with defaults)
+    changed = [k for k in now if k not in RESUMABLE and made_with.get(k) != now[k]]
     if changed:
         k = changed[0]
         raise runconfig.ConfigError(f"{run_dir / 'config.json'}: config key {k!r} is {now.get(k)!r}, but the run's "
@@ -352,7 +354,8 @@ class RunDir:
         bad = nonfinite_tensors(params)
         if bad:
             raise Diverged(step, f"parameters of {', '.join(bad)}")
-        save_checkpoint(self.checkpoint_path, {**state, RUN_ID: self.run_id, RUN_CONFIG: self.config})
+        save_checkpoint(self.checkpoint_path, {**state, RUN_ID: self.run_id, RUN_CONFIG: self.config,
+                                               CHECKPOINT_STEP: step})
         self.checkpoint_step = step
 
     def kept(self) -> str:

@@ -143,7 +143,8 @@ def test_execution_parallel_is_a_key_of_the_safe_engine(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["train", "safe", *argv, "--set", "env_workers=2", "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
-    assert "config key 'env_workers': expected 0 with execution local (it is execution parallel's), got 2" in err
+    assert ("config key 'env_workers': expected 0 with execution local (the key is execution parallel's: it does "
+            "nothing here), got 2") in err
     assert not (tmp_path / "x").exists()
     assert cli.main(["train", "safe-fast", *argv, "--out", str(tmp_path / "alias"), "--stop-after-epochs", "1"]) == 0
     err = capsys.readouterr().err
