@@ -19,11 +19,15 @@ Modules (imports point down; each is imported only when semantics are enabled):
 """
 
 
-def build_hooks(cfg, *, num_envs: int, gamma: float, total_steps: int, seed: int):
+def build_hooks(cfg, *, num_envs: int, gamma: float, total_steps: int, seed: int, kit: str = "fast"):
     """The engine's one call: ``PPOLagSemHooks`` for an enabled ``SemanticConfig``, ``None`` for a disabled
-    one — and then nothing semantic is imported or allocated (§25.16), so the run is plain PPOLag."""
+    one — and then nothing semantic is imported or allocated (§25.16), so the run is plain PPOLag. ``kit``
+    (the run's, reference or fast) chooses the shaping, modulation and risk_target implementations as it
+    chooses the core's."""
     if not cfg.enable:
         return None
     from rlspec.semantics.hooks import PPOLagSemHooks
+    from rlspec.semantics.kit import SemanticKit
 
-    return PPOLagSemHooks(cfg, num_envs=num_envs, gamma=gamma, total_steps=total_steps, seed=seed)
+    return PPOLagSemHooks(cfg, num_envs=num_envs, gamma=gamma, total_steps=total_steps, seed=seed,
+                          kit=SemanticKit.named(kit))

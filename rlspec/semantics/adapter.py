@@ -25,6 +25,7 @@ import math
 import torch
 
 from rlspec.semantics.config import SemanticConfig
+from rlspec.semantics.kit import SemanticKit
 from rlspec.semantics.manager import SemanticManager
 from rlspec.semantics.risk import RiskBuffer
 from rlspec.semantics.telemetry import clip_status_code
@@ -49,10 +50,13 @@ class _Window:
 
 class SemanticRewardAdapter:
     def __init__(self, cfg: SemanticConfig, num_envs: int, gamma: float, total_steps: int,
-                 manager: SemanticManager | None = None):
+                 manager: SemanticManager | None = None, kit: SemanticKit | None = None):
+        """``kit``: the shaping and risk_target implementations (default: the fast twins)."""
+        kit = kit or SemanticKit.named("fast")
         self.cfg, self.num_envs = cfg, num_envs
-        self.manager = manager or SemanticManager(cfg, num_envs, gamma, total_steps)
-        self.buffer = RiskBuffer(num_envs, cfg.window_size, self.manager.host) if cfg.risk_enable else None
+        self.manager = manager or SemanticManager(cfg, num_envs, gamma, total_steps, shaping=kit.shaping)
+        self.buffer = (RiskBuffer(num_envs, cfg.window_size, self.manager.host, kit.risk_target)
+                       if cfg.risk_enable else None)
         self.episodes_completed = 0
         self.attempts = self.successes = self.captures = self.fail_events = 0
         self.last_capture: int | None = None  # vectorized step of the last successful capture

@@ -31,6 +31,7 @@ import torch
 
 from rlspec.semantics.adapter import SemanticRewardAdapter
 from rlspec.semantics.config import SemanticConfig
+from rlspec.semantics.kit import SemanticKit
 from rlspec.semantics.modulation import LambdaModulator
 from rlspec.semantics.risk import RiskTrainer, risk_metrics
 
@@ -44,16 +45,18 @@ def prompts_sha256(safe_prompts, unsafe_prompts) -> str:
 
 class PPOLagSemHooks:
     def __init__(self, cfg: SemanticConfig, *, num_envs: int, gamma: float, total_steps: int, seed: int,
-                 adapter: SemanticRewardAdapter | None = None):
+                 adapter: SemanticRewardAdapter | None = None, kit: SemanticKit | None = None):
+        """``kit``: the shaping, modulation and risk_target implementations (default: the fast twins)."""
+        kit = kit or SemanticKit.named("fast")
         if not cfg.enable:
             raise ValueError("PPOLagSemHooks: semantic_cfgs.enable is False; a disabled run must not build "
                              "semantic objects (run plain PPOLag instead)")
         self.cfg = cfg
-        self.adapter = adapter or SemanticRewardAdapter(cfg, num_envs, gamma, total_steps)
+        self.adapter = adapter or SemanticRewardAdapter(cfg, num_envs, gamma, total_steps, kit=kit)
         manager = self.adapter.manager
         self.risk = (RiskTrainer(cfg, manager.mu_safe.shape[0], manager.backend.device, seed)
                      if cfg.risk_enable and manager.ready else None)
-        self.modulator = LambdaModulator(cfg) if cfg.modulation_enable else None
+        self.modulator = LambdaModulator(cfg, kit.modulation_scale) if cfg.modulation_enable else None
 
     def capture_due(self, global_step: int) -> bool:
         return self.adapter.capture_due(global_step)

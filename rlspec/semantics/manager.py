@@ -16,20 +16,23 @@ the pools and potentials of finished envs, so nothing crosses an episode boundar
 from __future__ import annotations
 
 import time
+from types import ModuleType
 
 import torch
 
-from rlspec.fast import shaping
+from rlspec.fast import shaping as fast_shaping
 from rlspec.semantics.backend import LoadReport, VisionLanguageBackend, as_frame_list, resolve_device
 from rlspec.semantics.config import SemanticConfig
 
 
 class SemanticManager:
     def __init__(self, cfg: SemanticConfig, num_envs: int, gamma: float, total_steps: int,
-                 backend: VisionLanguageBackend | None = None):
+                 backend: VisionLanguageBackend | None = None, shaping: ModuleType = fast_shaping):
         """Loads ``cfg.model_name`` (fail-soft: see ``ready`` and ``report``) unless a loaded ``backend``
-        is given (tests and benchmarks share one)."""
+        is given (tests and benchmarks share one). ``shaping``: contract shaping's implementation (the run's
+        kit; default the fast twin)."""
         self.cfg, self.num_envs, self.gamma, self.total_steps = cfg, num_envs, gamma, total_steps
+        self.shaping = shaping
         self.host, self.host_status = resolve_device(cfg.host_device)
         if backend is None:
             backend, report = VisionLanguageBackend.load(
@@ -40,14 +43,14 @@ class SemanticManager:
         self.backend, self.report = backend, report
         self.batch_cap = cfg.batch_max or num_envs  # frames per forward; halved on each OOM (§26.3)
         self.oom_backoffs = 0
-        self.normalizer = shaping.MarginNormalizer(cfg.norm_window, cfg.margin_scale, cfg.margin_norm_enable)
-        self.potential = shaping.PotentialShaper(num_envs, gamma) if cfg.potential_enable else None
+        self.normalizer = self.shaping.MarginNormalizer(cfg.norm_window, cfg.margin_scale, cfg.margin_norm_enable)
+        self.potential = self.shaping.PotentialShaper(num_envs, gamma) if cfg.potential_enable else None
         self.fill = torch.zeros(num_envs, dtype=torch.int64, device=self.host)  # [B] embeddings in each pool
-        self.beta = shaping.beta_schedule(0, total_steps, cfg.beta_start, cfg.beta_end_step_fraction)
+        self.beta = self.shaping.beta_schedule(0, total_steps, cfg.beta_start, cfg.beta_end_step_fraction)
         if self.ready:
             self.mu_safe = self.centroid(cfg.safe_prompts)  # [D]
             self.mu_unsafe = self.centroid(cfg.unsafe_prompts)  # [D]
-            self.pool = shaping.TemporalPool(num_envs, self.mu_safe.shape[0], cfg.temporal_window)
+            self.pool = self.shaping.TemporalPool(num_envs, self.mu_safe.shape[0], cfg.temporal_window)
 
     @property
     def ready(self) -> bool:
@@ -59,7 +62,7 @@ class SemanticManager:
         return x.float() if self.host.type == "cpu" else x
 
     def centroid(self, prompts) -> torch.Tensor:  # -> [D] unit
-        return shaping.prompt_centroid(self.to_host(self.backend.text_features(list(prompts))))
+        return self.shaping.prompt_centroid(self.to_host(self.backend.text_features(list(prompts))))
 
     def embed(self, frames) -> tuple[torch.Tensor, float]:
         """(e [N, D] on the host, milliseconds per frame). Frames go through the model ``batch_cap`` at a
@@ -87,10 +90,10 @@ class SemanticManager:
         """(r' [B], raw margins [n], normalized margins [n]) for rewards r [B], embeddings e [B, D] (rows of
         envs not captured are ignored) and the capture mask [B] (host); ``step`` is the global env step."""
         cfg = self.cfg
-        self.beta = shaping.beta_schedule(step, self.total_steps, cfg.beta_start, cfg.beta_end_step_fraction)
+        self.beta = self.shaping.beta_schedule(step, self.total_steps, cfg.beta_start, cfg.beta_end_step_fraction)
         pooled = self.pool(e, captured)  # [B, D]
         self.fill = torch.where(captured, (self.fill + 1).clamp_max(cfg.temporal_window), self.fill)
-        m = shaping.semantic_margin(pooled[captured], self.mu_safe, self.mu_unsafe)  # [n]
+        m = self.shaping.semantic_margin(pooled[captured], self.mu_safe, self.mu_unsafe)  # [n]
         m_bar = self.normalizer(m)  # [n]
         margin = torch.zeros(self.num_envs, dtype=m_bar.dtype, device=self.host)
         margin[captured] = m_bar
@@ -98,7 +101,7 @@ class SemanticManager:
         if self.potential is not None:
             shaped = rewards + self.potential(margin, mask, self.beta)
         else:
-            shaped = shaping.additive_shaping(rewards, self.beta, margin, mask)
+            shaped = self.shaping.additive_shaping(rewards, self.beta, margin, mask)
         return shaped, m * cfg.margin_scale, m_bar
 
     def end_episodes(self, done: torch.Tensor) -> None:

@@ -12,26 +12,30 @@ at least 10 finite predictions, the correlation); Risk/ModulationRaw is M_raw, R
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from rlspec.contracts.modulation import MIN_FINITE
-from rlspec.fast.modulation import modulation_scale
+from rlspec.fast.modulation import modulation_scale as fast_modulation_scale
 from rlspec.semantics.config import SemanticConfig
 from rlspec.semantics.telemetry import MODULATION_KEYS
 
 
 class LambdaModulator:
-    def __init__(self, cfg: SemanticConfig):
-        self.cfg = cfg
+    def __init__(self, cfg: SemanticConfig, modulation_scale: Callable = fast_modulation_scale):
+        """``modulation_scale``: contract modulation's implementation (the run's kit; default the fast twin)."""
+        self.cfg, self.modulation_scale = cfg, modulation_scale
         self.last = dict.fromkeys(MODULATION_KEYS, 1.0) | {"Risk/ModulationActive": 0.0}
 
     def scale(self, predictions: torch.Tensor, episodes_completed: int, corr: float) -> float:
         """M for predictions ĝ [N] (any device) after ``episodes_completed`` finished episodes, the risk head's
         correlation with its targets being ``corr``; M of the previous call is the EMA's memory."""
         cfg = self.cfg
-        m = modulation_scale(predictions, episodes_completed, enable=True, min_episodes=cfg.modulation_min_episodes,
-                             threshold_percentile=cfg.threshold_percentile, alpha=cfg.alpha_modulation,
-                             slope=cfg.slope)
+        m = self.modulation_scale(predictions, episodes_completed, enable=True,
+                                  min_episodes=cfg.modulation_min_episodes,
+                                  threshold_percentile=cfg.threshold_percentile, alpha=cfg.alpha_modulation,
+                                  slope=cfg.slope)
         finite = int(torch.isfinite(predictions).sum())
         trusted = corr >= cfg.modulation_corr_min
         active = episodes_completed >= cfg.modulation_min_episodes and finite >= MIN_FINITE and trusted

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from rlspec.contracts.risk_target import at_captures
-from rlspec.fast.risk_target import risk_target
+from rlspec.fast.risk_target import risk_target as fast_risk_target
 from rlspec.semantics.config import RELIABILITY_BINS, SemanticConfig
 from rlspec.semantics.telemetry import CALIBRATION_KEYS
 
@@ -39,8 +40,9 @@ STATUS = {"ok": 0, "too_few_samples": 1, "nonfinite_loss": 2, "semantics_unavail
 
 
 class RiskBuffer:
-    def __init__(self, num_envs: int, window_size: int, device: torch.device):
-        self.num_envs, self.window = num_envs, window_size
+    def __init__(self, num_envs: int, window_size: int, device: torch.device, risk_target: Callable = fast_risk_target):
+        """``risk_target``: contract risk_target's implementation (the run's kit; default the fast twin)."""
+        self.num_envs, self.window, self.risk_target = num_envs, window_size, risk_target
         self.cost = torch.zeros(window_size, num_envs)  # [W, B] ring of per-step costs (CPU, float32)
         self.done = torch.zeros(window_size, num_envs, dtype=torch.bool)  # [W, B]
         self.steps = 0  # vectorized steps recorded so far
@@ -82,7 +84,7 @@ class RiskBuffer:
         start = self.steps - L
         order = torch.arange(start, self.steps) % self.window  # [L] ring slots in time order
         done = self.done[order] if mask_episodes else torch.zeros(L, self.num_envs, dtype=torch.bool)
-        g = risk_target(self.cost[order], done, gamma, horizon)  # [L, B]
+        g = self.risk_target(self.cost[order], done, gamma, horizon)  # [L, B]
         at = at_captures(g, torch.tensor([step - start for step, _, _ in self.captures]))  # [J, B]
         return self.embeddings(), torch.cat([at[j, rows] for j, (_, rows, _) in enumerate(self.captures)])
 

@@ -305,3 +305,23 @@ def test_calibration_keys_through_the_hooks_and_rlspec_plot(clip32, tmp_path):
     run.close()
     assert cli.main(["plot", str(tmp_path / "run")]) == 0
     assert (tmp_path / "run/plots/risk_ece.png").is_file() and (tmp_path / "run/plots/risk_reliability.png").is_file()
+
+
+@pytest.mark.parametrize("kit", ["reference", "fast"])
+def test_the_semantic_side_follows_the_run_kit(clip_dir, kit):
+    """build_hooks(kit=K) wires contract shaping, modulation and risk_target from kit K, as the core's Kit does:
+    every object the hooks hold calls K's implementation."""
+    import importlib
+
+    from rlspec import registry
+    from rlspec.semantics import build_hooks
+
+    cfg = config(clip_dir, risk_enable=True, modulation_enable=True)
+    hooks = build_hooks(cfg, num_envs=2, gamma=0.99, total_steps=100, seed=0, kit=kit)
+    mods = {c: importlib.import_module(registry.IMPLEMENTATIONS[c][registry.KIT_IMPLEMENTATIONS[kit]])
+            for c in ("shaping", "modulation", "risk_target")}
+    manager = hooks.adapter.manager
+    assert manager.shaping is mods["shaping"] and type(manager.normalizer) is mods["shaping"].MarginNormalizer
+    assert hooks.modulator.modulation_scale is mods["modulation"].modulation_scale
+    assert hooks.adapter.buffer.risk_target is mods["risk_target"].risk_target
+    assert mods["shaping"].__name__.startswith({"reference": "rlspec.reference", "fast": "rlspec.fast"}[kit])

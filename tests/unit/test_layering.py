@@ -27,7 +27,7 @@ LOWER = {
     "reference": {"contracts", "reference"},
     "fast": {"contracts", "reference", "fast"},
     "models": {"contracts", "reference", "fast", "models"},
-    "semantics": {"contracts", "reference", "fast", "models", "semantics"},
+    "semantics": {"contracts", "reference", "fast", "models", "semantics", "registry"},
     "algos": {"contracts", "reference", "fast", "models", "semantics", "algos", "registry"},
     "envs": {"contracts", "reference", "fast", "envs"},
     "runs": {"contracts", "runs"},

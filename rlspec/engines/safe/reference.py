@@ -90,9 +90,7 @@ def panels(cfg: SafeConfig) -> list[Panel]:
 def validate(cfg: SafeConfig) -> None:
     runconfig.check(cfg, {"execution": runconfig.one_of(EXECUTIONS), "algo": runconfig.one_of(sorted(ALGOS)),
                           "kit": runconfig.one_of(KITS)})
-    for key, local in PARALLEL_ONLY.items():
-        if cfg.execution == "local" and getattr(cfg, key) != local:
-            raise runconfig.bad(key, f"{local!r} with execution local (it is execution parallel's)", getattr(cfg, key))
+    runconfig.refuse_other_executions(cfg, EXECUTIONS, PARALLEL_ONLY)
     problems = validate_config(cfg.trust_region)  # [(key, expected, got)]
     if problems:
         key, expected, got = problems[0]
@@ -321,7 +319,7 @@ def _semantic_hooks(cfg: SafeConfig, world: int):
         raise runconfig.ConfigError("config key 'semantic.enable': PPOLagSem runs in one process (its semantic "
                                     f"state is not shared across processes), got {world} processes")
     return build_hooks(cfg.semantic, num_envs=cfg.num_envs, gamma=cfg.ppo.gamma, total_steps=cfg.total_steps,
-                       seed=cfg.seed)
+                       seed=cfg.seed, kit=cfg.kit)
 
 
 # ------------------------------------------------------------------------------------ CLI entry points
@@ -357,8 +355,7 @@ def evaluate(run_dir: Path, argv: list[str], cls: type = SafeConfig) -> int:
     """Mean return and cost of the policy's mean action over K episodes (RUN/eval/eval.json); with --video,
     the first episode as RUN/eval/episode0.mp4 (imageio + imageio-ffmpeg; MuJoCo renders headless with
     MUJOCO_GL=egl or osmesa)."""
-    p = shell.eval_parser(episodes=5)
-    p.add_argument("--video", action="store_true", help="write RUN/eval/episode0.mp4 of the first episode")
+    p = shell.eval_parser(episodes=5, video="RUN/eval/episode0.mp4 of the first episode")
     p.add_argument("--size", type=int, default=256, help="video frame width and height (default 256)")
     p.add_argument("--max-frames", type=int, default=1000, help="frames at most in the video (default 1000)")
     opened = shell.eval_inputs(p, argv, lambda: load_run(run_dir, cls, ("actor", "controllers")))
@@ -366,9 +363,10 @@ def evaluate(run_dir: Path, argv: list[str], cls: type = SafeConfig) -> int:
         return 2
     args, cfg, ckpt = opened
     render = dict(render_mode="rgb_array", width=args.size, height=args.size) if args.video else {}
-    envs = safety_gym.make_vector(cfg.env_id, 1, cfg.seed + 1_000_003, cfg.forced_cost, **render)
+    seed = shell.eval_seed(args, cfg.seed)
+    envs = safety_gym.make_vector(cfg.env_id, 1, seed, cfg.forced_cost, **render)
     state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, 1, Kit.named(cfg.kit),
-                       torch.Generator().manual_seed(0))
+                       torch.Generator().manual_seed(0))  # the weights are the checkpoint's
     state.actor.load_state_dict(ckpt["actor"])
     for k in ("obs_norm", "budget"):
         setattr(state, k, ckpt["controllers"][k])
@@ -388,4 +386,4 @@ def evaluate(run_dir: Path, argv: list[str], cls: type = SafeConfig) -> int:
     result = {"episodes": len(eps), **shell.episode_means(eps, ("EpRet", "EpCost", "EpLen"))}
     if frames:
         result["video"] = str(write_mp4(Path(run_dir) / "eval/episode0.mp4", frames))
-    return shell.write_eval(run_dir, result)
+    return shell.write_eval(run_dir, result, ckpt, seed)
