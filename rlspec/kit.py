@@ -105,8 +105,9 @@ def check(contract_ids: list[str], impl_target: str | None, profile: str, out_di
               f"contracts finished; their tables are above and in {md}", file=sys.stderr)
         return 128 + stop.signum
     try:
+        earlier = report.replaced(out_dir)
         md, js = report.write(tables, out_dir, profile)
-        print(f"\nreport: {md} and {js}")
+        print(f"\nreport: {md} and {js}" + (f" (they replace {earlier})" if earlier else ""))
         if junit is not None:
             junit.parent.mkdir(parents=True, exist_ok=True)
             junit.write_text(report.to_junit(tables, profile))

@@ -19,6 +19,7 @@ unavailable (not a failure).
 
 from __future__ import annotations
 
+import datetime
 import importlib.metadata
 import json
 import shlex
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Sequence
 from xml.etree import ElementTree
 
+from rlspec import jsonio
 from rlspec.spec.core import CATEGORIES, KINDS, Outcome
 
 SCHEMA_VERSION = 1  # of report.json; raised when a key changes meaning or goes away
@@ -220,8 +222,20 @@ def to_text(table: dict) -> str:
 
 
 def to_json(tables: list[dict], profile: str) -> str:
-    return json.dumps(dict(schema_version=SCHEMA_VERSION, rlspec=rlspec_version(), profile=profile, tables=tables),
-                      indent=2)
+    written = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return jsonio.dumps(dict(schema_version=SCHEMA_VERSION, rlspec=rlspec_version(), profile=profile,
+                             written_at=written, tables=tables))
+
+
+def replaced(out_dir: Path) -> str | None:
+    """What an earlier check left in ``out_dir`` (its contracts and when), which a new report replaces; None
+    when there is none."""
+    try:
+        old = json.loads((out_dir / "report.json").read_text())
+        contracts = ", ".join(t["contract"] for t in old["tables"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None if not (out_dir / "report.json").exists() else "an unreadable report.json"
+    return f"the report of an earlier check ({contracts or 'no contract'}, written {old.get('written_at', '?')})"
 
 
 def write(tables: list[dict], out_dir: Path, profile: str) -> tuple[Path, Path]:

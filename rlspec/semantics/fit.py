@@ -26,7 +26,6 @@ own SigLIP/CLIP folder plugs in through ``semantic.model_name`` instead.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -36,6 +35,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from rlspec import jsonio
 from rlspec.reference.shaping import prompt_centroid, semantic_margin
 from rlspec.semantics.backend import VisionLanguageBackend, pooled
 from rlspec.semantics.config import SemanticConfig
@@ -139,7 +139,7 @@ def fit(frames: np.ndarray, labels: np.ndarray, out: Path, *, epochs: int = 30, 
     model.save_pretrained(out)
     processor.save_pretrained(out)
     report["auc_trained"] = probe_auc(out, frames[held_idx], labels[held_idx])
-    (out / "fit.json").write_text(json.dumps(report, indent=1) + "\n")
+    (out / "fit.json").write_text(jsonio.dumps(report, indent=1) + "\n")
     return report
 
 
@@ -174,8 +174,8 @@ def main(argv: list[str] | None = None, render=None) -> int:
     inside = costs > 0  # the labels against the env's own cost: a step with cost > 0 is inside a hazard
     report["env"] = args.env
     report["hazard_label_where_cost"] = float((labels[inside] == HAZARD).mean()) if inside.any() else None
-    (args.out / "fit.json").write_text(json.dumps(report, indent=1) + "\n")
-    print(json.dumps({k: report[k] for k in ("labels", "held_out_accuracy", "auc_untrained", "auc_trained",
+    (args.out / "fit.json").write_text(jsonio.dumps(report, indent=1) + "\n")
+    print(jsonio.dumps({k: report[k] for k in ("labels", "held_out_accuracy", "auc_untrained", "auc_trained",
                                              "hazard_label_where_cost")}))
     print(f"wrote {args.out} (load it with --set semantic.model_name={args.out})", file=sys.stderr)
     return 0

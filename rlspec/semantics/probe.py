@@ -20,7 +20,6 @@ Similarities: sim_safe = cos(e, μ_safe), sim_unsafe = cos(e, μ_unsafe), margin
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -28,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from rlspec import jsonio
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"}
 MIN_WIDTH = 256
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     stats = probe(frames, names, args.safe, args.unsafe, backend, args.batch)
     stats = dict(model=backend.identity(), status=report.status, device_status=report.device_status, **stats)
     (args.out / "frames").mkdir(parents=True, exist_ok=True)
-    (args.out / "centroids_and_stats.json").write_text(json.dumps(stats, indent=1))
+    (args.out / "centroids_and_stats.json").write_text(jsonio.dumps(stats, indent=1))
     images = [annotate(f, r["safe_sim"], r["unsafe_sim"], r["margin"]) for f, r in zip(frames, stats["per_frame"])]
     for i, image in enumerate(images):
         image.save(args.out / "frames" / f"{i:05d}.png")

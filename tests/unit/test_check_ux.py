@@ -341,6 +341,17 @@ def test_a_report_that_cannot_be_written_is_an_error_after_the_tables(tmp_path, 
     assert "the report could not be written ([Errno 28] No space left on device); the tables above are complete" in err
 
 
+def test_a_second_check_into_one_out_says_whose_report_it_replaces(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert cli.main(["check", "gae", "--clause", "GAE-1", "--out", str(out)]) == 0
+    first = json.loads((out / "report.json").read_text())
+    assert "replace" not in capsys.readouterr().out
+    assert cli.main(["check", "vtrace", "--clause", "VTRACE-1", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"(they replace the report of an earlier check (gae, written {first['written_at']}))" in said
+    assert [t["contract"] for t in json.loads((out / "report.json").read_text())["tables"]] == ["vtrace"]
+
+
 def test_unsupported_conditions():
     from rlspec.unsupported import UnsupportedCases, parse_rule
 

@@ -21,7 +21,6 @@ With one process the run is the local execution's run exactly (the workers step 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from rlspec import jsonio
 from rlspec.algos.safe_ppo import LOCAL, Comm
 from rlspec.engines.safe import reference as safe
 from rlspec.engines.safe.config import SafeConfig, SafeFastConfig
@@ -129,7 +129,7 @@ def compare(argv: list[str]) -> int:
         cfg = shell.compare_config(description, args)
         ref_cfg = replace(SafeConfig(**{f.name: getattr(cfg, f.name) for f in fields(cfg)}), execution="local",
                           **safe.PARALLEL_ONLY)
-        out = args.out or Path("runs") / f"compare-{cfg.algo}-{cfg.env_id}-s{cfg.seed}"
+        out = shell.claim_compare_out(args.out or Path("runs") / f"compare-{cfg.algo}-{cfg.env_id}-s{cfg.seed}")
         return out, {"reference": safe.run(ref_cfg, out / "reference", show_progress=not args.quiet),
                      "fast": safe.run(cfg, out / "fast", show_progress=not args.quiet, execution=execution(cfg))}
 
@@ -138,7 +138,7 @@ def compare(argv: list[str]) -> int:
         return status
     out, runs = ran
     result = compare_runs(runs["reference"], runs["fast"])
-    (out / "compare.json").write_text(json.dumps(result, indent=2))
+    (out / "compare.json").write_text(jsonio.dumps(result))
     worst = max(result["max_diff"].items(), key=lambda kv: kv[1], default=("-", 0.0))
     print(f"rows: {result['rows']}; identical: {result['identical']} (largest difference {worst[1]:.3g} in {worst[0]}); "
           f"env steps/s reference {result['fps']['reference']:.0f}, fast {result['fps']['fast']:.0f} "
