@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rlspec import jsonio
+
 # canonical name -> the name each tool logs it under (None: the tool does not log it; a tuple: the first present,
 # e.g. rlspec's safe engine logs OmniSafe's loss names and its Dreamer engine sheeprl-like ones)
 NAMES: dict[str, dict[str, str | tuple[str, ...] | None]] = {
@@ -87,8 +89,19 @@ def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
         return list(reader.fieldnames or []), list(reader)
 
 
-def _column(rows: list[dict[str, str]], key: str) -> np.ndarray:
-    return np.array([float(r[key]) if r.get(key) not in (None, "") else math.nan for r in rows])
+def _column(rows: list[dict[str, str]], key: str, path: Path) -> np.ndarray:
+    """Column ``key`` as floats (an empty cell is NaN); a cell that is no number is an EvaluationError naming
+    the file, the row (its line in the file) and the value."""
+    out = np.full(len(rows), math.nan)
+    for i, r in enumerate(rows):
+        cell = r.get(key)
+        if cell in (None, ""):
+            continue
+        try:
+            out[i] = float(cell)
+        except (TypeError, ValueError):
+            raise EvaluationError(f"{path}: column {key!r}, line {i + 2}: expected a number, got {cell!r}") from None
+    return out
 
 
 def logged_names(source: str, logged) -> dict[str, str]:
@@ -103,7 +116,8 @@ def logged_names(source: str, logged) -> dict[str, str]:
 
 
 def _curve(group: str, path: Path, source: str, table: tuple[list[str], list[dict[str, str]]],
-           step_key: str) -> Curve:
+           step_key: str, file: Path) -> Curve:
+    """The Curve of run ``path`` from ``table``, read from its CSV ``file`` (named in a bad cell's error)."""
     columns, rows = table
     if step_key not in columns:
         raise EvaluationError(f"{path}: no column {step_key!r} (env steps); columns: {', '.join(columns)}")
@@ -112,7 +126,8 @@ def _curve(group: str, path: Path, source: str, table: tuple[list[str], list[dic
     names = logged_names(source, columns)
     if "return" not in names:
         raise EvaluationError(f"{path}: no return column {NAMES['return'][source]!r}")
-    return Curve(group, path, source, _column(rows, step_key), {key: _column(rows, col) for key, col in names.items()})
+    return Curve(group, path, source, _column(rows, step_key, file),
+                 {key: _column(rows, col, file) for key, col in names.items()})
 
 
 def _written_at(events: Path) -> tuple[int, str]:
@@ -160,15 +175,15 @@ def read_run(path: Path, group_by: str = "algo") -> Curve:
     if metrics.is_file() and config.is_file():  # rlspec: OmniSafe's metric names, the step in column `step`
         cfg = json.loads(config.read_text())
         label = cfg.get("config", {}).get(group_by, cfg.get("engine", path.name))
-        return _curve(f"rlspec {label}", path, "rlspec", read_csv(metrics), "step")
+        return _curve(f"rlspec {label}", path, "rlspec", read_csv(metrics), "step", metrics)
     if progress.is_file():
         table = read_csv(progress)
         if "TotalEnvSteps" in table[0]:  # OmniSafe: runs/<Algo>-{<env>}/seed-XXX-<time>/
             cfg = json.loads(config.read_text()) if config.is_file() else {}
             label = cfg.get(group_by, path.parent.name.split("-{")[0])
-            return _curve(f"omnisafe {label}", path, "omnisafe", table, "TotalEnvSteps")
+            return _curve(f"omnisafe {label}", path, "omnisafe", table, "TotalEnvSteps", progress)
         if "time/total_timesteps" in table[0]:
-            return _curve("sb3 PPO", path, "sb3", table, "time/total_timesteps")
+            return _curve("sb3 PPO", path, "sb3", table, "time/total_timesteps", progress)
         raise EvaluationError(f"{progress}: neither OmniSafe's (TotalEnvSteps) nor SB3's (time/total_timesteps) "
                               "columns")
     if path.is_dir() and next(path.rglob("events.out.tfevents.*"), None) is not None:
@@ -344,16 +359,31 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not 0 < args.late <= 1:
         p.error(f"--late: expected a fraction in (0, 1], got {args.late}")
+    for flag, value in (("--threshold", args.threshold), ("--cost-limit", args.cost_limit)):
+        if value is not None and not math.isfinite(value):
+            p.error(f"{flag}: expected a finite number, got {value}")
+    if args.out.exists() and not args.out.is_dir():
+        p.error(f"--out {args.out} is a file; expected a folder")
+    seen: dict[Path, Path] = {}
+    for path in args.runs:  # one run given twice would count as two seeds of its group
+        if path.resolve() in seen:
+            p.error(f"run {path} is given twice (also as {seen[path.resolve()]}); each run counts once")
+        seen[path.resolve()] = path
     try:
         curves = [read_run(path) for path in args.runs]
         report = group_report(curves, args.threshold, args.cost_limit, args.late)
     except EvaluationError as err:
         print(f"rlspec report: error: {err}", file=sys.stderr)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
-    (args.out / "report.md").write_text(table(report) + "\n")
-    plot_groups(curves, args.out / "report.png", args.cost_limit)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "report.json").write_text(jsonio.dumps(report, indent=1) + "\n")
+        (args.out / "report.md").write_text(table(report) + "\n")
+        plot_groups(curves, args.out / "report.png", args.cost_limit)
+    except OSError as err:  # a full disk, an unwritable folder
+        print(f"rlspec report: error: the report could not be written ({err}); the table follows", file=sys.stderr)
+        print(table(report))
+        return 1
     print(table(report))
     print(f"written to {args.out}/report.json, report.md, report.png", file=sys.stderr)
     return 0

@@ -187,6 +187,38 @@ def test_report_command_groups_any_mix_of_runs(tmp_path, capsys):
     assert "not a run directory" in capsys.readouterr().err and not (tmp_path / "x").exists()
 
 
+def test_report_refuses_a_run_twice_a_file_out_and_a_cell_that_is_no_number(tmp_path, capsys):
+    run = omnisafe_run(tmp_path, "PPOLag", 0, STEPS, list(range(10)), [30] * 10, [1.0] * 10)
+    (tmp_path / "file").write_text("kept")
+    for argv, says in (([str(run), str(run / ".." / run.name)], f"run {run / '..' / run.name} is given twice (also "
+                                                                 f"as {run}); each run counts once"),
+                       ([str(run), "--out", str(tmp_path / "file")], "is a file; expected a folder"),
+                       ([str(run), "--threshold", "nan"], "--threshold: expected a finite number, got nan")):
+        with pytest.raises(SystemExit) as stop:
+            ev.main([*argv, "--out", str(tmp_path / "out")] if "--out" not in argv else argv)
+        assert stop.value.code == 2 and says in capsys.readouterr().err
+    progress = run / "progress.csv"
+    lines = progress.read_text().splitlines()
+    head = lines[0].split(",")
+    cells = lines[3].split(",")
+    cells[head.index("Metrics/EpRet")] = "n/a"
+    progress.write_text("\n".join([*lines[:3], ",".join(cells), *lines[4:]]) + "\n")
+    assert ev.main([str(run), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"{progress}: column 'Metrics/EpRet', line 4: expected a number, got 'n/a'" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists() and (tmp_path / "file").read_text() == "kept"
+
+
+def test_json_outputs_are_strict_and_name_what_was_not_finite():
+    from rlspec import jsonio
+
+    text = jsonio.dumps({"a": 1.0, "b": [float("nan"), 2.0], "c": {"d": float("-inf")}, "e": np.float32("inf")})
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in strict JSON")) == {
+        "a": 1.0, "b": [None, 2.0], "c": {"d": None}, "e": None,
+        "non_finite": {"b[0]": "NaN", "c.d": "-inf", "e": "inf"}}
+    assert "non_finite" not in jsonio.dumps({"a": 1.0})
+
+
 def test_sheeprl_resumed_chunks_read_in_the_order_they_ran(tmp_path):
     """A resumed sheeprl run logs into version_0, version_1, ... of its run directory; one resumed from a
     checkpoint before its end logs some steps again: the later file's value counts (version_10 ran after
