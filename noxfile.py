@@ -243,3 +243,15 @@ def mutants(session: nox.Session) -> None:
     _install_project(session)
     session.env.update(HYPOTHESIS_PROFILE="ci", CUDA_VISIBLE_DEVICES="")
     session.run("python", "-m", "rlspec.spec.mutants", *session.posargs)
+
+
+@nox.session
+def faults(session: nox.Session) -> None:
+    """The fault probes (tools/fault_probes.py): the kit and the engines tried as a new user would, through the
+    real command line (an implementation that exits, crashes, hangs or mutates its input; runs into someone's
+    folder; signals; keys that would do nothing; user mistakes that must not be tracebacks; outputs that
+    mislead). Writes docs/faults/probes.{json,md}; `nox -s faults -- --only ID ...` reruns some probes and
+    keeps the others' rows. About 1.5 hours on 2 cores; not part of cpu_gate."""
+    _install_project(session, "test,dreamer,bonus")
+    session.env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="", RAY_AUTH_MODE="disabled")
+    session.run("python", "tools/fault_probes.py", *session.posargs)

@@ -2,7 +2,7 @@
 process in a scratch directory. A probe passes when the exit status is the documented one (README, "When
 something goes wrong"), stderr holds no traceback, and what must not change did not change.
 
-    python tools/fault_probes.py [--out docs/faults] [--only ID ...]
+    nox -s faults [-- --only ID ...]        (or: python tools/fault_probes.py [--out docs/faults] [--only ID ...])
 
 Writes OUT/probes.json and OUT/probes.md: per probe its class, command, exit status, verdict, the last
 line it said and the time it ran (with --only, the other probes' rows already in OUT/probes.json are kept). Verdicts: ok; silent (exit 0 where the run is wrong: non-finite figures logged, or a result
@@ -379,6 +379,237 @@ PROBES: dict[str, Callable[[Path], Probe]] = {
     "help-speed": help_time,
     "list-into-a-closed-pipe": pipe_closed,
 }
+# ------------------------------------------------------------- the implementation under test (rlspec check)
+REF_GAE = "from rlspec.reference.gae import gae as _gae\n"
+IMPLS = {  # name -> an --impl module of contract gae that misbehaves in one way
+    "exit-at-import": "import sys\nsys.exit(0)\n",
+    "exit-in-call": REF_GAE + "def gae(*a, **k):\n    import sys\n    sys.exit(0)\n",
+    "os-exit": REF_GAE + "def gae(*a, **k):\n    import os\n    os._exit(3)\n",
+    "segfault": REF_GAE + "def gae(*a, **k):\n    import ctypes\n    ctypes.string_at(0)\n",
+    "hang": REF_GAE + "def gae(*a, **k):\n    while True:\n        pass\n",
+    "mutates": REF_GAE + "def gae(reward, *a, **k):\n    out = _gae(reward, *a, **k)\n    reward.add_(1)\n"
+                         "    return out\n",
+    "numpy": REF_GAE + "def gae(*a, **k):\n    return tuple(x.numpy() for x in _gae(*a, **k))\n",
+}
+
+
+def check_impl(name: str, expect: set[int], says: str, *extra: str) -> Callable[[Path], Probe]:
+    """`rlspec check gae --impl IMPL` of a misbehaving implementation: the documented status, a line naming the
+    outcome, and a report written (never an exit 0 with nothing printed)."""
+    def probe(tmp: Path) -> Probe:
+        (tmp / "impl.py").write_text(IMPLS[name])
+        p = Probe(f"check-impl-{name}", "kit isolation", expect)
+        proc = run_probe(p, tmp, "check", "gae", "--impl", str(tmp / "impl.py"), "--out", str(tmp / "r"), *extra)
+        p.need(says in proc.stdout + proc.stderr, "unclear", f"{says!r} not said")
+        p.need((tmp / "r/report.json").exists(), "lost", "no report written")
+        return p
+    return probe
+
+
+def replay_token(pid: str, token: str) -> Callable[[Path], Probe]:
+    return plain(pid, "kit isolation", {2}, "check", "gae", "--reproduce", token, "--out", "{tmp}/r")
+
+
+def foreign_token() -> str:
+    import zlib
+
+    body = "vtrace:VTRACE-1:0:AAAA"
+    return f"{body}:{zlib.crc32(body.encode()):08x}"
+
+
+def check_signal(tmp: Path) -> Probe:
+    """SIGTERM to `rlspec check all --jobs 2` once a table is finished: exit 143, the finished tables kept, and
+    no worker process left behind."""
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
+    argv = ["check", "all", "--jobs", "2", "--out", str(tmp / "r")]
+    proc = subprocess.Popen([*PY, *argv], cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    time.sleep(60)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    p = Probe("check-sigterm-jobs-2", "signals", {143})
+    p.ran(subprocess.CompletedProcess(argv, proc.returncode, out, err), argv)
+    left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    p.need(not left, "lost", f"{len(left)} worker processes still running")
+    p.need("interrupted (SIGTERM)" in err, "unclear", "no line on the interruption")
+    return p
+
+
+# ---------------------------------------------------------------------------- runs that lose nothing
+def resume_without_checkpoint(tmp: Path) -> Probe:
+    run = finished(tmp, "safe", "run", *STOP["safe"])
+    (run / "checkpoints/last.pt").unlink()
+    return unchanged_after(Probe("resume-no-checkpoint-with-rows", "data loss", {2}), tmp, run,
+                           "train", "safe", "--quiet", "--resume", str(run))
+
+
+def out_into(pid: str, plant: dict[str, str]) -> Callable[[Path], Probe]:
+    """--out into a folder that holds someone's files: refused, every file as it was."""
+    def probe(tmp: Path) -> Probe:
+        folder = tmp / "theirs"
+        for name, text in plant.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(text)
+        return unchanged_after(Probe(pid, "data loss", {2}), tmp, folder, "train", *SAFE, "--quiet", "--out",
+                               str(folder))
+    return probe
+
+
+def hand_edited_config(tmp: Path) -> Probe:
+    run = finished(tmp, "dreamer", "run", *STOP["dreamer"])
+    cfg = json.loads((run / "config.json").read_text())
+    cfg["config"]["dreamer"]["wm_lr"] = 0.5
+    (run / "config.json").write_text(json.dumps(cfg))
+    return unchanged_after(Probe("resume-hand-edited-config", "data loss", {2}), tmp, run,
+                           "train", "dreamer", "--quiet", "--resume", str(run))
+
+
+# ------------------------------------------------------------------------------ signals and outputs
+def signalled(signum: int) -> Callable[[Path], Probe]:
+    def probe(tmp: Path) -> Probe:
+        run = tmp / "run"
+        argv = ["train", *SAFE, "--out", str(run), "--set", "total_steps=200000"]
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
+        proc = subprocess.Popen([*PY, *argv], cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env)
+        deadline = time.monotonic() + 300
+        while not (run / "checkpoints/last.pt").exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=120)
+        p = Probe(f"{signal.Signals(signum).name.lower()}-safe", "signals", {128 + signum})
+        p.ran(subprocess.CompletedProcess(argv, proc.returncode, out, err), argv)
+        p.need("--resume" in err, "unclear", "does not say how to go on")
+        p.need((run / "checkpoints/last.pt").exists(), "lost", "checkpoint gone")
+        p.need(not list(run.rglob("*.tmp*")), "lost", "temporary files left")
+        return p
+    return probe
+
+
+def summary_step(tmp: Path) -> Probe:
+    """A stop between metric rows: summary.json's step is the checkpoint's, not the last row's."""
+    p = Probe("summary-step-after-stop", "outputs", {0})
+    run_probe(p, tmp, "train", *DREAMER, "--quiet", "--out", str(tmp / "run"), "--stop-after-steps", "12")
+    summary = json.loads((tmp / "run/summary.json").read_text())
+    p.need(summary.get("step") == summary.get("checkpoint_step") == 12, "silent", f"summary: step "
+           f"{summary.get('step')}, checkpoint_step {summary.get('checkpoint_step')}, expected 12")
+    return p
+
+
+def eval_names_checkpoint(tmp: Path) -> Probe:
+    run = finished(tmp, "safe", "run", *STOP["safe"])
+    p = Probe("eval-records-checkpoint-step", "outputs", {0})
+    run_probe(p, tmp, "eval", str(run), "--episodes", "1")
+    result = json.loads((run / "eval/eval.json").read_text())
+    p.need(result.get("checkpoint_step") == 2000, "silent", f"checkpoint_step {result.get('checkpoint_step')}")
+    return p
+
+
+def strict_json(tmp: Path) -> Probe:
+    """A report of runs whose cost is never logged: every JSON written parses with a strict parser."""
+    p = Probe("report-json-strict", "outputs", {0})
+    run = finished(tmp, "dreamer", "run")
+    run_probe(p, tmp, "report", str(run), "--out", str(tmp / "rep"))
+    for path in [tmp / "rep/report.json", run / "summary.json"]:
+        try:
+            json.loads(path.read_text(), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+        except ValueError as err:
+            p.need(False, "silent", f"{path.name} is not strict JSON ({err})")
+    return p
+
+
+def report_cell(tmp: Path) -> Probe:
+    run = finished(tmp, "safe", "run", *STOP["safe"])
+    lines = (run / "metrics.csv").read_text().splitlines()
+    head = lines[0].split(",")
+    cells = lines[1].split(",")
+    cells[head.index("Metrics/EpRet")] = "n/a"
+    (run / "metrics.csv").write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    return unchanged_after(Probe("report-cell-not-a-number", "tracebacks", {2}), tmp, run, "report", str(run),
+                           "--out", str(tmp / "rep"))
+
+
+def bad_plugin_result(pid: str, body: str) -> Callable[[Path], Probe]:
+    def probe(tmp: Path) -> Probe:
+        (tmp / "plugin.py").write_text(body)
+        p = Probe(pid, "tracebacks", {3})
+        proc = run_probe(p, tmp, "train", *DREAMER, "--quiet", "--out", str(tmp / "run"), "--env", "pyboy", "--rom",
+                         str(ROOT / "rlspec/envs/room/room.gb"), "--plugin", str(tmp / "plugin.py"))
+        p.need(f"plug-in {tmp / 'plugin.py'}" in proc.stderr, "unclear", "the plug-in is not named")
+        return p
+    return probe
+
+
+def compare_again(tmp: Path) -> Probe:
+    (tmp / "cmp").mkdir()
+    (tmp / "cmp/notes.txt").write_text("mine")
+    return unchanged_after(Probe("compare-into-a-used-folder", "outputs", {2}), tmp, tmp / "cmp", "compare", *SAFE,
+                           "--quiet", "--out", str(tmp / "cmp"))
+
+
+def keys(pid: str, *argv: str) -> Callable[[Path], Probe]:
+    """A key that would do nothing, or two options that disagree: exit 2 naming the key, nothing created."""
+    key = next(a.split("=")[0] for a in argv if "=" in a)
+
+    def probe(tmp: Path) -> Probe:
+        p = Probe(pid, "keys that do nothing", {2})
+        proc = run_probe(p, tmp, "train", *argv, "--quiet", "--out", str(tmp / "run"))
+        p.need(f"'{key}'" in proc.stderr, "unclear", f"the key {key!r} is not named")
+        p.need(not (tmp / "run").exists(), "lost", "a run directory was created")
+        return p
+    return probe
+
+
+PROBES.update({
+    "check-impl-exit-at-import": check_impl("exit-at-import", {1}, "FAILED TO LOAD"),
+    "check-impl-exit-in-call": check_impl("exit-in-call", {1}, "CRASH"),
+    "check-impl-os-exit": check_impl("os-exit", {1}, "CRASH"),
+    "check-impl-segfault": check_impl("segfault", {1}, "CRASH"),
+    "check-impl-hang": check_impl("hang", {1}, "HANG", "--timeout", "10", "--clause", "GAE-1"),
+    "check-impl-mutates": check_impl("mutates", {1}, "MUTATES-INPUT"),
+    "check-impl-numpy": check_impl("numpy", {1}, "numpy"),
+    "check-junk-token": replay_token("check-junk-token", "QUFBQQ=="),
+    "check-foreign-token": replay_token("check-foreign-token", foreign_token()),
+    "check-dead-rule": plain("check-dead-rule", "kit isolation", {2}, "check", "gae", "--unsupported",
+                             "{tmp}/rules.txt", "--out", "{tmp}/r",
+                             setup=garbage("rules.txt", b"GAE-3 if gamam > 0.5\n")),
+    "check-binary-rules": plain("check-binary-rules", "tracebacks", {2}, "check", "gae", "--unsupported",
+                                "{tmp}/rules.txt", "--out", "{tmp}/r", setup=garbage("rules.txt", b"\xff\xfe\x00")),
+    "check-out-is-a-file": plain("check-out-is-a-file", "tracebacks", {2}, "check", "gae", "--out", "{tmp}/f",
+                                 setup=garbage("f", b"mine")),
+    "check-sigterm-jobs-2": check_signal,
+    "resume-no-checkpoint-with-rows": resume_without_checkpoint,
+    "out-into-someones-config": out_into("out-into-someones-config", {"config.json": '{"mine": 1}', "tb/x": "t"}),
+    "out-into-a-full-folder": out_into("out-into-a-full-folder", {"notes.txt": "mine"}),
+    "resume-hand-edited-config": hand_edited_config,
+    "dreamer-local-kit": keys("dreamer-local-kit", *DREAMER, "--set", "kit=fast-triton"),
+    "dreamer-local-device": keys("dreamer-local-device", *DREAMER, "--set", "device=tpu"),
+    "bonus-local-trainers": keys("bonus-local-trainers", *BONUS, "--set", "trainers=2"),
+    "bonus-ablation-vs-top-k": keys("bonus-ablation-vs-top-k", *BONUS, "--ablation", "top1", "--set",
+                                    "bonus.top_k=4"),
+    "bonus-task-vs-set-task": keys("bonus-task-vs-set-task", *BONUS, "--task", "token-reach", "--set",
+                                   "task=metaworld:push-v3"),
+    "bad-safety.cost_limit=-5": bad_setting("safe", "safety.cost_limit=-5"),
+    "bad-ppo.activation=sigmoid": bad_setting("safe", "ppo.activation=sigmoid"),
+    "sigterm-safe": signalled(signal.SIGTERM),
+    "sighup-safe": signalled(signal.SIGHUP),
+    "eval-seed-negative": plain("eval-seed-negative", "tracebacks", {2}, "eval", "{tmp}/run", "--seed", "-5",
+                                setup=lambda tmp: finished(tmp, "safe", "run", *STOP["safe"])),
+    "report-cell-not-a-number": report_cell,
+    "report-same-run-thrice": plain("report-same-run-thrice", "outputs", {2}, "report", "{tmp}/run", "{tmp}/run",
+                                    "{tmp}/run", "--out", "{tmp}/rep", fresh="rep",
+                                    setup=lambda tmp: finished(tmp, "safe", "run", *STOP["safe"])),
+    "report-out-is-a-file": plain("report-out-is-a-file", "tracebacks", {2}, "report", "{tmp}/run", "--out",
+                                  "{tmp}/f", setup=lambda tmp: (finished(tmp, "safe", "run", *STOP["safe"]),
+                                                                garbage("f", b"mine")(tmp))),
+    "plugin-reward-nan": bad_plugin_result("plugin-reward-nan", "reward = lambda m: float('nan')\n"
+                                                                "done = lambda m: False\n"),
+    "plugin-done-says-no": bad_plugin_result("plugin-done-says-no", "reward = lambda m: 0.0\ndone = lambda m: 'no'\n"),
+    "summary-step-after-stop": summary_step,
+    "eval-records-checkpoint-step": eval_names_checkpoint,
+    "report-json-strict": strict_json,
+    "compare-into-a-used-folder": compare_again,
+})
 SAFETY_GYM = {  # the README's lines that need the `safety` extra; in the main environment: exit 2, by name
     "safe-fast-main-env": safety_gym_needed("safe-fast-main-env", "train", "safe-fast", "--algo", "CPPOPID",
                                             "--preset", "smoke", "--quiet", "--out", "{tmp}/run"),
@@ -422,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
         row.update(seconds=round(time.monotonic() - t0, 1), ran=time.strftime("%Y-%m-%d %H:%M"))
         rows.append(row)
         print(f"{row['verdict']:>9}  {pid}  ({row['seconds']} s) {'; '.join(row['problems'])}", flush=True)
-    meta = dict(command="python tools/fault_probes.py", date=time.strftime("%Y-%m-%d"), python=sys.version.split()[0])
+    meta = dict(command="nox -s faults", date=time.strftime("%Y-%m-%d"), python=sys.version.split()[0])
     old = args.out / "probes.json"
     if args.only and old.exists():  # the other probes' rows of the last run stay
         kept = {r["id"]: r for r in json.loads(old.read_text())["probes"]}

@@ -24,7 +24,9 @@ task from a *plug-in*: a Python file (``my_rewards.py``) or an importable module
                                        #   (a, b, start, select, up, down, left, right) or None per action
 
 ``memory`` is ``pyboy.memory``: ``memory[0xD35E]`` reads a byte. The functions are called after the step's
-``frameskip`` frames, in the order reward, done, success. Every env loads its own copy of the module, so
+``frameskip`` frames, in the order reward, done, success; a reward that is not a finite number, or a
+done/success/booted that is not a bool (or the int 0 or 1), stops the run naming the plug-in and the
+function. Every env loads its own copy of the module, so
 module-level variables (e.g. the deepest row reached) are per env. Every episode starts from the save state
 (``--state``, written by ``pyboy.save_state``) or, without one, from the machine as it was right after boot;
 the reset then emulates ``frameskip`` frames with no button held. The game runs on its own: a step is
@@ -41,6 +43,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import io
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -175,15 +178,33 @@ class PluginTask(RamTask):
         except Exception as err:  # noqa: BLE001 - the user's code: any failure is reported as the plug-in's
             raise self.error(f"plug-in {self.name}: {fn}() raised {type(err).__name__}: {err}") from err
 
+    def _flag(self, fn: str, *args: Any, default: Any = None) -> bool:
+        """``fn``'s result as a bool: a bool, or the int 0 or 1 (a RAM flag); anything else (the string "no",
+        truthy) is ``error``."""
+        value = self._call(fn, *args, default=default)
+        if not isinstance(value, (bool, np.bool_)) and not (isinstance(value, (int, np.integer)) and value in (0, 1)):
+            raise self.error(f"plug-in {self.name}: {fn}() returned {value!r} ({type(value).__name__}), expected a "
+                             "bool (or the int 0 or 1)")
+        return bool(value)
+
+    def _reward(self, memory) -> float:
+        """reward()'s result as a float; a non-number or a NaN/inf is ``error`` (it would train on garbage)."""
+        value = self._call("reward", memory)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(value):
+            raise self.error(f"plug-in {self.name}: reward() returned {value!r} ({type(value).__name__}), expected "
+                             "a finite number")
+        return float(value)
+
     def booted(self, memory) -> bool:
-        return bool(self._call("booted", memory, default=True))
+        return self._flag("booted", memory, default=True)
 
     def on_reset(self, memory, seed: int) -> None:
         self._call("reset", memory, seed)
 
     def outcome(self, memory) -> tuple[float, bool, bool]:
-        reward, done = float(self._call("reward", memory)), bool(self._call("done", memory))
-        return reward, done, bool(self._call("success", memory, default=done))
+        reward, done = self._reward(memory), self._flag("done", memory)
+        return reward, done, self._flag("success", memory, default=done)
 
 
 def load_plugin(target: str, error: type[PluginError] = PluginError) -> PluginTask:

@@ -71,6 +71,42 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+def owned_keys(cls: type, executions: tuple[str, ...]) -> dict[str, str]:
+    """key -> the execution it belongs to: a field whose docstring begins with an execution's name and a colon
+    ("device: where the device execution runs", "Ray: trainer actors") is that execution's alone."""
+    return {key: e for key, doc in field_docs(cls).items() for e in executions if doc.lower().startswith(f"{e.lower()}:")}
+
+
+def inert_values(cls: type, executions: tuple[str, ...], inert: dict[str, Any] | None = None) -> dict[str, Any]:
+    """owned key -> the value it must keep under the other executions: ``inert``'s, else the class default."""
+    fields = _fields(cls)
+    return {k: (inert or {}).get(k, fields[k].default) for k in owned_keys(cls, executions)}
+
+
+def refuse_other_executions(cfg: Any, executions: tuple[str, ...], inert: dict[str, Any] | None = None) -> None:
+    """A key another execution owns (owned_keys) set away from its inert value is refused, naming the key and
+    its execution: it would be recorded in config.json and do nothing."""
+    owner = owned_keys(type(cfg), executions)
+    for key, value in inert_values(type(cfg), executions, inert).items():
+        if owner[key] != cfg.execution and getattr(cfg, key) != value:
+            raise bad(key, f"{value!r} with execution {cfg.execution} (the key is execution {owner[key]}'s: it "
+                           f"does nothing here)", getattr(cfg, key))
+
+
+def for_execution(cfg: Any, execution: str, executions: tuple[str, ...], inert: dict[str, Any] | None = None) -> Any:
+    """``cfg`` run by ``execution`` (`rlspec compare`'s other run): the keys other executions own reset."""
+    owner = owned_keys(type(cfg), executions)
+    reset = {k: v for k, v in inert_values(type(cfg), executions, inert).items() if owner[k] != execution}
+    return dataclasses.replace(cfg, execution=execution, **reset)
+
+
+def value_at(cfg: Any, dotted: str) -> Any:
+    """The value of a dotted key ("bonus.top_k") of a (nested) config."""
+    for part in dotted.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
 def _fields(cls: type) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(cls)}
 

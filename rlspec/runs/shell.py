@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib.util
-import json
 import math
 import sys
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlspec import jsonio
 from rlspec.runs import config as runconfig
 from rlspec.runs.faults import outcome
 
@@ -62,6 +62,10 @@ class Engine:
     options: Callable[[argparse.ArgumentParser], None] = lambda parser: None
     option_sets: Callable[[argparse.Namespace], list[str]] = lambda args: []
     option_names: tuple[str, ...] = field(default=())  # those options' flags, for the resume guard
+    # cfg -> {key: (the value cfg runs it at, that in words: "--ablation top1, which runs it at 1")} for keys
+    # another key decides (bonus: the ablation's); an explicit --set of one to another value is refused
+    # (``refuse_contradictions``)
+    decides: Callable[[Any], dict[str, tuple[Any, str]]] = lambda cfg: {}
 
 
 def docstring(module: str) -> str:
@@ -72,9 +76,26 @@ def docstring(module: str) -> str:
 
 
 def build_config(engine: Engine, preset: str = "default", overrides: list[str] = ()) -> Any:
-    """The engine's config: its defaults, then the preset, then ``overrides`` ("key=value", in order)."""
+    """The engine's config: its defaults, then the preset, then ``overrides`` ("key=value", in order: a later
+    one wins, and --set overrides the preset: the documented rule)."""
     cfg = runconfig.replace(engine.config(), engine.presets[preset], f"preset {preset!r}")
     return runconfig.apply_overrides(cfg, list(overrides))
+
+
+def refuse_contradictions(engine: Engine, cfg: Any, flags: list[str], sets: list[str]) -> None:
+    """The command line's contradictions, a ConfigError naming both sides: a shorthand flag and a --set of its
+    key with another value (``--task a --set task=b``), and a key set (by either) to a value another key
+    overrides (``engine.decides``: bonus's ``--ablation top1`` runs top_k = 1). No option is silently dropped."""
+    by_flag = dict(item.partition("=")[::2] for item in flags)
+    for item in sets:
+        key, _, value = item.partition("=")
+        if key.strip() in by_flag and by_flag[key.strip()] != value:
+            raise runconfig.ConfigError(f"config key {key.strip()!r} is given two values, {by_flag[key.strip()]!r} "
+                                        f"by its flag and {value!r} by --set: give it once")
+    given = {**by_flag, **{k.strip(): v for k, _, v in (item.partition("=") for item in sets)}}
+    for key, (runs_at, said) in engine.decides(cfg).items():
+        if key in given and runconfig.value_at(cfg, key) != runs_at:
+            raise runconfig.ConfigError(f"config key {key!r} = {given[key]} contradicts {said}: drop one")
 
 
 def parser(engine: Engine) -> argparse.ArgumentParser:
@@ -120,25 +141,48 @@ def compare_parser(engine: Engine, doc: str, out_pattern: str) -> argparse.Argum
 
 def compare_config(engine: Engine, args: argparse.Namespace, first: list[str] = ()) -> Any:
     """The config both runs of `rlspec compare` share: the preset, ``first``, the shorthand flags, ``--set``."""
-    return build_config(engine, args.preset, [*first, *flag_sets(engine, args), *args.set])
+    cfg = build_config(engine, args.preset, [*first, *flag_sets(engine, args), *args.set])
+    refuse_contradictions(engine, cfg, flag_sets(engine, args), args.set)
+    return cfg
 
 
-def eval_parser(episodes: int) -> argparse.ArgumentParser:
-    """`rlspec eval RUN`'s parser with ``--episodes K`` (default ``episodes``); an engine adds its own options."""
+def claim_compare_out(out: Path) -> Path:
+    """``out`` for `rlspec compare`, which starts both runs afresh (it has no --resume): a new or empty folder,
+    else FileExistsError, nothing changed."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"--out {out} is {'a file' if not out.is_dir() else 'not empty'}: rlspec compare "
+                              "starts both runs afresh (it has no --resume); choose another --out or delete it "
+                              "yourself; nothing was changed")
+    return out
+
+
+def eval_parser(episodes: int, video: str | None = None) -> argparse.ArgumentParser:
+    """`rlspec eval RUN`'s parser with ``--episodes K`` (default ``episodes``) and ``--seed S`` (the envs' and
+    the policy's seed; default: one the run never trained on); with ``video`` (what it writes), ``--video``.
+    An engine adds its own options."""
     p = argparse.ArgumentParser(prog="rlspec eval RUN")
     p.add_argument("--episodes", type=int, default=episodes, help=f"episodes to average (default {episodes})")
+    p.add_argument("--seed", type=int, help="the envs' and the policy's seed, an int in [0, 2**32) (default: one "
+                                            "the run never trained on)")
+    if video:
+        p.add_argument("--video", action="store_true", help=f"write {video} (imageio + imageio-ffmpeg)")
     return p
 
 
 def eval_inputs(p: argparse.ArgumentParser, argv: list[str], load: Callable[[], tuple[Any, dict]],
                 positive: tuple[str, ...] = ("episodes",)) -> tuple[argparse.Namespace, Any, dict] | None:
-    """`rlspec eval RUN ...`'s inputs: ``argv`` parsed (each option of ``positive`` an int >= 1, else argparse's
-    error), then RUN's config and checkpoint from ``load()``; (args, cfg, ckpt), or None after one error line (a
-    missing or damaged run: ConfigError, FileNotFoundError)."""
+    """`rlspec eval RUN ...`'s inputs: ``argv`` parsed (each option of ``positive`` an int >= 1, --seed in
+    [0, 2**32), --video only where imageio is installed: else argparse's error, before any episode), then RUN's
+    config and checkpoint from ``load()``; (args, cfg, ckpt), or None after one error line (a missing or
+    damaged run: ConfigError, FileNotFoundError)."""
     args = p.parse_args(argv)
     for key in positive:
         if getattr(args, key) < 1:
             p.error(f"--{key}: expected an int >= 1, got {getattr(args, key)}")
+    if args.seed is not None and not 0 <= args.seed < 2**32:
+        p.error(f"--seed: expected an int in [0, 2**32), got {args.seed}")
+    if getattr(args, "video", False) and not all(importlib.util.find_spec(m) for m in ("imageio", "imageio_ffmpeg")):
+        p.error("--video needs imageio and imageio-ffmpeg (pip install 'rlspec[semantic]'); nothing was run")
     try:
         cfg, ckpt = load()
     except (runconfig.ConfigError, FileNotFoundError) as err:
@@ -147,16 +191,25 @@ def eval_inputs(p: argparse.ArgumentParser, argv: list[str], load: Callable[[], 
     return args, cfg, ckpt
 
 
+def eval_seed(args: argparse.Namespace, run_seed: int) -> int:
+    """The seed `rlspec eval` uses: --seed, else the run's seed + 1000003 (no training env has it)."""
+    return run_seed + 1_000_003 if args.seed is None else args.seed
+
+
 def episode_means(episodes: list[tuple], names: tuple[str, ...]) -> dict[str, float]:
     """name -> the mean of that entry of the episodes' tuples (NaN with no episode)."""
     return {name: sum(e[i] for e in episodes) / len(episodes) if episodes else math.nan for i, name in enumerate(names)}
 
 
-def write_eval(run_dir: Path, result: dict) -> int:
-    """RUN/eval/eval.json of ``result``, and ``result`` as one JSON line on stdout; 0 (`rlspec eval`'s status)."""
+def write_eval(run_dir: Path, result: dict, ckpt: dict, seed: int) -> int:
+    """RUN/eval/eval.json of ``result`` with the checkpoint's env step and the seed (an eval during training
+    says which checkpoint it read), and that as one JSON line on stdout; 0 (`rlspec eval`'s status)."""
+    from rlspec.runs.rundir import CHECKPOINT_STEP
+
+    result = {"checkpoint_step": ckpt.get(CHECKPOINT_STEP), "seed": seed, **result}
     (Path(run_dir) / "eval").mkdir(exist_ok=True)
-    (Path(run_dir) / "eval/eval.json").write_text(json.dumps(result, indent=2))
-    print(json.dumps(result))
+    (Path(run_dir) / "eval/eval.json").write_text(jsonio.dumps(result))
+    print(jsonio.dumps(result, indent=None))
     return 0
 
 
@@ -175,6 +228,7 @@ def train(engine: Engine, argv: list[str]) -> int:
             cfg, out = resume_config(engine.config, args.resume, engine.name, args.set), args.resume
         else:
             cfg = build_config(engine, args.preset, [*shorthand_sets(engine, args), *args.set])
+            refuse_contradictions(engine, cfg, shorthand_sets(engine, args), args.set)
             out = args.out or Path("runs") / engine.out_name(cfg)
         engine.validate(cfg)  # before anything is created
         if args.stop_after is not None and args.stop_after < 1:

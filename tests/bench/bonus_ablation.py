@@ -42,10 +42,16 @@ THRESHOLD, GREEDY_EPISODES = 0.3, 20  # success rate of "steps to threshold"; gr
 def run_one(task: str, ablation: str, seed: int, steps: int, overrides: list[str], runs: Path,
             preset: str = "default") -> Path:
     from rlspec.engines import bonus
+    from rlspec.engines.bonus.config import ablation_decides
     from rlspec.runs.rundir import load_checkpoint, lock
 
     out = runs / f"{ablation}-s{seed}"
-    cfg = bonus.build_config(preset, [f"total_steps={steps}", f"seed={seed}", *overrides], task, ablation)
+    common = [f"total_steps={steps}", f"seed={seed}"]
+    decided = ablation_decides(bonus.build_config(preset, common, task, ablation))
+    # an override this arm's ablation decides (bonus keys under baseline, top_k under top1) is not this arm's:
+    # its config.json shows what it ran
+    mine = [o for o in overrides if o.partition("=")[0].strip() not in decided]
+    cfg = bonus.build_config(preset, [*common, *mine], task, ablation)
     updates = cfg.total_steps // bonus.steps_per_update(cfg)
     ckpt = out / "checkpoints/last.pt"
     done = load_checkpoint(ckpt)["update"] if ckpt.exists() else 0

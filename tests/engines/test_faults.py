@@ -18,10 +18,9 @@ import pytest
 import torch
 
 from rlspec import cli
-from rlspec.engines import bonus
+from rlspec.engines.bonus import local as bonus_local  # where the update is called
 from rlspec.engines.dreamer import reference as dreamer  # the loop module: its train step is patched
 from rlspec.engines.safe import reference as safe  # the loop module: its update is patched
-from rlspec.engines.bonus import local as bonus_local  # where the update is called
 from rlspec.runs.rundir import load_checkpoint, read_metrics
 
 SAFE = ["train", "safe", "--algo", "PPOLag", "--env", "ToyGoal-v0", "--preset", "smoke", "--quiet"]  # 4 × 1000 steps
@@ -122,6 +121,11 @@ def test_compare_stops_on_divergence_like_train(tmp_path, monkeypatch, capsys, e
     assert code == 3 and f"rlspec compare {engine}: stopped: non-finite" in err, err
     assert "\n" not in err.strip() and "Traceback" not in err, err
     assert not (tmp_path / "cmp/compare.json").exists()
+    before = _files(tmp_path / "cmp")
+    assert cli.main(["compare", engine, *ENGINES[engine][2:], "--out", str(tmp_path / "cmp")]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {tmp_path / 'cmp'} is not empty: rlspec compare starts both runs afresh (it has no --resume)" in err
+    assert "use --resume" not in err and _files(tmp_path / "cmp") == before
 
 
 def test_ray_trainers_losses_all_count_for_the_divergence_check():
@@ -143,6 +147,11 @@ def test_dreamer_stop_after_a_step_count_between_vector_steps_writes_a_checkpoin
     """2 envs: 7 env steps end at 8 (the loop overshoots 7): the checkpoint is at 8, and resume goes on."""
     assert _train(DREAMER, tmp_path / "run", "--stop-after-steps", "7") == 0
     assert load_checkpoint(tmp_path / "run/checkpoints/last.pt")["env_steps"] == 8
+    summary = json.loads((tmp_path / "run/summary.json").read_text())  # rows every 8 steps: the last at 8
+    assert (summary["step"], summary["checkpoint_step"], summary["row_step"]) == (8, 8, 8)
+    assert _resume("dreamer", tmp_path / "run", "--stop-after-steps", "4") == 0  # to 12: no row after 8
+    summary = json.loads((tmp_path / "run/summary.json").read_text())
+    assert (summary["step"], summary["checkpoint_step"], summary["row_step"]) == (12, 12, 8)
 
 
 @pytest.mark.parametrize("engine", ["safe", "dreamer", "bonus"])
@@ -376,6 +385,37 @@ def test_eval_reports_each_episode(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["eval", str(tmp_path / "run"), "--episodes", "2"]) == 0
     assert capsys.readouterr().err.splitlines()[-2:] == ["eval: 1/2 episodes", "eval: 2/2 episodes"]
+
+
+@pytest.mark.parametrize("engine", ["safe", "bonus"])
+def test_eval_names_its_checkpoint_and_seed_and_refuses_a_bad_seed_or_video_before_any_episode(
+        tmp_path, capsys, monkeypatch, engine):
+    run = tmp_path / "run"
+    stop = {"safe": ["--stop-after-epochs", "1"], "bonus": ["--stop-after-updates", "2"]}[engine]
+    assert _train(ENGINES[engine], run, *stop) == 0
+    step = STEP[engine](load_checkpoint(run / "checkpoints/last.pt"))
+    assert cli.main(["eval", str(run), "--episodes", "1", "--seed", "7"]) == 0
+    result = json.loads((run / "eval/eval.json").read_text())
+    assert (result["checkpoint_step"], result["seed"]) == (step, 7)
+    assert cli.main(["eval", str(run), "--episodes", "1", "--seed", "7"]) == 0  # the seed decides the episodes
+    assert json.loads((run / "eval/eval.json").read_text()) == result
+    (run / "eval/eval.json").unlink()
+    for argv, says in ((["--seed", "-5"], "--seed: expected an int in [0, 2**32), got -5"),
+                       (["--seed", str(2**32)], f"--seed: expected an int in [0, 2**32), got {2**32}")):
+        with pytest.raises(SystemExit) as stopped:
+            cli.main(["eval", str(run), *argv])
+        assert stopped.value.code == 2 and says in capsys.readouterr().err
+    if engine == "safe":  # the engine with --video here; imageio made absent: refused before an episode runs
+        from rlspec.runs import shell
+
+        real = shell.importlib.util.find_spec
+        monkeypatch.setattr(shell.importlib.util, "find_spec", lambda m, *a: None if m == "imageio" else real(m, *a))
+        with pytest.raises(SystemExit) as stopped:
+            cli.main(["eval", str(run), "--video"])
+        err = capsys.readouterr().err
+        assert stopped.value.code == 2 and "--video needs imageio and imageio-ffmpeg" in err
+        assert "eval: 1/" not in err
+    assert not (run / "eval/eval.json").exists()
 
 
 @pytest.mark.parametrize("verb", ["eval", "plot"])

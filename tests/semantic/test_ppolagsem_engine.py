@@ -171,7 +171,7 @@ def test_resumed_ppolagsem_equals_straight_run(tmp_path, clip_dir):
     sa, sb = hook_state(ca), hook_state(cb)
     assert same(sa, sb) and same({k: v for k, v in ca.items() if k != "semantics"},
                                  {k: v for k, v in cb.items() if k != "semantics"})
-    assert sa["manager"]["pool"].count is not None and sa["adapter"]["buffer"].captures
+    assert any(sa["manager"]["pool"].windows) and sa["adapter"]["buffer"].captures  # kit reference's pool
 
 
 def test_resume_without_the_hook_state_would_differ(tmp_path, clip_dir):

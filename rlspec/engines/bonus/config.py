@@ -5,6 +5,7 @@ starts."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,10 +86,14 @@ PRESETS: dict[str, dict] = {
 }
 
 
+EXECUTIONS = ("local", "ray")
+
+
 def validate(cfg: BonusConfig) -> None:
     if cfg.task != "token-reach" and not cfg.task.startswith(METAWORLD):
         raise runconfig.bad("task", f"token-reach or {METAWORLD}NAME-v3", cfg.task)
-    runconfig.check(cfg, {"execution": runconfig.one_of(("local", "ray"))})
+    runconfig.check(cfg, {"execution": runconfig.one_of(EXECUTIONS)})
+    runconfig.refuse_other_executions(cfg, EXECUTIONS)
     if cfg.task.startswith(METAWORLD):
         _require_extra("task", cfg.task, "metaworld")
         from rlspec.envs.metaworld_tokens import parse_task
@@ -99,10 +104,8 @@ def validate(cfg: BonusConfig) -> None:
             raise runconfig.ConfigError(f"config key 'task': {err}") from None
     if cfg.execution == "ray":
         _require_extra("execution", cfg.execution, "ray")
-    if cfg.inference not in ("local", "actor") or (cfg.inference == "actor" and cfg.execution != "ray"):
-        raise runconfig.bad("inference", "local, or actor with execution=ray", f"{cfg.inference} with execution="
-                            f"{cfg.execution}")
-    runconfig.check(cfg, {"kit": runconfig.one_of(KITS), "ablation": runconfig.one_of(ABLATIONS)})
+    runconfig.check(cfg, {"kit": runconfig.one_of(KITS), "ablation": runconfig.one_of(ABLATIONS),
+                          "inference": runconfig.one_of(("local", "actor"))})
     runconfig.require_at_least(cfg, dict.fromkeys(("num_envs", "fragment_len", "total_steps", "replay_capacity",
                                                    "pool_size", "queue_size", "ep_window", "checkpoint_every",
                                                    "torch_threads", "rollout_workers", "trainers", "episode_steps"), 1)
@@ -131,6 +134,37 @@ def validate(cfg: BonusConfig) -> None:
         raise runconfig.bad("total_steps", f">= one update ({steps_per_update(cfg)} env steps)", cfg.total_steps)
 
 
+UNUSED = object()  # ablation_decides: the value of a key the ablation never reads (equal to no value)
+
+
+def ablation_decides(cfg: BonusConfig) -> dict[str, tuple[object, str]]:
+    """key -> (the value cfg's ablation runs it at, or UNUSED; in words) for every key the ablation decides:
+    top1's top_k = 1; without prototypes no clusters and no prototype keys (unused); without Loss A (queue)
+    the bonus phase's keys (unused); under baseline (no bonus at all) every bonus key, the success pool and
+    the paired queue (unused)."""
+    from rlspec.algos.bonus_vtrace import bonus_setup, effective_config  # torch: after --help
+
+    setup, by = bonus_setup(cfg.ablation), f"--ablation {cfg.ablation}"
+    unused = (UNUSED, f"{by}, which never reads it")
+    if not setup.mine:
+        keys = ["pool_size", "queue_size", *(f"bonus.{f.name}" for f in dataclasses.fields(SuccessSetConfig))]
+        return dict.fromkeys(keys, unused)
+    runs_with, mine = effective_config(cfg.bonus, setup), cfg.bonus
+    out = {f"bonus.{f.name}": (getattr(runs_with, f.name), f"{by}, which runs it at {getattr(runs_with, f.name)!r}")
+           for f in dataclasses.fields(SuccessSetConfig)
+           if getattr(runs_with, f.name) != getattr(mine, f.name) or (f.name == "top_k" and setup.top_k)}
+    if not setup.prototypes:  # no success prototypes to keep
+        out.update(dict.fromkeys(("bonus.num_prototypes", "bonus.prototype_ema"), unused))
+    if not setup.loss_a:  # pairs are mined, never trained on: the bonus phase's keys
+        out.update(dict.fromkeys((f"bonus.{key}" for key in BONUS_PHASE_KEYS), unused))
+    return out
+
+
+# the SuccessSetConfig keys read only in a bonus phase (Loss A, its trigger, its stops, its sampling)
+BONUS_PHASE_KEYS = ("tau", "margin", "cooldown_steps", "batch_packs", "min_pairs", "kl_guard", "entropy_floor",
+                    "bonus_updates", "consume_packs")
+
+
 def _require_extra(key: str, value: str, module: str) -> None:
     import importlib.util
 
@@ -156,4 +190,5 @@ def describe(run: Callable[..., Path]) -> shell.Engine:
         name=ENGINE, config=BonusConfig, presets=PRESETS, doc=shell.docstring("rlspec.engines.bonus"),
         validate=validate, run=run, out_name=lambda cfg: f"{ENGINE}-{cfg.task}-{cfg.ablation}-s{cfg.seed}",
         out_pattern="bonus-TASK-ABLATION-sSEED", stop_unit="updates",
-        flags=(shell.Flag("task", "task"), shell.Flag("ablation", "ablation", choices=ABLATIONS)))
+        flags=(shell.Flag("task", "task"), shell.Flag("ablation", "ablation", choices=ABLATIONS)),
+        decides=ablation_decides)

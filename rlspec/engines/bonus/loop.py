@@ -6,13 +6,13 @@ import torch, so the package loads this module on first use.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from pathlib import Path
 
 import torch
 
-from rlspec.engines.bonus.config import ENGINE, BonusConfig, describe, steps_per_update, validate
+from rlspec import jsonio
+from rlspec.engines.bonus.config import ENGINE, EXECUTIONS, BonusConfig, describe, steps_per_update, validate
 from rlspec.engines.bonus.local import World, make_envs
 from rlspec.runs import config as runconfig
 from rlspec.runs import shell
@@ -114,9 +114,10 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
     if opened is None:
         return 2
     args, cfg, ckpt = opened
+    seed = shell.eval_seed(args, cfg.seed)
     w = World(cfg)
     w.learner.learner.policy.load_state_dict(policy_state(ckpt["world"]))
-    envs = make_envs(cfg, 1, 1_000_003)  # an env index no training run uses
+    envs = make_envs(dataclasses.replace(cfg, seed=seed), 1, 0)
     obs, ret, results, progress = torch.from_numpy(envs.reset()), 0.0, [], EpisodeProgress(args.episodes)
     while len(results) < args.episodes:
         with torch.no_grad():
@@ -128,7 +129,7 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
             ret = 0.0
         obs = torch.from_numpy(out.obs)
     return shell.write_eval(run_dir, {"episodes": len(results),
-                                      **shell.episode_means(results, ("EpRet", "SuccessRate"))})
+                                      **shell.episode_means(results, ("EpRet", "SuccessRate"))}, ckpt, seed)
 
 
 COMPARED = ("Metrics/SuccessRate", "Metrics/EpRet", "pairs/queue", "bonus/updates")
@@ -145,10 +146,8 @@ def compare(argv: list[str]) -> int:
 
     def both() -> tuple[Path, dict[str, Path]]:
         cfg = shell.compare_config(DESCRIPTION, args)
-        out = args.out or Path("runs") / f"compare-bonus-{cfg.task}-s{cfg.seed}"
-        configs = {execution: dataclasses.replace(cfg, execution=execution,
-                                                  inference=cfg.inference if execution == "ray" else "local")
-                   for execution in ("local", "ray")}
+        out = shell.claim_compare_out(args.out or Path("runs") / f"compare-bonus-{cfg.task}-s{cfg.seed}")
+        configs = {execution: runconfig.for_execution(cfg, execution, EXECUTIONS) for execution in EXECUTIONS}
         for c in configs.values():  # both valid before either run writes anything
             validate(c)
         return out, {execution: run(c, out / execution, show_progress=not args.quiet) for execution, c in configs.items()}
@@ -159,7 +158,7 @@ def compare(argv: list[str]) -> int:
     out, runs = ran
     result = {name: summary(path) for name, path in runs.items()}
     diff = {k: difference(result["local"][k], result["ray"][k]) for k in ("SuccessRate", "EpRet")}
-    (out / "compare.json").write_text(json.dumps({**result, "difference": diff}, indent=2))
+    (out / "compare.json").write_text(jsonio.dumps({**result, "difference": diff}))
     overlay(runs, COMPARED, out / "compare.png", cols=2)
     print("; ".join(f"{name}: success {r['SuccessRate']:.3f}, return {r['EpRet']:.3g}, {r['env_steps_per_s']:.0f} "
                     f"env steps/s" for name, r in result.items()) + f"; written to {out / 'compare.json'}")

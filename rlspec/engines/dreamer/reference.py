@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from pathlib import Path
 
 import torch
 
+from rlspec import jsonio
 from rlspec.algos.dreamer import (
     KITS,
     DreamerState,
@@ -82,6 +82,7 @@ def validate(cfg: DreamerRunConfig) -> None:
     runconfig.check(cfg, {"execution": runconfig.one_of(EXECUTIONS), "task": runconfig.one_of(sorted(SCENARIOS)),
                           "env": runconfig.one_of(ENVS), "train_ratio": runconfig.POSITIVE,
                           **{f"dreamer.{key}": runconfig.POSITIVE for key in POSITIVE}})
+    runconfig.refuse_other_executions(cfg, EXECUTIONS)
     validate_env(cfg)
     runconfig.require_at_least(cfg, INT_MIN)
     if cfg.seed > MASK32:
@@ -447,14 +448,19 @@ class Logger:
 
 
     def write_summary(self) -> None:
-        """RUN/summary.json: the last row's step, updates, replay ratio (and its target) and losses, the
-        peak memory of this process (a resumed run: of its last part), its wall time."""
-        keys = ("step", "Train/updates", "Train/replay_ratio", "Loss/loss", "Loss/recon_loss", "Metrics/EpRet",
+        """RUN/summary.json: the env step the run ended at (its last checkpoint's, written at every end, or
+        the last row's if later), the last checkpoint's step, and the last row's step (``row_step``),
+        updates, replay ratio (and its target) and losses; the peak memory of this process (a resumed run: of
+        its last part), its wall time."""
+        keys = ("Train/updates", "Train/replay_ratio", "Loss/loss", "Loss/recon_loss", "Metrics/EpRet",
                 "Metrics/SuccessRate")
+        saved = self.rundir.checkpoint_step
         summary = {"execution": self.cfg.execution, "train_ratio": self.cfg.train_ratio,
+                   "step": max(self.last["step"], saved or 0), "checkpoint_step": saved,
+                   "row_step": self.last["step"],
                    **{k: self.last[k] for k in keys if k in self.last}, **peak_memory(self.device),
                    "wall_s": time.perf_counter() - self.start}
-        atomic_write_bytes(self.rundir.path / "summary.json", json.dumps(summary, indent=2).encode())
+        atomic_write_bytes(self.rundir.path / "summary.json", jsonio.dumps(summary).encode())
 
 
 def _versions(cfg: DreamerRunConfig) -> dict:

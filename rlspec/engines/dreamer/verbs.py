@@ -4,15 +4,14 @@ execution of a config (``engine``); they import torch, so the package loads this
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import sys
 from pathlib import Path
 
 import torch
 
+from rlspec import jsonio
 from rlspec.engines.dreamer import fast
-from rlspec.engines.dreamer.config import ENGINE_NAMES, DreamerRunConfig, describe
+from rlspec.engines.dreamer.config import ENGINE_NAMES, EXECUTIONS, DreamerRunConfig, describe
 from rlspec.engines.dreamer.reference import (
     DreamerV3EngineCPU,
     build,
@@ -81,11 +80,8 @@ def plot(run_dir: Path) -> int:
 def evaluate(run_dir: Path, argv: list[str]) -> int:
     """Greedy policy (argmax of the actor) of RUN's last checkpoint over K episodes on fresh envs (another seed):
     mean return, length and success rate in RUN/eval/eval.json; with --video, RUN/eval/episodes.mp4 of them."""
-    p = shell.eval_parser(episodes=10)
-    p.add_argument("--seed", type=int, help="env and policy seed (default: the run's seed + 1000003)")
-    p.add_argument("--video", action="store_true",
-                   help="write RUN/eval/episodes.mp4: one frame per vector step (the first: the reset), the "
-                        "num_envs screens side by side, grayscale, upscaled (imageio + imageio-ffmpeg)")
+    p = shell.eval_parser(episodes=10, video="RUN/eval/episodes.mp4: one frame per vector step (the first: the "
+                                             "reset), the num_envs screens side by side, grayscale, upscaled")
     p.add_argument("--scale", type=int, default=4, help="video upscaling of the 72 x 80 frames (default 4)")
     p.add_argument("--fps", type=int, default=15, help="video frames per second (default 15)")
     checkpoint = Path(run_dir) / "checkpoints/last.pt"
@@ -94,7 +90,7 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
     if opened is None:
         return 2
     args, cfg, ckpt = opened
-    seed = cfg.seed + 1_000_003 if args.seed is None else args.seed
+    seed = shell.eval_seed(args, cfg.seed)
     gen = torch.Generator().manual_seed(seed)
     state = build(cfg, gen)
     state.load_state_dict(ckpt["state"])
@@ -106,7 +102,7 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
         images = [video_frame(f, args.scale) for f in frames]
         result.update(video=str(write_mp4(Path(run_dir) / "eval/episodes.mp4", images, args.fps)),
                       video_frames=len(images))
-    return shell.write_eval(run_dir, result)
+    return shell.write_eval(run_dir, result, ckpt, seed)
 
 
 DETERMINISTIC = {"commit_stride": 1, "steps_per_rollout": 1, "sync_every": 1}
@@ -134,8 +130,8 @@ def compare(argv: list[str]) -> int:
     def both() -> tuple[DreamerRunConfig, Path, dict[str, Path]]:
         cfg = shell.compare_config(DESCRIPTION, args, ["execution=device"])
         validate(cfg)
-        out = args.out or Path("runs") / f"compare-dreamer-{cfg.task}-s{cfg.seed}"
-        return cfg, out, {name: engine(dataclasses.replace(cfg, execution=execution)).run(
+        out = shell.claim_compare_out(args.out or Path("runs") / f"compare-dreamer-{cfg.task}-s{cfg.seed}")
+        return cfg, out, {name: engine(runconfig.for_execution(cfg, execution, EXECUTIONS)).run(
                               out / name, show_progress=not args.quiet) for name, execution in ENGINE_NAMES.items()}
 
     status, ran = attempt("rlspec compare dreamer", both)
@@ -146,7 +142,7 @@ def compare(argv: list[str]) -> int:
     rtol = args.rtol if args.rtol is not None else 1e-6 if cfg.kit == "reference" else 1e-3
     result = compare_runs(runs["reference"], runs["fast"], args.updates, rtol)
     result.update(deterministic=deterministic, kit=cfg.kit, device=str(device(cfg)))
-    (out / "compare.json").write_text(json.dumps(result, indent=2))
+    (out / "compare.json").write_text(jsonio.dumps(result))
     compare_plot(runs["reference"], runs["fast"], out / "compare.png")
     speed = result["speed"]
     verdict = (f"agree within {rtol:g}: {'yes' if result['agree'] else 'NO'}" if deterministic else

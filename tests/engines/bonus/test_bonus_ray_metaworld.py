@@ -132,8 +132,8 @@ def test_ray_run_with_the_inference_actor_is_the_run_with_worker_policies(ray_se
     assert drop(resumed) == pytest.approx(drop(rows["actor"][6]), nan_ok=True, rel=0, abs=0)
     assert all(math.isfinite(r["Loss/Loss_pi"]) and math.isfinite(r["Loss/Loss_value"]) for r in rows["actor"])
     assert rows["actor"][-1]["episodes/finished"] > 0 and any(r["bonus/ran"] == 1 for r in rows["actor"])
-    with pytest.raises(bonus.runconfig.ConfigError, match="config key 'inference': expected local, or actor "
-                                                          "with execution=ray, got 'actor with execution=local'"):
+    with pytest.raises(bonus.runconfig.ConfigError, match=r"config key 'inference': expected 'local' with execution "
+                                                          r"local \(the key is execution ray's"):
         bonus.validate(bonus.build_config("smoke", ["inference=actor"]))
 
 

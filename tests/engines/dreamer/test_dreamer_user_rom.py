@@ -174,7 +174,7 @@ def test_bad_user_rom_input_names_the_key_and_loses_nothing(user_game, tmp_path,
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"] and (out / "notes.txt").read_text() == "mine"
 
 
-def test_exit_oak_plugin_on_a_fake_memory():
+def test_exit_oak_plugin_on_a_fake_memory(tmp_path):
     """The shipped Exit Oak plug-in (no ROM: a dict standing in for Pokémon Red's RAM): progress toward the exit
     row, success when the map id leaves Oak's lab, a clear error for a state elsewhere, one copy per env."""
     task, other = load_plugin("rlspec.envs.exit_oak"), load_plugin("rlspec.envs.exit_oak")
@@ -187,6 +187,21 @@ def test_exit_oak_plugin_on_a_fake_memory():
         outcomes.append(task.outcome(ram))
     assert outcomes == [(0.05, False, False), (0.0, False, False), (0.0, False, False), (pytest.approx(0.1), False,
                         False), (pytest.approx(0.25), False, False), (1.0, True, True)]
+    for name, body, says in (("nan", "reward = lambda m: float('nan')\ndone = lambda m: False\n",
+                              "reward() returned nan (float), expected a finite number"),
+                             ("none", "reward = lambda m: None\ndone = lambda m: False\n",
+                              "reward() returned None (NoneType), expected a finite number"),
+                             ("says_no", "reward = lambda m: 0.0\ndone = lambda m: 'no'\n",
+                              "done() returned 'no' (str), expected a bool (or the int 0 or 1)"),
+                             ("two", "reward = lambda m: 0.0\ndone = lambda m: False\nsuccess = lambda m: 2\n",
+                              "success() returned 2 (int), expected a bool (or the int 0 or 1)")):
+        (tmp_path / f"{name}.py").write_text(body)
+        with pytest.raises(PluginError) as err:
+            load_plugin(str(tmp_path / f"{name}.py")).outcome(ram)
+        assert str(err.value) == f"plug-in {tmp_path / name}.py: {says}"
+    flag = tmp_path / "flag.py"  # a RAM byte 0/1 as done() and a numpy reward are fine
+    flag.write_text("import numpy as np\nreward = lambda m: np.float32(0.5)\ndone = lambda m: m[1]\n")
+    assert load_plugin(str(flag)).outcome({1: 1}) == (0.5, True, True)
     with pytest.raises(PluginError, match=r"plug-in rlspec.envs.exit_oak: reset\(\) raised ValueError: exit_oak: "
                                           r"the save state is not in Oak's lab: wCurMap \(0xD35E\) = 0x00, expected 0x28"):
         task.on_reset(ram, 0)
