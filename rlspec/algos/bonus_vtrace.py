@@ -11,7 +11,9 @@ the replay with the caller's generator, stacked along the env axis ([T, N_total]
    discount γ_t = γ·(1 − done_t), reward r_t + γ·V(s_final) on a truncated step (a timeout bootstraps the
    real final observation, seed 001 CRITICAL-2; then γ_t = 0), bootstrap V(s'_{T−1}).
 2. Advantages = V-trace's policy-gradient advantages ρ̄-clipped (r_t + γ_t·v_{s,t+1} − V(s_t))·min(ρ̄_pg, ρ_t),
-   standardized over the batch; value targets v_s.
+   standardized over the batch by the kit's ``safe_standardize`` (contract numerics: (A − mean)/std with the
+   sample std; a batch whose std is below STD_EPS, a constant one included, is only zero-centred, never divided
+   by a tiny std); value targets v_s.
 3. ``epochs`` × ``minibatches`` of PPO-clip on π/π_old with ½(V − v_s)² and an entropy bonus (Adam; the
    policy's and the critic's gradients clipped to their own norms). Seed 002's guards, counted in ``Guard/*``:
    the ratio passes the kit's ``ratio_guard`` (log-ratio clamped to ±20, ratio to [0.01, 100], a non-finite
@@ -154,6 +156,7 @@ class BonusKit:
     ObsNormalizer: type
     ratio_guard: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]
     LossGuard: type
+    safe_standardize: Callable[[torch.Tensor], torch.Tensor]
 
     @classmethod
     def reference(cls) -> "BonusKit":
@@ -174,7 +177,7 @@ class BonusKit:
                    SuccessPrototypes=success_set.SuccessPrototypes, PairedQueue=success_set.PairedQueue,
                    BonusScheduler=success_set.BonusScheduler, RunningMeanStd=numerics.RunningMeanStd,
                    ObsNormalizer=numerics.ObsNormalizer, ratio_guard=numerics.ratio_guard,
-                   LossGuard=numerics.LossGuard)
+                   LossGuard=numerics.LossGuard, safe_standardize=numerics.safe_standardize)
 
 
 class ReturnScale:
@@ -283,15 +286,15 @@ def ppo_vtrace_update(state: LearnerState, batch: Fragment, cfg: LearnerConfig, 
                       average_gradients: Callable[[list[nn.Parameter]], None] | None = None,
                       return_scale: float = 1.0) -> dict[str, float]:
     """The main update (module docstring, steps 1–3) on rewards / ``return_scale`` (ReturnScale.scale());
-    returns the logged metrics. ``kit``: vtrace, ratio_guard and LossGuard. ``average_gradients``: data parallel
-    trainers average every gradient over ranks before the clip (each rank the same number of minibatches:
-    equal batches per rank)."""
+    returns the logged metrics. ``kit``: vtrace, safe_standardize, ratio_guard and LossGuard.
+    ``average_gradients``: data parallel trainers average every gradient over ranks before the clip (each rank
+    the same number of minibatches: equal batches per rank)."""
     batch = batch._replace(reward=batch.reward / return_scale)
     logp_old, vs, adv, rho = vtrace_targets(state, batch, cfg, kit.vtrace)
     T, N = logp_old.shape
     flat = lambda x: x.reshape(T * N, *x.shape[2:])  # noqa: E731  [T, N, ...] -> [M, ...]
     obs, tokens, logp_old, vs, adv = flat(batch.obs), flat(batch.tokens), flat(logp_old), flat(vs), flat(adv)
-    adv = (adv - adv.mean()) / (adv.std(unbiased=False) + 1e-8)
+    adv = kit.safe_standardize(adv)  # contract numerics: zero-centred only where the std is below STD_EPS
     M = T * N
     size = math.ceil(M / cfg.minibatches)
     guard = kit.LossGuard()  # this update's non-finite losses

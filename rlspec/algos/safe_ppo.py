@@ -113,6 +113,7 @@ class Comm:
     engine running several processes passes a subclass (rlspec/engines/safe/parallel.py: torch.distributed)."""
 
     world_size = 1
+    rank = 0
 
     def sum(self, t: torch.Tensor) -> torch.Tensor:
         """Σ over processes of ``t`` (a new tensor)."""
@@ -298,15 +299,26 @@ def env_feedback(state: SafePPOState, reward: torch.Tensor, cost: torch.Tensor,
 def process_advantages(adv_r: torch.Tensor, adv_c: torch.Tensor, ppo: PPOConfig,
                        comm: Comm = LOCAL) -> tuple[torch.Tensor, torch.Tensor]:
     """OmniSafe's buffer get(): A_r standardized with the population std + 1e-8, A_c centered, the statistics
-    over every process's samples (OmniSafe dist_statistics_scalar). [M] each."""
+    over every process's samples (OmniSafe dist_statistics_scalar), the mean by ``centred``'s shifted form (the
+    same values to rounding; exact zeros for a constant batch). [M] each."""
     n = comm.sum(torch.tensor(float(adv_r.numel()), dtype=adv_r.dtype, device=adv_r.device))
     if ppo.standardize_reward_adv:
-        mean = comm.sum(adv_r.sum()) / n
-        std = (comm.sum((adv_r - mean).square().sum()) / n).sqrt()
-        adv_r = (adv_r - mean) / (std + ADV_STD_EPS)
+        adv_r = centred(adv_r, n, comm)
+        std = (comm.sum(adv_r.square().sum()) / n).sqrt()
+        adv_r = adv_r / (std + ADV_STD_EPS)
     if ppo.center_cost_adv:
-        adv_c = adv_c - comm.sum(adv_c.sum()) / n
+        adv_c = centred(adv_c, n, comm)
     return adv_r, adv_c
+
+
+def centred(x: torch.Tensor, n: torch.Tensor, comm: Comm = LOCAL) -> torch.Tensor:
+    """x − μ over every process's samples, μ = K + Σ(x − K)/n with K rank 0's first sample (contract numerics'
+    shifted mean, reference/numerics.py): a constant batch centres to exact zeros. x − Σx/n leaves there a
+    rounding error e, the same in every sample, that (x − μ)/(std + 1e-8) turns into +1 or −1 everywhere.
+    [M] -> [M]; an empty x stays empty."""
+    first = x[:1].sum()  # x[0]; 0 for an empty x
+    k = comm.sum(first if comm.rank == 0 else torch.zeros_like(first))
+    return x - (k + comm.sum((x - k).sum()) / n)
 
 
 def combine_advantages(adv_r: torch.Tensor, adv_c: torch.Tensor, multiplier: float, mode: str) -> torch.Tensor:

@@ -56,6 +56,20 @@ def test_process_advantages_is_omnisafe_buffer_get():
     assert torch.equal(same_r, adv_r) and torch.equal(same_c, adv_c)
 
 
+@pytest.mark.parametrize("value", [0.3, 1234.5678, -7e4])
+def test_process_advantages_of_a_constant_batch_are_exact_zeros(value):
+    """A constant float32 batch centres to exact zeros (the numerics contract's shifted mean): x − Σx/n leaves
+    one rounding error e in every sample, which (x − μ)/(std + 1e-8) turned into 1 or −1 everywhere (a bias
+    toward every action taken). An empty batch stays empty; a non-finite one stays non-finite (the LossGuard's)."""
+    adv = torch.full((1000,), value)
+    out_r, out_c = process_advantages(adv, adv.clone(), PPOConfig())
+    assert torch.equal(out_r, torch.zeros(1000)) and torch.equal(out_c, torch.zeros(1000))
+    empty_r, empty_c = process_advantages(torch.empty(0), torch.empty(0), PPOConfig())
+    assert empty_r.shape == (0,) == empty_c.shape
+    bad_r, _ = process_advantages(torch.tensor([1.0, math.nan, 2.0]), torch.zeros(3), PPOConfig())
+    assert bad_r.isnan().all()
+
+
 def test_combine_advantages_both_forms():
     adv_r, adv_c = torch.tensor([1.0, -1.0]), torch.tensor([2.0, 0.0])
     torch.testing.assert_close(combine_advantages(adv_r, adv_c, 1.0, "omnisafe"), torch.tensor([-0.5, -0.5]))

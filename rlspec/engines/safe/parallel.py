@@ -58,7 +58,7 @@ class TorchDistComm(Comm):
     reduces CUDA tensors only, so host statistics travel through the device and come back)."""
 
     def __init__(self, device: torch.device):
-        self.world_size = dist.get_world_size()
+        self.world_size, self.rank = dist.get_world_size(), dist.get_rank()
         self.device = device
 
     def sum(self, t: torch.Tensor) -> torch.Tensor:

@@ -510,3 +510,40 @@ def test_the_metaworld_preset_is_the_learner_measured_beside_sb3():
     assert {k: v for k, v in preset.items() if default.get(k) != v} == PRESETS["metaworld"]
     cfg = bonus.build_config("metaworld")
     assert cfg.learner.normalize_obs and cfg.learner.epochs == PRESETS["metaworld"]["learner.epochs"]
+
+
+def _update_with_constant_advantages(reward: float, kit_name: str):
+    """A fresh learner's policy after one main update whose V-trace advantages all equal ``reward``: γ = 0, the
+    critic's output layer zeroed (V ≡ 0), on-policy, no episode ends, so A_t = r_t = reward everywhere."""
+    gen = torch.Generator().manual_seed(5)
+    cfg = bv.LearnerConfig(epochs=2, minibatches=2, gamma=0.0)
+    kit = bv.BonusKit.named(kit_name)
+    st = bv.make_learner(cfg, 3, 2, 5, kit, gen)
+    last = [m for m in st.critic.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.zero_()
+    T, N = 7, 3
+    obs = torch.randn(T + 1, N, 3, generator=gen)
+    tokens = torch.randint(0, 5, (T, N, 2), generator=gen)
+    with torch.no_grad():
+        logp = bv.token_logp(st.policy(obs[:-1]), tokens)[0]
+    never = torch.zeros(T, N, dtype=torch.bool)
+    batch = bv.Fragment(obs[:-1], tokens, logp, torch.full((T, N), reward), never, never, obs[1:])
+    bv.ppo_vtrace_update(st, batch, cfg, kit, gen)
+    return st.policy.state_dict()
+
+
+@pytest.mark.parametrize("kit_name", ["reference", "fast"])
+def test_constant_advantages_standardize_to_zero_through_the_kits_safe_form(kit_name):
+    """Advantages standardized by the numerics contract's safe_standardize: a constant batch (0.3 in float32,
+    whose mean is not exactly 0.3) is zero-centred exactly, so the policy moves as with all-zero advantages (the
+    entropy term only). (A − mean)/(std + 1e-8) turned it into ±0.75 rounding noise and a policy gradient."""
+    noisy = torch.full((21,), 0.3)
+    assert ((noisy - noisy.mean()) / (noisy.std(unbiased=False) + 1e-8)).abs().max() > 0.1  # the old form's noise
+    for (k, a), b in zip(_update_with_constant_advantages(0.0, kit_name).items(),
+                         _update_with_constant_advantages(0.3, kit_name).values()):
+        torch.testing.assert_close(b, a, rtol=0, atol=0, msg=k)
+    kit = bv.BonusKit.named(kit_name)
+    assert kit.safe_standardize(torch.empty(0)).shape == (0,)  # an empty batch: empty, no NaN
+    assert kit.safe_standardize(torch.tensor([1.0, math.nan, 2.0])).isnan().all()  # non-finite: the LossGuard's
