@@ -14,6 +14,12 @@ One ``train_step``:
   3. behaviour losses (``behavior_losses``) on the imagined features; actor and critic Adam steps (clipped
      to ``actor_clip``, ``critic_clip``); then the slow critic EMA (``update_slow_critic``, rate slow_rate).
 
+Guards: a stop, not a skip (the PPO family's LossGuard zeroes a non-finite loss and goes on). A replay batch
+holds no non-finite value (the replay refuses one at push; a reward beyond the two-hot range is clipped to its
+last bin), so a non-finite loss here means the model overflowed, and skipping its step would go on imagining
+with that model. The engines read the metrics (every update in the reference engine, every row in the fast
+one) and stop as Diverged naming them; the last clean checkpoint is kept.
+
 Row alignment (the two contracts state different conventions; this file joins them):
   * world_model's heads read f_t and predict the reward and continue of the transition OUT of s_t (the
     replay row t = (obs_t, action_t, reward of that step, continue of that step): seed 004 §2.3).

@@ -218,3 +218,48 @@ def test_every_dreamer_key_reaches_its_contract_config_by_name():
     cfg = dataclasses.replace(core.DreamerConfig(), **changed)
     got = {**dataclasses.asdict(core.world_model_config(cfg, 7)), **dataclasses.asdict(core.behavior_config(cfg))}
     assert {k: got[k] for k in changed} == changed and got["num_actions"] == 7 and got["encoder"] == "mlp"
+
+
+def _constant_batch(T: int = 5, B: int = 2) -> dict:
+    """Every frame black, every action 0, every reward 1, no episode start after row 0."""
+    first = torch.zeros(T, B, dtype=torch.bool)
+    first[0] = True
+    return {"obs": torch.zeros(T, B, 1, 72, 20, dtype=torch.uint8), "action": torch.zeros(T, B, dtype=torch.int32),
+            "reward": torch.ones(T, B), "is_first": first, "continue": torch.ones(T, B)}
+
+
+@pytest.mark.parametrize("kit_name", ["reference", "fast"])
+def test_a_constant_batch_gives_finite_losses_and_updates(kit_name):
+    """A batch with nothing to tell apart (one frame, one action, one reward): every metric finite over three
+    updates, the weights finite and moved. Its returns are constant, so the return normalizer's percentile
+    range is 0 (contract return_ema: the scale max(1, range) never divides by it)."""
+    state, gen = _state(kit=core.Kit.named(kit_name))
+    before = {k: v.clone() for k, v in state.actor.state_dict().items()}
+    for _ in range(3):
+        metrics = core.train_step(state, _constant_batch(), gen)
+        bad = [k for k, v in metrics.items() if not math.isfinite(float(v))]
+        assert not bad, bad
+    assert all(torch.isfinite(p).all() for p in state.wm.parameters())
+    assert any(not torch.equal(v, state.actor.state_dict()[k]) for k, v in before.items())
+
+
+def test_a_non_finite_loss_stops_the_run_naming_it():
+    """Dreamer's guard is a stop, not a skip: a replay batch holds no non-finite value (the replay's value
+    rules refuse one at push; a reward beyond the two-hot range is clipped to its last bin), so a non-finite
+    loss means the model itself overflowed, and an update that skipped it would go on imagining with that
+    model. The engine reads every update's metrics (check_finite) and stops as Diverged naming them; the run
+    directory refuses to checkpoint non-finite weights (tests/engines/test_faults.py)."""
+    from rlspec.engines.dreamer.reference import nonfinite_as_diverged
+    from rlspec.runs.faults import Diverged, check_finite
+
+    state, gen = _state()
+    batch = _constant_batch()
+    batch["reward"][2, 1] = math.inf  # clipped to the last bin: a finite update
+    metrics = {k: float(v) for k, v in core.train_step(state, batch, gen).items()}
+    check_finite(40, metrics, {})
+    with torch.no_grad():
+        state.wm.reward_head.out.bias.fill_(math.inf)  # an overflowed head: its loss is NaN, then the actor's
+    with pytest.raises(Diverged, match=r"parameters of wm \(update 2: train_step stopped with RuntimeError") as err:
+        with nonfinite_as_diverged(state, 48):  # as the engine calls train_step
+            core.train_step(state, _constant_batch(), gen)
+    assert "at step 48" in str(err.value)
