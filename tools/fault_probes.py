@@ -5,10 +5,11 @@ something goes wrong"), stderr holds no traceback, and what must not change did 
     nox -s faults [-- --only ID ...]        (or: python tools/fault_probes.py [--out docs/faults] [--only ID ...])
 
 Writes OUT/probes.json and OUT/probes.md: per probe its class, command, exit status, verdict, the last
-line it said and the time it ran (with --only, the other probes' rows already in OUT/probes.json are kept). Verdicts: ok; silent (exit 0 where the run is wrong: non-finite figures logged, or a result
-that should have been refused); lost (a file that must be kept changed or vanished); traceback; unclear
-(another exit status, or more than one line where one is promised). Exits 1 if any probe is not ok. Needs
-the main environment (`pip install -e ".[test,dreamer,bonus]"`); the Safety-Gymnasium probes run only where
+line it said and the time it ran (with --only, the other probes' rows already in OUT/probes.json are kept).
+Verdicts: ok; silent (exit 0 where the run is wrong: non-finite figures logged, or a result that should
+have been refused); lost (a file that must be kept changed or vanished); traceback; unclear (another exit
+status, or more than one line where one is promised). Exits 1 if any probe is not ok. Needs the main
+environment (`pip install -e ".[test,dreamer,bonus]"`); the Safety-Gymnasium probes run only where
 it is installed and are listed as not run otherwise.
 """
 
@@ -417,6 +418,19 @@ def foreign_token() -> str:
     return f"{body}:{zlib.crc32(body.encode()):08x}"
 
 
+def session_processes(sid: int, grace_s: float = 5.0) -> list[str]:
+    """The live processes of session ``sid`` once ``grace_s`` has passed without them all ending (a zombie,
+    such as multiprocessing's resource tracker between its parent's exit and init's reaping, is not live)."""
+    end = time.monotonic() + grace_s
+    while True:
+        ps = subprocess.run(["ps", "-s", str(sid), "-o", "stat=,args="], capture_output=True, text=True).stdout
+        rows = [line.split(None, 1) for line in ps.splitlines() if line.strip()]
+        live = [row[-1] for row in rows if not row[0].startswith("Z")]
+        if not live or time.monotonic() > end:
+            return live
+        time.sleep(0.5)
+
+
 def check_signal(tmp: Path) -> Probe:
     """SIGTERM to `rlspec check all --jobs 2` once a table is finished: exit 143, the finished tables kept, and
     no worker process left behind."""
@@ -429,8 +443,8 @@ def check_signal(tmp: Path) -> Probe:
     out, err = proc.communicate(timeout=120)
     p = Probe("check-sigterm-jobs-2", "signals", {143})
     p.ran(subprocess.CompletedProcess(argv, proc.returncode, out, err), argv)
-    left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
-    p.need(not left, "lost", f"{len(left)} worker processes still running")
+    left = session_processes(proc.pid)
+    p.need(not left, "lost", f"{len(left)} worker processes still running: {'; '.join(left)[:200]}")
     p.need("interrupted (SIGTERM)" in err, "unclear", "no line on the interruption")
     return p
 
@@ -549,7 +563,7 @@ def compare_again(tmp: Path) -> Probe:
 
 def keys(pid: str, *argv: str) -> Callable[[Path], Probe]:
     """A key that would do nothing, or two options that disagree: exit 2 naming the key, nothing created."""
-    key = next(a.split("=")[0] for a in argv if "=" in a)
+    key = [a.split("=")[0] for a in argv if "=" in a][-1]  # the probe's own key, after the engine's base settings
 
     def probe(tmp: Path) -> Probe:
         p = Probe(pid, "keys that do nothing", {2})
