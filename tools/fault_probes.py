@@ -599,6 +599,8 @@ PROBES.update({
     "dreamer-local-kit": keys("dreamer-local-kit", *DREAMER, "--set", "kit=fast-triton"),
     "dreamer-local-device": keys("dreamer-local-device", *DREAMER, "--set", "device=tpu"),
     "bonus-local-trainers": keys("bonus-local-trainers", *BONUS, "--set", "trainers=2"),
+    "safe-key-the-algo-never-reads": keys("safe-key-the-algo-never-reads", *SAFE, "--set",
+                                          "trust_region.cg_iters=20"),
     "bonus-ablation-vs-top-k": keys("bonus-ablation-vs-top-k", *BONUS, "--ablation", "top1", "--set",
                                     "bonus.top_k=4"),
     "bonus-task-vs-set-task": keys("bonus-task-vs-set-task", *BONUS, "--task", "token-reach", "--set",

@@ -100,6 +100,9 @@ def for_execution(cfg: Any, execution: str, executions: tuple[str, ...], inert: 
     return dataclasses.replace(cfg, execution=execution, **reset)
 
 
+UNUSED = object()  # an Engine.decides value: the key is never read (any value given for it contradicts)
+
+
 def value_at(cfg: Any, dotted: str) -> Any:
     """The value of a dotted key ("bonus.top_k") of a (nested) config."""
     for part in dotted.split("."):

@@ -134,18 +134,16 @@ def validate(cfg: BonusConfig) -> None:
         raise runconfig.bad("total_steps", f">= one update ({steps_per_update(cfg)} env steps)", cfg.total_steps)
 
 
-UNUSED = object()  # ablation_decides: the value of a key the ablation never reads (equal to no value)
-
-
 def ablation_decides(cfg: BonusConfig) -> dict[str, tuple[object, str]]:
-    """key -> (the value cfg's ablation runs it at, or UNUSED; in words) for every key the ablation decides:
+    """key -> (the value cfg's ablation runs it at, or runconfig.UNUSED; in words) for every key the ablation
+    decides:
     top1's top_k = 1; without prototypes no clusters and no prototype keys (unused); without Loss A (queue)
     the bonus phase's keys (unused); under baseline (no bonus at all) every bonus key, the success pool and
     the paired queue (unused)."""
     from rlspec.algos.bonus_vtrace import bonus_setup, effective_config  # torch: after --help
 
     setup, by = bonus_setup(cfg.ablation), f"--ablation {cfg.ablation}"
-    unused = (UNUSED, f"{by}, which never reads it")
+    unused = (runconfig.UNUSED, f"{by}, which never reads it")
     if not setup.mine:
         keys = ["pool_size", "queue_size", *(f"bonus.{f.name}" for f in dataclasses.fields(SuccessSetConfig))]
         return dict.fromkeys(keys, unused)

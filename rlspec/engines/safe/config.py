@@ -74,6 +74,53 @@ EXECUTIONS = ("local", "parallel")
 PARALLEL_ONLY = {"env_workers": 0, "learner_steps": False, "device": "cpu"}  # key -> its value with execution local
 
 
+PID_KEYS = ("safety.pid_kp", "safety.pid_ki", "safety.pid_kd", "safety.pid_d_delay")
+SIMMER_KEYS = ("safety.simmer_kp", "safety.simmer_ki", "safety.simmer_kd", "safety.simmer_polyak",
+               "safety.simmer_upper_budget")
+NATURAL_STEP_KEYS = tuple(f"trust_region.{k}" for k in ("target_kl", "cg_iters", "cg_damping", "fvp_sample_freq",
+                                                         "line_search_steps", "line_search_decay"))
+# the PPO keys of the actor's clipped-surrogate step, which the natural-gradient step replaces
+SURROGATE_KEYS = ("ppo.clip", "ppo.target_kl", "ppo.kl_check", "ppo.entropy_coef", "ppo.actor_lr",
+                  "ppo.linear_lr_decay")
+
+
+def unread_keys(cfg: SafeConfig) -> list[str]:
+    """The keys cfg's algo never reads (ALGOS' AlgoSpec: how λ is driven, the budget, the cost critic, which
+    update trains the actor), and the semantic side's without semantic.enable."""
+    spec, out = ALGOS[cfg.algo], []
+    if spec.multiplier != "lagrange":
+        out.append("safety.lambda_lr")
+    if spec.multiplier != "pid":
+        out += PID_KEYS
+    if spec.multiplier == "none":
+        out += ["safety.lagrangian_multiplier_init", "ppo.adv_combine", "ppo.lambda_update"]
+    if spec.budget == "none":
+        out += ["safety.saute_gamma", "safety.max_ep_len", "safety.unsafe_reward"]
+    if spec.budget != "simmer":
+        out += SIMMER_KEYS
+    if not spec.use_cost:
+        out += ["ppo.cost_gamma", "ppo.lam_c", "ppo.center_cost_adv"]
+        if spec.budget == "none":
+            out.append("safety.cost_limit")
+    if spec.family == "trust_region":
+        out += SURROGATE_KEYS
+    else:
+        out += NATURAL_STEP_KEYS
+    if cfg.algo != "CPO":
+        out.append("trust_region.cpo_line_search_steps")
+    if spec.family != "p3o":
+        out.append("trust_region.kappa")
+    if not cfg.semantic.enable:
+        out += ["frame_size", *(k for k in runconfig.flat_keys(SemanticConfig, "semantic.") if k != "semantic.enable")]
+    return out
+
+
+def algo_decides(cfg: SafeConfig) -> dict[str, tuple[object, str]]:
+    """Engine.decides: every key cfg's algo never reads (``unread_keys``) is refused when given."""
+    said = ("semantic.enable false, which never reads it", f"algo {cfg.algo}, which never reads it")
+    return {k: (runconfig.UNUSED, said[not k.startswith("semantic.") and k != "frame_size"]) for k in unread_keys(cfg)}
+
+
 @dataclass(frozen=True)
 class SafeFastConfig(SafeConfig):
     """The safe config with the defaults of `rlspec train safe-fast` (the former safe-fast engine's): execution
@@ -93,4 +140,4 @@ def describe(name: str, cls: type, validate: Callable[[SafeConfig], None], run: 
         name=name, config=cls, presets=PRESETS, doc=doc, validate=validate, run=run,
         out_name=lambda cfg: f"{name}-{cfg.algo}-{cfg.env_id}-s{cfg.seed}", out_pattern=f"{name}-ALGO-ENV-sSEED",
         stop_unit="epochs", flags=(shell.Flag("algo", "algo", choices=tuple(sorted(ALGOS))),
-                                   shell.Flag("env", "env_id")))
+                                   shell.Flag("env", "env_id")), decides=algo_decides)
