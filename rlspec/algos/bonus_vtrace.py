@@ -59,6 +59,7 @@ from torch import nn
 from rlspec import registry
 from rlspec.algos.config import ABLATIONS, KITS, Ablation, LearnerConfig  # noqa: F401  (re-exported)
 from rlspec.algos.episodes import Finished
+from rlspec.algos.guards import logged_loss
 from rlspec.contracts.success_set import Episode, SuccessSetConfig, episode_embedding, stack_packs
 from rlspec.models.actor_critic import Critic, mlp
 
@@ -328,7 +329,9 @@ def ppo_vtrace_update(state: LearnerState, batch: Fragment, cfg: LearnerConfig, 
         if cfg.target_kl is not None and approx_kl(state.policy, obs, tokens, logp_old) > cfg.target_kl:
             break
     losses = guard.counts()
-    return {**{k: v / n for k, v in means.items()}, **counts,
+    logged = {"Loss/Loss_pi": "policy", "Loss/Loss_value": "value"}  # key -> its guard kind
+    return {**{k: logged_loss(v, n, losses.get(logged[k], 0)) if k in logged else v / n for k, v in means.items()},
+            **counts,
             "Guard/LossNonFinite/policy": losses.get("policy", 0), "Guard/LossNonFinite/value": losses.get("value", 0),
             "Guard/KLEarlyStop": int(epochs_run < cfg.epochs), "Train/StopIter": epochs_run,
             "Train/RhoClipFrac": float((rho > cfg.rho_bar).double().mean()), "Train/ReturnScale": return_scale}

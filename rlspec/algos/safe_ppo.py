@@ -42,6 +42,7 @@ import torch
 
 from rlspec import registry
 from rlspec.algos.config import ALGOS, KITS, AlgoSpec, PPOConfig, SafetyConfig  # noqa: F401  (re-exported)
+from rlspec.algos.guards import logged_loss
 from rlspec.contracts.lagrange import saute_budget
 from rlspec.contracts.numerics import KL_MULTIPLIER
 from rlspec.models.actor_critic import Critic, GaussianActor
@@ -434,6 +435,7 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
     each hold part of the rollout; ``lambda_scale``: M for this update's λ step (``update_safety``);
     ``actor_loss``: the minibatch actor loss in place of ``policy_loss`` (P3O, rlspec/algos/trust_region.py)."""
     family = ALGOS[state.algo].family
+    before = state.guard.counts()  # the guard's counts are the run's: this update's are the difference
     if family != "ppo" and actor_loss is None:
         raise ValueError(f"update: algo {state.algo!r} is trained by rlspec.algos.safe_update.update, not the "
                          f"PPO family's update")
@@ -505,8 +507,9 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
         state.obs_norm.commit(batch.raw_obs.reshape(T * N, -1))
     counts = state.guard.counts()
     mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
+    loss = lambda k: logged_loss(sum(losses[k]), len(losses[k]), counts.get(k, 0) - before.get(k, 0))  # noqa: E731
     metrics = {
-        "Loss/Loss_pi": mean(losses["pi"]), "Loss/Loss_reward_critic": mean(losses["reward_critic"]),
+        "Loss/Loss_pi": loss("pi"), "Loss/Loss_reward_critic": loss("reward_critic"),
         # StopIter: the epoch in which the KL check stopped the update (update_iters if it never did)
         "Train/Entropy": mean(losses["entropy"]), "Train/KL": kl, "Train/StopIter": float(stop_iter),
         "Train/LR": state.actor_opt.param_groups[0]["lr"], "Value/Adv": float(adv_r.mean()),
@@ -515,7 +518,7 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
         **{f"Guard/nonfinite_{k}": float(counts.get(k, 0)) for k in ("pi", "reward_critic", "cost_critic")},
     }
     if use_cost:
-        metrics["Loss/Loss_cost_critic"] = mean(losses["cost_critic"])
+        metrics["Loss/Loss_cost_critic"] = loss("cost_critic")
     if state.simmer_budget is not None:
         metrics["Metrics/SafetyBudget"] = float(state.simmer_budget[0])
     return metrics

@@ -52,6 +52,7 @@ import math
 import torch
 
 from rlspec.algos.config import TrustRegionConfig, validate_config  # noqa: F401  (re-exported)
+from rlspec.algos.guards import logged_loss
 from rlspec.algos.safe_ppo import (
     Comm,
     Kit,
@@ -192,6 +193,7 @@ def natural_update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfi
     T, N = batch.reward.shape
     M = T * N
     use_cost = state.cost_critic is not None
+    before = state.guard.counts()  # the run's counts: this update's are the difference
     (adv_r, ret_r, v_r), (adv_c, ret_c, v_c) = advantages(state, batch, ppo, kit)  # [T, N] each
     flat = lambda x: x.reshape(M, *x.shape[2:])  # noqa: E731  [T, N, ...] -> [M, ...]
     adv_r, adv_c = process_advantages(flat(adv_r), flat(adv_c), ppo, comm)
@@ -219,13 +221,13 @@ def natural_update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfi
     with torch.no_grad():
         dist = state.actor(obs)
     counts = state.guard.counts()
-    mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
+    loss = lambda k: logged_loss(sum(losses[k]), len(losses[k]), counts.get(k, 0) - before.get(k, 0))  # noqa: E731
     metrics.update({
-        "Loss/Loss_reward_critic": mean(losses["reward_critic"]), "Train/Entropy": float(dist.entropy().mean()),
+        "Loss/Loss_reward_critic": loss("reward_critic"), "Train/Entropy": float(dist.entropy().mean()),
         "Train/PolicyStd": float(dist.stddev.mean()), "Train/StopIter": float(ppo.update_iters),
         "Value/Adv": float(adv_r.mean()), "Metrics/LagrangeMultiplier": state.lagrange_multiplier(),
         **{f"Guard/nonfinite_{k}": float(counts.get(k, 0)) for k in ("reward_critic", "cost_critic")},
     })
     if use_cost:
-        metrics["Loss/Loss_cost_critic"] = mean(losses["cost_critic"])
+        metrics["Loss/Loss_cost_critic"] = loss("cost_critic")
     return metrics

@@ -214,7 +214,8 @@ def test_loss_guard_zeroes_a_non_finite_loss_and_counts_it():
         state.actor.log_std[0] = math.nan  # every log-prob and the policy loss are NaN
     with pytest.warns(RuntimeWarning, match="LossGuard: non-finite pi loss"):
         m = update(state, rollout(), 1.0, ppo, SafetyConfig(), KIT, torch.Generator())
-    assert m["Guard/nonfinite_pi"] == 1 and m["Loss/Loss_pi"] == 0.0  # replaced by 0, counted
+    assert m["Guard/nonfinite_pi"] == 1 and math.isnan(m["Loss/Loss_pi"])  # replaced by 0, counted; every step
+    # of the update replaced: logged as NaN, so the engine's finite check stops the run (rlspec/algos/guards.py)
     assert m["Guard/nonfinite_reward_critic"] == 0 and m["Guard/ratio_nonfinite"] == 8
 
 
@@ -284,3 +285,10 @@ def test_the_pass_kl_check_is_omnisafes_exact_kl_after_each_pass():
     loose, ppo = state_for(target_kl=1e3, update_iters=3, batch_size=4, kl_check="pass")
     m = update(loose, batch, 1.0, ppo, SafetyConfig(), KIT, torch.Generator().manual_seed(0))
     assert _actor_steps(loose) == 3 * 2 and m["Train/StopIter"] == 3  # below the threshold: every pass runs
+
+
+def test_an_update_logs_the_mean_loss_unless_the_guard_replaced_every_step():
+    from rlspec.algos.guards import logged_loss
+
+    assert logged_loss(3.0, 4, 0) == 0.75 and logged_loss(3.0, 4, 3) == 0.75  # a replaced step counts as 0
+    assert math.isnan(logged_loss(0.0, 4, 4)) and math.isnan(logged_loss(0.0, 0, 0))
