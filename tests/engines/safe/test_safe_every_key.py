@@ -59,10 +59,10 @@ def _generic(value):
 
 
 def _fingerprint(tmp_path, sets: list[str]) -> tuple:
-    """(metrics rows without timings, NaN as None; every tensor of the last checkpoint) of a run with ``sets``."""
+    """(metrics rows without timings and memory, NaN as None; every tensor of the last checkpoint) of a run."""
     run = safe.run(safe.build_config(overrides=[*TINY, *sets]), tmp_path / f"run{len(list(tmp_path.iterdir()))}",
                    show_progress=False)
-    rows = [{k: None if math.isnan(v) else v for k, v in r.items() if not k.startswith("Time/")}
+    rows = [{k: None if math.isnan(v) else v for k, v in r.items() if not k.startswith(("Time/", "Memory/"))}
             for r in read_metrics(run)]
     return rows, _tensors(load_checkpoint(run / "checkpoints/last.pt"))
 
@@ -121,3 +121,8 @@ def test_a_key_the_algo_reads_changes_the_run(tmp_path, key):
         value = _generic(runconfig.value_at(safe.build_config(overrides=base), key))
     assert not _same(_fingerprint(tmp_path, base), _fingerprint(tmp_path, [*base, f"{key}={value}"])), (
         f"{key}={value} under {algo} left the run as it was")
+
+
+def test_a_run_s_fingerprint_is_the_same_when_run_again(tmp_path):
+    """What the test above compares holds no timing or memory figure: the same settings give the same one."""
+    assert _same(_fingerprint(tmp_path, ["algo=PPOLag"]), _fingerprint(tmp_path, ["algo=PPOLag"]))
