@@ -79,6 +79,12 @@ def test_a_key_of_another_execution_is_refused_naming_it_and_its_execution(engin
     (["train", "bonus", "--ablation", "topk", "--set", "bonus.num_prototypes=3"],
      "config key 'bonus.num_prototypes' = 3 contradicts --ablation topk, which never reads it: drop one"),
     (["compare", "bonus", "--ablation", "top1", "--set", "bonus.top_k=2"], "contradicts --ablation top1"),
+    (["train", "safe", "--algo", "PPOLag", "--set", "trust_region.cg_iters=20"],
+     "config key 'trust_region.cg_iters' = 20 contradicts algo PPOLag, which never reads it: drop one"),
+    (["train", "safe", "--set", "semantic.beta_start=0.5"], "contradicts semantic.enable false, which never reads it"),
+    (["train", "dreamer", "--set", "dreamer.cnn_mult=4"], "contradicts dreamer.encoder mlp, which never reads it"),
+    (["train", "dreamer", "--set", "dreamer.encoder=conv", "--set", "dreamer.embed_dim=64"],
+     "config key 'dreamer.embed_dim' = 64 contradicts dreamer.encoder conv, whose embedding size follows from"),
 ])
 def test_contradictory_options_are_refused_before_anything_is_written(tmp_path, capsys, argv, says):
     assert cli.main([*argv, "--out", str(tmp_path / "run")]) == 2

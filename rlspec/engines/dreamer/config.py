@@ -146,10 +146,21 @@ def describe(validate: Callable[[DreamerRunConfig], None], run: Callable[..., Pa
     checked by ``validate``; its --help text is the package's docstring, read without importing it."""
     return shell.Engine(
         name=ENGINE, config=DreamerRunConfig, presets=PRESETS, doc=shell.docstring("rlspec.engines.dreamer"),
+        decides=encoder_decides,
         validate=validate, run=run, out_name=_out_name, out_pattern="dreamer-TASK-sSEED", stop_unit="steps",
         flags=(shell.Flag("task", "task", choices=tuple(sorted(SCENARIOS))),), options=_options,
         option_sets=lambda args: [*execution_args(args), *user_env_args(args)],
         option_names=("--execution", "--engine", "--env", "--rom", "--state", "--plugin"))
+
+
+def encoder_decides(cfg: DreamerRunConfig) -> dict[str, tuple[object, str]]:
+    """Engine.decides: the encoder's keys the other encoder never reads (the MLP encoder has no conv stages; the
+    conv encoder's embedding size follows from the frame, rlspec/algos/dreamer.py world_model_config)."""
+    if cfg.dreamer.encoder == "conv":
+        return {"dreamer.embed_dim": (runconfig.UNUSED, "dreamer.encoder conv, whose embedding size follows from "
+                                                        "dreamer.frame, pool, cnn_mult and cnn_stages")}
+    unused = (runconfig.UNUSED, f"dreamer.encoder {cfg.dreamer.encoder}, which never reads it")
+    return dict.fromkeys(("dreamer.cnn_mult", "dreamer.cnn_stages"), unused)
 
 
 def execution_args(args) -> list[str]:
