@@ -66,7 +66,8 @@ DREAMER = Short(
             "dreamer.actor_clip": 1e-9, "dreamer.critic_clip": 1e-3, "min_ready_steps": 20, "total_steps": 32,
             "num_envs": 4, "replay_capacity": 40, "step_limit": 4, "dreamer.encoder": "conv"},
     context={"num_envs": ["min_ready_steps=32"],
-             "dreamer.encoder": ["dreamer.pool=1", "dreamer.frame=[64,64]", "dreamer.cnn_stages=2", "dreamer.cnn_mult=2"]},
+             "dreamer.encoder": ["dreamer.pool=1", "dreamer.frame=[64,64]", "dreamer.cnn_stages=2",
+                                 "dreamer.cnn_mult=2"]},
     elsewhere={
         "ep_window": "the episodes averaged in a row; a 40-step run finishes few (test_dreamer_engine.py)",
         "log_every": "when rows are written, not what is learned (tests/engines/dreamer/test_dreamer_engine.py)",
