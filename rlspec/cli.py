@@ -12,6 +12,7 @@ task-trained CLIP made offline from Safety-Gymnasium frames).
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import json
 import os
@@ -31,6 +32,7 @@ PROFILES = ("ci", "dev", "nightly")  # spec.core.PROFILES' names (tests/unit/tes
 CATEGORIES = ("maths", "robustness", "validation")  # spec.core.CATEGORIES' names (likewise)
 
 # Exit status of every verb, in one place (`rlspec --help` prints it, the docs show it).
+WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM}
 EXIT_STATUS = {
     0: "success: every checked clause passes (declared unsupported ones allowed); a run finished, or was already "
        "finished and nothing changed",
@@ -40,8 +42,9 @@ EXIT_STATUS = {
        "one in use); an unknown contract, clause or category; an --unsupported file that cannot be read or "
        "matches nothing; a --reproduce token that is damaged or of another contract or clause; a --spec-version "
        "this rlspec cannot honour",
-    3: "a run stopped on a fault it detected (non-finite losses or parameters, an env worker that raised or "
-       "died): its last clean checkpoint is kept",
+    3: "a run stopped on a fault it detected (non-finite losses or parameters, an env worker or plug-in that "
+       "raised or died, a write that failed: a full disk, a read-only folder): its last clean checkpoint is kept; "
+       "any other verb that could not write says so in one line",
     130: "interrupted by Ctrl-C: a run keeps its last checkpoint (--resume RUN goes on from it); rlspec check stops "
          "its workers and prints and writes the tables of the contracts that finished",
     129: "SIGHUP (a closed terminal), as for Ctrl-C",
@@ -157,6 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # else the interpreter's last flush raises again at exit
         return 128 + signal.SIGPIPE
+    except OSError as err:  # a full disk or a read-only folder under a verb that does not say it itself
+        if err.errno not in WRITE_ERRORS:
+            raise
+        where = f" ({err.filename})" if err.filename else ""
+        print(f"rlspec: could not write: {err.strerror}{where}; what was written before is kept", file=sys.stderr)
+        return 3
 
 
 def _main(argv: list[str] | None) -> int:

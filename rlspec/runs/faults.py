@@ -1,8 +1,9 @@
 """How a run fails: loudly, losing nothing. Every engine's `rlspec train` ends through ``outcome``, with one
 of the exit statuses listed in ``rlspec.cli.EXIT_STATUS`` (0 finished, 2 a bad command line, config,
-checkpoint or run directory: nothing created or changed, 3 stopped on a fault it detected: the last clean
-checkpoint kept, 130 interrupted: the last checkpoint kept, ``--resume RUN`` goes on from it; 143 and 129 for
-SIGTERM and SIGHUP, which end a run as Ctrl-C does)."""
+checkpoint or run directory: nothing created or changed, 3 stopped on a fault it detected (divergence, a
+plug-in that failed, a write that failed: a full disk): the last clean checkpoint kept, 130 interrupted: the
+last checkpoint kept, ``--resume RUN`` goes on from it; 143 and 129 for SIGTERM and SIGHUP, which end a run as
+Ctrl-C does)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ T = TypeVar("T")
 
 class RunStopped(RuntimeError):
     """The run stopped on a fault it detected; exit status 3."""
+
+
+class WriteFailed(RunStopped):
+    """The run could not write (a full disk, a read-only or vanished folder): what it said and what is kept."""
 
 
 class Diverged(RunStopped):

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from rlspec.runs import config as runconfig
-from rlspec.runs.faults import AlreadyFinished, Diverged, Interrupted, RunLocked, nonfinite_tensors
+from rlspec.runs.faults import AlreadyFinished, Diverged, Interrupted, RunLocked, WriteFailed, nonfinite_tensors
 
 CHECKPOINT = "checkpoints/last.pt"
 LOCK = ".lock"
@@ -368,9 +368,15 @@ class RunDir:
         return self
 
     def __exit__(self, kind, err, tb) -> None:
-        self.close()
+        try:
+            self.close()
+        except OSError as failed:  # TensorBoard's last flush, on the disk that failed (or first on this one)
+            err = err if isinstance(err, OSError) else failed if err is None else err
         if isinstance(err, Diverged) and err.kept is None:
             err.kept = self.kept()
+        elif isinstance(err, OSError) and not isinstance(err, (FileNotFoundError, FileExistsError)):
+            where = f" ({err.filename})" if err.filename else ""  # ENOSPC, EROFS, EACCES, EIO, ... while running
+            raise WriteFailed(f"{err.strerror or err}{where} at step {self.step or 0}; {self.kept()}") from None
         elif isinstance(err, KeyboardInterrupt) and not isinstance(err, Interrupted):
             at = f"interrupted at step {self.step or 0}; resume with --resume {self.path}"
             if self.checkpoint_step is None:

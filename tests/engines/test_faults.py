@@ -431,3 +431,53 @@ def test_eval_and_plot_of_a_damaged_or_missing_run_say_so(tmp_path, capsys, verb
     (run / "config.json").write_text('{"engine": "nope", "config": {}}')
     assert cli.main([verb, str(run)]) == 2
     assert "names engine 'nope'" in capsys.readouterr().err
+
+
+def test_a_full_disk_stops_the_run_in_one_line_saying_what_is_kept(tmp_path, monkeypatch, capsys):
+    """ENOSPC while the run writes (its third checkpoint): exit 3, one line naming the error and the file, the
+    last clean checkpoint kept and resumable once there is room."""
+    import errno
+
+    from rlspec.runs import rundir
+
+    real, calls = rundir.save_checkpoint, []
+
+    def full(path, state):
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(path, state)
+
+    monkeypatch.setattr(rundir, "save_checkpoint", full)
+    run = tmp_path / "run"
+    code, err = _train(ENGINES["safe"], run), capsys.readouterr().err
+    assert code == 3 and "No space left on device" in err and f"({run / 'checkpoints/last.pt'})" in err, err
+    assert "the last clean checkpoint (step 2000) is kept" in err and "Traceback" not in err, err
+    assert "\n" not in err.strip() and STEP["safe"](load_checkpoint(run / "checkpoints/last.pt")) == 2000
+    monkeypatch.setattr(rundir, "save_checkpoint", real)
+    assert _resume("safe", run) == 0
+
+
+def test_a_full_disk_under_any_other_verb_is_one_line(tmp_path, monkeypatch, capsys):
+    """`rlspec eval` (or report, plot) on a full disk: exit 3 and one line naming the file, no traceback; an
+    error that is not about writing still raises."""
+    import errno
+
+    from rlspec.runs import shell
+
+    run = tmp_path / "run"
+    assert _train(ENGINES["safe"], run, "--stop-after-epochs", "1") == 0
+
+    def full(run_dir, *args):
+        raise OSError(errno.ENOSPC, "No space left on device", str(run_dir / "eval/eval.json"))
+
+    monkeypatch.setattr(shell, "write_eval", full)
+    capsys.readouterr()
+    assert cli.main(["eval", str(run), "--episodes", "1"]) == 3
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == (f"rlspec: could not write: No space left on device "
+                                            f"({run / 'eval/eval.json'}); what was written before is kept"), err
+    assert "Traceback" not in err
+    monkeypatch.setattr(shell, "write_eval", lambda *a: (_ for _ in ()).throw(OSError(errno.EBADF, "bad")))
+    with pytest.raises(OSError, match="bad"):
+        cli.main(["eval", str(run), "--episodes", "1"])
