@@ -481,10 +481,15 @@ def hand_edited_config(tmp: Path) -> Probe:
 
 
 # ------------------------------------------------------------------------------ signals and outputs
-def signalled(signum: int) -> Callable[[Path], Probe]:
+RAY_BONUS = ["bonus", "--preset", "smoke", *[a for kv in ("execution=ray", "rollout_workers=2", "num_envs=2",
+                                                          "checkpoint_every=1") for a in ("--set", kv)]]
+
+
+def signalled(signum: int, name: str = "safe", engine: list[str] = SAFE) -> Callable[[Path], Probe]:
+    """``signum`` to a training process once it has a checkpoint: the Ctrl-C ending, its status 128 + signum."""
     def probe(tmp: Path) -> Probe:
         run = tmp / "run"
-        argv = ["train", *SAFE, "--out", str(run), "--set", "total_steps=200000"]
+        argv = ["train", *engine, "--out", str(run), "--set", "total_steps=200000"]
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
         proc = subprocess.Popen([*PY, *argv], cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=env)
@@ -493,7 +498,7 @@ def signalled(signum: int) -> Callable[[Path], Probe]:
             time.sleep(0.5)
         proc.send_signal(signum)
         out, err = proc.communicate(timeout=120)
-        p = Probe(f"{signal.Signals(signum).name.lower()}-safe", "signals", {128 + signum})
+        p = Probe(f"{signal.Signals(signum).name.lower()}-{name}", "signals", {128 + signum})
         p.ran(subprocess.CompletedProcess(argv, proc.returncode, out, err), argv)
         p.need("--resume" in err, "unclear", "does not say how to go on")
         p.need((run / "checkpoints/last.pt").exists(), "lost", "checkpoint gone")
@@ -611,6 +616,7 @@ PROBES.update({
     "bad-ppo.activation=sigmoid": bad_setting("safe", "ppo.activation=sigmoid"),
     "sigterm-safe": signalled(signal.SIGTERM),
     "sighup-safe": signalled(signal.SIGHUP),
+    "sigterm-bonus-ray": signalled(signal.SIGTERM, "bonus-ray", RAY_BONUS),  # ray.init installs its own handler
     "eval-seed-negative": plain("eval-seed-negative", "tracebacks", {2}, "eval", "{tmp}/run", "--seed", "-5",
                                 setup=lambda tmp: finished(tmp, "safe", "run", *STOP["safe"])),
     "report-cell-not-a-number": report_cell,

@@ -66,8 +66,18 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+_RECEIVED: list[int] = []  # the SIGTERM / SIGHUP of the run ``outcome`` is ending (none: Ctrl-C)
+
+
 def _terminate(signum, frame):
+    _RECEIVED.append(signum)
     raise Terminated(signum)
+
+
+def signal_of(err: KeyboardInterrupt) -> int:
+    """The signal that ended the run: ``err``'s own, else the SIGTERM or SIGHUP received (Ray's ray.get
+    re-raises one that arrives inside it as a plain KeyboardInterrupt), else SIGINT."""
+    return getattr(err, "signum", None) or (_RECEIVED[-1] if _RECEIVED else signal.SIGINT)
 
 
 def nonfinite_tensors(groups: dict[str, Iterable[torch.Tensor]]) -> list[str]:
@@ -88,6 +98,7 @@ def outcome(prog: str, work: Callable[[], Path]) -> int:
     """Run ``work`` (it returns the run directory) and turn its end into one line and an exit status (the
     table in the module docstring); no traceback for any of these. SIGTERM and SIGHUP end it as Ctrl-C does."""
     previous = {s: signal.signal(s, _terminate) for s in (signal.SIGTERM, signal.SIGHUP)}
+    _RECEIVED.clear()
     try:
         status, path = attempt(prog, work)
     finally:
@@ -115,7 +126,7 @@ def attempt(prog: str, work: Callable[[], T]) -> tuple[int | None, T | None]:
         return 3, None
     except KeyboardInterrupt as err:
         said = str(err) if isinstance(err, Interrupted) else "interrupted before the run began; nothing was written"
-        signum = getattr(err, "signum", signal.SIGINT)
+        signum = signal_of(err)
         print(f"{prog}: {said}" + (f" ({signal.Signals(signum).name})" if signum != signal.SIGINT else ""),
               file=sys.stderr)
         return 128 + signum, None

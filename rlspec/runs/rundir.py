@@ -30,7 +30,6 @@ import math
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,15 @@ import numpy as np
 import torch
 
 from rlspec.runs import config as runconfig
-from rlspec.runs.faults import AlreadyFinished, Diverged, Interrupted, RunLocked, WriteFailed, nonfinite_tensors
+from rlspec.runs.faults import (
+    AlreadyFinished,
+    Diverged,
+    Interrupted,
+    RunLocked,
+    WriteFailed,
+    nonfinite_tensors,
+    signal_of,
+)
 
 CHECKPOINT = "checkpoints/last.pt"
 LOCK = ".lock"
@@ -383,7 +390,7 @@ class RunDir:
                 at += " (no checkpoint yet: it starts afresh)"
             elif self.checkpoint_step != self.step:
                 at += f" (it goes on from its checkpoint at step {self.checkpoint_step})"
-            raise Interrupted(at, getattr(err, "signum", signal.SIGINT)) from None
+            raise Interrupted(at, signal_of(err)) from None
 
     def _write_csv(self) -> None:
         keys = self._keys or ["step"]

@@ -481,3 +481,25 @@ def test_a_full_disk_under_any_other_verb_is_one_line(tmp_path, monkeypatch, cap
     monkeypatch.setattr(shell, "write_eval", lambda *a: (_ for _ in ()).throw(OSError(errno.EBADF, "bad")))
     with pytest.raises(OSError, match="bad"):
         cli.main(["eval", str(run), "--episodes", "1"])
+
+
+def test_a_sigterm_a_library_re_raises_as_a_plain_keyboard_interrupt_still_ends_with_143(capsys):
+    """Ray's ray.get turns a signal handler's exception into a plain KeyboardInterrupt: the run still ends as a
+    SIGTERM (143, said), not as a Ctrl-C; the next run's Ctrl-C is a Ctrl-C again."""
+    from rlspec.runs import faults
+
+    def work():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises here
+        except faults.Terminated:
+            raise KeyboardInterrupt from None  # what ray.get does with it
+
+    assert faults.outcome("rlspec train x", work) == 143
+    assert capsys.readouterr().err.strip() == ("rlspec train x: interrupted before the run began; nothing was "
+                                               "written (SIGTERM)")
+
+    def ctrl_c():
+        raise KeyboardInterrupt
+
+    assert faults.outcome("rlspec train x", ctrl_c) == 130

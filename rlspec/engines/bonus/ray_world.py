@@ -35,8 +35,11 @@ number fits on a small machine.
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import socket
+import threading
 
 import numpy as np
 import ray
@@ -255,7 +258,10 @@ class RayWorld:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         self.owns_ray = not ray.is_initialized()  # a caller's running Ray (tests share one) is left running
         if self.owns_ray:
-            ray.init(include_dashboard=False, log_to_driver=False)
+            ending = signal.getsignal(signal.SIGTERM)  # the run's own (rlspec/runs/faults.py: ends as Ctrl-C does)
+            ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, ending)  # ray.init's handler exits 15 with Ray's stack dump
         self.cfg = cfg
         self.workers = [RolloutActor.remote(cfg, i) for i in range(cfg.rollout_workers)]
         dims = ray.get(self.workers[0].dims.remote())
