@@ -37,7 +37,7 @@ def test_every_engine_has_keys_owned_by_an_execution_and_they_are_the_documented
     assert owned["dreamer"] == dict.fromkeys(("kit", "device", "steps_per_rollout", "commit_stride", "sync_every",
                                               "value_checks"), "device")
     assert owned["bonus"] == dict.fromkeys(("rollout_workers", "trainers", "inference", "best_workers",
-                                            "best_every"), "ray")
+                                            "best_every", "best_ema", "best_perturb_std"), "ray")
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
@@ -79,6 +79,9 @@ def test_a_key_of_another_execution_is_refused_naming_it_and_its_execution(engin
     (["train", "bonus", "--ablation", "topk", "--set", "bonus.num_prototypes=3"],
      "config key 'bonus.num_prototypes' = 3 contradicts --ablation topk, which never reads it: drop one"),
     (["compare", "bonus", "--ablation", "top1", "--set", "bonus.top_k=2"], "contradicts --ablation top1"),
+    (["train", "bonus", "--set", "execution=ray", "--set", "best_ema=0.5"],
+     "config key 'best_ema' = 0.5 contradicts best_workers 0, which never reads it: drop one"),
+    (["train", "bonus", "--set", "episode_steps=100"], "contradicts task token-reach, whose episodes have their own"),
     (["train", "safe", "--algo", "PPOLag", "--set", "trust_region.cg_iters=20"],
      "config key 'trust_region.cg_iters' = 20 contradicts algo PPOLag, which never reads it: drop one"),
     (["train", "safe", "--set", "semantic.beta_start=0.5"], "contradicts semantic.enable false, which never reads it"),

@@ -1,23 +1,28 @@
-"""Every key of the safe and Dreamer engines takes effect or is refused, for every key by construction
+"""Every key of the safe, Dreamer and bonus engines takes effect or is refused, for every key by construction
 (rlspec/runs/config.py flat_keys): a key the run never reads (Engine.decides: the safe engine's `unread_keys` of
-its algo, Dreamer's encoder keys) is refused when given, naming what decides it; every other key, set to
-another valid value, changes a short run (its metrics rows or its last checkpoint's tensors). A key whose
-effect a short run cannot show is listed with where it is pinned instead. The bonus engine's bonus keys act
-only once pairs are mined (minutes of a run): tests/engines/bonus pins them, this file only their refusal
-(tests/engines/test_config_keys.py)."""
+its algo, Dreamer's encoder keys, bonus's ablation, best-worker and token-reach keys) is refused when given,
+naming what decides it; every other key, set to another valid value, changes a short run (its metrics rows or
+its last checkpoint's tensors). A key whose effect a short run cannot show is listed with where it is pinned
+instead."""
 
 from __future__ import annotations
 
+import functools
 import math
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from rlspec.algos.config import ALGOS
-from rlspec.engines import dreamer, safe
+from rlspec.engines import bonus, dreamer, safe
+from rlspec.engines.bonus.config import BonusConfig
+from rlspec.engines.bonus.config import decides as bonus_decides
 from rlspec.engines.dreamer.config import DreamerRunConfig, encoder_decides
-from rlspec.engines.safe.config import SafeConfig, unread_keys
+from rlspec.engines.safe.config import SafeConfig, algo_decides, unread_keys
 from rlspec.runs import config as runconfig
 from rlspec.runs import shell
 from rlspec.runs.rundir import load_checkpoint, read_metrics
@@ -77,7 +82,19 @@ DREAMER = Short(
         "dreamer.frame": "the crop: with the conv encoder (this file's dreamer.encoder case)",
         **dict.fromkeys(("dreamer.cnn_mult", "dreamer.cnn_stages"), "the conv encoder's (dreamer.encoder case)"),
     })
-# keys no short run can show, in both engines
+BONUS = Short(  # 12 updates, the bonus phase from the 7th on
+    sets=["total_steps=3072"],
+    run=lambda overrides, out: bonus.run(bonus.build_config("smoke", overrides), out, show_progress=False),
+    values={"bonus.top_k": 1, "bonus.min_clusters": 2, "bonus.cooldown_steps": 2048, "fragment_len": 32,
+            "learner.hidden": "[16,16]", "learner.target_kl": 1e-6, "bonus.min_pairs": 8, "total_steps": 2048,
+            "replay_capacity": 4, "pool_size": 4, "queue_size": 4, "bonus.kl_guard": 1e-9, "bonus.entropy_floor": 10.0},
+    elsewhere={
+        "task": "Meta-World's tasks (tests/engines/bonus/test_bonus_ray_metaworld.py)",
+        "ablation": "chooses which keys are read (tests/engines/test_config_keys.py)",
+        **dict.fromkeys(("bonus.min_clusters", "bonus.diverse_clusters"), "the short run's pairs span both "
+                        "prototypes from the start (spec/success_set.py's scheduler and queue clauses pin them)"),
+    })
+# keys no short run can show, in every engine
 EVERY = {
     "checkpoint_every": "when checkpoints are written, not what (tests/engines/test_faults.py)",
     "torch_threads": "the threads of the same computation (its numbers do not depend on them by design)",
@@ -134,6 +151,10 @@ def _read_keys() -> list[tuple[str, str, list[str]]]:
     out += [("dreamer", key, []) for key in runconfig.flat_keys(DreamerRunConfig)
             if key not in owned and key not in EVERY and key not in DREAMER.elsewhere
             and key not in encoder_decides(dreamer.build_config())]
+    owned = runconfig.owned_keys(BonusConfig, bonus.EXECUTIONS)
+    out += [("bonus", key, []) for key in runconfig.flat_keys(BonusConfig)
+            if key not in owned and key not in EVERY and key not in BONUS.elsewhere
+            and key not in bonus_decides(bonus.build_config("smoke"))]
     return out
 
 
@@ -160,19 +181,39 @@ def test_a_key_the_run_never_reads_is_refused_naming_what_decides_it():
     assert set(encoder_decides(dreamer.build_config(overrides=["dreamer.encoder=conv"]))) == {"dreamer.embed_dim"}
 
 
+SHORT = {"safe": SAFE, "dreamer": DREAMER, "bonus": BONUS}
+DECIDES = {"safe": algo_decides, "dreamer": encoder_decides, "bonus": bonus_decides}  # each Engine.decides
+
+
+@functools.lru_cache(maxsize=None)
+def _base(engine: str, sets: tuple[str, ...]) -> tuple:
+    """The fingerprint of the run a key is compared with, once per worker for the keys that share it."""
+    return _fingerprint(SHORT[engine], Path(tempfile.mkdtemp(prefix="rlspec-every-key-")), list(sets))
+
+
+def _config(engine: str, sets: list[str]):
+    if engine == "bonus":
+        return bonus.build_config("smoke", sets)
+    return (safe if engine == "safe" else dreamer).build_config(overrides=sets)
+
+
 @pytest.mark.parametrize("engine, key, reads", _read_keys(), ids=lambda x: x if isinstance(x, str) else None)
 def test_a_key_the_run_reads_changes_it(tmp_path, engine, key, reads):
-    short = {"safe": SAFE, "dreamer": DREAMER}[engine]
+    short = SHORT[engine]
     base = [*reads, *short.context.get(key, [])]
     value = short.values.get(key)
     if value is None:
-        cfg = (safe if engine == "safe" else dreamer).build_config(overrides=[*short.sets, *base])
-        value = _generic(runconfig.value_at(cfg, key))
+        value = _generic(runconfig.value_at(_config(engine, [*short.sets, *base]), key))
+    given = _config(engine, [*short.sets, *base, f"{key}={value}"])
+    if key in DECIDES[engine](given):  # the value another key decides (bonus's ablation): refused when given
+        with pytest.raises(runconfig.ConfigError, match=f"config key {key!r} = .* contradicts"):
+            shell.refuse_contradictions(SimpleNamespace(decides=DECIDES[engine]), given, [], [f"{key}={value}"])
+        return
     changed = _fingerprint(short, tmp_path, [*base, f"{key}={value}"])
-    assert not _same(_fingerprint(short, tmp_path, base), changed), f"{key}={value} ({reads}) left the run as it was"
+    assert not _same(_base(engine, tuple(base)), changed), f"{key}={value} ({reads}) left the run as it was"
 
 
-@pytest.mark.parametrize("short", [SAFE, DREAMER], ids=["safe", "dreamer"])
+@pytest.mark.parametrize("short", [SAFE, DREAMER, BONUS], ids=["safe", "dreamer", "bonus"])
 def test_a_run_s_fingerprint_is_the_same_when_run_again(tmp_path, short):
     """What the test above compares holds no timing or memory figure: the same settings give the same one."""
     assert _same(_fingerprint(short, tmp_path, []), _fingerprint(short, tmp_path, []))

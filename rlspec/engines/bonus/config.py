@@ -48,9 +48,10 @@ class BonusConfig(runconfig.RunConfig):
     best_every: int = 10
     """Ray: rounds between broadcasts of the EMA policy to the best workers."""
     best_ema: float = 0.99
-    """EMA factor of the best policy: ema ← best_ema·ema + (1 − best_ema)·θ after every update."""
+    """Ray: EMA factor of the best policy: ema ← best_ema·ema + (1 − best_ema)·θ after every update."""
     best_perturb_std: float = 0.0
-    """Std of the Gaussian noise a best worker adds to the EMA weights it receives (perturbed_best; 0: none)."""
+    """Ray: std of the Gaussian noise a best worker adds to the EMA weights it receives (perturbed_best; 0:
+    none)."""
     episode_steps: int = 200
     """Meta-World: steps before truncation (at most 500); token-reach has its own 60."""
     ablation: str = "prototypes"
@@ -158,6 +159,18 @@ def ablation_decides(cfg: BonusConfig) -> dict[str, tuple[object, str]]:
     return out
 
 
+def decides(cfg: BonusConfig) -> dict[str, tuple[object, str]]:
+    """Engine.decides: the ablation's keys (``ablation_decides``), the best workers' keys without best workers,
+    and episode_steps on token-reach (its episodes have their own length)."""
+    out = ablation_decides(cfg)
+    if cfg.best_workers == 0:
+        out.update(dict.fromkeys(("best_every", "best_ema", "best_perturb_std"),
+                                 (runconfig.UNUSED, "best_workers 0, which never reads it")))
+    if cfg.task == "token-reach":
+        out["episode_steps"] = (runconfig.UNUSED, "task token-reach, whose episodes have their own length")
+    return out
+
+
 # the SuccessSetConfig keys read only in a bonus phase (Loss A, its trigger, its stops, its sampling)
 BONUS_PHASE_KEYS = ("tau", "margin", "cooldown_steps", "batch_packs", "min_pairs", "kl_guard", "entropy_floor",
                     "bonus_updates", "consume_packs")
@@ -189,4 +202,4 @@ def describe(run: Callable[..., Path]) -> shell.Engine:
         validate=validate, run=run, out_name=lambda cfg: f"{ENGINE}-{cfg.task}-{cfg.ablation}-s{cfg.seed}",
         out_pattern="bonus-TASK-ABLATION-sSEED", stop_unit="updates",
         flags=(shell.Flag("task", "task"), shell.Flag("ablation", "ablation", choices=ABLATIONS)),
-        decides=ablation_decides)
+        decides=decides)
