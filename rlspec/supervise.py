@@ -71,6 +71,7 @@ def worker_main(conn, triton: str, threads: int, run_clause: Callable, resolve: 
     torch.set_num_threads(threads)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C ends
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # the parent's stop: exit cleanly, releasing what it holds
+    sys.unraisablehook = _exit_if_stopped
     while (job := conn.recv()) is not None:
         try:
             run_job(conn, job, run_clause, resolve)
@@ -78,6 +79,14 @@ def worker_main(conn, triton: str, threads: int, run_clause: Callable, resolve: 
             conn.send(("error", err))
         except Exception:  # noqa: BLE001 - a bug of the checker itself, not of the implementation under test
             conn.send(("error", CheckerError(traceback.format_exc())))
+
+
+def _exit_if_stopped(unraisable) -> None:
+    """A worker's sys.unraisablehook: the parent's SIGTERM raised SystemExit where Python cannot pass it on (a
+    gc callback, a __del__): exit now, instead of printing "Exception ignored" with a traceback and going on."""
+    if isinstance(unraisable.exc_value, SystemExit):
+        os._exit(0)
+    sys.__unraisablehook__(unraisable)
 
 
 def run_job(conn, job: Job, run_clause: Callable, resolve: Callable) -> None:

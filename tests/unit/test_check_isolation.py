@@ -97,3 +97,16 @@ def test_a_signal_stops_the_workers_and_keeps_the_finished_tables(tmp_path):
     assert "interrupted (SIGTERM): 1 of 2 contracts finished" in text and "== return_ema 1.0 ==" in stdout, text
     assert [t["contract"] for t in json.loads((out / "report.json").read_text())["tables"]] == ["return_ema"]
     assert "Traceback" not in text and "leaked" not in text
+
+
+def test_a_worker_stopped_inside_a_gc_callback_exits_without_a_traceback():
+    """The parent's SIGTERM raises SystemExit in the worker; raised in a __del__ or a gc callback, Python would
+    print "Exception ignored ... Traceback" and go on: the worker's unraisable hook exits instead."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom rlspec.supervise import _exit_if_stopped\nsys.unraisablehook = _exit_if_stopped\n"
+            "class Stop:\n    def __del__(self):\n        raise SystemExit(0)\n"
+            "Stop()\nprint('went on')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr and "went on" not in proc.stdout, proc
