@@ -17,29 +17,37 @@ from __future__ import annotations
 import torch
 
 from rlspec.contracts.lambda_return import validate_lambda_return
+from rlspec.contracts.returns import validate_truncation
 from rlspec.contracts.validate import scalar_args
 from rlspec.fast import recursion
 from rlspec.fast.recursion import carry_step
 
 
 def lambda_coefficients(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor, gamma: float,
-                        lam: float, first: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+                        lam: float, first: torch.Tensor | None, trunc: torch.Tensor | None = None,
+                        next_value: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(base [T, B], carry [T, B]) of R_t = base_t + carry_t·R_{t+1}, R_T = v_T, with
-    base_t = r_t + γc_t(1 − f_{t+1})(1 − λ)·v_{t+1} and carry_t = γc_t(1 − f_{t+1})·λ (spec/lambda_return.py
-    "Formula"), from inputs already validated (``first``: the bool mask ``validate_lambda_return``
-    returns, or None). No host sync."""
+    base_t = r_t + γc_t(1 − f_{t+1})(1 − λ)·v_{t+1} and carry_t = γc_t(1 − f_{t+1})·λ, and at a truncated step
+    base_t = r_t + γc_t·b_t, carry_t = 0 (spec/lambda_return.py "Formula", "Truncation"), from inputs already
+    validated (``first``, ``trunc``: the bool masks the validators return, or None). No host sync."""
     discount = gamma * cont  # [T, B]
     if first is not None:
         discount = torch.where(first[1:], torch.zeros_like(discount), discount)  # reset after t: a cut
     base = torch.addcmul(reward, discount, value[1:], value=1 - lam)  # [T, B]
-    return base, discount * lam  # carry [T, B]
+    carry = discount * lam  # [T, B]
+    if trunc is None:
+        return base, carry
+    bootstrapped = torch.addcmul(reward, gamma * cont, next_value)  # [T, B]: r_t + γc_t·b_t
+    return torch.where(trunc, bootstrapped, base), torch.where(trunc, torch.zeros_like(carry), carry)
 
 
 @scalar_args("gamma", "lam")
 def lambda_return(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor, gamma: float, lam: float,
-                  is_first: torch.Tensor | None = None) -> torch.Tensor:
+                  is_first: torch.Tensor | None = None, truncated: torch.Tensor | None = None,
+                  next_value: torch.Tensor | None = None) -> torch.Tensor:
     first = validate_lambda_return("lambda_return", reward, cont, value, gamma, lam, is_first)
-    base, carry = lambda_coefficients(reward, cont, value, gamma, lam, first)  # [T, B] each
+    trunc = validate_truncation("lambda_return", truncated, next_value, reward, "reward")
+    base, carry = lambda_coefficients(reward, cont, value, gamma, lam, first, trunc, next_value)  # [T, B] each
     if recursion.scan_runs_here(base):
         return recursion.scan(base, carry, value[-1])[:-1]
     return _guarded(base, carry, value[-1])

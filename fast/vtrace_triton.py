@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from rlspec.contracts.returns import validate_truncation
 from rlspec.contracts.validate import scalar_args
 from rlspec.contracts.vtrace import validate_vtrace
 from rlspec.fast.returns_triton import backward_scan
@@ -19,9 +20,12 @@ __all__ = ["BACKEND_NOTE", "DEVICE", "vtrace"]
 @torch.no_grad()  # targets (VTRACE-5)
 def vtrace(log_rho: torch.Tensor, discount: torch.Tensor, reward: torch.Tensor, value: torch.Tensor,
            bootstrap_value: torch.Tensor, rho_bar: float = 1.0, c_bar: float = 1.0, lam: float = 1.0,
-           pg_rho_bar: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+           pg_rho_bar: float | None = None, truncated: torch.Tensor | None = None,
+           next_value: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     pg_rho_bar = validate_vtrace("vtrace", log_rho, discount, reward, value, bootstrap_value, rho_bar, c_bar,
                                  lam, pg_rho_bar)
-    ratio, delta, trace = vtrace_coefficients(log_rho, discount, reward, value, bootstrap_value, rho_bar, c_bar, lam)
+    trunc = validate_truncation("vtrace", truncated, next_value, value, "value")
+    ratio, delta, trace = vtrace_coefficients(log_rho, discount, reward, value, bootstrap_value, rho_bar, c_bar, lam,
+                                              trunc, next_value)
     _, vs = backward_scan(delta, trace, value.new_zeros(value.shape[1:]), offset=value)  # vs − V, vs
-    return vs, pg_advantage(ratio, vs, discount, reward, value, bootstrap_value, pg_rho_bar)
+    return vs, pg_advantage(ratio, vs, discount, reward, value, bootstrap_value, pg_rho_bar, trunc, next_value)

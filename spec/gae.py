@@ -56,16 +56,21 @@ import torch
 from hypothesis import strategies as st
 
 from rlspec.reference import gae as reference  # the oracle
-from rlspec.spec.core import Contract, Property, assert_close, by_category, fail
+from rlspec.spec.core import Change, Contract, Property, assert_close, by_category, fail
 from rlspec.spec.returns import (
     OVERFLOW_NOTE,
+    TERMINAL,
+    TRUNCATED,
     BadInput,
+    assert_concatenation,
     bad_discounting,
     noise_like,
     overflow_rationale,
     perturbation,
+    pinned_ends,
     seeds,
     unit_params,
+    with_ends,
 )
 from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
 from rlspec.spec.scalars import check_scalar_types
@@ -89,10 +94,12 @@ CLAUSES = {
     "GAE-12": "hyper-parameters given as numpy scalars or 0-d tensors are validated and used exactly like the Python number they hold",
     "GAE-13": "overflow stays inside its episode: one episode's rows set to the dtype's largest finite values (its "
               "advantages overflow to inf) change nothing outside it (bit for bit), never NaN",
+    "GAE-14": "concatenated trajectories: a batch whose episodes end anywhere (terminated or truncated; at t = 0 and "
+              "T − 1 too; in several envs) gives each trajectory the advantages and returns it gets alone",
 }
 
 CATEGORIES = by_category(
-    maths=("GAE-1", "GAE-2", "GAE-3", "GAE-4", "GAE-5", "GAE-6", "GAE-7", "GAE-8"),
+    maths=("GAE-1", "GAE-2", "GAE-3", "GAE-4", "GAE-5", "GAE-6", "GAE-7", "GAE-8", "GAE-14"),
     robustness=("GAE-12", "GAE-13"),
     validation=("GAE-9", "GAE-10", "GAE-11"),
 )
@@ -319,6 +326,19 @@ def check_both_is_terminal(impl, pos, col, seed, **case):
                                "has both), vs truncated cleared there", got, want, everywhere, both)
 
 
+def check_concatenation(impl, ends, seed, **case):
+    batch = dict(case, terminated=case["terminated"] | (ends == TERMINAL),
+                 truncated=case["truncated"] | (ends == TRUNCATED))
+
+    def alone(col, a, z):  # the trajectory's own rows: its last row bootstraps as the batch's row z does
+        return _call(impl, {k: batch[k][a:z + 1, col:col + 1] if isinstance(batch[k], torch.Tensor) else batch[k]
+                            for k in ARGS})
+
+    tol = 2 * _tol(batch)
+    assert_concatenation("GAE-14", ("advantages", "returns"), _call(impl, batch), alone,
+                         batch["terminated"] | batch["truncated"], lambda *_: (tol, tol), **_inputs(batch))
+
+
 def _bad_input_case() -> dict:
     flags = torch.zeros(5, 3, dtype=torch.bool)
     return dict(reward=torch.zeros(5, 3), value=torch.zeros(5, 3), terminated=flags, truncated=flags.clone(),
@@ -362,6 +382,14 @@ PROPERTIES = (
     Property("GAE-12", check_scalar_hyperparameters, cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
     Property("GAE-13", check_overflow_isolated, with_place(cases(min_T=2), last_row=False, later=True),
              requires=INTERFACE),
+    Property("GAE-14", check_concatenation, with_ends(cases(), "value"),
+             (dict(_pinned(9, (3,)), ends=pinned_ends(9), seed=9),), INTERFACE),
 )
 
-CONTRACT = Contract("gae", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)
+CHANGES = (
+    Change("1.0", "first versioned release"),
+    Change("1.1", "the concatenation clause, shared with lambda_return and vtrace", added=("GAE-14",)),
+)
+
+CONTRACT = Contract("gae", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE,
+                    changes=CHANGES)

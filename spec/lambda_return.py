@@ -13,6 +13,10 @@ Inputs (row t = the transition s_t → s_{t+1})
     value    v [T+1, B]   V(s_0), ..., V(s_T); v_0 is not used by any return (it is the caller's baseline)
     gamma, lam            floats in [0, 1]
     is_first f [T+1, B]   optional; f_t marks s_t (the row of v_t) as the first state of an episode
+    truncated  [T, B]     optional, with next_value: the episode was cut after transition t (time limit);
+                          s_{t+1}, if in the window, belongs to the next episode (a collector's reset)
+    next_value b [T, B]   V(s'_t) of the real post-action state of transition t; read only where
+                          truncated_t (any finite number elsewhere)
 
 Formula
 -------
@@ -30,6 +34,16 @@ R of later rows) and, the final state's value being unavailable, the cut counts 
 R_t = r_t, whatever c_t says. This is the safe choice (no value of another episode leaks in); it drops
 the bootstrap of a time-limit reset, so callers that need truncation-correct targets there must carry
 V(final state) themselves (see the ``gae`` contract) or mask those rows. f_0 changes nothing.
+
+Truncation (the collector layout, as ``gae`` takes it)
+-----------------------------------------------------
+    R_t = r_t + γ·c_t·b_t                      where truncated_t, whatever f_{t+1} and v_{t+1} say
+
+A truncated step bootstraps from the value of the state it really reached and takes nothing from row t+1
+on, exactly as a window that ends at t with v_T = b_t. A step with c_t = 0 and truncated_t is terminal
+(R_t = r_t). Hence the concatenation clause: a batch holding several trajectories back to back gives each
+of them the returns it gets alone. A collector that resets inside ``step`` passes truncated with
+V(final observation) here; without the pair, ``is_first`` still cuts a reset as a terminal.
 
 Conversion to sheeprl 0.8.4 ``compute_lambda_values(rewards, values, continues, lmbda)``
 ---------------------------------------------------------------------------------------
@@ -66,16 +80,23 @@ import torch
 from hypothesis import strategies as st
 
 from rlspec.reference import lambda_return as reference  # the oracle
-from rlspec.spec.core import Contract, Property, assert_close, by_category, fail
+from rlspec.spec.core import Change, Contract, Property, assert_close, by_category, fail
 from rlspec.spec.returns import (
     OVERFLOW_NOTE,
+    TERMINAL,
+    TRUNCATED,
+    TRUNCATION_ERRORS,
     BadInput,
+    assert_concatenation,
     bad_discounting,
     noise_like,
     overflow_rationale,
     perturbation,
+    pinned_ends,
+    rejects_truncation,
     seeds,
     unit_params,
+    with_ends,
     with_position,
 )
 from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
@@ -102,12 +123,24 @@ CLAUSES = {
                  "t (R overflows to inf there), R_0..R_t are bit-identical, never NaN",
     "LAMBDA-14": "overflow after an episode start stays there: with is_first[t+1] set and the dtype's largest finite "
                  "r and v from row t+1 on, R_0..R_t are bit-identical, never NaN",
+    "LAMBDA-15": "with truncated steps R follows the formula, R_t = r_t + γ·c_t·next_value_t at a truncated step "
+                 "whatever is_first[t+1] says (vs float64 reference, within 8·(T+1)·eps·M)",
+    "LAMBDA-16": "a truncated step ends its episode: nothing after row t (r, c, v_{t+1} on, is_first[t+1] on, "
+                 "truncated, next_value) changes R_0..R_t (bit for bit)",
+    "LAMBDA-17": "a step both terminal (c_t = 0) and truncated is terminal: R equals the one with truncated cleared "
+                 "there (bit for bit)",
+    "LAMBDA-18": "next_value is ignored where truncated is not set or c_t = 0 (bit for bit)",
+    "LAMBDA-19": "concatenated trajectories: a batch whose episodes end anywhere (c_t = 0, truncated or is_first; at "
+                 "t = 0 and T − 1 too; in several envs) gives each trajectory the returns it gets alone",
+    "LAMBDA-20": "truncated without next_value (or the reverse), either in another shape or dtype than reward, "
+                 "non-0/1 flags and NaN/Inf in next_value are rejected naming the argument",
 }
 
 CATEGORIES = by_category(
-    maths=("LAMBDA-1", "LAMBDA-2", "LAMBDA-3", "LAMBDA-4", "LAMBDA-5", "LAMBDA-6", "LAMBDA-7", "LAMBDA-8"),
+    maths=("LAMBDA-1", "LAMBDA-2", "LAMBDA-3", "LAMBDA-4", "LAMBDA-5", "LAMBDA-6", "LAMBDA-7", "LAMBDA-8",
+           "LAMBDA-15", "LAMBDA-16", "LAMBDA-17", "LAMBDA-18", "LAMBDA-19"),
     robustness=("LAMBDA-12", "LAMBDA-13", "LAMBDA-14"),
-    validation=("LAMBDA-9", "LAMBDA-10", "LAMBDA-11"),
+    validation=("LAMBDA-9", "LAMBDA-10", "LAMBDA-11", "LAMBDA-20"),
 )
 RATIONALE = {
     "LAMBDA-13": overflow_rationale("LAMBDA-3", "a zero continue"),
@@ -121,7 +154,8 @@ RATIONALE = {
 INTERFACE = ("lambda_return",)
 """
 lambda_return(reward [T, B], cont [T, B], value [T+1, B], gamma: float, lam: float,
-              is_first: [T+1, B] bool | None = None) -> R [T, B]
+              is_first: [T+1, B] bool | None = None, truncated: [T, B] bool | None = None,
+              next_value: [T, B] | None = None) -> R [T, B]
 """
 
 
@@ -171,13 +205,40 @@ EXAMPLES = (_pinned(15, (4,)), _pinned(15, (4,), masked=True), _pinned(1), _pinn
             _pinned(5, (2, 3), gamma=1.0, lam=1.0, masked=True))
 
 
+@st.composite
+def truncation_cases(draw, masked: bool | None = None):
+    """A case plus ``truncated`` [T, B] (at a drawn rate, every step at 1.0) and ``next_value`` [T, B]."""
+    case = draw(cases(masked=masked))
+    g = torch.Generator().manual_seed(draw(seeds))
+    T, B = case["reward"].shape
+    scale = draw(st.sampled_from([0.0, 1.0, 100.0]))
+    return dict(case, truncated=torch.rand(T, B, generator=g) < draw(st.sampled_from([0.1, 0.3, 1.0])),
+                next_value=(scale * torch.randn(T, B, generator=g, dtype=torch.float64)).to(case["reward"].dtype))
+
+
+def _pinned_truncated(T: int, B=(3,), dtype=torch.float32) -> dict:
+    """Truncations at rows 0, T//2 and T−1 of env 0 with is_first set after them, and one in env 1."""
+    case = _pinned(T, B, dtype, masked=True)
+    truncated = torch.zeros(T, *B, dtype=torch.bool)
+    truncated[[0, T // 2, T - 1], 0] = True
+    truncated[T // 3, 1] = True
+    case["is_first"][[1, T // 2 + 1], 0] = True
+    g = torch.Generator().manual_seed(T + 1)
+    return dict(case, truncated=truncated, next_value=torch.randn(T, *B, generator=g).to(dtype))
+
+
+TRUNCATED_EXAMPLES = (_pinned_truncated(12), _pinned_truncated(6, (2,), torch.float64))
+
+
 # --------------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------------
 
 
-def _call(impl, reward, cont, value, gamma, lam, is_first=None) -> torch.Tensor:
+def _call(impl, reward, cont, value, gamma, lam, is_first=None, truncated=None, next_value=None) -> torch.Tensor:
     kwargs = {} if is_first is None else dict(is_first=is_first)
+    if truncated is not None or next_value is not None:  # the collector layout's pair
+        kwargs.update(truncated=truncated, next_value=next_value)
     return impl.lambda_return(reward, cont, value, gamma, lam, **kwargs)
 
 
@@ -314,6 +375,76 @@ def check_shape(impl, reward, cont, value, gamma, lam, is_first):
                          f"{tuple(reward.shape)} {reward.dtype}", value_shape=tuple(value.shape))
 
 
+def _truncated_tolerance(case: dict) -> float:
+    return tolerance(case["reward"], torch.cat([case["value"], case["next_value"]]))
+
+
+def check_truncation_reference(impl, **case):
+    got = _call(impl, **case)
+    floats = ("reward", "cont", "value", "next_value")
+    want = reference.lambda_return(**{k: v.double() if k in floats else v for k, v in case.items()})
+    assert_close("LAMBDA-15", "lambda_return with truncated steps", got, want, atol=_truncated_tolerance(case),
+                 **case)
+
+
+def check_truncation_isolates(impl, pos, seed, **case):
+    truncated = case["truncated"].clone()
+    truncated[pos] = True  # every env's episode is cut after transition pos
+    case = dict(case, truncated=truncated)
+    base = _call(impl, **case)
+    r, c, v, f = _perturb_after(pos, case["reward"], case["cont"], case["value"], case["is_first"], seed, False)
+    g = torch.Generator().manual_seed(seed + 1)
+    if f is not None:
+        f[pos + 1] = torch.rand(f[pos + 1].shape, generator=g) < 0.5
+    t2, b2 = truncated.clone(), case["next_value"].clone()
+    t2[pos + 1:] = torch.rand(t2[pos + 1:].shape, generator=g) < 0.5
+    b2[pos + 1:] = noise_like(b2[pos + 1:], g)
+    got = _call(impl, r, c, v, case["gamma"], case["lam"], f, t2, b2)
+    _assert_unchanged("LAMBDA-16", f"truncated[{pos}] set, then rows after {pos} changed (v and is_first from row "
+                                   f"{pos + 1} on)", got[: pos + 1], base[: pos + 1], **case)
+
+
+def check_truncated_terminal(impl, pos, seed, **case):
+    cont, truncated = case["cont"].clone(), case["truncated"].clone()
+    cont[pos], truncated[pos] = 0, True
+    both = dict(case, cont=cont, truncated=truncated)
+    cleared = dict(both, truncated=truncated & (cont != 0))
+    _assert_unchanged("LAMBDA-17", f"cont[{pos}] = 0 and truncated[{pos}] set (and wherever the case has both), vs "
+                                   "truncated cleared there", _call(impl, **both), _call(impl, **cleared), **both)
+
+
+def check_next_value_ignored(impl, seed, **case):
+    ignored = ~case["truncated"] | (case["cont"] == 0)  # [T, B]
+    moved = case["next_value"].clone()
+    moved[ignored] = noise_like(moved[ignored], torch.Generator().manual_seed(seed))
+    _assert_unchanged("LAMBDA-18", "next_value changed where truncated is not set or cont is 0",
+                      _call(impl, **dict(case, next_value=moved)), _call(impl, **case), **case)
+
+
+def check_concatenation(impl, ends, seed, **case):
+    g = torch.Generator().manual_seed(seed)
+    T, B = case["reward"].shape
+    cont = case["cont"].clone()
+    cont[ends == TERMINAL] = 0
+    truncated = ends == TRUNCATED
+    first = torch.zeros(T + 1, B, dtype=torch.bool) if case["is_first"] is None else case["is_first"].clone()
+    first[1:] |= (ends != 0) & (torch.rand(T, B, generator=g) < 0.5)  # a reset after an end, flagged or not
+    batch = dict(case, cont=cont, is_first=first, truncated=truncated,
+                 next_value=noise_like(case["reward"], g))
+    nxt = torch.where(truncated, batch["next_value"], case["value"][1:])  # [T, B]: what row t bootstraps from
+
+    def alone(col, a, z):
+        value = torch.cat([case["value"][a:z + 1, col], nxt[z:z + 1, col]]).unsqueeze(1)  # [L+1, 1]
+        f = first[a:z + 2, col].clone()
+        f[-1] &= ~truncated[z, col]  # the truncation's bootstrap, not the reset's cut
+        return (_call(impl, case["reward"][a:z + 1, col:col + 1], cont[a:z + 1, col:col + 1], value,
+                      case["gamma"], case["lam"], f.unsqueeze(1)),)
+
+    tol = 2 * _truncated_tolerance(batch)
+    done = (cont == 0) | truncated | first[1:]
+    assert_concatenation("LAMBDA-19", ("R",), (_call(impl, **batch),), alone, done, lambda *_: (tol,), **batch)
+
+
 def _bad_input_case() -> dict:
     return dict(reward=torch.zeros(5, 3), cont=torch.ones(5, 3), value=torch.zeros(6, 3),
                 is_first=torch.zeros(6, 3, dtype=torch.bool), gamma=0.99, lam=0.95)
@@ -325,6 +456,15 @@ def _call_case(impl, case: dict) -> torch.Tensor:
 
 
 BAD = BadInput("lambda_return", "LAMBDA-9", "LAMBDA-10", "LAMBDA-11", _bad_input_case, _call_case)
+
+
+def _bad_truncation_case() -> dict:
+    return dict(_bad_input_case(), truncated=torch.zeros(5, 3, dtype=torch.bool), next_value=torch.zeros(5, 3))
+
+
+def check_rejects_truncation(impl, problem, name):
+    rejects_truncation("LAMBDA-20", "lambda_return", lambda case: _call(impl, **case), _bad_truncation_case,
+                       problem, name)
 
 
 def check_scalar_hyperparameters(impl, reward, cont, value, gamma, lam, is_first):
@@ -362,6 +502,22 @@ PROPERTIES = (
     Property("LAMBDA-12", check_scalar_hyperparameters, cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
     Property("LAMBDA-13", check_cut_overflow, with_position(cases(), "reward"), requires=INTERFACE),
     Property("LAMBDA-14", check_is_first_overflow, with_position(cases(masked=True), "reward"), requires=INTERFACE),
+    Property("LAMBDA-15", check_truncation_reference, truncation_cases(), TRUNCATED_EXAMPLES, INTERFACE),
+    Property("LAMBDA-16", check_truncation_isolates, with_position(truncation_cases(), "reward"), requires=INTERFACE),
+    Property("LAMBDA-17", check_truncated_terminal, with_position(truncation_cases(), "reward"), requires=INTERFACE),
+    Property("LAMBDA-18", check_next_value_ignored, st.builds(lambda c, s: dict(c, seed=s), truncation_cases(), seeds),
+             (dict(TRUNCATED_EXAMPLES[0], seed=0),), INTERFACE),
+    Property("LAMBDA-19", check_concatenation, with_ends(cases(), "reward"),
+             (dict(_pinned(9, (3,)), ends=pinned_ends(9), seed=9),), INTERFACE),
+    Property("LAMBDA-20", check_rejects_truncation, TRUNCATION_ERRORS, requires=INTERFACE, max_examples=7),
 )
 
-CONTRACT = Contract("lambda_return", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)
+CHANGES = (
+    Change("1.0", "first versioned release"),
+    Change("1.1", "the collector layout: optional truncated and next_value (a truncated step bootstraps from V(s'_t) "
+                  "and ends its episode), and the concatenation clause",
+           added=("LAMBDA-15", "LAMBDA-16", "LAMBDA-17", "LAMBDA-18", "LAMBDA-19", "LAMBDA-20")),
+)
+
+CONTRACT = Contract("lambda_return", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE,
+                    changes=CHANGES)

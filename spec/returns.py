@@ -122,3 +122,93 @@ def assert_within(clause: str, what: str, got: torch.Tensor, want: torch.Tensor,
     fail(clause, f"{what}: {int(bad.sum())} of {bad.numel()} elements outside the error bound; max |abs "
                  f"diff| = {float(torch.nan_to_num(err, nan=float('inf'))[bad].max()):.3g}; worst: "
                  + "; ".join(points), **inputs)
+
+
+# --------------------------------------------------------------------------------------------------
+# The collector layout: truncation inside a batch, and the concatenation clause
+# --------------------------------------------------------------------------------------------------
+TERMINAL, TRUNCATED = 1, 2  # codes of ``ends`` (0: the episode goes on after row t)
+
+
+@st.composite
+def with_ends(draw, case_strategy, time_major: str):
+    """A case plus ``ends`` [T, B] int8 (per env up to three episode ends, each terminal or truncated, and with
+    probability ½ one at both edges t = 0 and t = T − 1, where off-by-one bugs live) and ``seed``."""
+    case = draw(case_strategy)
+    T, B = case[time_major].shape[:2]
+    ends = torch.zeros(T, B, dtype=torch.int8)
+    for col in range(B):
+        rows = set(draw(st.lists(st.integers(0, T - 1), max_size=3)))
+        if draw(st.booleans()):
+            rows |= {0, T - 1}
+        for t in sorted(rows):
+            ends[t, col] = draw(st.sampled_from([TERMINAL, TRUNCATED]))
+    return dict(case, ends=ends, seed=draw(seeds))
+
+
+def pinned_ends(T: int, B: int = 3) -> torch.Tensor:
+    """``ends`` [T, B] of the pinned concatenation example: ends at both edges and inside, terminal and truncated,
+    in every env (T >= 3)."""
+    ends = torch.zeros(T, B, dtype=torch.int8)
+    ends[0, 0], ends[T - 1, 0], ends[T // 2, 1], ends[T - 1, 1], ends[1, 2] = (
+        TRUNCATED, TRUNCATED, TERMINAL, TERMINAL, TRUNCATED)
+    return ends
+
+
+def pieces(done: torch.Tensor) -> list[tuple[int, int, int]]:
+    """(env, first row, last row) of every trajectory piece of a batch whose episode ends are ``done`` [T, B]: a
+    piece runs up to an end, or to the last row."""
+    T, B = done.shape
+    out = []
+    for col in range(B):
+        first = 0
+        for t in range(T):
+            if bool(done[t, col]) or t == T - 1:
+                out.append((col, first, t))
+                first = t + 1
+    return out
+
+
+def assert_concatenation(clause: str, names: tuple[str, ...], whole: tuple[torch.Tensor, ...],
+                         alone: Callable[[int, int, int], tuple[torch.Tensor, ...]], done: torch.Tensor,
+                         bound: Callable[[int, int, int], tuple[Any, ...]], **inputs) -> None:
+    """The outputs ``whole`` ([T, B] each) of a batch of concatenated trajectories equal, on every piece, the
+    outputs of that piece run alone (``alone(env, first, last)``: [L, 1] each), within ``bound(env, first,
+    last)`` (per output a float or an [L, 1] tensor)."""
+    for col, first, last in pieces(done):
+        for name, batch, single, tol in zip(names, whole, alone(col, first, last), bound(col, first, last)):
+            got = batch[first:last + 1, col:col + 1]
+            tol = tol if isinstance(tol, torch.Tensor) else torch.full(got.shape, tol, dtype=torch.float64)
+            assert_within(clause, f"{name} rows {first}..{last} of env {col} in the batch of concatenated "
+                                  "trajectories vs that trajectory run alone", got, single, tol, **inputs)
+
+
+TRUNCATION_ERRORS = st.sampled_from([
+    dict(problem="missing", name="truncated"), dict(problem="missing", name="next_value"),
+    dict(problem="shape", name="next_value"), dict(problem="shape", name="truncated"),
+    dict(problem="dtype", name="next_value"), dict(problem="value", name="truncated"),
+    dict(problem="value", name="next_value"),
+])
+
+
+def rejects_truncation(clause: str, fn: str, call: Callable[[dict], Any], base: Callable[[], dict], problem: str,
+                       name: str) -> None:
+    """``base()`` is a valid case with ``truncated`` and ``next_value`` [5, 3]; one of them is left out, or given
+    in another shape or dtype, or with a non-0/1 flag or a NaN at [4, 2]: the message names the argument (a
+    missing one: the argument given without it) and what is wrong."""
+    case = base()
+    other = "next_value" if name == "truncated" else "truncated"
+    if problem == "missing":
+        case[name] = None
+        names, mentions = [f"'{other}'", f"'{name}'"], []
+    elif problem == "shape":
+        case[name] = torch.zeros((5, 2), dtype=case[name].dtype)
+        names, mentions = [f"'{name}'"], [str((5, 2))]
+    elif problem == "dtype":
+        case[name] = case[name].double()
+        names, mentions = [f"'{name}'"], [str(torch.float64)]
+    else:
+        case[name] = case[name].float().clone()
+        case[name][4, 2] = 0.5 if name == "truncated" else float("nan")
+        names, mentions = [f"'{name}'"], [str([4, 2])]
+    expect_rejection(clause, lambda: call(case), names=names, mentions=mentions, what=f"{fn}: {name} {problem}")

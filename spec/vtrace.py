@@ -13,6 +13,9 @@ Inputs (row t = the transition x_t → x_{t+1} taken under the behaviour policy 
     bootstrap_value  V_T = V(x_T) [B]
     rho_bar, c_bar, lam, pg_rho_bar   ρ̄, c̄ ∈ (0, ∞], λ ∈ [0, 1]; ρ̄_pg ∈ (0, ∞], None means ρ̄_pg = ρ̄
                                       (defaults ρ̄ = c̄ = λ = 1, as in the paper)
+    truncated        [T, B]   optional, with next_value: the episode was cut after transition t (time limit);
+                              x_{t+1}, if in the window, belongs to the next episode (a collector's reset)
+    next_value       [T, B]   V(x'_t) of the real post-action state; read only where truncated_t
 
 Formula
 -------
@@ -20,6 +23,13 @@ Formula
     δ_t  = ρ_t·(r_t + γ_t·V_{t+1} − V_t)                                    (V_T = bootstrap_value)
     vs_t = V_t + δ_t + γ_t·c_t·(vs_{t+1} − V_{t+1}),   vs_T = V_T                       → vs [T, B]
     pg_t = ρ^pg_t·(r_t + γ_t·vs_{t+1} − V_t)                                  → pg_advantage [T, B]
+
+Truncation (the collector layout, as ``gae`` takes it): at a truncated step the window ends inside the
+batch, exactly as it ends at T: V_{t+1} and vs_{t+1} are both next_value_t there and the trace stops
+(γ_t·c_t·(vs_{t+1} − V_{t+1}) = 0), so vs_t = V_t + ρ_t·(r_t + γ_t·b_t − V_t) and pg_t = ρ^pg_t·(r_t + γ_t·b_t − V_t).
+A step with γ_t = 0 and truncated_t is terminal. Hence the concatenation clause: a batch holding several
+trajectories back to back gives each of them the targets it gets alone. (TorchRL took the next trajectory's
+value at an in-batch truncation until pytorch/rl#4210; its test is this clause.)
 
 Both outputs are targets: they carry no gradient (returned detached even when inputs require grad).
 
@@ -30,8 +40,7 @@ row). pg_t is then r_t + γ_t·vs_{t+1} − V_t, which for λ = 1 is the GAE(1) 
 
 Conventions
 -----------
-* A zero discount ends the episode: nothing after row t reaches vs_t or pg_t. A time-limit truncation
-  inside the window has no place here (the only bootstrap is V_T): cut the window there, or use ``gae``.
+* A zero discount ends the episode: nothing after row t reaches vs_t or pg_t; so does a truncation.
 * pg advantage: the paper's r_t + γ_t·vs_{t+1}. rlax 0.1.9 ``vtrace_td_error_and_advantage`` bootstraps
   with λ·vs_{t+1} + (1 − λ)·V_{t+1} instead (equal for λ = 1); :func:`rlax_pg_advantage` converts. rlax
   also fixes c̄ = 1, takes ratios (not log ratios), per-sequence arrays [T] and v_t separately from
@@ -63,16 +72,24 @@ from hypothesis import strategies as st
 from rlspec.contracts.vtrace import ARGS, DEFAULTS, PARAMS
 from rlspec.reference import gae, lambda_return
 from rlspec.reference import vtrace as reference  # the oracle
-from rlspec.spec.core import Contract, Property, assert_close, by_category, expect_rejection, fail
+from rlspec.spec.core import Change, Contract, Property, assert_close, by_category, expect_rejection, fail
 from rlspec.spec.power import defaults_check, with_omitted
 from rlspec.spec.returns import (
     OVERFLOW_NOTE,
+    TERMINAL,
+    TRUNCATED,
+    TRUNCATION_ERRORS,
     BadInput,
+    assert_concatenation,
     assert_within,
+    noise_like,
     overflow_rationale,
     perturbation,
+    pinned_ends,
+    rejects_truncation,
     seeds,
     unit_params,
+    with_ends,
     with_position,
 )
 from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
@@ -105,13 +122,24 @@ CLAUSES = {
                  "and the bar (e^log_rho overflows)",
     "VTRACE-16": "overflow after a zero discount stays there: with discount[t] = 0 and the dtype's largest finite "
                  "rewards and values after t (vs overflows to inf there), rows <= t are bit-identical, never NaN",
+    "VTRACE-17": "with truncated steps vs and pg_advantage follow the formula with V_{t+1} = vs_{t+1} = next_value_t "
+                 "and no trace at a truncated step (vs float64 reference, within the error bounds)",
+    "VTRACE-18": "a truncated step ends its episode: nothing after row t (log_rho, discount, reward, value, truncated, "
+                 "next_value, bootstrap_value) changes vs or pg_advantage at rows <= t (bit for bit)",
+    "VTRACE-19": "a step both terminal (discount 0) and truncated is terminal: the outputs equal the ones with "
+                 "truncated cleared there (bit for bit)",
+    "VTRACE-20": "next_value is ignored where truncated is not set or the discount is 0 (bit for bit)",
+    "VTRACE-21": "concatenated trajectories: a batch whose episodes end anywhere (discount 0 or truncated; at t = 0 "
+                 "and T − 1 too; in several envs) gives each trajectory the vs and pg_advantage it gets alone",
+    "VTRACE-22": "truncated without next_value (or the reverse), either in another shape or dtype than value, "
+                 "non-0/1 flags and NaN/Inf in next_value are rejected naming the argument",
 }
 
 CATEGORIES = by_category(
     maths=("VTRACE-1", "VTRACE-2", "VTRACE-3", "VTRACE-4", "VTRACE-5", "VTRACE-6", "VTRACE-7", "VTRACE-8",
-           "VTRACE-14"),
+           "VTRACE-14", "VTRACE-17", "VTRACE-18", "VTRACE-19", "VTRACE-20", "VTRACE-21"),
     robustness=("VTRACE-12", "VTRACE-13", "VTRACE-16"),
-    validation=("VTRACE-9", "VTRACE-10", "VTRACE-11", "VTRACE-15"),
+    validation=("VTRACE-9", "VTRACE-10", "VTRACE-11", "VTRACE-15", "VTRACE-22"),
 )
 RATIONALE = {
     "VTRACE-13": "In IEEE arithmetic the literal min(ρ̄, e^log_rho) is ρ̄ even where e^log_rho overflows to inf, so "
@@ -120,6 +148,10 @@ RATIONALE = {
                  "when a replayed action has become (numerically) impossible for the behaviour policy.",
     "VTRACE-16": overflow_rationale("VTRACE-6", "a zero discount"),
     "VTRACE-12": SCALAR_RATIONALE,
+    "VTRACE-17": "The formula at a truncation is the paper's at a window end (V_{t+1} = vs_{t+1} = V(x'_t)); TorchRL "
+                 "0.14.1 passes the truncation clauses VTRACE-18..21 and fails this one only by rounding its discounts "
+                 "to float32 in float64, rlax only by its λ-mixed pg bootstrap (VTRACE-2's difference) before a "
+                 "truncation. The clause keeps the paper's values; both causes are declared.",
     "VTRACE-2": "IMPALA §4.2 defines the policy-gradient advantage with vs_{t+1}. rlax bootstraps λ·vs_{t+1} + "
                 "(1 − λ)·V_{t+1} instead (equal at λ = 1; spec.vtrace.rlax_pg_advantage converts) and TorchRL "
                 "rounds its discounts to float32, so both adapters fail on values; the clause keeps the paper's"
@@ -129,7 +161,8 @@ RATIONALE = {
 INTERFACE = ("vtrace",)
 """
 vtrace(log_rho [T, B], discount [T, B], reward [T, B], value [T, B], bootstrap_value [B],
-       rho_bar=1.0, c_bar=1.0, lam=1.0, pg_rho_bar=None) -> (vs [T, B], pg_advantage [T, B])
+       rho_bar=1.0, c_bar=1.0, lam=1.0, pg_rho_bar=None, truncated=None [T, B] bool,
+       next_value=None [T, B]) -> (vs [T, B], pg_advantage [T, B])
 """
 
 
@@ -191,12 +224,16 @@ EXAMPLES = (_pinned(12, (4,)), _pinned(1), _pinned(6, (), torch.float64, lam=0.9
 # --------------------------------------------------------------------------------------------------
 
 
+TRUNCATION = ("truncated", "next_value")  # the collector layout's optional pair
+
+
 def _call(impl, case: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    return impl.vtrace(*(case[k] for k in ARGS), **{k: case[k] for k in PARAMS})
+    pair = {k: case[k] for k in TRUNCATION if case.get(k) is not None}
+    return impl.vtrace(*(case[k] for k in ARGS), **{k: case[k] for k in PARAMS}, **pair)
 
 
 def _inputs(case: dict) -> dict:
-    return {k: case[k] for k in ARGS + PARAMS}
+    return {k: case[k] for k in ARGS + PARAMS + TRUNCATION if k in case}
 
 
 def error_bounds(case: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -214,12 +251,17 @@ def error_bounds(case: dict) -> tuple[torch.Tensor, torch.Tensor]:
     c = case["lam"] * ratio.clamp(max=case["c_bar"])
     disc, r, v = (case[k].double() for k in ("discount", "reward", "value"))
     boot = case["bootstrap_value"].double()
+    cut = case.get("truncated")
+    cut = torch.zeros(v.shape, dtype=torch.bool) if cut is None else cut.bool()  # [T, B]
+    b = torch.zeros_like(v) if case.get("next_value") is None else case["next_value"].double()  # [T, B]
     vs, _ = _vs_reference(case)
     vs = vs.double()
     bound_vs, bound_pg = torch.zeros_like(v), torch.zeros_like(v)
     err, next_v, next_vs = u * boot.abs(), boot, boot  # E_T, V_T, vs_T
-    for t in reversed(range(T)):
-        trace = disc[t] * c[t]
+    for t in reversed(range(T)):  # a truncation ends the window as T does: E = K·u·|b_t|, no trace
+        err, next_v, next_vs = (torch.where(cut[t], x, y) for x, y in ((u * b[t].abs(), err), (b[t], next_v),
+                                                                         (b[t], next_vs)))
+        trace = disc[t] * c[t] * ~cut[t]
         local = u * (v[t].abs() + rho[t] * (r[t].abs() + disc[t] * next_v.abs() + v[t].abs())
                      + trace * (next_vs.abs() + next_v.abs()))
         bound_pg[t] = u * rho_pg[t] * (r[t].abs() + disc[t] * next_vs.abs() + v[t].abs()) + rho_pg[t] * disc[t] * err
@@ -241,7 +283,7 @@ def _assert_unchanged(clause: str, what: str, got, base, rows: slice, case: dict
 # Properties
 # --------------------------------------------------------------------------------------------------
 def _vs_reference(case: dict):
-    ref = dict(case, **{k: case[k].double() for k in ARGS})
+    ref = dict(case, **{k: case[k].double() for k in ARGS + ("next_value",) if case.get(k) is not None})
     return _call(reference, ref)
 
 
@@ -311,21 +353,31 @@ def check_no_grad(impl, **case):
                              "targets must be detached", **_inputs(case))
 
 
-def _cut(clause, huge, impl, pos, seed, **case):
-    case = dict(case, discount=case["discount"].clone())
-    case["discount"][pos] = 0  # every env's episode ends with transition pos
-    base = _call(impl, case)
-    g = torch.Generator().manual_seed(seed)
+def _changed_after(case: dict, pos: int, g: torch.Generator, huge: bool) -> dict:
+    """``case`` with fresh rows after ``pos`` (log_rho, reward, value, discount, and truncated / next_value where
+    given) and a fresh V_T; rewards and values the dtype's largest if ``huge``."""
     changed = dict(case)
     for k in ("log_rho", "reward", "value"):
         changed[k] = case[k].clone()
         changed[k][pos + 1:] = perturbation(changed[k][pos + 1:], g, huge and k != "log_rho")
-    changed["discount"] = case["discount"].clone()
-    changed["discount"][pos + 1:] = torch.rand(changed["discount"][pos + 1:].shape, generator=g).to(
-        case["discount"].dtype)
+    changed["discount"] = case["discount"].clone()  # rows after pos: the case's own discounts, shuffled
+    after = changed["discount"][pos + 1:]  # (flags stay flags: a library with one scalar γ can express it)
+    pool = case["discount"].reshape(-1)
+    after[...] = pool[torch.randint(pool.numel(), after.shape, generator=g)]
     changed["bootstrap_value"] = perturbation(case["bootstrap_value"], g, huge)
+    if case.get("truncated") is not None:
+        changed["truncated"], changed["next_value"] = case["truncated"].clone(), case["next_value"].clone()
+        changed["truncated"][pos + 1:] = torch.rand(changed["truncated"][pos + 1:].shape, generator=g) < 0.5
+        changed["next_value"][pos + 1:] = noise_like(changed["next_value"][pos + 1:], g)
+    return changed
+
+
+def _cut(clause, huge, impl, pos, seed, **case):
+    case = dict(case, discount=case["discount"].clone())
+    case["discount"][pos] = 0  # every env's episode ends with transition pos
+    changed = _changed_after(case, pos, torch.Generator().manual_seed(seed), huge)
     _assert_unchanged(clause, f"discount[{pos}] = 0, then rows after {pos} and V_T changed{OVERFLOW_NOTE * huge}",
-                      _call(impl, changed), base, slice(0, pos + 1), case)
+                      _call(impl, changed), _call(impl, case), slice(0, pos + 1), case)
 
 
 def check_cut(impl, **case):
@@ -360,6 +412,100 @@ def _bad_input_case() -> dict:
     return dict(log_rho=torch.zeros(5, 3), discount=torch.full((5, 3), 0.99), reward=torch.zeros(5, 3),
                 value=torch.zeros(5, 3), bootstrap_value=torch.zeros(3), rho_bar=1.0, c_bar=1.0, lam=1.0,
                 pg_rho_bar=None)
+
+
+# The collector layout: truncated and next_value
+@st.composite
+def truncation_cases(draw):
+    """A case plus ``truncated`` [T, B] (at a drawn rate, every step at 1.0) and ``next_value`` [T, B]."""
+    case = draw(cases())
+    g = torch.Generator().manual_seed(draw(seeds))
+    T, B = case["value"].shape
+    scale = draw(st.sampled_from([0.0, 1.0, 100.0]))
+    return dict(case, truncated=torch.rand(T, B, generator=g) < draw(st.sampled_from([0.1, 0.3, 1.0])),
+                next_value=(scale * torch.randn(T, B, generator=g, dtype=torch.float64)).to(case["value"].dtype))
+
+
+def _pinned_truncated(T: int, B=(3,), dtype=torch.float32, **params) -> dict:
+    """Truncations at rows 0, T//2 and T−1 of env 0 and one in env 1, none terminal."""
+    case = _pinned(T, B, dtype, **params)
+    truncated = torch.zeros(T, *B, dtype=torch.bool)
+    truncated[[0, T // 2, T - 1], 0] = True
+    truncated[T // 3, 1] = True
+    case["discount"][truncated] = 0.99
+    g = torch.Generator().manual_seed(T + 1)
+    return dict(case, truncated=truncated, next_value=torch.randn(T, *B, generator=g).to(dtype))
+
+
+TRUNCATED_EXAMPLES = (_pinned_truncated(12), _pinned_truncated(6, (2,), torch.float64, lam=0.9, rho_bar=2.0,
+                                                                   c_bar=0.5, scale=2.0))
+
+
+def check_truncation_reference(impl, **case):
+    vs, pg = _call(impl, case)
+    want_vs, want_pg = _vs_reference(case)
+    bound_vs, bound_pg = error_bounds(case)
+    assert_within("VTRACE-17", "vs with truncated steps", vs, want_vs, bound_vs, **_inputs(case))
+    assert_within("VTRACE-17", "pg_advantage with truncated steps", pg, want_pg, bound_pg, **_inputs(case))
+
+
+def check_truncation_isolates(impl, pos, seed, **case):
+    truncated = case["truncated"].clone()
+    truncated[pos] = True  # every env's episode is cut after transition pos
+    case = dict(case, truncated=truncated)
+    changed = _changed_after(case, pos, torch.Generator().manual_seed(seed), False)
+    _assert_unchanged("VTRACE-18", f"truncated[{pos}] set, then rows after {pos} and V_T changed",
+                      _call(impl, changed), _call(impl, case), slice(0, pos + 1), case)
+
+
+def check_truncated_terminal(impl, pos, seed, **case):
+    discount, truncated = case["discount"].clone(), case["truncated"].clone()
+    discount[pos], truncated[pos] = 0, True
+    both = dict(case, discount=discount, truncated=truncated)
+    cleared = dict(both, truncated=truncated & (discount != 0))
+    _assert_unchanged("VTRACE-19", f"discount[{pos}] = 0 and truncated[{pos}] set (and wherever the case has both), "
+                                   "vs truncated cleared there", _call(impl, both), _call(impl, cleared), slice(None),
+                      both)
+
+
+def check_next_value_ignored(impl, seed, **case):
+    ignored = ~case["truncated"] | (case["discount"] == 0)  # [T, B]
+    moved = case["next_value"].clone()
+    moved[ignored] = noise_like(moved[ignored], torch.Generator().manual_seed(seed))
+    _assert_unchanged("VTRACE-20", "next_value changed where truncated is not set or the discount is 0",
+                      _call(impl, dict(case, next_value=moved)), _call(impl, case), slice(None), case)
+
+
+def check_concatenation(impl, ends, seed, **case):
+    discount = case["discount"].clone()
+    discount[ends == TERMINAL] = 0
+    truncated = ends == TRUNCATED
+    batch = dict(case, discount=discount, truncated=truncated,
+                 next_value=noise_like(case["value"], torch.Generator().manual_seed(seed)))
+    nxt = torch.where(truncated, batch["next_value"],
+                      torch.cat([case["value"][1:], case["bootstrap_value"].unsqueeze(0)]))  # [T, B]: V_{t+1}
+
+    def piece(col, a, z):  # the trajectory alone: bootstrapped from what its last row bootstraps from in the batch
+        return dict(case, **{k: batch[k][a:z + 1, col:col + 1] for k in ("log_rho", "discount", "reward", "value")},
+                    bootstrap_value=nxt[z, col:col + 1])
+
+    def bound(col, a, z):
+        return tuple(2 * b for b in error_bounds(piece(col, a, z)))
+
+    assert_concatenation("VTRACE-21", ("vs", "pg_advantage"), _call(impl, batch),
+                         lambda *p: _call(impl, piece(*p)), (discount == 0) | truncated,
+                         bound, **_inputs(batch))
+
+
+def _bad_truncation_case() -> dict:
+    return dict(_bad_input_case(), truncated=torch.zeros(5, 3, dtype=torch.bool), next_value=torch.zeros(5, 3))
+
+
+def check_rejects_truncation(impl, problem, name):
+    def call(case):
+        return impl.vtrace(*(case[k] for k in ARGS), **{k: case[k] for k in PARAMS + TRUNCATION})
+
+    rejects_truncation("VTRACE-22", "vtrace", call, _bad_truncation_case, problem, name)
 
 
 BAD = BadInput("vtrace", "VTRACE-9", "VTRACE-10", "VTRACE-11", _bad_input_case, _call)
@@ -439,6 +585,22 @@ PROPERTIES = (
              with_omitted(cases(), PARAMS), (dict(EXAMPLES[3], omitted=frozenset(PARAMS)),), INTERFACE,
              max_examples=10),
     Property("VTRACE-16", check_cut_overflow, with_position(cases(), "reward"), requires=INTERFACE),
+    Property("VTRACE-17", check_truncation_reference, truncation_cases(), TRUNCATED_EXAMPLES, INTERFACE),
+    Property("VTRACE-18", check_truncation_isolates, with_position(truncation_cases(), "reward"), requires=INTERFACE),
+    Property("VTRACE-19", check_truncated_terminal, with_position(truncation_cases(), "reward"), requires=INTERFACE),
+    Property("VTRACE-20", check_next_value_ignored, st.builds(lambda c, s: dict(c, seed=s), truncation_cases(), seeds),
+             (dict(TRUNCATED_EXAMPLES[0], seed=0),), INTERFACE),
+    Property("VTRACE-21", check_concatenation, with_ends(cases(), "reward"),
+             (dict(_pinned(9, (3,)), ends=pinned_ends(9), seed=9),), INTERFACE),
+    Property("VTRACE-22", check_rejects_truncation, TRUNCATION_ERRORS, requires=INTERFACE, max_examples=7),
 )
 
-CONTRACT = Contract("vtrace", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)
+CHANGES = (
+    Change("1.0", "first versioned release"),
+    Change("1.1", "the collector layout: optional truncated and next_value (a truncated step bootstraps from V(x'_t) "
+                  "and ends its episode), and the concatenation clause",
+           added=("VTRACE-17", "VTRACE-18", "VTRACE-19", "VTRACE-20", "VTRACE-21", "VTRACE-22")),
+)
+
+CONTRACT = Contract("vtrace", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE,
+                    changes=CHANGES)

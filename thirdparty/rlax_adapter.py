@@ -17,6 +17,8 @@ vtrace (``vtrace_td_error_and_advantage``; spec/vtrace.py)
     unsupported. rlax's pg_advantage bootstraps λ·vs_{t+1} + (1 − λ)·V_{t+1} (a documented difference).
 lambda_return (``lambda_returns(r_t, discount_t, v_t, lambda_)``; spec/lambda_return.py)
     discount_t = γ·cont·(1 − is_first[1:]) (an episode start cuts like a terminal), v_t = value[1:].
+truncated / next_value (vtrace and lambda_return): rlax has no truncation input either; the adapter folds a
+    truncation as for gae, r_t ← r_t + γ_t·next_value_t and discount_t ← 0 where truncated and not terminal.
 """
 
 from __future__ import annotations
@@ -83,8 +85,18 @@ def gae(reward, value, terminated, truncated, next_value, gamma, lam):
     return adv, adv + value.detach()
 
 
+def _fold_truncation(reward, discount, truncated, next_value):
+    """(reward, discount) [T, B] with each truncation that is not terminal folded SB3's way: r_t + γ_t·b_t, then 0."""
+    if truncated is None:
+        return reward, discount
+    time_limit = (truncated != 0) & (discount != 0)
+    return (torch.where(time_limit, reward + discount * next_value, reward),
+            torch.where(time_limit, torch.zeros_like(discount), discount))
+
+
 def vtrace(log_rho, discount, reward, value, bootstrap_value, rho_bar=1.0, c_bar=1.0, lam=1.0,
-           pg_rho_bar=None):
+           pg_rho_bar=None, truncated=None, next_value=None):
+    reward, discount = _fold_truncation(reward, discount, truncated, next_value)
     rho = torch.exp(log_rho)
     if c_bar != 1.0 and bool((rho.detach() > min(1.0, c_bar)).any()):
         raise Unsupported(f"rlax fixes c̄ = 1: c_bar={c_bar!r} clips some of these ratios differently")
@@ -94,10 +106,13 @@ def vtrace(log_rho, discount, reward, value, bootstrap_value, rho_bar=1.0, c_bar
     return errors + value.detach(), pg_advantage
 
 
-def lambda_return(reward, cont, value, gamma, lam, is_first=None):
+def lambda_return(reward, cont, value, gamma, lam, is_first=None, truncated=None, next_value=None):
     discount_t = gamma * cont
     if is_first is not None:
         discount_t = discount_t * (1 - is_first[1:].to(cont.dtype))
+    if truncated is not None:  # a truncation bootstraps whatever is_first says
+        discount_t = torch.where(truncated != 0, gamma * cont, discount_t)
+    reward, discount_t = _fold_truncation(reward, discount_t, truncated, next_value)
     return _columns(_lambda_returns, (reward, discount_t, value[1:]), lam)
 
 
@@ -125,6 +140,11 @@ DECLARED = {
                                  "carry starts as v_t[-1]; cast lambda_ to discount_t.dtype"),
     "VTRACE-2": Declared("difference", PG_BOOTSTRAP),
     "VTRACE-3": Declared("difference", PG_BOOTSTRAP + " (the on-policy pg_advantage with λ < 1)"),
+    "VTRACE-17": Declared("difference", PG_BOOTSTRAP + " (the pg_advantage before a truncation with λ < 1)"),
+    "VTRACE-22": Declared("accepts", f"{NO_VALIDATION}: rlax has no truncation input; the adapter's fold passes a "
+                                     "lone or NaN next_value as given"),
+    "LAMBDA-20": Declared("accepts", f"{NO_VALIDATION}: rlax has no truncation input; the adapter's fold passes a "
+                                     "lone or NaN next_value as given"),
     "VTRACE-9": Declared("accepts", SHAPES),
     "VTRACE-10": Declared("accepts", f"{NO_VALIDATION}: clip thresholds <= 0 and λ outside [0, 1] are used as given"),
     "VTRACE-11": Declared("accepts", f"{NO_VALIDATION}: NaN/Inf values and discounts outside [0, 1] propagate"),

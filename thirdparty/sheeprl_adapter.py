@@ -10,7 +10,8 @@ twohot (spec/twohot.py)
 lambda_return (``sheeprl.algos.dreamer_v3.utils.compute_lambda_values``; spec/lambda_return.py)
     sheeprl indexes by arrival and folds γ into the continues (spec/lambda_return.py "Conversion to
     sheeprl 0.8.4"): rewards = r, values = v[1:], continues = γ·c·(1 − is_first[1:]) (an episode start
-    cuts like a terminal; sheeprl has no is_first).
+    cuts like a terminal; sheeprl has no is_first). sheeprl has no truncation input either: a truncation that
+    is not terminal is folded, rewards_t = r_t + γ·c_t·next_value_t with continues_t = 0.
 return_ema (``sheeprl.algos.dreamer_v3.utils.Moments``; spec/return_ema.py)
     ReturnEMA(decay, max_range, percentile_low, percentile_high) = Moments(decay, max_=max_range, ...):
     the contract's default max_range 1.0 is sheeprl's DreamerV3 config (``moments.max: 1.0``), not
@@ -46,10 +47,14 @@ def mean(logits, num_bins=DEFAULT_BINS, low=DEFAULT_LOW, high=DEFAULT_HIGH):
     return TwoHotEncodingDistribution(logits, dims=1, low=low, high=high).mean.squeeze(-1)
 
 
-def lambda_return(reward, cont, value, gamma, lam, is_first=None):
+def lambda_return(reward, cont, value, gamma, lam, is_first=None, truncated=None, next_value=None):
     continues = gamma * cont
     if is_first is not None:
         continues = continues * (1 - is_first[1:].to(cont.dtype))
+    if truncated is not None:  # no truncation input: folded, r_t + γc_t·b_t then a zero continue
+        time_limit = (truncated != 0) & (cont != 0)
+        reward = torch.where(time_limit, reward + gamma * cont * next_value, reward)
+        continues = torch.where(truncated != 0, torch.zeros_like(continues), continues)
     return compute_lambda_values(rewards=reward, values=value[1:], continues=continues, lmbda=lam)
 
 
@@ -79,6 +84,8 @@ DECLARED = {
                                       "logits.shape[-1]"),
     "LAMBDA-13": Declared("difference", f"compute_lambda_values {LITERAL_CUT}"),
     "LAMBDA-14": Declared("difference", f"compute_lambda_values {LITERAL_CUT}"),
+    "LAMBDA-20": Declared("accepts", "compute_lambda_values validates nothing and has no truncation input; the "
+                                     "adapter's fold passes a lone or NaN next_value as given"),
     "TWOHOT-4": Declared("bug", "symlog is sign(x)·log(1 + |x|): for |x| below eps the 1 + |x| rounds to 1 and "
                                 "symlog returns 0 (relative error 1); use torch.log1p"),
     "TWOHOT-25": Declared("accepts", "symlog/symexp check no dtype: an integer tensor is silently promoted to a float "

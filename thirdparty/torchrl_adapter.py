@@ -13,7 +13,8 @@ vtrace (``vtrace_advantage_estimate``; spec/vtrace.py)
     holding only 0 and one γ > 0 maps to gamma = γ, done = terminated = (discount == 0); any other
     discount is unsupported. TorchRL has no λ (λ = 1 only) and clips the policy-gradient ratio at ρ̄
     (pg_rho_bar = ρ̄ only). next_state_value = cat(value[1:], bootstrap_value); it returns
-    (advantage, vs), the contract (vs, pg_advantage).
+    (advantage, vs), the contract (vs, pg_advantage). A truncation is TorchRL's own encoding: done = True,
+    terminated = False and next_state_value_t = next_value_t there.
 
 Flags that are bool, or hold only 0 and 1, become bool (TorchRL's encoding); any other flag tensor is
 passed as it is, for TorchRL to deal with.
@@ -61,7 +62,7 @@ def gae(reward, value, terminated, truncated, next_value, gamma, lam):
 
 
 def vtrace(log_rho, discount, reward, value, bootstrap_value, rho_bar=1.0, c_bar=1.0, lam=1.0,
-           pg_rho_bar=None):
+           pg_rho_bar=None, truncated=None, next_value=None):
     if lam != 1.0:
         raise Unsupported(f"TorchRL's vtrace has no λ (λ = 1 only), got lam={lam!r}")
     if pg_rho_bar is not None and pg_rho_bar != rho_bar:
@@ -74,10 +75,14 @@ def vtrace(log_rho, discount, reward, value, bootstrap_value, rho_bar=1.0, c_bar
     gamma = float(gammas[0]) if gammas.numel() else 0.99  # all steps terminal: γ is never read
     end = discount == 0  # [T, B]
     next_state_value = torch.cat([value[1:], bootstrap_value.unsqueeze(0)])[: value.shape[0]]  # [T, B]
+    done = end
+    if truncated is not None:
+        done = end | (_flags(truncated) != 0)
+        next_state_value = torch.where(done & ~end, next_value, next_state_value)
     zero_log_mu = torch.zeros_like(log_rho)
     adv, vs = vtrace_advantage_estimate(
         gamma, _batch_major(log_rho), _batch_major(zero_log_mu), _batch_major(value),
-        _batch_major(next_state_value), _batch_major(reward), _batch_major(end), _batch_major(end),
+        _batch_major(next_state_value), _batch_major(reward), _batch_major(done), _batch_major(end),
         rho_thresh=rho_bar, c_thresh=c_bar)
     return _time_major(vs), _time_major(adv)
 
@@ -99,6 +104,9 @@ DECLARED = {
     "GAE-11": Declared("accepts", f"{NO_VALIDATION}: NaN/Inf rewards and values propagate into the advantages"),
     "VTRACE-1": Declared("bug", FLOAT32_DISCOUNTS + " (vtrace_advantage_estimate: gamma * not_done)"),
     "VTRACE-2": Declared("bug", FLOAT32_DISCOUNTS + " (vtrace_advantage_estimate: gamma * not_terminated)"),
+    "VTRACE-17": Declared("bug", FLOAT32_DISCOUNTS + " (vs and pg with truncated steps, in float64)"),
+    "VTRACE-22": Declared("accepts", f"{NO_VALIDATION}: done and next_state_value are used as given, so a "
+                                     "next_value without truncated flags (or a NaN one) passes"),
     "VTRACE-5": Declared("difference", "the functional keeps the autograd graph; TorchRL's VTrace estimator class "
                                        "runs it without grad (differentiable=False by default)"),
     "VTRACE-8": Declared("bug", "T = 0 raises IndexError: vtrace_advantage_estimate seeds its recursion with "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from rlspec.contracts.validate import require_floating, require_range, require_shape
+from rlspec.contracts.validate import require_finite, require_floating, require_range, require_shape
 
 
 def _first_bad(t: torch.Tensor, bad: torch.Tensor) -> str:
@@ -49,3 +49,21 @@ def as_flags(fn: str, name: str, t: torch.Tensor, shape: tuple[int, ...], why: s
 def validate_discounting(fn: str, gamma: float, lam: float) -> None:
     require_range(fn, "gamma", gamma, 0.0, 1.0)
     require_range(fn, "lam", lam, 0.0, 1.0)
+
+
+def validate_truncation(fn: str, truncated: torch.Tensor | None, next_value: torch.Tensor | None,
+                        like: torch.Tensor, like_name: str) -> torch.Tensor | None:
+    """The optional collector-layout pair of ``lambda_return`` and ``vtrace``: ``truncated`` [T, ...] (0/1 flags)
+    and ``next_value`` [T, ...] = V(s'_t) of the real post-action state, in ``like``'s shape and dtype, given
+    together or not at all. Returns the flags as bool, or None when neither is given."""
+    if truncated is None and next_value is None:
+        return None
+    if truncated is None or next_value is None:
+        given, missing = ("truncated", "next_value") if next_value is None else ("next_value", "truncated")
+        raise ValueError(f"{fn}: argument '{given}' given without '{missing}': a truncated step bootstraps from "
+                         "next_value[t] = V(s'_t), so pass both or neither")
+    require_dtype(fn, "next_value", next_value, like.dtype, like_name)
+    require_shape(fn, "next_value", next_value, like.shape, f"(= {like_name}.shape [T, B])")
+    flags = as_flags(fn, "truncated", truncated, tuple(like.shape), f"(= {like_name}.shape [T, B])")
+    require_finite(fn, "next_value", next_value)
+    return flags
