@@ -27,6 +27,7 @@ from rlspec.contracts.trust_region import (ACCEPTED, ALL_FEASIBLE, CG_DAMPING, C
                                            validate_cg, validate_cpo, validate_fvp,
                                            validate_line_search, validate_natural_step, validate_p3o)
 from rlspec.contracts.validate import scalar_args
+from rlspec.reference.trust_region import p3o_cost_violation  # noqa: F401 - scalar host math, nothing to vectorize
 
 
 def _scalar(value, like: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,8 @@ from rlspec.contracts.trust_region import (ACCEPTED, ALL_FEASIBLE, CG_DAMPING, C
                                            LineSearchResult, P3OLoss, check_evaluation, check_fvp_output, check_kl,
                                            require_vector,
                                            line_search_fractions, validate_cg, validate_cpo, validate_fvp,
-                                           validate_line_search, validate_natural_step, validate_p3o)
+                                           validate_line_search, validate_natural_step, validate_p3o,
+                                           validate_p3o_violation)
 from rlspec.contracts.validate import scalar_args
 
 F64 = torch.float64
@@ -204,3 +205,12 @@ def p3o_loss(ratio: torch.Tensor, adv_r: torch.Tensor, adv_c: torch.Tensor, cost
     penalty = kappa * torch.relu(cost_surrogate + torch.as_tensor(cost_violation, dtype=F64))
     dt = ratio.dtype
     return P3OLoss((reward_loss + penalty).to(dt), reward_loss.to(dt), penalty.to(dt))
+
+
+@scalar_args("cost_return", "cost_limit", "cost_gamma")
+def p3o_cost_violation(cost_return: float, cost_limit: float, cost_gamma: float) -> float:
+    """c = (1 − γ_c)·(J_c − d), the cost term of P3O's objective κ·max(0, L_C + (1 − γ)(J_C(π_k) − d)) (Zhang et al.
+    2022, "Penalized Proximal Policy Optimization"): by the performance difference lemma, J_C(π) − d <= 0 iff
+    (1 − γ)(J_C(π_k) − d) + E_{d^π}[A_C] <= 0, the surrogate L_C standing for the expectation."""
+    validate_p3o_violation(cost_return, cost_limit, cost_gamma)
+    return (1.0 - cost_gamma) * (cost_return - cost_limit)

@@ -73,8 +73,15 @@ line_search(params [n], step [n], evaluate, *, max_kl, surrogate_before, cost_be
 
 p3o_loss(ratio [N], adv_r [N], adv_c [N], cost_violation, kappa=20, clip_ratio=0.2, cost_clip=False)
     L = −mean(min(ρA, clip(ρ, 1−ε, 1+ε)A)) + κ·ReLU(S_c + c),  S_c = mean(ρA_C)   (OmniSafe P3O)
-    With cost_clip, S_c = mean(max(ρA_C, clip(ρ)A_C)) (the paper's pessimistic clipped cost surrogate);
-    the paper also scales J_c − d by (1 − γ), OmniSafe does not: c is passed as the caller computes it.
+    With cost_clip, S_c = mean(max(ρA_C, clip(ρ)A_C)) (the paper's pessimistic clipped cost surrogate).
+
+p3o_cost_violation(cost_return, cost_limit, cost_gamma) -> c = (1 − γ_c)·(J_c − d)
+    The paper's c (Zhang et al. 2022): κ·max(0, L_C + (1 − γ)(J_C(π_k) − d)), J_C the discounted cost return;
+    the factor comes from the performance difference lemma, which puts J_C(π) − J_C(π_k) on the scale of
+    E[A_C]/(1 − γ). OmniSafe 0.5.0 (p3o.py ``Jc = EpCost − cost_limit``, omnisafe#118) passes the
+    undiscounted episode cost minus d, unscaled: with γ_c = 0.99 its c is ~100× the paper's, so the
+    per-step surrogate S_c hardly moves the ReLU's switch (the penalty is on whenever EpCost > d). rlspec's
+    safe engine follows OmniSafe (its anchor); p3o_loss takes c as the caller computes it.
     The penalty, and its gradient, vanish where S_c + c <= 0: a satisfied constraint exerts no pull.
 
 dtype: every function keeps the input dtype (float32 or float64). The reference accumulates CG and the
@@ -87,6 +94,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from hypothesis import strategies as st
 
@@ -110,6 +118,7 @@ from rlspec.contracts.trust_region import (
     line_search_fractions,
 )
 from rlspec.spec.core import (
+    Change,
     Contract,
     Property,
     assert_close,
@@ -165,13 +174,17 @@ CLAUSES = {
              "β = r'ᵀr'/(rᵀr + eps)",
     "TR-18": "the caller's tensors stay the caller's: line_search with nothing accepted returns a new tensor, not "
              "params itself, and fisher_vector_product leaves params' requires_grad and values alone",
+    "TR-19": "p3o_cost_violation(J_c, d, γ_c) = (1 − γ_c)·(J_c − d), the P3O paper's cost term that p3o_loss takes "
+             "as c (float64 closed form; the numbers given as Python floats, numpy scalars or 0-d tensors)",
+    "TR-20": "p3o_cost_violation rejects γ_c outside [0, 1) and a non-finite J_c or d, naming the argument and the "
+             "value",
 }
 
 CATEGORIES = by_category(
     maths=("TR-1", "TR-2", "TR-3", "TR-5", "TR-6", "TR-7", "TR-8", "TR-9", "TR-10", "TR-11", "TR-12", "TR-15",
-           "TR-16", "TR-17"),
+           "TR-16", "TR-17", "TR-19"),
     robustness=("TR-4", "TR-14", "TR-18"),
-    validation=("TR-13",),
+    validation=("TR-13", "TR-20"),
 )
 RATIONALE = {
     "TR-4": "The textbook CG recurrence divides by pᵀFp: a Fisher estimate that is not positive definite (a "
@@ -183,9 +196,15 @@ RATIONALE = {
              " and that the Fisher-vector product differentiate a detached copy (marking the caller's "
              "parameters as requiring grad changes every later autograd graph built from them).",
     "TR-14": SCALAR_RATIONALE,
+    "TR-19": "The P3O paper's objective carries (1 − γ)(J_C(π_k) − d): the performance difference lemma puts the "
+             "constraint J_C(π) <= d on the scale of the per-step surrogate. OmniSafe 0.5.0, the only adapted "
+             "library with a P3O, omits the factor (omnisafe#118): the clause states the paper's term and "
+             "OmniSafe's form is a declared difference.",
 }
 
-INTERFACE = ("conjugate_gradient", "fisher_vector_product", "natural_step", "cpo_step", "line_search", "p3o_loss")
+INTERFACE = ("conjugate_gradient", "fisher_vector_product", "natural_step", "cpo_step", "line_search", "p3o_loss",
+             "p3o_cost_violation")
+CHECKED_BY_TR13 = INTERFACE[:-1]  # the functions of 1.0; p3o_cost_violation's rejections are TR-20
 F64 = torch.float64
 
 
@@ -868,6 +887,29 @@ def _line_search_with(impl, case, kw):
     return tuple(impl.line_search(problem.theta0, problem.step, problem.evaluate, **required, **kw))
 
 
+p3o_violation_cases = st.fixed_dictionaries(dict(
+    cost_return=st.one_of(st.sampled_from([0.0, 12.5, 25.0, 80.0]), st.floats(-1e3, 1e3)),
+    cost_limit=st.sampled_from([0.0, 25.0, 1.5]), cost_gamma=st.sampled_from([0.0, 0.9, 0.99, 0.999]),
+    spelling=st.sampled_from(["float", "numpy", "tensor"])))
+SPELLINGS = {"float": float, "numpy": np.float64, "tensor": lambda x: torch.tensor(x, dtype=F64)}
+
+
+def check_p3o_violation(impl, cost_return, cost_limit, cost_gamma, spelling):
+    spell = SPELLINGS[spelling]
+    got = float(impl.p3o_cost_violation(spell(cost_return), spell(cost_limit), spell(cost_gamma)))
+    want = (1 - cost_gamma) * (cost_return - cost_limit)
+    tol = 4 * torch.finfo(F64).eps * (abs(cost_return) + abs(cost_limit))
+    assert_close("TR-19", "p3o_cost_violation vs (1 − γ_c)·(J_c − d)", torch.tensor(got, dtype=F64),
+                 torch.tensor(want, dtype=F64), atol=tol, cost_return=cost_return, cost_limit=cost_limit,
+                 cost_gamma=cost_gamma, spelling=spelling)
+
+
+def check_rejects_p3o_violation(impl, name, value):
+    args = dict(dict(cost_return=30.0, cost_limit=25.0, cost_gamma=0.99), **{name: value})
+    expect_rejection("TR-20", lambda: impl.p3o_cost_violation(**args), names=[f"'{name}'"], mentions=[repr(value)],
+                     what=f"p3o_cost_violation({name}={value!r})")
+
+
 def _p3o_with(impl, case, kw):
     gen = _gen(case["seed"])
     ratio = torch.exp(case["spread"] * torch.randn(case["n"], generator=gen, dtype=F64)).to(case["dtype"])
@@ -911,13 +953,28 @@ PROPERTIES = (
              (dict(seed=0, n=32, c=-10.0, kappa=20.0, clip_ratio=0.2, cost_clip=False, spread=0.3, dtype=F64),
               dict(seed=1, n=32, c=0.2, kappa=20.0, clip_ratio=0.2, cost_clip=True, spread=0.3, dtype=F64)),
              ("p3o_loss",)),
-    *per_function("TR-13", check_rejections, INTERFACE),
+    *per_function("TR-13", check_rejections, CHECKED_BY_TR13),
     Property("TR-17", check_cpo_boundaries, requires=("cpo_step",)),
     Property("TR-17", check_line_search_edges, requires=("line_search",)),
     Property("TR-17", check_cg_edges, requires=("conjugate_gradient",)),
     Property("TR-18", check_line_search_new_tensor, requires=("line_search",)),
     Property("TR-18", check_fvp_hygiene, requires=("fisher_vector_product",)),
-    *per_function("TR-14", check_hyperparameter_types, INTERFACE),
+    *per_function("TR-14", check_hyperparameter_types, CHECKED_BY_TR13),
+    Property("TR-19", check_p3o_violation, p3o_violation_cases,
+             (dict(cost_return=40.0, cost_limit=25.0, cost_gamma=0.99, spelling="float"),
+              dict(cost_return=3.0, cost_limit=25.0, cost_gamma=0.0, spelling="tensor")), ("p3o_cost_violation",)),
+    Property("TR-20", check_rejects_p3o_violation,
+             st.sampled_from([dict(name="cost_gamma", value=1.0), dict(name="cost_gamma", value=-0.1),
+                              dict(name="cost_gamma", value=math.nan), dict(name="cost_return", value=math.nan),
+                              dict(name="cost_return", value=math.inf), dict(name="cost_limit", value=-math.inf)]),
+             requires=("p3o_cost_violation",), max_examples=6),
 )
 
-CONTRACT = Contract("trust_region", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)
+CHANGES = (
+    Change("1.0", "first versioned release"),
+    Change("1.1", "p3o_cost_violation: the P3O paper's (1 − γ_c)·(J_c − d), OmniSafe's unscaled form a documented "
+                  "difference", added=("TR-19", "TR-20")),
+)
+
+CONTRACT = Contract("trust_region", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE,
+                    changes=CHANGES)

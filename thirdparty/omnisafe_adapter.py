@@ -1,4 +1,5 @@
-"""OmniSafe 0.5.0's Lagrangian controllers behind contract ``lagrange`` (spec/lagrange.py).
+"""OmniSafe 0.5.0's Lagrangian controllers behind contract ``lagrange`` (spec/lagrange.py), and its P3O cost term
+behind ``trust_region``'s ``p3o_cost_violation`` (spec/trust_region.py).
 
 The files ``omnisafe/common/lagrange.py``, ``pid_lagrange.py`` and ``simmer_agent.py`` are read out of the
 pinned wheel and executed as bare modules (rlspec.thirdparty.wheel): importing the ``omnisafe`` package
@@ -20,10 +21,16 @@ Conversions (all explicit, nothing validated on OmniSafe's behalf):
   .act(b, J̃_c)`` with ``cfgs`` carrying kp, ki, kd, polyak.
 * ``SauteBudget``: OmniSafe's Sauté lives in ``adapter/saute_adapter.py``, bound to its environment
   wrappers and ``OnPolicyAdapter``: unsupported here.
+* ``p3o_cost_violation(J_c, d, γ_c)``: the right-hand side of ``Jc = ...`` in ``P3O._loss_pi_cost``
+  (``algorithms/on_policy/penalty_function/p3o.py``), read out of the wheel and evaluated with a logger whose
+  ``Metrics/EpCost`` is J_c and a config whose ``cost_limit`` is d. The rest of trust_region (CG, the Fisher
+  product, line search, CPO's step, P3O's loss) are methods bound to OmniSafe's actor, logger and config:
+  ``fixtures/trust_region`` pins them against the reference instead.
 """
 
 from __future__ import annotations
 
+import ast
 import math
 import types
 
@@ -31,11 +38,11 @@ import torch
 
 from rlspec.contracts.lagrange import LAGRANGE_DEFAULTS, PID_DEFAULTS, SIMMER_DEFAULTS
 from rlspec.thirdparty import Declared, Unsupported, unsupported
-from rlspec.thirdparty.wheel import load_module
+from rlspec.thirdparty.wheel import load_module, read_source
 
 PACKAGE, VERSION = "omnisafe", "0.5.0"
 LIBRARY = f"{PACKAGE} {VERSION}"
-CONTRACTS = ("lagrange",)
+CONTRACTS = ("lagrange", "trust_region")
 
 _lagrange = load_module(PACKAGE, VERSION, "omnisafe/common/lagrange.py")
 _pid = load_module(PACKAGE, VERSION, "omnisafe/common/pid_lagrange.py")
@@ -107,6 +114,34 @@ class SimmerPID:
 SauteBudget = unsupported("SauteBudget", "OmniSafe's Sauté is SauteAdapter (adapter/saute_adapter.py), bound to "
                                          "its env wrappers and OnPolicyAdapter; no standalone budget to adapt")
 
+
+def _p3o_violation_expression():
+    """OmniSafe's own expression for P3O's c: the value of ``Jc = ...`` in ``P3O._loss_pi_cost``, compiled."""
+    source, filename = read_source(PACKAGE, VERSION, "omnisafe/algorithms/on_policy/penalty_function/p3o.py")
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["Jc"]:
+            return compile(ast.Expression(node.value), filename, "eval")
+    raise LookupError(f"{filename}: no assignment 'Jc = ...' (P3O._loss_pi_cost) to adapt")
+
+
+_P3O_JC = _p3o_violation_expression()
+
+
+def p3o_cost_violation(cost_return, cost_limit, cost_gamma):
+    """OmniSafe's c with its logger's EpCost = J_c and cost_limit = d; OmniSafe does not read γ_c here."""
+    def get_stats(key):
+        if key != "Metrics/EpCost":
+            raise Unsupported(f"P3O's c reads the logger's {key!r}, which the contract does not give")
+        return (cost_return,)
+
+    algo = types.SimpleNamespace(_logger=types.SimpleNamespace(get_stats=get_stats),
+                                 _cfgs=types.SimpleNamespace(algo_cfgs=types.SimpleNamespace(cost_limit=cost_limit)))
+    return eval(_P3O_JC, {}, {"self": algo})  # noqa: S307 - OmniSafe's expression from the pinned wheel
+
+
+BOUND_METHODS = ("not adapted: OmniSafe's CG, Fisher product, line search, CPO step and P3O loss are methods bound to "
+                 "its actor, logger and config (fixtures/trust_region pins them against the reference)")
+
 DECLARED = {
     "LAG-7": Declared("bug", "a non-finite J_c is not skipped: Lagrange turns λ into NaN for good (the NaN "
                              "gradient enters Adam's moments; clamp_ keeps NaN); PIDLagrangian sets λ to 0 for "
@@ -119,4 +154,10 @@ DECLARED = {
     "LAG-15": Declared("bug", "hyper-parameters are used as given: a np.float64 lagrangian_multiplier_init makes λ "
                               "a float64 Parameter (torch.as_tensor(max(init, 0.0))), a float stays float32; take "
                               "float(init)"),
+    **{f"TR-{i}": Declared("unsupported", BOUND_METHODS) for i in range(1, 19)},
+    "TR-19": Declared("difference", "P3O's c is EpCost − cost_limit (p3o.py _loss_pi_cost: Jc = "
+                                    "get_stats('Metrics/EpCost')[0] − cost_limit): the undiscounted episode cost, "
+                                    "without the paper's (1 − γ_c) (omnisafe#118)"),
+    "TR-20": Declared("accepts", "γ_c is not an argument of OmniSafe's term: γ_c = 1 or NaN cannot be refused, and a "
+                                 "NaN EpCost passes into the ReLU"),
 }

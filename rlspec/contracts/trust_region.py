@@ -213,6 +213,13 @@ def validate_p3o(ratio: torch.Tensor, adv_r: torch.Tensor, adv_c: torch.Tensor, 
     require_range(fn, "clip_ratio", clip_ratio, 0.0, 1.0, lo_open=True, hi_open=True)
 
 
+def validate_p3o_violation(cost_return, cost_limit, cost_gamma) -> None:
+    fn = "p3o_cost_violation"
+    for name, value in (("cost_return", cost_return), ("cost_limit", cost_limit)):
+        require_range(fn, name, value, -math.inf, math.inf, lo_open=True, hi_open=True)
+    require_range(fn, "cost_gamma", cost_gamma, 0.0, 1.0, hi_open=True)
+
+
 # --------------------------------------------------------------------------------------------------
 # Flat parameters of a module (what TRPO/CPO step on)
 # --------------------------------------------------------------------------------------------------

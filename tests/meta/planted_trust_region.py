@@ -12,7 +12,8 @@ from rlspec.reference import trust_region as ref
 
 
 def _tr(**overrides) -> types.SimpleNamespace:
-    names = ("conjugate_gradient", "fisher_vector_product", "natural_step", "cpo_step", "line_search", "p3o_loss")
+    names = ("conjugate_gradient", "fisher_vector_product", "natural_step", "cpo_step", "line_search", "p3o_loss",
+             "p3o_cost_violation")
     return types.SimpleNamespace(**{**{n: getattr(ref, n) for n in names}, **overrides})
 
 
@@ -109,6 +110,17 @@ def _p3o_without_relu(ratio, adv_r, adv_c, cost_violation, kappa=20.0, clip_rati
     return P3OLoss(out.reward_loss + penalty, out.reward_loss, penalty)
 
 
+def _violation_unscaled(cost_return, cost_limit, cost_gamma):
+    """OmniSafe 0.5.0's P3O term: J_c − d without the paper's (1 − γ_c)."""
+    ref.p3o_cost_violation(cost_return, cost_limit, cost_gamma)  # validated as the reference does
+    return float(cost_return) - float(cost_limit)
+
+
+def _violation_unvalidated(cost_return, cost_limit, cost_gamma):
+    """γ_c = 1 (and NaN) go through: (1 − γ_c) = 0 switches the constraint off."""
+    return (1.0 - float(cost_gamma)) * (float(cost_return) - float(cost_limit))
+
+
 PLANTED_TRUST_REGION = (
     Planted("CG without the residual update", "trust_region", _tr(conjugate_gradient=_cg_without_residual_update),
             "TR-1", "x vs float64 solve", ("TR-4",)),
@@ -130,6 +142,10 @@ PLANTED_TRUST_REGION = (
             "TR-17", "step", ("TR-10", "TR-11", "TR-15")),
     Planted("P3O penalty without the ReLU", "trust_region", _tr(p3o_loss=_p3o_without_relu),
             "TR-12", "cost_penalty", ("TR-11",)),
+    Planted("P3O cost term without (1 − γ_c) (OmniSafe 0.5.0)", "trust_region",
+            _tr(p3o_cost_violation=_violation_unscaled), "TR-19", "(1 − γ_c)·(J_c − d)", ("TR-20",)),
+    Planted("P3O cost term accepts γ_c = 1", "trust_region", _tr(p3o_cost_violation=_violation_unvalidated),
+            "TR-20", "accepted silently", ("TR-19",)),
     Planted("line search refuses numpy hyper-parameters", "trust_region",
             _tr(line_search=ref.line_search.__wrapped__), "TR-14", "max_kl=np.float32(", ("TR-8", "TR-9")),
 )
