@@ -39,6 +39,7 @@ CONTRACTS: dict[str, str] = {
     "behavior": "rlspec.spec.behavior",
     "rssm": "rlspec.spec.rssm",
     "world_model": "rlspec.spec.world_model",
+    "collector": "rlspec.spec.collector",
 }
 
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -124,6 +125,10 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "world_model": {
         "reference": "rlspec.reference.world_model",
         "fast-torch": "rlspec.fast.world_model",
+    },
+    "collector": {
+        "reference": "rlspec.reference.collector",
+        "safe-engine": "rlspec.engines.safe.collector",
     },
 }
 

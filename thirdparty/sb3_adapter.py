@@ -1,4 +1,4 @@
-"""Stable-Baselines3 2.9.2 behind contracts ``gae`` and ``numerics`` (its normalizers).
+"""Stable-Baselines3 2.9.2 behind contracts ``gae``, ``numerics`` (its normalizers) and ``collector``.
 
 gae (``RolloutBuffer.compute_returns_and_advantage`` + the timeout bootstrap of
 ``OnPolicyAlgorithm.collect_rollouts``; spec/gae.py)
@@ -20,6 +20,16 @@ numerics (``RunningMeanStd``, ``VecNormalize.normalize_obs``; spec/numerics.py)
     untouched) run on a stand-in holding VecNormalize's attributes (clip_obs, epsilon, norm_obs, obs_rms).
     SB3 has no counterpart of the other numerics names (PPO's advantage normalization, ratio clipping
     and losses are inline in ``PPO.train``): they are unsupported.
+collector (``OnPolicyAlgorithm.collect_rollouts`` filling PPO's ``RolloutBuffer``; spec/collector.py)
+    A real ``PPO("MlpPolicy", DummyVecEnv([Monitor(f()) for f in envs.env_fns]), n_steps=steps)`` (SB3's own
+    same-step vector, whatever the given vector's mode), ``_setup_learn`` then one ``collect_rollouts``, as
+    ``learn`` does. Rows are the buffer's: observations, actions (the Gaussian samples; the env gets them
+    clipped), rewards (with SB3's γ·V(terminal_observation) folded in at a time limit). The buffer keeps no
+    next state: next_obs is the next row's observation inside an episode (``_last_obs`` after the last row),
+    NaN at an episode end (the final observation went into V and is not stored). Its only flag is done =
+    terminated or truncated (``episode_starts`` of the next row, ``_last_episode_starts`` after the last):
+    terminated = done, truncated = False, which is what the buffer's GAE reads. Episodes are the Monitors'
+    (per env, in order). SB3 refuses n_steps·n_envs <= 1 (PPO's assertion): those examples are unsupported.
 """
 
 from __future__ import annotations
@@ -29,14 +39,17 @@ import math
 import numpy as np
 import torch
 from gymnasium import spaces
+from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.running_mean_std import RunningMeanStd as _SB3RunningMeanStd
+from stable_baselines3.common.vec_env import DummyVecEnv
 from stable_baselines3.common.vec_env.vec_normalize import VecNormalize
 
-from rlspec.thirdparty import Declared, LITERAL_CUT, unsupported
+from rlspec.thirdparty import Declared, LITERAL_CUT, Unsupported, unsupported
 
 LIBRARY = "stable-baselines3 2.9.2"
-CONTRACTS = ("gae", "numerics")
+CONTRACTS = ("gae", "numerics", "collector")
 
 
 def _numpy(t: torch.Tensor) -> np.ndarray:
@@ -141,7 +154,38 @@ entropy_loss = unsupported("entropy_loss", _INLINE)
 
 FLOAT32_BUFFER = ("RolloutBuffer stores rewards, values, advantages and returns in float32 numpy arrays "
                   "whatever the input dtype (buffers.py)")
+
+def collect(envs, obs, policy, steps):
+    n = envs.num_envs
+    if steps * n <= 1:
+        raise Unsupported(f"PPO asserts n_steps * n_envs > 1: got {steps} steps of {n} envs")
+    vec = DummyVecEnv([lambda f=f: Monitor(f()) for f in envs.env_fns])
+    model = PPO("MlpPolicy", vec, n_steps=steps, batch_size=steps * n, seed=0, device="cpu")
+    _, callback = model._setup_learn(steps * n, callback=None)
+    callback.on_training_start(locals(), globals())
+    model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=steps)
+    buf = model.rollout_buffer
+    observations = buf.observations.reshape(steps, n, -1)  # [T, N, 4]
+    done = np.concatenate([buf.episode_starts[1:], model._last_episode_starts[None]]).astype(bool)  # [T, N]
+    following = np.concatenate([observations[1:], model._last_obs[None]])  # [T, N, 4]
+    next_obs = np.where(done[..., None], np.nan, following)
+    rows = dict(obs=observations, action=buf.actions.reshape(steps, n, -1), reward=buf.rewards, next_obs=next_obs,
+                terminated=done, truncated=np.zeros_like(done))
+    episodes = []
+    for i, env in enumerate(vec.envs):
+        episodes += [(i, r, length) for r, length in zip(env.get_episode_rewards(), env.get_episode_lengths())]
+    return dict({k: v.reshape(steps * n, *v.shape[2:]) for k, v in rows.items()}, episodes=episodes)
+
+
+NO_NEXT_STATE = ("RolloutBuffer keeps no next state: collect_rollouts folds γ·V(terminal_observation) into the "
+                 "reward at a time limit and drops the final observation (the adapter stores NaN there)")
+
 DECLARED = {
+    "COLL-1": Declared("difference", "at a time limit the stored reward is r + γ·V(terminal_observation): "
+                                     "collect_rollouts' timeout bootstrap (its issue #633) folded into the reward"),
+    "COLL-2": Declared("difference", NO_NEXT_STATE),
+    "COLL-5": Declared("difference", "the buffer's only flag is done = terminated or truncated (episode_starts of "
+                                     "the next row); a truncation's bootstrap lives in the reward instead"),
     "NUM-21": Declared("accepts", "RunningMeanStd(epsilon) checks nothing: a negative epsilon becomes the "
                                    "initial count"),
     "NUM-23": Declared("bug", "RunningMeanStd keeps count = epsilon as given: a np.float32 epsilon makes "
