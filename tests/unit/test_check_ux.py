@@ -390,7 +390,7 @@ def test_list_shows_signatures_attributes_defaults_and_case_keys(capsys):
     assert "ReturnEMA(decay: float = 0.99, max_range: float = 1.0" in text and ".update(x: torch.Tensor)" in text
     assert cli.main(["list"]) == 0
     text = capsys.readouterr().out
-    assert "gae 1.0: interface gae; implementations reference, fast-torch, fast-triton" in text
+    assert "gae 1.1: interface gae; implementations reference, fast-torch, fast-triton" in text
     assert "  validation:\n    VTRACE-9: " in text
 
 

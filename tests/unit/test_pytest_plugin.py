@@ -94,7 +94,7 @@ def test_an_outside_project_runs_clauses_as_items_with_xfail_and_strict(tmp_path
     assert "XFAIL test_theirs.py::test_gae::gae::GAE-11 - we do not validate NaN" in out or "1 xfailed" in out
     xml = (root / "junit.xml").read_text()
     assert '<property name="category" value="validation" />' in xml and 'name="contract_version"' in xml
-    assert "[GAE-1] advantages" in out and "(maths clause of gae 1.0)" in out
+    assert "[GAE-1] advantages" in out and "(maths clause of gae 1.1)" in out
     assert "replay: pytest test_theirs.py::test_bug::gae::GAE-1 (a pinned example: it runs first)" in out
     assert "or: rlspec check gae --impl float32_gamma --clause GAE-1" in out
     bug = re.search(r"replay: pytest (\S+) --rlspec-reproduce (\S+)", out)
