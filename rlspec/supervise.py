@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 DEADLINE_S = 300.0  # per example, by default (`rlspec check --timeout`)
 POLL_S = 0.2
+STARTUP_S = 60.0  # a fresh worker's spawn and imports (torch, the kit) count against no example's deadline
 
 
 class CheckerError(RuntimeError):
@@ -132,13 +133,14 @@ def supervise(jobs: list[Job], workers: int, triton: str, threads: int, deadline
     try:
         while pending or busy:
             while pending and (idle or len(busy) < workers):
+                grace = 0.0 if idle else STARTUP_S
                 proc, conn = idle.pop() if idle else start()
                 job = pending.pop(0)
                 if job.started is None:
                     job.started = time.monotonic()
                     on_start(job)
                 conn.send(job)
-                busy[proc] = [job, conn, time.monotonic()]
+                busy[proc] = [job, conn, time.monotonic() + grace]
             for proc, state in list(busy.items()):
                 job, conn, _ = state
                 if _drain(conn, job, state, finished):
@@ -232,6 +234,8 @@ def _record_end(job: Job, hung: bool, exitcode: int | None, deadline: float, cra
     """The outcome of the clause (or the import) the worker was in when it ended."""
     why = (f"no progress for {deadline:g} s (the per-example deadline, --timeout): an endless loop or a deadlock"
            if hung else f"the implementation ended the checking process ({_exit_reason(exitcode)})")
+    if job.target >= len(job.task.targets):  # it ended after its last target, before saying so: nothing to blame
+        return
     label, target, _ = job.task.targets[job.target]
     if job.loading or job.target not in job.entries:
         job.entries[job.target] = dict(label=label, target=target, status="error", reason=f"while importing: {why}",
