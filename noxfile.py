@@ -65,7 +65,7 @@ def user_torch(session: nox.Session) -> None:
     session.install(wanted)
     version = ("python", "-c", "import warnings; warnings.simplefilter('ignore'); import torch; print(torch.__version__)")
     before = session.run(*version, silent=True).strip().splitlines()[-1]
-    session.install("-e", ".[spec]", "pytest>=8")
+    session.install("-e", ".[spec,gym]", "pytest>=8")
     after = session.run(*version, silent=True).strip().splitlines()[-1]
     if after != before:
         session.error(f"pip replaced the environment's torch {before} with {after}")

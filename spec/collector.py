@@ -36,11 +36,11 @@ next episode's first obs and never anyone's next state.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter, defaultdict
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 from hypothesis import strategies as st
@@ -90,41 +90,62 @@ RESET, MIDDLE, FINAL = 0.0, 1.0, 2.0
 # --------------------------------------------------------------------------------------------------
 # The scripted env and its record
 # --------------------------------------------------------------------------------------------------
-class ScriptedEnv(gym.Env):
-    """Sub-env ``index``: episode k lasts ``script[k]`` = (length, ending) steps; every step goes to ``record``."""
-
-    metadata: dict = {"render_modes": []}
-    observation_space = gym.spaces.Box(-1.0, 1e6, (4,), np.float64)
-    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
-
-    def __init__(self, index: int, script: list[tuple[int, str]], record: list[dict]):
-        self.index, self.script, self.record = index, script, record
-        self.episode, self.t = -1, 0
-
-    def _obs(self, kind: float) -> np.ndarray:
-        return np.array([self.index, self.episode, self.t, kind], dtype=np.float64)
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        self.episode, self.t = self.episode + 1, 0
-        return self._obs(RESET), {}
-
-    def step(self, action):
-        length, ending = self.script[self.episode] if self.episode < len(self.script) else DEFAULT_EPISODE
-        a = float(np.asarray(action, dtype=np.float64).reshape(-1)[0])
-        before, reward = self._obs(RESET if self.t == 0 else MIDDLE), 100.0 * self.episode + self.t + a / 2
-        self.t += 1
-        last = self.t == length
-        terminated, truncated = last and ending != "truncated", last and ending != "terminated"
-        after = self._obs(FINAL if last else MIDDLE)
-        self.record.append(dict(env=self.index, episode=self.episode, t=self.t - 1, obs=before, action=a,
-                                reward=reward, terminated=terminated, truncated=truncated, next_obs=after))
-        return after, reward, terminated, truncated, {}
+@functools.cache
+def _gymnasium():
+    """gymnasium >= 1.1 (its vector API's autoreset modes), imported when a collector is first checked."""
+    try:
+        import gymnasium
+    except ImportError:
+        raise ImportError("contract collector needs gymnasium >= 1.1: pip install 'rlspec[gym]'") from None
+    if not hasattr(gymnasium.vector, "AutoresetMode"):
+        raise ImportError(f"contract collector needs gymnasium >= 1.1 (its autoreset modes), found "
+                          f"{gymnasium.__version__}: pip install 'gymnasium>=1.1'")
+    return gymnasium
 
 
-def make_envs(case: dict) -> tuple[gym.vector.SyncVectorEnv, list[dict]]:
+@functools.cache
+def scripted_env_class():
+    """ScriptedEnv, a gymnasium.Env: sub-env ``index`` plays episodes of ``script[k]`` = (length, ending) steps and
+    writes every step to ``record``."""
+    gym = _gymnasium()
+
+    class ScriptedEnv(gym.Env):
+        metadata: dict = {"render_modes": []}
+        observation_space = gym.spaces.Box(-1.0, 1e6, (4,), np.float64)
+        action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+        def __init__(self, index: int, script: list[tuple[int, str]], record: list[dict]):
+            self.index, self.script, self.record = index, script, record
+            self.episode, self.t = -1, 0
+
+        def _obs(self, kind: float) -> np.ndarray:
+            return np.array([self.index, self.episode, self.t, kind], dtype=np.float64)
+
+        def reset(self, *, seed: int | None = None, options: dict | None = None):
+            super().reset(seed=seed)
+            self.episode, self.t = self.episode + 1, 0
+            return self._obs(RESET), {}
+
+        def step(self, action):
+            length, ending = self.script[self.episode] if self.episode < len(self.script) else DEFAULT_EPISODE
+            a = float(np.asarray(action, dtype=np.float64).reshape(-1)[0])
+            before, reward = self._obs(RESET if self.t == 0 else MIDDLE), 100.0 * self.episode + self.t + a / 2
+            self.t += 1
+            last = self.t == length
+            terminated, truncated = last and ending != "truncated", last and ending != "terminated"
+            after = self._obs(FINAL if last else MIDDLE)
+            self.record.append(dict(env=self.index, episode=self.episode, t=self.t - 1, obs=before, action=a,
+                                    reward=reward, terminated=terminated, truncated=truncated, next_obs=after))
+            return after, reward, terminated, truncated, {}
+
+    return ScriptedEnv
+
+
+def make_envs(case: dict) -> tuple[Any, list[dict]]:
+    """(a gymnasium.vector.SyncVectorEnv of the case's sub-envs in its mode, the record they write)."""
+    gym, env_class = _gymnasium(), scripted_env_class()
     record: list[dict] = []
-    fns = [(lambda i=i: ScriptedEnv(i, case["scripts"][i], record)) for i in range(case["num_envs"])]
+    fns = [(lambda i=i: env_class(i, case["scripts"][i], record)) for i in range(case["num_envs"])]
     mode = {NEXT_STEP: gym.vector.AutoresetMode.NEXT_STEP, SAME_STEP: gym.vector.AutoresetMode.SAME_STEP}
     return gym.vector.SyncVectorEnv(fns, autoreset_mode=mode[case["mode"]]), record
 
