@@ -40,6 +40,7 @@ CONTRACTS: dict[str, str] = {
     "rssm": "rlspec.spec.rssm",
     "world_model": "rlspec.spec.world_model",
     "collector": "rlspec.spec.collector",
+    "trainer": "rlspec.spec.trainer",
 }
 
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -129,6 +130,9 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "collector": {
         "reference": "rlspec.reference.collector",
         "safe-engine": "rlspec.engines.safe.collector",
+    },
+    "trainer": {
+        "reference": "rlspec.reference.trainer",
     },
 }
 
