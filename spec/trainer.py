@@ -3,8 +3,8 @@ resumed.
 
 Sources: the reproducibility a resume promises (Stable-Baselines3 issues #1277 and #1016: a resumed run restarts
 or regresses when the replay buffer, optimizer state or schedule is not saved; hill-a/stable-baselines#301 asks
-for "a test that reloads and continues and gets the identical result"); Pardo-style bit-for-bit resume is what
-rlspec's own engines promise and test.
+for "a test that reloads and continues and gets the identical result"); the bit-for-bit resume rlspec's own
+engines promise and test.
 
 Interface
 ---------

@@ -1,5 +1,5 @@
-"""Runtime half of contracts ``trainer`` and ``data_parallel`` (clauses and properties: spec/trainer.py,
-spec/data_parallel.py): what a fingerprint is and how two are compared. Imports only numpy and torch.
+"""Runtime half of contract ``trainer`` (clauses and properties: spec/trainer.py): what a fingerprint is and
+how two are compared. Imports only numpy and torch.
 
 A fingerprint is what a trainer saves and a resumed run depends on: parameters, optimizer state, RNG states,
 replay, counters. It is a mapping whose values are tensors, numpy arrays, numbers, strings, bytes or None,
