@@ -1,7 +1,7 @@
 """Reference ``trainer`` (spec/trainer.py): a toy trainer whose stop, kill and resume leave its result unchanged.
 
-It learns a linear model online. Each step the "env" draws one sample (x [D] ~ N(0, I), y = w*·x + 0.1·ε) into
-the replay, a minibatch of BATCH indices is drawn from the replay, and SGD with momentum takes a step on the
+It learns the toy linear regression of reference/toy_regression.py online. Each step the "env" draws one sample
+into the replay, a minibatch of BATCH indices is drawn from the replay, and SGD with momentum takes a step on the
 squared error. Everything a later step depends on is in one checkpoint: the step count, the weights, the
 momentum buffer, the replay and the generator's state. It is written every EVERY steps and at the last step,
 atomically (a temporary file, then ``os.replace``), so SIGKILL at any moment leaves the last complete one.
@@ -14,30 +14,27 @@ from pathlib import Path
 
 import torch
 
+from rlspec.reference import toy_regression as toy
+
 UNIT, MAX_STEPS = 1, 256  # any step can be a stop; the checks run up to 256 steps
-D, BATCH, EVERY = 8, 16, 8
-LR, MOMENTUM, NOISE = 0.05, 0.9, 0.1
+BATCH, EVERY = 16, 8
 CHECKPOINT = "checkpoint.pt"
 
 
 def _fresh(seed: int) -> dict:
     gen = torch.Generator().manual_seed(seed)
-    target = torch.randn(D, generator=gen, dtype=torch.float64)  # w* [D]
-    weights = 0.1 * torch.randn(D, generator=gen, dtype=torch.float64)  # [D]
-    return dict(step=0, weights=weights, velocity=torch.zeros(D, dtype=torch.float64), target=target,
-                x=torch.zeros(0, D, dtype=torch.float64), y=torch.zeros(0, dtype=torch.float64),
-                gen=gen.get_state())
+    w_star = toy.target(gen)
+    weights = toy.initial_weights(gen)
+    return dict(step=0, weights=weights, velocity=torch.zeros_like(weights), target=w_star,
+                x=torch.zeros(0, toy.D, dtype=toy.DTYPE), y=torch.zeros(0, dtype=toy.DTYPE), gen=gen.get_state())
 
 
 def _step(state: dict, gen: torch.Generator) -> None:
-    x = torch.randn(1, D, generator=gen, dtype=torch.float64)  # [1, D]
-    y = x @ state["target"] + NOISE * torch.randn(1, generator=gen, dtype=torch.float64)  # [1]
+    x, y = toy.samples(gen, state["target"], 1)  # [1, D], [1]
     state["x"], state["y"] = torch.cat([state["x"], x]), torch.cat([state["y"], y])  # replay [t + 1, ...]
     idx = torch.randint(len(state["y"]), (BATCH,), generator=gen)  # [BATCH]
-    err = state["x"][idx] @ state["weights"] - state["y"][idx]  # [BATCH]
-    grad = 2.0 * state["x"][idx].T @ err / BATCH  # d mean(err²) / dw [D]
-    state["velocity"] = MOMENTUM * state["velocity"] + grad  # heavy-ball momentum (PyTorch's SGD form)
-    state["weights"] = state["weights"] - LR * state["velocity"]
+    grad = toy.gradient(state["weights"], state["x"][idx], state["y"][idx])
+    state["weights"], state["velocity"] = toy.momentum_step(state["weights"], state["velocity"], grad)
     state["step"] += 1
 
 

@@ -41,6 +41,7 @@ CONTRACTS: dict[str, str] = {
     "world_model": "rlspec.spec.world_model",
     "collector": "rlspec.spec.collector",
     "trainer": "rlspec.spec.trainer",
+    "data_parallel": "rlspec.spec.data_parallel",
 }
 
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -130,9 +131,16 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "collector": {
         "reference": "rlspec.reference.collector",
         "safe-engine": "rlspec.engines.safe.collector",
+        "bonus-engine": "rlspec.engines.bonus.collector",
     },
     "trainer": {
         "reference": "rlspec.reference.trainer",
+    },
+    "data_parallel": {
+        "reference": "rlspec.reference.data_parallel",
+        "safe-engine-ppolag": "rlspec.engines.safe.data_parallel:PPOLAG",
+        "safe-engine-cpo": "rlspec.engines.safe.data_parallel:CPO",
+        "bonus-engine": "rlspec.engines.bonus.data_parallel",
     },
 }
 

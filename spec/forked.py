@@ -64,6 +64,8 @@ class Child:
 
 def fork(fn: Callable[[], None]) -> Child:
     """Run ``fn()`` in a forked child; the parent gets the Child at once."""
+    import torch._dynamo  # noqa: F401 - torch.optim imports it on the first optimizer built (about 1.5 s): once here,
+    # not again in every child
     read, write = os.pipe()
     with warnings.catch_warnings():  # Python 3.12 warns of fork in a threaded process: the child uses none
         warnings.simplefilter("ignore", DeprecationWarning)

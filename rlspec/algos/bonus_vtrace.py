@@ -285,17 +285,19 @@ def vtrace_targets(state: LearnerState, batch: Fragment, cfg: LearnerConfig, vtr
 
 def ppo_vtrace_update(state: LearnerState, batch: Fragment, cfg: LearnerConfig, kit: BonusKit, gen: torch.Generator,
                       average_gradients: Callable[[list[nn.Parameter]], None] | None = None,
-                      return_scale: float = 1.0) -> dict[str, float]:
+                      return_scale: float = 1.0,
+                      standardize: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, float]:
     """The main update (module docstring, steps 1–3) on rewards / ``return_scale`` (ReturnScale.scale());
     returns the logged metrics. ``kit``: vtrace, safe_standardize, ratio_guard and LossGuard.
     ``average_gradients``: data parallel trainers average every gradient over ranks before the clip (each rank
-    the same number of minibatches: equal batches per rank)."""
+    the same number of minibatches: equal batches per rank); ``standardize``: theirs of the advantages over every
+    rank's batch (default: the kit's safe_standardize over this batch)."""
     batch = batch._replace(reward=batch.reward / return_scale)
     logp_old, vs, adv, rho = vtrace_targets(state, batch, cfg, kit.vtrace)
     T, N = logp_old.shape
     flat = lambda x: x.reshape(T * N, *x.shape[2:])  # noqa: E731  [T, N, ...] -> [M, ...]
     obs, tokens, logp_old, vs, adv = flat(batch.obs), flat(batch.tokens), flat(logp_old), flat(vs), flat(adv)
-    adv = kit.safe_standardize(adv)  # contract numerics: zero-centred only where the std is below STD_EPS
+    adv = (standardize or kit.safe_standardize)(adv)  # contract numerics: zero-centred where std < STD_EPS
     M = T * N
     size = math.ceil(M / cfg.minibatches)
     guard = kit.LossGuard()  # this update's non-finite losses

@@ -165,11 +165,12 @@ class LearnerSide:
     """PPO + V-trace learner and the bonus scheduler (seed 003 trainer)."""
 
     def __init__(self, cfg: BonusConfig, kit: BonusKit, setup, bonus_cfg: SuccessSetConfig, obs_dim: int,
-                 action_dim: int, n_bins: int, gen: torch.Generator, reduce_min=None, average_gradients=None):
+                 action_dim: int, n_bins: int, gen: torch.Generator, reduce_min=None, average_gradients=None,
+                 standardize=None):
         self.cfg, self.kit, self.setup, self.n_bins = cfg, kit, setup, n_bins
         self.learner = make_learner(cfg.learner, obs_dim, action_dim, n_bins, kit, gen)
         self.scheduler = kit.BonusScheduler(bonus_cfg, **({"reduce_min": reduce_min} if reduce_min else {}))
-        self.average_gradients = average_gradients
+        self.average_gradients, self.standardize = average_gradients, standardize
         self.bonus_errors = 0
         # the EMA ("best") policy of seed 003 §2.3, kept only when some worker acts with it
         self.ema = copy.deepcopy(self.learner.policy.state_dict()) if cfg.best_workers else None
@@ -181,7 +182,7 @@ class LearnerSide:
         if obs_stats is not None:
             self.learner.policy.norm.set_extra_state(obs_stats)
         metrics = ppo_vtrace_update(self.learner, batch, self.cfg.learner, self.kit, gen,
-                                    self.average_gradients, return_scale)
+                                    self.average_gradients, return_scale, self.standardize)
         if self.setup.loss_a:
             telemetry = bonus_phase(self.learner, miner, self.scheduler, step, self.n_bins,
                                     self.cfg.learner.max_grad_norm, self.kit, gen, self.average_gradients)

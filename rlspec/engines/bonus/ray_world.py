@@ -35,6 +35,7 @@ number fits on a small machine.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -60,6 +61,21 @@ def _parts(cfg: BonusConfig):
     kit = BonusKit.named(cfg.kit)
     setup = bonus_setup(cfg.ablation)
     return kit, setup, effective_config(cfg.bonus, setup)
+
+
+def average_over_ranks(params: list) -> None:
+    """Each parameter's gradient replaced by its mean over the default process group's ranks."""
+    for p in params:
+        dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+        p.grad /= dist.get_world_size()
+
+
+def standardize_over_ranks(standardize, adv: torch.Tensor) -> torch.Tensor:
+    """``standardize`` (contract numerics' safe_standardize) of every rank's advantages [M] (the same M on each),
+    concatenated in rank order; this rank's part [M]. Each rank's own statistics would give each another step."""
+    everyone = [torch.empty_like(adv) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, adv)
+    return standardize(torch.cat(everyone)).view(len(everyone), -1)[dist.get_rank()]
 
 
 def worker_generator(cfg: BonusConfig, index: int) -> torch.Generator:
@@ -208,13 +224,9 @@ class TrainerActor:
         kit, setup, bonus_cfg = _parts(cfg)
         self.bonus_cfg = bonus_cfg
         gen = torch.Generator().manual_seed(cfg.seed)  # the same initial weights on every rank
-        self.side = LearnerSide(cfg, kit, setup, bonus_cfg, *dims, gen, average_gradients=self._average)
+        self.side = LearnerSide(cfg, kit, setup, bonus_cfg, *dims, gen, average_gradients=average_over_ranks,
+                                standardize=functools.partial(standardize_over_ranks, kit.safe_standardize))
         self.gen = gen.manual_seed(role_seed(cfg.seed, 2, rank))  # its own minibatch order and pack draws
-
-    def _average(self, params: list) -> None:
-        for p in params:
-            dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
-            p.grad /= self.world
 
     def update(self, replay, step: int, batch_seed: int) -> dict:
         batch, scale, obs_stats = ray.get(replay.batch.remote(self.rank, self.world, batch_seed))

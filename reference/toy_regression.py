@@ -1,0 +1,42 @@
+"""The toy learner that reference/trainer.py and reference/data_parallel.py train: linear regression on the
+squared error. Neither contract pins a learning rule (any rule a trainer or a data-parallel update uses is
+theirs), so this module is no contract's reference and is not mutated (spec/mutants.py): the machinery
+around it is what those references show.
+
+A problem is a target w* [D] ~ N(0, I); a sample is x [D] ~ N(0, I) with y = w*·x + NOISE·ε.
+"""
+
+from __future__ import annotations
+
+import torch
+
+D, NOISE, LR, MOMENTUM = 8, 0.1, 0.05, 0.9
+DTYPE = torch.float64
+
+
+def target(gen: torch.Generator) -> torch.Tensor:
+    """w* [D]."""
+    return torch.randn(D, generator=gen, dtype=DTYPE)
+
+
+def initial_weights(gen: torch.Generator) -> torch.Tensor:
+    """[D], small."""
+    return 0.1 * torch.randn(D, generator=gen, dtype=DTYPE)
+
+
+def samples(gen: torch.Generator, w_star: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [n, D], y [n]."""
+    x = torch.randn(n, D, generator=gen, dtype=DTYPE)
+    return x, x @ w_star + NOISE * torch.randn(n, generator=gen, dtype=DTYPE)
+
+
+def gradient(weights: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """d mean((x·w − y)²) / dw [D] over the rows of x [n, D], y [n]."""
+    return 2.0 * x.T @ (x @ weights - y) / len(y)
+
+
+def momentum_step(weights: torch.Tensor, velocity: torch.Tensor,
+                  grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Heavy-ball SGD in PyTorch's form: v ← μ·v + g, w ← w − lr·v; returns (w, v)."""
+    velocity = MOMENTUM * velocity + grad
+    return weights - LR * velocity, velocity
