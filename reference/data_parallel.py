@@ -1,9 +1,9 @@
 """Reference ``data_parallel`` (spec/data_parallel.py): full-batch gradient descent on the toy linear regression
 of reference/toy_regression.py, its gradient averaged over the ranks.
 
-One update is STEPS steps of plain SGD from initial weights drawn from the seed. With W ranks each computes the
-mean-loss gradient on its shard, all-reduces the sum and divides by W: the shards are equal, so the mean of their
-means is the whole batch's mean gradient, and every rank takes the step one process takes. Plain SGD (no
+One update is toy.UPDATE_STEPS steps of plain SGD from initial weights drawn from the seed. With W ranks each
+computes the mean-loss gradient on its shard, all-reduces the sum and divides by W: the shards are equal, so the
+mean of their means is the whole batch's mean gradient, and every rank takes the step one process takes. Plain SGD (no
 momentum, no Adam) makes a missing division by W visible: Adam's first step, g / sqrt(g²), is the same for g and
 W·g.
 """
@@ -14,8 +14,6 @@ import torch
 import torch.distributed as dist
 
 from rlspec.reference import toy_regression as toy
-
-STEPS, LR = 4, 0.1
 
 
 def batch(seed: int, size: int) -> dict[str, torch.Tensor]:
@@ -34,8 +32,8 @@ def _mean_over_ranks(grad: torch.Tensor) -> torch.Tensor:
 
 
 def update(batch: dict[str, torch.Tensor], seed: int) -> dict[str, torch.Tensor]:
-    """STEPS averaged-gradient SGD steps from the weights ``seed`` draws; the weights [D] they end with."""
+    """UPDATE_STEPS averaged-gradient SGD steps from the weights ``seed`` draws; the weights [D] they end with."""
     weights = toy.initial_weights(torch.Generator().manual_seed(seed))
-    for _ in range(STEPS):
-        weights = weights - LR * _mean_over_ranks(toy.gradient(weights, batch["x"], batch["y"]))
+    for _ in range(toy.UPDATE_STEPS):
+        weights = toy.sgd_step(weights, _mean_over_ranks(toy.gradient(weights, batch["x"], batch["y"])))
     return dict(weights=weights)

@@ -1,10 +1,10 @@
 """Reference ``trainer`` (spec/trainer.py): a toy trainer whose stop, kill and resume leave its result unchanged.
 
-It learns the toy linear regression of reference/toy_regression.py online. Each step the "env" draws one sample
-into the replay, a minibatch of BATCH indices is drawn from the replay, and SGD with momentum takes a step on the
-squared error. Everything a later step depends on is in one checkpoint: the step count, the weights, the
-momentum buffer, the replay and the generator's state. It is written every EVERY steps and at the last step,
-atomically (a temporary file, then ``os.replace``), so SIGKILL at any moment leaves the last complete one.
+It learns the toy linear regression of reference/toy_regression.py online: each step the "env" draws one sample
+into the replay and SGD with momentum takes a step on a minibatch drawn from it. Everything a later step depends
+on is in one checkpoint: the step count, the weights, the momentum buffer, the replay and the generator's state.
+It is written every EVERY steps and at the last step, atomically (a temporary file, then ``os.replace``), so
+SIGKILL at any moment leaves the last complete one.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 from rlspec.reference import toy_regression as toy
 
 UNIT, MAX_STEPS = 1, 256  # any step can be a stop; the checks run up to 256 steps
-BATCH, EVERY = 16, 8
+EVERY = 8
 CHECKPOINT = "checkpoint.pt"
 
 
@@ -25,16 +25,16 @@ def _fresh(seed: int) -> dict:
     gen = torch.Generator().manual_seed(seed)
     w_star = toy.target(gen)
     weights = toy.initial_weights(gen)
-    return dict(step=0, weights=weights, velocity=torch.zeros_like(weights), target=w_star,
-                x=torch.zeros(0, toy.D, dtype=toy.DTYPE), y=torch.zeros(0, dtype=toy.DTYPE), gen=gen.get_state())
+    x, y = toy.empty_replay()
+    return dict(step=0, weights=weights, velocity=torch.zeros_like(weights), target=w_star, x=x, y=y,
+                gen=gen.get_state())
 
 
 def _step(state: dict, gen: torch.Generator) -> None:
     x, y = toy.samples(gen, state["target"], 1)  # [1, D], [1]
     state["x"], state["y"] = torch.cat([state["x"], x]), torch.cat([state["y"], y])  # replay [t + 1, ...]
-    idx = torch.randint(len(state["y"]), (BATCH,), generator=gen)  # [BATCH]
-    grad = toy.gradient(state["weights"], state["x"][idx], state["y"][idx])
-    state["weights"], state["velocity"] = toy.momentum_step(state["weights"], state["velocity"], grad)
+    state["weights"], state["velocity"] = toy.online_step(state["weights"], state["velocity"], state["x"],
+                                                          state["y"], gen)
     state["step"] += 1
 
 
@@ -61,3 +61,8 @@ def run(out: str, total_steps: int, seed: int, resume: bool) -> None:
 def fingerprint(out: str) -> dict:
     """The last checkpoint: step, weights, velocity, target, replay (x, y), generator state."""
     return torch.load(Path(out) / CHECKPOINT)
+
+
+def steps(out: str) -> int:
+    """The step count of the last checkpoint."""
+    return int(torch.load(Path(out) / CHECKPOINT)["step"])

@@ -135,6 +135,9 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     },
     "trainer": {
         "reference": "rlspec.reference.trainer",
+        "safe-engine": "rlspec.engines.safe.trainer",
+        "dreamer-engine": "rlspec.engines.dreamer.trainer",
+        "bonus-engine": "rlspec.engines.bonus.trainer",
     },
     "data_parallel": {
         "reference": "rlspec.reference.data_parallel",

@@ -17,6 +17,8 @@ Interface
     fingerprint(out) -> mapping
         what the run saved and a resumed run depends on (parameters, optimizer state, RNG states, replay,
         counters): tensors, numpy arrays, numbers, strings, bytes or None, nested in mappings, lists, tuples
+    steps(out) -> int
+        optional: the step (in total_steps' unit) the state the run saved is at (TRAIN-6 needs it)
     UNIT, MAX_STEPS  optional ints (default 1 and 4·UNIT): the checks stop at multiples of UNIT and run up to
                      MAX_STEPS (a few hundred steps of a toy trainer, a few epochs of an engine)
 
@@ -36,7 +38,7 @@ from hypothesis import strategies as st
 
 from rlspec.contracts.trainer import differences, flatten
 from rlspec.spec import forked
-from rlspec.spec.core import Contract, Property, by_category, fail
+from rlspec.spec.core import Change, Contract, Property, by_category, fail
 
 CLAUSES = {
     "TRAIN-1": "same seed, same run: two straight runs to N from empty directories give the same fingerprint, bit for "
@@ -48,6 +50,9 @@ CLAUSES = {
                "fingerprint",
     "TRAIN-5": "a finished run stays finished: resuming a run that reached N to N again leaves its fingerprint as "
                "it was",
+    "TRAIN-6": "the saved state is at the total: after straight runs to N and to k, steps(out) reads N and k (a loop "
+               "that steps past its total, or leaves its last step unsaved, is as reproducible as a right one and "
+               "fails only here)",
 }
 CATEGORIES = by_category(maths=tuple(CLAUSES))
 INTERFACE = ("run", "fingerprint")
@@ -72,7 +77,7 @@ def cases(draw):
                 seed=seed, other_seed=draw(st.integers(0, 2**16 - 1).filter(lambda s: s != seed)))
 
 
-EXAMPLES = (dict(total=1.0, stop=0.37, kills=(0.5, 0.25, 0.4), seed=0, other_seed=1),)
+EXAMPLES = (dict(total=0.5, stop=0.37, kills=(0.5, 0.25, 0.4), seed=0, other_seed=1),)
 
 
 def _sizes(impl: Any, total: float, stop: float) -> tuple[int, int]:
@@ -189,9 +194,26 @@ def check_finished_stays(impl, **case):
     _same("TRAIN-5", f"resumed at {inputs['total_steps']} to {inputs['total_steps']}", got, want, inputs)
 
 
-# a trainer's checks run whole trainings: the pinned example and one drawn case each
-PROPERTIES = tuple(Property(clause, check, cases(), EXAMPLES, INTERFACE, max_examples=1) for clause, check in (
-    ("TRAIN-1", check_same_seed), ("TRAIN-2", check_seed_used), ("TRAIN-3", check_stop_resume),
-    ("TRAIN-4", check_kill_resume), ("TRAIN-5", check_finished_stays)))
+def check_saved_at_total(impl, **case):
+    inputs = _inputs(impl, case)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, total in (("straight", inputs["total_steps"]), ("short", inputs["stop_at"])):
+            impl.run(str(Path(tmp) / name), total, case["seed"], False)
+            saved = impl.steps(str(Path(tmp) / name))
+            if saved != total:
+                fail("TRAIN-6", f"a straight run to {total} saved its state at step {saved!r}", **inputs)
 
-CONTRACT = Contract("trainer", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES)
+
+# a trainer's checks run whole trainings: the pinned example and one drawn case each
+PROPERTIES = tuple(Property(clause, check, cases(), EXAMPLES, requires, max_examples=1)
+                   for clause, check, requires in (
+    ("TRAIN-1", check_same_seed, INTERFACE), ("TRAIN-2", check_seed_used, INTERFACE),
+    ("TRAIN-3", check_stop_resume, INTERFACE), ("TRAIN-4", check_kill_resume, INTERFACE),
+    ("TRAIN-5", check_finished_stays, INTERFACE), ("TRAIN-6", check_saved_at_total, ("run", "steps"))))
+
+CHANGES = (
+    Change("1.0", "first versioned release"),
+    Change("1.1", "the saved state is at the total (the optional steps(out))", added=("TRAIN-6",)),
+)
+
+CONTRACT = Contract("trainer", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, changes=CHANGES)

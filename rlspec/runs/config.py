@@ -285,6 +285,9 @@ class RunConfig:
     execution: str = "local"
     """How the run executes: local (one process) or the engine's other executions (safe: parallel, dreamer:
     device, bonus: ray). Which implementations run is ``kit``'s business, where they run is this key's."""
+    plots: bool = True
+    """Draw RUN/plots/*.png (Dreamer: and its reconstruction strip) when the run ends; false: none (`rlspec plot
+    RUN` draws the curves from metrics.csv later)."""
 
 
 @dataclasses.dataclass(frozen=True)

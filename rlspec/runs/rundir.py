@@ -15,9 +15,12 @@ a resumed run's files are those of a straight run; a row cut mid-write (a killed
 said so. Every checkpoint carries the run's config: a config.json edited by hand since is refused by key on
 resume (only the RESUMABLE keys may change).
 
-Nothing a user owns is overwritten. A new run starts only in a new or empty folder, or in a run directory
+Nothing a user owns is overwritten. A new run starts only in a new or empty folder (or one holding only what a
+process killed before writing config.json leaves: the lock and unfinished writes), or in a run directory
 (config.json written by rlspec) with nothing to lose: no checkpoint and no metric rows (a run stopped before
-its first row starts afresh when run again). Anything else is refused, with nothing changed.
+its first row starts afresh when run again). Anything else is refused, with nothing changed. A --resume of a run
+without a checkpoint starts it again from step 0: a resume drops the rows after its checkpoint, and without one
+that is all of them (the restarted run writes them again).
 """
 
 from __future__ import annotations
@@ -183,7 +186,7 @@ def claim_for_new_run(path: Path) -> None:
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise FileExistsError(f"--out {path} is a file, not a folder; nothing was changed")
-    if not path.exists() or not any(path.iterdir()):
+    if not path.exists() or _only_leftovers(path):
         return
     if not is_run_dir(path):
         raise FileExistsError(f"--out {path} is not empty and holds no run of rlspec's (no config.json written by "
@@ -198,18 +201,30 @@ def claim_for_new_run(path: Path) -> None:
                               "was changed")
 
 
+def _only_leftovers(path: Path) -> bool:
+    """PATH holds nothing, or only what a process killed before it wrote config.json leaves: the lock and
+    unfinished atomic writes (.NAME.PID.tmp)."""
+    return all(p.is_file() and (p.name == LOCK or (p.name.startswith(".") and p.name.endswith(".tmp")))
+               for p in path.iterdir())
+
+
 def check_resumable(path: Path) -> bool:
-    """For --resume PATH: True to resume from its checkpoint; False when it has none and nothing to lose (no
-    metric rows: it starts afresh with its own config); else a FileNotFoundError, nothing changed."""
+    """For --resume PATH: True to resume from its checkpoint; False when it has none: it starts again from step 0
+    with its own config, and the metric rows no checkpoint covers are dropped (under the run's lock), and said."""
     path = Path(path)
     if not is_run_dir(path):
         RunDir.read_config(path)  # says why it is not one (no config.json, or a damaged one)
     if has_checkpoint(path):
         return True
-    rows = read_metrics(path)
-    if rows:
-        raise FileNotFoundError(f"--resume {path}: no checkpoint ({path / CHECKPOINT} is missing) although the run "
-                                f"has {len(rows)} metric rows: there is nothing to resume from; nothing was changed")
+    held = lock(path)
+    try:
+        rows = read_metrics(path)
+        if rows:
+            print(f"rlspec: --resume {path}: no checkpoint ({path / CHECKPOINT}), so the run starts again from step "
+                  f"0; its {len(rows)} metric rows are dropped (the restarted run writes them again)", file=sys.stderr)
+            (path / "metrics.csv").unlink()
+    finally:
+        held.close()
     return False
 
 

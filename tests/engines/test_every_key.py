@@ -97,6 +97,7 @@ BONUS = Short(  # 12 updates, the bonus phase from the 7th on
 # keys no short run can show, in every engine
 EVERY = {
     "checkpoint_every": "when checkpoints are written, not what (tests/engines/test_faults.py)",
+    "plots": "whether RUN/plots is drawn, not the run (tests/engines/test_faults.py)",
     "torch_threads": "the threads of the same computation (its numbers do not depend on them by design)",
     "execution": "another execution is the same run (tests/engines/*/test_*_fast*.py); its keys: test_config_keys.py",
     "kit": "the same maths by another implementation (tests/conformance: equal within each clause's tolerance)",

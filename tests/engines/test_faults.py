@@ -188,6 +188,15 @@ def test_safe_resumed_metrics_file_is_the_straight_runs_and_a_cut_row_is_dropped
     assert _no_time(part) == _no_time(straight) and len(_no_time(part)) == 6  # header, 4 rows, final ""
 
 
+@pytest.mark.parametrize("engine", ["safe", "dreamer", "bonus"])
+def test_plots_false_draws_nothing_and_plot_draws_the_curves_later(tmp_path, engine):
+    run = tmp_path / "run"
+    stop = {"safe": "--stop-after-epochs", "bonus": "--stop-after-updates", "dreamer": "--stop-after-steps"}[engine]
+    assert _train(ENGINES[engine], run, "--set", "plots=false", stop, "2" if engine != "dreamer" else "32") == 0
+    assert not list(run.rglob("*.png"))
+    assert cli.main(["plot", str(run)]) == 0 and list((run / "plots").glob("*.png"))
+
+
 # ----------------------------------------------------------------------------------------------- 3. lock
 _HOLD = "import sys, time; from rlspec.runs.rundir import lock; f = lock(sys.argv[1]); print('held', flush=True); " \
         "time.sleep(120)"

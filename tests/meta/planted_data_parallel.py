@@ -29,9 +29,9 @@ def _update(*, reduce=True, divide=True, rank_seeded=False, own_batch=False, sum
         weights = toy.initial_weights(torch.Generator().manual_seed(seed + rank if rank_seeded else seed))
         if own_batch:
             batch = ref.batch(seed, len(batch["y"]))
-        for _ in range(ref.STEPS):
+        for _ in range(toy.UPDATE_STEPS):
             grad = toy.gradient(weights, batch["x"], batch["y"]) * (len(batch["y"]) if summed_loss else 1)
-            weights = weights - ref.LR * mean_over_ranks(grad)
+            weights = toy.sgd_step(weights, mean_over_ranks(grad))
         return dict(weights=weights)
 
     return types.SimpleNamespace(batch=ref.batch, update=update)

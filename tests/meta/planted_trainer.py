@@ -13,10 +13,11 @@ from rlspec.reference import trainer as ref
 
 
 def _trainer(*, reseed=False, fresh_momentum=False, fixed_seed=None, global_rng=False, step_first=False,
-             side_replay=False):
+             side_replay=False, overshoot=False, no_final_save=False):
     """The reference loop, with switches: on resume draw from a generator seeded anew (its state not restored),
     restart the momentum at zero, ignore the seed, draw from torch's global generator (never seeded), take a
-    step before checking the total, keep the replay in a file appended every step beside the checkpoint."""
+    step before checking the total, keep the replay in a file appended every step beside the checkpoint, loop
+    while step <= total (one step past it), save every EVERY steps only (not at the last)."""
 
     def run(out, total_steps, seed, resume):
         path = Path(out) / ref.CHECKPOINT
@@ -34,19 +35,20 @@ def _trainer(*, reseed=False, fresh_momentum=False, fixed_seed=None, global_rng=
             state["x"], state["y"] = torch.load(side)
         if global_rng:
             gen = torch.default_generator
-        while state["step"] < total_steps or (step_first and resumed and state["step"] == total_steps):
+        while state["step"] < total_steps + overshoot or (step_first and resumed and state["step"] == total_steps):
             ref._step(state, gen)
             resumed = False
             if side_replay:
                 torch.save((state["x"], state["y"]), side)
-            if state["step"] % ref.EVERY == 0 or state["step"] >= total_steps:
+            if state["step"] % ref.EVERY == 0 or (state["step"] >= total_steps and not no_final_save):
                 state["gen"] = gen.get_state()
                 ref._save(path, state)
 
-    return types.SimpleNamespace(run=run, fingerprint=ref.fingerprint, UNIT=ref.UNIT, MAX_STEPS=ref.MAX_STEPS)
+    return types.SimpleNamespace(run=run, fingerprint=ref.fingerprint, steps=ref.steps, UNIT=ref.UNIT,
+                                 MAX_STEPS=ref.MAX_STEPS)
 
 
-ALL = ("TRAIN-1", "TRAIN-2", "TRAIN-3", "TRAIN-4", "TRAIN-5")
+ALL = ("TRAIN-1", "TRAIN-2", "TRAIN-3", "TRAIN-4", "TRAIN-5", "TRAIN-6")
 
 
 def _spared(*failing: str) -> tuple[str, ...]:
@@ -66,4 +68,8 @@ PLANTED_TRAINER = (
             "TRAIN-5", "resumed at", ("TRAIN-1", "TRAIN-2", "TRAIN-3")),
     Planted("trainer: the replay appended to its own file every step, the checkpoint every 8", "trainer",
             _trainer(side_replay=True), "TRAIN-4", "killed at", _spared("TRAIN-4")),
+    Planted("trainer: the loop runs while step <= total (one step past it)", "trainer", _trainer(overshoot=True),
+            "TRAIN-6", "saved its state at step", ("TRAIN-1", "TRAIN-2", "TRAIN-3", "TRAIN-5")),
+    Planted("trainer: a checkpoint every 8 steps and none at the last", "trainer", _trainer(no_final_save=True),
+            "TRAIN-6", "saved its state at step", ("TRAIN-1", "TRAIN-2", "TRAIN-3", "TRAIN-5")),
 )

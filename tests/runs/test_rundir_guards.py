@@ -1,5 +1,6 @@
 """Nothing a user owns is overwritten (rlspec/runs/rundir.py): a new run starts only in a new or empty folder or
-in a run directory with nothing to lose; --resume without a checkpoint but with history is refused; a config.json
+in a run directory with nothing to lose (or a folder a process was killed in before its config); --resume
+without a checkpoint starts again from step 0 and writes the same rows; a config.json
 edited by hand since the checkpoint is refused by key; a resumed run whose history files are gone says so. Every
 refusal is exit 2 with the folder byte for byte as it was."""
 
@@ -56,13 +57,33 @@ def test_a_run_that_lost_its_config_keeps_its_checkpoint_and_resume_without_chec
     assert _train(other, "--stop-after-epochs", "2") == 0
     (other / "checkpoints" / "last.pt").unlink()
     before = _files(other)
-    assert _resume(other) == 2
-    err = capsys.readouterr().err
-    assert "no checkpoint" in err and "has 2 metric rows: there is nothing to resume from" in err, err
-    assert _files(other) == before
-    assert _train(other) == 2  # nor does a new run there lose the rows
+    assert _train(other) == 2  # a new run there would lose the rows
     assert "2 metric rows and no checkpoint" in capsys.readouterr().err
     assert _files(other) == before
+    rows = (other / "metrics.csv").read_bytes()
+    assert _resume(other, "--stop-after-epochs", "2") == 0  # --resume: from step 0, the same rows again
+    assert "no checkpoint" in capsys.readouterr().err and (other / "checkpoints" / "last.pt").is_file()
+    assert _no_time(other / "metrics.csv") == _no_time_bytes(rows)
+
+
+def _no_time_bytes(data: bytes) -> list[list[bytes]]:
+    """metrics.csv's rows without the wall-clock columns (Time/*, Memory/*)."""
+    lines = [line.split(b",") for line in data.split(b"\n")]
+    keep = [i for i, k in enumerate(lines[0]) if not k.startswith((b"Time/", b"Memory/"))]
+    return [[f[i] for i in keep if i < len(f)] for f in lines]
+
+
+def _no_time(file) -> list[list[bytes]]:
+    return _no_time_bytes(file.read_bytes())
+
+
+def test_a_folder_a_process_was_killed_in_before_its_config_holds_nothing_to_lose(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".lock").write_text("12345\n")  # killed between taking the lock and writing config.json
+    (run / ".config.json.12345.tmp").write_bytes(b'{"eng')
+    assert _train(run, "--stop-after-epochs", "1") == 0
+    assert not (run / ".config.json.12345.tmp").exists() and (run / "checkpoints" / "last.pt").is_file()
 
 
 def test_a_hand_edited_config_is_refused_by_key_and_lost_history_is_said(tmp_path, capsys):

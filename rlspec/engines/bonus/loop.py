@@ -59,7 +59,8 @@ def run(cfg: BonusConfig, out: Path, resume: bool = False, stop_after_updates: i
                   else updates, show_progress)
     finally:
         w.close()
-    draw(rundir.path, panels())
+    if cfg.plots:
+        draw(rundir.path, panels())
     return Path(out)
 
 

@@ -442,7 +442,7 @@ class Logger:
         self.bar.close()
         self.rundir.close()
         self.write_summary()
-        if state is not None:
+        if state is not None and self.cfg.plots:
             draw(self.rundir.path, panels(self.cfg))
             reconstruction_strip(state, ring, self.rundir.path / "plots/reconstruction.png", self.cfg.seed)
 

@@ -273,7 +273,7 @@ def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int
                   min(epochs, start + stop_after_epochs if stop_after_epochs is not None else epochs), show_progress)
     finally:
         envs.close()
-    if rundir is not None:
+    if rundir is not None and cfg.plots:
         draw(rundir.path, panels(cfg))
     return Path(out)
 
