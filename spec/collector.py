@@ -64,16 +64,20 @@ CLAUSES = {
 }
 
 CATEGORIES = by_category(maths=tuple(CLAUSES))
-_SB3 = ("Stable-Baselines3's RolloutBuffer, the one adapted library collector, stores a different representation: "
-        "no next state, done = terminated or truncated, and γ·V(terminal_observation) folded into a time limit's "
-        "reward. That is a correct GAE input, but not the transitions the env produced; ")
+_SB3 = ("Stable-Baselines3's RolloutBuffer stores a different representation: no next state, done = terminated or "
+        "truncated, and γ·V(terminal_observation) folded into a time limit's reward. That is a correct GAE input, "
+        "but not the transitions the env produced; ")
+_LIBRARIES = ("Both adapted library collectors store another representation: Stable-Baselines3's RolloutBuffer keeps "
+              "no next state and folds γ·V(terminal_observation) into a time limit's reward (a correct GAE input); "
+              "CleanRL's ppo.py loop reads the next row's observation as the next state (the reset one after an "
+              "end) and treats a truncation as a terminal. Both merge the flags into done = terminated or truncated; ")
 RATIONALE = {
     "COLL-1": _SB3 + "the clause asks for the env's reward so that any consumer (a replay, V-trace, a cost "
                      "critic) can bootstrap with its own critic and discount.",
-    "COLL-2": _SB3 + "the clause asks for the final observation because a truncated step's target needs it, and an "
-                     "off-policy or replayed consumer cannot recompute it later.",
-    "COLL-5": _SB3 + "the clause keeps the two flags apart because a truncation must bootstrap and a terminal must "
-                     "not; merged, the difference survives only in SB3's reward fold.",
+    "COLL-2": _LIBRARIES + "the clause asks for the final observation because a truncated step's target needs "
+                           "it, and an off-policy or replayed consumer cannot recompute it later.",
+    "COLL-5": _LIBRARIES + "the clause keeps the two flags apart because a truncation must bootstrap and a "
+                           "terminal must not; merged, the difference survives only in SB3's reward fold.",
 }
 
 INTERFACE = ("collect",)

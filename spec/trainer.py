@@ -55,6 +55,16 @@ CLAUSES = {
                "fails only here)",
 }
 CATEGORIES = by_category(maths=tuple(CLAUSES))
+_SB3 = ("Stable-Baselines3's PPO.save keeps the policy and its optimizer, not the env's state, the last observation "
+        "or the generators, so a loaded model learns from other samples than the straight run (and a kill during its "
+        "in-place save can leave a file PPO.load refuses). ")
+RATIONALE = {
+    "TRAIN-3": _SB3 + "The clause asks what a resume promises: SB3's users report resumed runs that restart or "
+                      "regress (its issues #1277, #1016) and ask for a test that reloads, continues and gets the "
+                      "identical result (hill-a/stable-baselines#301); rlspec's three engines pass it.",
+    "TRAIN-4": _SB3 + "The clause asks it of a killed run because a preemptible machine kills without warning: only "
+                      "what was saved, atomically, can carry the run on; rlspec's three engines pass it.",
+}
 INTERFACE = ("run", "fingerprint")
 """
 run(out: str, total_steps: int, seed: int, resume: bool) -> None
@@ -216,4 +226,5 @@ CHANGES = (
     Change("1.1", "the saved state is at the total (the optional steps(out))", added=("TRAIN-6",)),
 )
 
-CONTRACT = Contract("trainer", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, changes=CHANGES)
+CONTRACT = Contract("trainer", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE,
+                    changes=CHANGES)

@@ -30,26 +30,36 @@ collector (``OnPolicyAlgorithm.collect_rollouts`` filling PPO's ``RolloutBuffer`
     terminated or truncated (``episode_starts`` of the next row, ``_last_episode_starts`` after the last):
     terminated = done, truncated = False, which is what the buffer's GAE reads. Episodes are the Monitors'
     (per env, in order). SB3 refuses n_steps·n_envs <= 1 (PPO's assertion): those examples are unsupported.
+trainer (``PPO.learn`` with ``CheckpointCallback``, ``PPO.save`` / ``PPO.load``; spec/trainer.py)
+    A PPO on Pendulum-v1 (a DummyVecEnv of one env; n_steps = batch_size = UNIT = 64, one epoch, a [16] MLP), as
+    SB3's docs save and resume: a fresh run is ``PPO(..., seed=seed).learn(N, callback=CheckpointCallback(
+    save_freq=UNIT))`` and a final ``save``; a resume loads the newest saved model (``PPO.load(path, env=...)``;
+    none saved: a fresh run) and calls ``learn(N − num_timesteps, reset_num_timesteps=False)``, then ``save``.
+    The fingerprint is the newest save's policy parameters, optimizer state and num_timesteps; steps its
+    num_timesteps.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
+import gymnasium
 import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.callbacks import CheckpointCallback
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.running_mean_std import RunningMeanStd as _SB3RunningMeanStd
 from stable_baselines3.common.vec_env import DummyVecEnv
 from stable_baselines3.common.vec_env.vec_normalize import VecNormalize
 
-from rlspec.thirdparty import Declared, LITERAL_CUT, Unsupported, unsupported
+from rlspec.thirdparty import LITERAL_CUT, Declared, Unsupported, unsupported
 
 LIBRARY = "stable-baselines3 2.9.2"
-CONTRACTS = ("gae", "numerics", "collector")
+CONTRACTS = ("gae", "numerics", "collector", "trainer")
 
 
 def _numpy(t: torch.Tensor) -> np.ndarray:
@@ -177,6 +187,44 @@ def collect(envs, obs, policy, steps):
     return dict({k: v.reshape(steps * n, *v.shape[2:]) for k, v in rows.items()}, episodes=episodes)
 
 
+UNIT = 64  # env steps of one rollout (n_steps of one env), then one update; MAX_STEPS defaults to 4 of them
+
+
+def _model(seed: int) -> PPO:
+    env = DummyVecEnv([lambda: gymnasium.make("Pendulum-v1")])
+    return PPO("MlpPolicy", env, n_steps=UNIT, batch_size=UNIT, n_epochs=1, seed=seed, device="cpu",
+               policy_kwargs=dict(net_arch=[16]))
+
+
+def _newest(out: Path) -> Path | None:
+    """The saved model with the most steps (CheckpointCallback's ppo_<steps>_steps.zip)."""
+    saved = sorted(out.glob("ppo_*_steps.zip"), key=lambda p: int(p.stem.split("_")[1]))
+    return saved[-1] if saved else None
+
+
+def run(out, total_steps, seed, resume):
+    out = Path(out)
+    newest = _newest(out) if resume and out.is_dir() else None
+    model = _model(seed) if newest is None else PPO.load(newest, env=_model(seed).get_env(), device="cpu")
+    callback = CheckpointCallback(save_freq=UNIT, save_path=str(out), name_prefix="ppo")
+    model.learn(total_steps - model.num_timesteps, callback=callback, reset_num_timesteps=newest is None)
+    model.save(out / f"ppo_{model.num_timesteps}_steps.zip")
+
+
+def steps(out):
+    return PPO.load(_newest(Path(out)), device="cpu").num_timesteps
+
+
+def fingerprint(out):
+    model = PPO.load(_newest(Path(out)), device="cpu")
+    return dict(policy=model.policy.state_dict(), optimizer=model.policy.optimizer.state_dict(),
+                num_timesteps=model.num_timesteps)
+
+
+NOT_RESUMED = ("PPO.save keeps the policy and its optimizer, not the env's state, the last observation or the "
+               "torch / numpy / env generators (issues #1277, #1016); a loaded model resets its env and draws on "
+               "from the generators as they are: a resumed run learns from other samples than the straight run")
+
 NO_NEXT_STATE = ("RolloutBuffer keeps no next state: collect_rollouts folds γ·V(terminal_observation) into the "
                  "reward at a time limit and drops the final observation (the adapter stores NaN there)")
 
@@ -184,6 +232,9 @@ DECLARED = {
     "COLL-1": Declared("difference", "at a time limit the stored reward is r + γ·V(terminal_observation): "
                                      "collect_rollouts' timeout bootstrap (its issue #633) folded into the reward"),
     "COLL-2": Declared("difference", NO_NEXT_STATE),
+    "TRAIN-3": Declared("difference", NOT_RESUMED),
+    "TRAIN-4": Declared("difference", NOT_RESUMED + "; and PPO.save writes its zip in place, so a kill during a "
+                                      "save can leave a file PPO.load refuses (\"No data found in the saved file\")"),
     "COLL-5": Declared("difference", "the buffer's only flag is done = terminated or truncated (episode_starts of "
                                      "the next row); a truncation's bootstrap lives in the reward instead"),
     "NUM-21": Declared("accepts", "RunningMeanStd(epsilon) checks nothing: a negative epsilon becomes the "
