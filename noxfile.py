@@ -32,6 +32,9 @@ OMNISAFE_DEPS = ("moviepy<2", "wandb>=0.13", "seaborn>=0.12.2", "gdown>=4.6", "t
                  "numpy<2")
 TORCHRL = ("torchrl==0.14.1", "tensordict==0.14.3")  # torchrl 0.14.1 requires tensordict >=0.14.3,<0.15
 SAFETY_GYMNASIUM = "safety-gymnasium==1.0.0"  # installed --no-deps after the `safety` extra
+PINNED_TRITON = next(line.split("==")[1] for line in Path("constraints.txt").read_text().splitlines()
+                     if line.startswith("triton=="))
+TRITON_GPU_MACHINES = "3.6.0"  # the GPU machines' Triton (nox -s compile_gate compiles under both)
 CLEANRL = "cleanrl==1.2.0"  # Python < 3.11 only: its ppo.py is read out of the wheel, never installed
 
 
@@ -98,6 +101,20 @@ def gpu_gate(session: nox.Session) -> None:
         session.skip("CUDA is not available on this machine: gpu_gate has nothing to check")
     session.env.update(HYPOTHESIS_PROFILE="ci")
     session.run("pytest", "-m", "gpu", "tests/gpu", *session.posargs)
+
+
+@nox.session
+def compile_gate(session: nox.Session) -> None:
+    """tools/compile_gate.py: every Triton kernel of fast/ compiled for sm_90 without a GPU, its registers,
+    stack (spills) and shared memory, under the pinned Triton and under Triton 3.6 (the GPU machines': register
+    pressure differs up to 2x between versions). Writes docs/bench/compile_gate/triton-VERSION.json. cpu_gate
+    runs the pinned half (tests/unit/test_compile_gate.py)."""
+    _install_project(session, "test")
+    session.env.pop("TRITON_INTERPRET", None)
+    out = Path("docs/bench/compile_gate")
+    for triton in (PINNED_TRITON, TRITON_GPU_MACHINES):
+        session.install(f"triton=={triton}")  # this session's environment only
+        session.run("python", "tools/compile_gate.py", "--out", str(out / f"triton-{triton}.json"))
 
 
 @nox.session

@@ -72,6 +72,13 @@ def _load_row(y_ptr, w_ptr, b_ptr, row, cols, mask, H, eps):
     return n_r, n_c, n_u, g_r, g_c, g_u, rstd
 
 
+def warps_for(block: int) -> int:
+    """Warps per program for rows padded to BLOCK: 4 up to 1024, then one per 256 lanes up to 16. At 4 warps a
+    BLOCK of 4096 (DreamerV3's largest H) held 255 registers and spilled, forward and backward, under Triton 3.6
+    and 3.9 (nox -s compile_gate: docs/bench/compile_gate/)."""
+    return min(16, max(4, block // 256))
+
+
 @triton.jit
 def _forward_kernel(y_ptr, w_ptr, b_ptr, h_ptr, out_ptr, H, eps, UPDATE: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
@@ -125,8 +132,9 @@ class _LayerNormGRU(torch.autograd.Function):
         B, H = h.shape
         out = torch.empty_like(h)  # [B, H]
         if B:
-            _forward_kernel[(B,)](y, weight, bias, h, out, H, eps, UPDATE=update_bias,
-                                  BLOCK=triton.next_power_of_2(H))
+            block = triton.next_power_of_2(H)
+            _forward_kernel[(B,)](y, weight, bias, h, out, H, eps, UPDATE=update_bias, BLOCK=block,
+                                  num_warps=warps_for(block))
         ctx.save_for_backward(y, weight, bias, h)
         ctx.eps, ctx.update_bias = eps, update_bias
         return out
@@ -139,8 +147,9 @@ class _LayerNormGRU(torch.autograd.Function):
         dy, dh = torch.empty_like(y), torch.empty_like(h)  # [B, 3H], [B, H]
         dw, db = torch.empty_like(y), torch.empty_like(y)  # per-row parts [B, 3H]
         if B:
+            block = triton.next_power_of_2(H)
             _backward_kernel[(B,)](y, weight, bias, h, grad, dy, dh, dw, db, H, ctx.eps,
-                                   UPDATE=ctx.update_bias, BLOCK=triton.next_power_of_2(H))
+                                   UPDATE=ctx.update_bias, BLOCK=block, num_warps=warps_for(block))
         return dy, dw.sum(0), db.sum(0), dh, None, None
 
 

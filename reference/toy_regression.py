@@ -33,6 +33,11 @@ def samples(gen: torch.Generator, w_star: torch.Tensor, n: int) -> tuple[torch.T
     return x, x @ w_star + NOISE * torch.randn(n, generator=gen, dtype=DTYPE)
 
 
+def env_step(gen: torch.Generator, w_star: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The online learner's one new sample per step: x [1, D], y [1]."""
+    return samples(gen, w_star, 1)
+
+
 def empty_replay() -> tuple[torch.Tensor, torch.Tensor]:
     """x [0, D], y [0]."""
     return torch.zeros(0, D, dtype=DTYPE), torch.zeros(0, dtype=DTYPE)

@@ -31,7 +31,7 @@ def _fresh(seed: int) -> dict:
 
 
 def _step(state: dict, gen: torch.Generator) -> None:
-    x, y = toy.samples(gen, state["target"], 1)  # [1, D], [1]
+    x, y = toy.env_step(gen, state["target"])  # [1, D], [1]
     state["x"], state["y"] = torch.cat([state["x"], x]), torch.cat([state["y"], y])  # replay [t + 1, ...]
     state["weights"], state["velocity"] = toy.online_step(state["weights"], state["velocity"], state["x"],
                                                           state["y"], gen)
@@ -47,7 +47,7 @@ def _save(path: Path, state: dict) -> None:
 def run(out: str, total_steps: int, seed: int, resume: bool) -> None:
     """Train to ``total_steps`` in directory ``out``; ``resume``: continue from its checkpoint (if it has one)."""
     path = Path(out) / CHECKPOINT
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(exist_ok=True)  # out's parent exists (spec/trainer.py)
     state = torch.load(path) if resume and path.is_file() else _fresh(seed)
     gen = torch.Generator()
     gen.set_state(state["gen"])

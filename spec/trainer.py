@@ -38,13 +38,14 @@ from hypothesis import strategies as st
 
 from rlspec.contracts.trainer import differences, flatten
 from rlspec.spec import forked
-from rlspec.spec.core import Change, Contract, Property, by_category, fail
+from rlspec.spec.core import Contract, Property, by_category, fail
 
 CLAUSES = {
     "TRAIN-1": "same seed, same run: two straight runs to N from empty directories give the same fingerprint, bit for "
                "bit (and the fingerprint holds at least one tensor or array)",
     "TRAIN-2": "the seed is used: straight runs to N with two different seeds give different fingerprints",
-    "TRAIN-3": "a stop changes nothing: a run to k < N, then resume to N, gives the straight run's fingerprint",
+    "TRAIN-3": "a stop changes nothing: a run to k < N, then resume to N, gives the straight run's fingerprint, and "
+               "so does a resume to N of a run that saved nothing yet (its directory absent)",
     "TRAIN-4": "a kill changes nothing: a run to N killed by SIGKILL at drawn moments (three times, resumed after "
                "each from what it had saved, or from nothing), then resumed to N, gives the straight run's "
                "fingerprint",
@@ -155,7 +156,10 @@ def check_stop_resume(impl, **case):
         impl.run(str(Path(tmp) / "stopped"), k, seed, False)
         impl.run(str(Path(tmp) / "stopped"), n, seed, True)
         got = _fingerprint("TRAIN-3", impl, Path(tmp) / "stopped")
-    _same("TRAIN-3", f"stopped at {k}, resumed to {n}", got, want, inputs)
+        _same("TRAIN-3", f"stopped at {k}, resumed to {n}", got, want, inputs)
+        impl.run(str(Path(tmp) / "nothing"), n, seed, True)
+        got = _fingerprint("TRAIN-3", impl, Path(tmp) / "nothing")
+    _same("TRAIN-3", f"resumed to {n} with nothing saved", got, want, inputs)
 
 
 def _in_child(clause: str, impl: Any, out: Path, total: int, seed: int, resume: bool, what: str,
@@ -221,10 +225,4 @@ PROPERTIES = tuple(Property(clause, check, cases(), EXAMPLES, requires, max_exam
     ("TRAIN-3", check_stop_resume, INTERFACE), ("TRAIN-4", check_kill_resume, INTERFACE),
     ("TRAIN-5", check_finished_stays, INTERFACE), ("TRAIN-6", check_saved_at_total, ("run", "steps"))))
 
-CHANGES = (
-    Change("1.0", "first versioned release"),
-    Change("1.1", "the saved state is at the total (the optional steps(out))", added=("TRAIN-6",)),
-)
-
-CONTRACT = Contract("trainer", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE,
-                    changes=CHANGES)
+CONTRACT = Contract("trainer", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)

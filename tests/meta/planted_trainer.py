@@ -13,17 +13,18 @@ from rlspec.reference import trainer as ref
 
 
 def _trainer(*, reseed=False, fresh_momentum=False, fixed_seed=None, global_rng=False, step_first=False,
-             side_replay=False, overshoot=False, no_final_save=False):
+             side_replay=False, overshoot=False, no_final_save=False, load_on_resume=False):
     """The reference loop, with switches: on resume draw from a generator seeded anew (its state not restored),
     restart the momentum at zero, ignore the seed, draw from torch's global generator (never seeded), take a
     step before checking the total, keep the replay in a file appended every step beside the checkpoint, loop
-    while step <= total (one step past it), save every EVERY steps only (not at the last)."""
+    while step <= total (one step past it), save every EVERY steps only (not at the last), load a checkpoint on
+    every resume (none there: it raises)."""
 
     def run(out, total_steps, seed, resume):
         path = Path(out) / ref.CHECKPOINT
         path.parent.mkdir(parents=True, exist_ok=True)
         side = Path(out) / "replay.pt"
-        resumed = resume and path.is_file()
+        resumed = resume and (load_on_resume or path.is_file())
         state = torch.load(path) if resumed else ref._fresh(seed if fixed_seed is None else fixed_seed)
         gen = torch.Generator()
         gen.set_state(state["gen"])
@@ -72,4 +73,6 @@ PLANTED_TRAINER = (
             "TRAIN-6", "saved its state at step", ("TRAIN-1", "TRAIN-2", "TRAIN-3", "TRAIN-5")),
     Planted("trainer: a checkpoint every 8 steps and none at the last", "trainer", _trainer(no_final_save=True),
             "TRAIN-6", "saved its state at step", ("TRAIN-1", "TRAIN-2", "TRAIN-3", "TRAIN-5")),
+    Planted("trainer: a resume loads a checkpoint whether or not one was saved", "trainer",
+            _trainer(load_on_resume=True), "TRAIN-3", "No such file", ("TRAIN-1", "TRAIN-2", "TRAIN-5", "TRAIN-6")),
 )
