@@ -107,9 +107,10 @@ SHEEPRL_FIXED = {
 # the frame geometry (dreamer.frame, dreamer.cnn_stages): ``geometry``
 GEOMETRY = ("dreamer.frame", "dreamer.cnn_stages")
 # keys with no effect on what sheeprl runs: the env plug-in paths of other ROMs, the device execution's knobs, the
-# MLP encoder's width (unused with the conv encoder), the logged episode window (see IMPLEMENTATION)
+# MLP encoder's width (unused with the conv encoder), the logged episode window (see IMPLEMENTATION), whether the
+# run draws its plots at the end
 IGNORED = ("execution", "rom", "state", "plugin", "device", "kit", "steps_per_rollout", "commit_stride", "sync_every",
-           "value_checks", "ep_window", "dreamer.embed_dim")
+           "value_checks", "ep_window", "dreamer.embed_dim", "plots")
 # what differs whatever the config (sheeprl's own implementation)
 IMPLEMENTATION = [
     "frame values: sheeprl normalizes the gray image PyBoy draws (255, 153, 85, 0) to x/255 - 0.5; rlspec the "
