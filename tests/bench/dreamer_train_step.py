@@ -49,6 +49,9 @@ the kernel's part is mostly the zeroing of fresh pages for new activations: a la
 reference's step at XS, and one reason the fast kit is faster (fused kernels allocate less, its outputs are
 prefaulted with huge pages); its cost per page varies between runs of the machine, and the ratios with it.
 
+Also recorded, from one more (untimed) step of each: its launches (rlspec/evidence/launches.py: the aten ops run
+to the bottom, the CUDA kernels and the host syncs), the figure that says whether a step is launch-bound.
+
 Reported, never asserted (except the parameter match). On a machine shared with other jobs the wall times
 measure the neighbours too: run it under ``nice`` with enough steps, or on a quiet machine.
 
@@ -74,7 +77,7 @@ import torch.nn.functional as F
 
 from rlspec.algos import dreamer
 from rlspec.contracts.validate import without_value_checks
-from rlspec.evidence import cpu
+from rlspec.evidence import cpu, launches
 from rlspec.reference import packed2
 from sheeprl_config import model_overrides, unfused_adam  # tests/bench/sheeprl_config.py
 
@@ -229,7 +232,8 @@ def measure(name: str, size: dict, T: int, B: int, steps: int, warmup: int, devi
                  "cpu_s_per_step": statistics.median(cpus[k]), "system_s_per_step": statistics.median(kernel[k]),
                  "page_faults_per_step": statistics.median(faults[k]), "wall_s": walls[k], "cpu_s": cpus[k],
                  "system_s": kernel[k], "page_faults": faults[k], "config": steppers[k][2],
-                 "host_sync": host_sync(steppers[k][0]) if device.type == "cuda" else None} for k in steppers}
+                 "host_sync": host_sync(steppers[k][0]) if device.type == "cuda" else None,
+                 "launches": launches.count(steppers[k][0])} for k in steppers}
     anchor = impls["sheeprl"]
     ratios = {k: {"wall": anchor["wall_s_per_step"] / v["wall_s_per_step"],
                   "cpu": anchor["cpu_s_per_step"] / v["cpu_s_per_step"]} for k, v in impls.items() if k != "sheeprl"}
