@@ -2,7 +2,8 @@
 ``unpack_impl = "triton"``); ``pack`` is fast/packed2.py's.
 
 Each program reads BLOCK bytes and writes their [BLOCK, 4] pixels: code (b >> 2k) & 3 for k = 0..3
-(least-significant pair first), then ``levels[code]`` from a 4-entry table. The table and the output
+(least-significant pair first), then ``levels[code]`` from a 4-entry table, loaded once per program and
+selected per pixel in registers (a gather read the table from memory once per pixel). The table and the output
 are integers of the output's width (fast/packed2.py ``level_bits``): the codes 0..3 for unpack, the bit
 patterns of L_dtype = v/3 for unpack_normalized. The kernel therefore never does floating arithmetic,
 agrees bit for bit with every backend by construction, and supports bfloat16 even under the Triton
@@ -35,7 +36,9 @@ def _unpack_kernel(packed_ptr, levels_ptr, out_ptr, n, BLOCK: tl.constexpr):
     b = tl.load(packed_ptr + offs, mask=mask, other=0).to(tl.int32)  # [BLOCK]
     k = tl.arange(0, 4)  # [4] pixel slot within the byte (spec/packed2.py PIXELS_PER_BYTE)
     codes = (b[:, None] >> (2 * k[None, :])) & 3  # [BLOCK, 4]
-    vals = tl.load(levels_ptr + codes)  # [BLOCK, 4] gathered from the 4-entry table
+    l0, l1 = tl.load(levels_ptr), tl.load(levels_ptr + 1)  # the 4-entry table, once, in registers
+    l2, l3 = tl.load(levels_ptr + 2), tl.load(levels_ptr + 3)
+    vals = tl.where(codes < 2, tl.where(codes == 0, l0, l1), tl.where(codes == 2, l2, l3))  # [BLOCK, 4]
     tl.store(out_ptr + offs[:, None] * 4 + k[None, :], vals, mask=mask[:, None])
 
 
