@@ -3,8 +3,8 @@
 It learns the toy linear regression of reference/toy_regression.py online: each step the "env" draws one sample
 into the replay and SGD with momentum takes a step on a minibatch drawn from it. Everything a later step depends
 on is in one checkpoint: the step count, the weights, the momentum buffer, the replay and the generator's state.
-It is written every EVERY steps and at the last step, atomically (a temporary file, then ``os.replace``), so
-SIGKILL at any moment leaves the last complete one.
+It is written every EVERY steps and after the loop (at the last step, if the run took one), atomically (a
+temporary file, then ``os.replace``), so SIGKILL at any moment leaves the last complete one.
 """
 
 from __future__ import annotations
@@ -44,6 +44,11 @@ def _save(path: Path, state: dict) -> None:
     os.replace(tmp, path)  # atomic: a reader sees the old checkpoint or the new one
 
 
+def _checkpoint(path: Path, state: dict, gen: torch.Generator) -> None:
+    state["gen"] = gen.get_state()
+    _save(path, state)
+
+
 def run(out: str, total_steps: int, seed: int, resume: bool) -> None:
     """Train to ``total_steps`` in directory ``out``; ``resume``: continue from its checkpoint (if it has one)."""
     path = Path(out) / CHECKPOINT
@@ -51,11 +56,13 @@ def run(out: str, total_steps: int, seed: int, resume: bool) -> None:
     state = torch.load(path) if resume and path.is_file() else _fresh(seed)
     gen = torch.Generator()
     gen.set_state(state["gen"])
+    start = state["step"]
     while state["step"] < total_steps:
         _step(state, gen)
-        if state["step"] % EVERY == 0 or state["step"] == total_steps:
-            state["gen"] = gen.get_state()
-            _save(path, state)
+        if state["step"] % EVERY == 0:
+            _checkpoint(path, state, gen)
+    if state["step"] > start:  # the last step, wherever it falls; a run that took none writes nothing
+        _checkpoint(path, state, gen)
 
 
 def fingerprint(out: str) -> dict:
