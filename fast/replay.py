@@ -33,6 +33,7 @@ from rlspec.contracts.replay import (
     validate_push_meta,
     validate_push_values,
     validate_sample_args,
+    value_inputs,
 )
 from rlspec.contracts.validate import scalar_args
 
@@ -42,9 +43,9 @@ BACKEND_NOTE = "cuda" if torch.cuda.is_available() else "cpu"
 class ReplayRing:
     @scalar_args("capacity", "num_envs", "commit_stride", "safety_margin")
     def __init__(self, capacity: int, num_envs: int, obs_shape: tuple = OBS_SHAPE,
-                 obs_dtype: torch.dtype = torch.uint8, *, store_flags: bool = False, commit_stride: int = 1,
-                 safety_margin: int = 0, device: str | torch.device | None = None, check_values: bool = True,
-                 reserve: int = 0):
+                 obs_dtype: torch.dtype = torch.uint8, *, store_flags: bool = False, store_final: bool = False,
+                 commit_stride: int = 1, safety_margin: int = 0, device: str | torch.device | None = None,
+                 check_values: bool = True, reserve: int = 0):
         validate_config(capacity, num_envs, obs_shape, obs_dtype, commit_stride, safety_margin)
         if not (isinstance(reserve, int) and 0 <= reserve < capacity):
             raise ValueError(f"ReplayRing: argument 'reserve' must be an int in [0, capacity={capacity}), "
@@ -52,16 +53,19 @@ class ReplayRing:
         self.reserve = reserve
         self.capacity, self.num_envs = capacity, num_envs
         self.obs_shape, self.obs_dtype, self.store_flags = tuple(obs_shape), obs_dtype, store_flags
+        self.store_final = store_final
         self.commit_stride, self.safety_margin, self.check_values = commit_stride, safety_margin, check_values
         self.device = torch.device(device if device is not None else BACKEND_NOTE)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
         self._store = {k: torch.zeros(shape, dtype=dtype, device=self.device) for k, (shape, dtype) in
-                       schema(capacity, num_envs, self.obs_shape, obs_dtype, store_flags).items()}
+                       schema(capacity, num_envs, self.obs_shape, obs_dtype, store_flags, store_final).items()}
         self.t = 0
         self.committed_t = 0
         self._prev_episode_id = torch.zeros(num_envs, dtype=torch.int32, device=self.device)  # [N]
         self._prev_end = torch.zeros(num_envs, dtype=torch.bool, device=self.device)  # [N]
+        self._prev_final = torch.zeros((num_envs, *self.obs_shape), dtype=obs_dtype, device=self.device) \
+            if store_final else None  # [N, *obs_shape] final_obs of step t - 1
         self.violations = torch.zeros((), dtype=torch.int64, device=self.device)  # unchecked pushes only
         self._event = torch.cuda.Event() if self.device.type == "cuda" else None
         self._slot_step = -1
@@ -76,20 +80,24 @@ class ReplayRing:
         self._slot_step = t
         return self._store["obs"][t % self.capacity]  # [N, *obs_shape], contiguous
 
-    def push(self, obs, action, reward, is_first, continue_, episode_id, terminated=None, truncated=None):
+    def push(self, obs, action, reward, is_first, continue_, episode_id, terminated=None, truncated=None,
+             final_obs=None):
         fields = {"obs": obs, "action": action, "reward": reward, "is_first": is_first, "continue": continue_,
-                  "episode_id": episode_id, "terminated": terminated, "truncated": truncated}
+                  "episode_id": episode_id, "terminated": terminated, "truncated": truncated, "final_obs": final_obs}
         validate_push_meta(self, fields, slot_written=self._slot_step == self.t)
+        values = value_inputs(self, fields)
         if self.check_values:
-            validate_push_values(self.t, self._prev_episode_id, self._prev_end, fields)
+            validate_push_values(self.t, self._prev_episode_id, self._prev_end, *values)
         else:
-            self.violations += push_violations(self.t, self._prev_episode_id, self._prev_end, fields).sum()
+            self.violations += push_violations(self.t, self._prev_episode_id, self._prev_end, *values).sum()
         row = self.t % self.capacity
         for name, column in self._store.items():
             if fields[name] is not None:
                 column[row].copy_(fields[name].detach(), non_blocking=True)  # no autograd graph kept
         self._prev_episode_id.copy_(episode_id)
         self._prev_end.copy_(episode_end(fields))
+        if self.store_final:
+            self._prev_final.copy_(final_obs.detach(), non_blocking=True)
         self.t += 1
         if self.t % self.commit_stride == 0:
             self.commit()
@@ -127,7 +135,8 @@ class ReplayRing:
     def state_dict(self) -> dict:
         return {"store": {k: v.cpu().clone() for k, v in self._store.items()},
                 "prev_episode_id": self._prev_episode_id.cpu().clone(), "prev_end": self._prev_end.cpu().clone(),
-                "violations": self.violations.cpu().clone(), **{k: getattr(self, k) for k in self.STATE}}
+                "violations": self.violations.cpu().clone(), **{k: getattr(self, k) for k in self.STATE},
+                **({"prev_final": self._prev_final.cpu().clone()} if self.store_final else {})}
 
     def load_state_dict(self, sd: dict) -> None:
         if sd["store"].keys() != self._store.keys() or any(
@@ -140,6 +149,8 @@ class ReplayRing:
         self._prev_episode_id.copy_(sd["prev_episode_id"])
         self._prev_end.copy_(sd["prev_end"])
         self.violations.copy_(sd["violations"])
+        if self.store_final:
+            self._prev_final.copy_(sd["prev_final"])
         for k in self.STATE:
             setattr(self, k, sd[k])
 

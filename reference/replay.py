@@ -15,6 +15,7 @@ from rlspec.contracts.replay import (
     validate_push_meta,
     validate_push_values,
     validate_sample_args,
+    value_inputs,
 )
 from rlspec.contracts.validate import scalar_args
 
@@ -22,19 +23,21 @@ from rlspec.contracts.validate import scalar_args
 class ReplayRing:
     @scalar_args("capacity", "num_envs", "commit_stride", "safety_margin")
     def __init__(self, capacity: int, num_envs: int, obs_shape: tuple = OBS_SHAPE,
-                 obs_dtype: torch.dtype = torch.uint8, *, store_flags: bool = False, commit_stride: int = 1,
-                 safety_margin: int = 0):
+                 obs_dtype: torch.dtype = torch.uint8, *, store_flags: bool = False, store_final: bool = False,
+                 commit_stride: int = 1, safety_margin: int = 0):
         validate_config(capacity, num_envs, obs_shape, obs_dtype, commit_stride, safety_margin)
         self.capacity, self.num_envs = capacity, num_envs
         self.obs_shape, self.obs_dtype, self.store_flags = tuple(obs_shape), obs_dtype, store_flags
+        self.store_final = store_final
         self.commit_stride, self.safety_margin = commit_stride, safety_margin
         self.device = torch.device("cpu")
         self._store = {k: torch.zeros(shape, dtype=dtype) for k, (shape, dtype) in
-                       schema(capacity, num_envs, self.obs_shape, obs_dtype, store_flags).items()}
+                       schema(capacity, num_envs, self.obs_shape, obs_dtype, store_flags, store_final).items()}
         self.t = 0  # steps pushed; step s lives at row s % capacity
         self.committed_t = 0  # steps < committed_t are visible to the sampler
         self._prev_episode_id = torch.zeros(num_envs, dtype=torch.int32)  # [N], of step t - 1
         self._prev_end = torch.zeros(num_envs, dtype=torch.bool)  # [N], step t - 1 ended an episode
+        self._prev_final = None  # [N, *obs_shape] final_obs of step t - 1 (store_final)
         self._slot_step = -1  # the step whose obs_slot was handed out
 
     def storage(self) -> dict[str, torch.Tensor]:
@@ -46,17 +49,20 @@ class ReplayRing:
         self._slot_step = t
         return self._store["obs"][t % self.capacity]  # [N, *obs_shape], contiguous
 
-    def push(self, obs, action, reward, is_first, continue_, episode_id, terminated=None, truncated=None):
+    def push(self, obs, action, reward, is_first, continue_, episode_id, terminated=None, truncated=None,
+             final_obs=None):
         fields = {"obs": obs, "action": action, "reward": reward, "is_first": is_first, "continue": continue_,
-                  "episode_id": episode_id, "terminated": terminated, "truncated": truncated}
+                  "episode_id": episode_id, "terminated": terminated, "truncated": truncated, "final_obs": final_obs}
         validate_push_meta(self, fields, slot_written=self._slot_step == self.t)
-        validate_push_values(self.t, self._prev_episode_id, self._prev_end, fields)
+        validate_push_values(self.t, self._prev_episode_id, self._prev_end, *value_inputs(self, fields))
         row = self.t % self.capacity
         for name, column in self._store.items():
             if fields[name] is not None:  # obs None: already written through obs_slot
                 column[row] = fields[name].detach()  # storage keeps no autograd graph
         self._prev_episode_id = episode_id.clone()
         self._prev_end = episode_end(fields)
+        if self.store_final:
+            self._prev_final = final_obs.detach().clone()
         self.t += 1
         if self.t % self.commit_stride == 0:
             self.commit()

@@ -132,6 +132,7 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
         "reference": "rlspec.reference.collector",
         "safe-engine": "rlspec.engines.safe.collector",
         "bonus-engine": "rlspec.engines.bonus.collector",
+        "dreamer-engine": "rlspec.engines.dreamer.collector",
     },
     "trainer": {
         "reference": "rlspec.reference.trainer",

@@ -14,6 +14,8 @@ Schema (storage ``[Tcap, N, ...]``; a push writes one row ``[N, ...]`` = one env
     continue   c_t [Tcap, N]  float32     0.0 if the transition out of o_t terminated the episode, else 1.0
     episode_id e_t [Tcap, N]  int32       per env: unchanged within an episode, +1 at every reset
     terminated, truncated [Tcap, N] bool  optional (``store_flags=True``), for debugging
+    final_obs  [Tcap, N, *obs_shape]     optional (``store_final=True``): the observation after a_t, before any
+                                          reset (= o_{t+1} unless step t ended an episode)
 
 Push dtypes are exact (no silent casts); inputs must already be on the ring's device (no hidden copy).
 
@@ -30,19 +32,21 @@ per episode), so both round trips are exact (tests/unit/test_replay_alignment.py
 
 Truncation. A time-limit end stores c_t = 1 (the state after a_t is not terminal: its value should be
 bootstrapped) although the env resets: row t+1 holds the *reset* observation of the next episode with
-f_{t+1} = 1 and e_{t+1} = e_t + 1. The final observation of a truncated episode is not in the ring.
+f_{t+1} = 1 and e_{t+1} = e_t + 1. The final observation of a truncated episode is in the ring only
+with ``store_final=True`` (final_obs_t; it doubles the observation memory).
 Hence the rule for every consumer: **never bootstrap row t from row t+1 when f_{t+1} = 1** — its value
 belongs to another episode. c_t alone does not say so (it is 1 on a truncation). Terminals are safe
-(c_t = 0); at a truncation the target is unavailable: cut the return there, or keep V(final obs) aside
-(the ``lambda_return`` and ``gae`` contracts state their choices). Inside the world model the RSSM
-resets its state where f_t = 1 (seed §2.3), which is why sampling may cross episode starts.
+(c_t = 0); at a truncation the target is in final_obs_t where the ring stores it; otherwise cut the return
+there, or keep V(final obs) aside (the ``lambda_return`` and ``gae`` contracts state their choices). Inside
+the world model the RSSM resets its state where f_t = 1 (seed §2.3), which is why sampling may cross episode
+starts.
 
 Invariants (``check_invariants(ring)``; consecutive steps s, s+1 of one env, across the wrap seam)
 -----------------------------------------------------------------------------------------------
     e_{s+1} == e_s  or  f_{s+1}               f_{s+1} ⇒ e_{s+1} == e_s + 1           c_s ∈ {0.0, 1.0}
     terminated_s ⇒ c_s = 0     truncated_s ∧ ¬terminated_s ⇒ c_s = 1     (c_s = 0 or an end flag) ⇒ f_{s+1}
     A step flagged both terminated and truncated is terminal (gymnasium 1.x's TimeLimit on a terminal step
-    at the limit): continue 0.
+    at the limit): continue 0.     store_final: ¬f_{s+1} ⇒ final_obs_s == o_{s+1}
 
 Ring, commits and sampling (global step s is stored at row s mod Tcap; ``t`` = steps pushed so far)
 -------------------------------------------------------------------------------------------------
@@ -78,8 +82,8 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from rlspec.contracts.replay import ARG, DEFAULTS, OBS_SHAPE, PUSH, readable_range, schema
-from rlspec.spec.core import Contract, Property, by_category, expect_rejection, fail
+from rlspec.contracts.replay import ARG, DEFAULTS, FINAL, OBS_LIKE, OBS_SHAPE, PUSH, readable_range, schema
+from rlspec.spec.core import Change, Contract, Property, by_category, expect_rejection, fail
 from rlspec.spec.power import assert_same_values
 from rlspec.spec.scalars import RATIONALE as SCALAR_RATIONALE
 from rlspec.spec.scalars import check_scalar_types
@@ -122,14 +126,21 @@ CLAUSES = {
     "REPLAY-23": "push copies what it keeps: writing into the caller's tensors after a push changes neither the "
                  "storage nor how later pushes are validated",
     "REPLAY-24": "sampling a fresh ring (nothing pushed) is rejected naming 'T'",
+    "REPLAY-25": "store_final=True (default False: no such field) adds final_obs [Tcap, N, *obs_shape] with the obs "
+                 "dtype; row s mod Tcap holds the final_obs step s pushed, and sampled windows carry it",
+    "REPLAY-26": "store_final: final_obs[s] == obs[s+1] wherever is_first[s+1] is False (no reset in between, the "
+                 "observation after a step is the next step's; also across the wrap seam)",
+    "REPLAY-27": "store_final: a push without final_obs, or whose obs is not the previous step's final_obs although "
+                 "is_first is False, is rejected naming the argument; the ring is left bit-identical; the comparison "
+                 "is with final_obs as pushed (writing into that tensor afterwards changes nothing)",
 }
 
 CATEGORIES = by_category(
     maths=("REPLAY-1", "REPLAY-2", "REPLAY-3", "REPLAY-4", "REPLAY-5", "REPLAY-6", "REPLAY-7", "REPLAY-8",
            "REPLAY-9", "REPLAY-10", "REPLAY-11", "REPLAY-12", "REPLAY-13", "REPLAY-16", "REPLAY-19", "REPLAY-20",
-           "REPLAY-21"),
+           "REPLAY-21", "REPLAY-25", "REPLAY-26"),
     robustness=("REPLAY-17", "REPLAY-18", "REPLAY-23"),
-    validation=("REPLAY-14", "REPLAY-15", "REPLAY-22", "REPLAY-24"),
+    validation=("REPLAY-14", "REPLAY-15", "REPLAY-22", "REPLAY-24", "REPLAY-27"),
 )
 RATIONALE = {
     "REPLAY-18": "The ring's layout says nothing about autograd; storing a reward that still requires grad "
@@ -145,10 +156,10 @@ RATIONALE = {
 INTERFACE = ("ReplayRing",)
 """
 ReplayRing(capacity, num_envs, obs_shape=(1, 72, 20), obs_dtype=torch.uint8, *, store_flags=False,
-           commit_stride=1, safety_margin=0)            # fast adds device=..., check_values=True
-  .capacity, .num_envs, .obs_shape, .obs_dtype, .store_flags, .device, .t, .committed_t
+           store_final=False, commit_stride=1, safety_margin=0)   # fast adds device=..., check_values=True
+  .capacity, .num_envs, .obs_shape, .obs_dtype, .store_flags, .store_final, .device, .t, .committed_t
   .push(obs [N, *obs_shape] | None, action [N], reward [N], is_first [N], continue_ [N], episode_id [N],
-        terminated=None, truncated=None) -> None
+        terminated=None, truncated=None, final_obs=None [N, *obs_shape]) -> None
   .commit() -> None
   .obs_slot(t) -> Tensor [N, *obs_shape]                (t == .t: the next step)
   .storage() -> dict[str, Tensor [Tcap, N, ...]]
@@ -163,14 +174,15 @@ ReplayRing(capacity, num_envs, obs_shape=(1, 72, 20), obs_dtype=torch.uint8, *, 
 # --------------------------------------------------------------------------------------------------
 # check_invariants: reusable on any ring (tests, debug mode)
 # --------------------------------------------------------------------------------------------------
-INVARIANTS = ("REPLAY-3", "REPLAY-4", "REPLAY-5", "REPLAY-6", "REPLAY-7", "REPLAY-8")
+INVARIANTS = ("REPLAY-3", "REPLAY-4", "REPLAY-5", "REPLAY-6", "REPLAY-7", "REPLAY-8", "REPLAY-26")
 
 
 def check_invariants(ring: Any, clauses: tuple[str, ...] = INVARIANTS) -> None:
     """Check the episode invariants over every stored step, oldest first (across the wrap seam); raise a
     clause-tagged ContractViolation naming the env column, the global step and the row of the first
     violation. Copies the storage to the CPU (a synchronization on CUDA: not for the hot loop)."""
-    store = {k: v.detach().cpu() for k, v in ring.storage().items() if k != "obs"}
+    final = "REPLAY-26" in clauses and FINAL in ring.storage()
+    store = {k: v.detach().cpu() for k, v in ring.storage().items() if k not in OBS_LIKE or final}
     cap, t = ring.capacity, ring.t
     steps = list(range(max(0, t - cap), t))
     rows = torch.tensor([s % cap for s in steps], dtype=torch.long)
@@ -190,6 +202,8 @@ def check_invariants(ring: Any, clauses: tuple[str, ...] = INVARIANTS) -> None:
                      "truncated=True with continue = {v}, expected 1.0 (a time limit is not a terminal)", c),
         "REPLAY-8": (1, end[:-1] & ~f[1:], ("is_first=False after an episode end at the previous step "
                                            "(continue {p})"), c),
+        "REPLAY-26": (1, ~f[1:] & (col["obs"][1:] != col[FINAL][:-1]).flatten(2).any(2) if final else None,
+                      "obs differs from the previous step's final_obs with is_first={v} (no reset in between)", f),
     }
     for clause in clauses:
         shift, bad, template, values = checks[clause]
@@ -210,34 +224,41 @@ def check_invariants(ring: Any, clauses: tuple[str, ...] = INVARIANTS) -> None:
 def make_stream(steps: int, num_envs: int, obs_shape: tuple, obs_dtype: torch.dtype, seed: int,
                 p_end: float = 0.2, ends: Mapping[tuple[int, int], str] = (), first_id: int = 0
                 ) -> dict[str, torch.Tensor]:
-    """A valid stream [steps, N, ...] (every field plus terminated/truncated): random obs/action/reward,
+    """A valid stream [steps, N, ...] (every field plus terminated/truncated and final_obs, the next step's
+    obs unless the step ended an episode): random obs/action/reward,
     episode ends with probability p_end (terminated, truncated, or both: gymnasium's terminal at the time
     limit), and the pinned ends {(step, env): "terminated" | "truncated" | "both" | "none"}."""
     g = torch.Generator().manual_seed(seed)
     n = num_envs
-    if obs_dtype.is_floating_point:
-        obs = torch.randn(steps, n, *obs_shape, generator=g).to(obs_dtype)
-    else:
-        obs = torch.randint(0, 256 if obs_dtype == torch.uint8 else 1000, (steps, n, *obs_shape), generator=g,
-                            dtype=obs_dtype)
+    obs = _random_obs(g, (steps, n, *obs_shape), obs_dtype)
     kind = torch.where(torch.rand(steps, n, generator=g) < p_end,
                        torch.randint(1, 4, (steps, n), generator=g), 0)  # 0 none, 1 term., 2 trunc., 3 both
     for (s, env), what in dict(ends).items():
         if s < steps:
             kind[s, env] = ("none", "terminated", "truncated", "both").index(what)
     terminated, truncated = (kind == 1) | (kind == 3), (kind == 2) | (kind == 3)
+    final = _random_obs(g, (steps, n, *obs_shape), obs_dtype)  # an episode's end shows its own final frame
+    final[:-1] = torch.where((kind[:-1] == 0).reshape(steps - 1, n, *[1] * len(obs_shape)), obs[1:], final[:-1])
     is_first = torch.ones(steps, n, dtype=torch.bool)
     is_first[1:] = (kind[:-1] != 0)
     episode_id = (first_id + torch.cumsum(is_first.int(), 0) - 1).int()
     return {"obs": obs, "action": torch.randint(0, 18, (steps, n), generator=g, dtype=torch.int32),
             "reward": torch.randn(steps, n, generator=g), "is_first": is_first,
             "continue": (~terminated).float(), "episode_id": episode_id,
-            "terminated": terminated, "truncated": truncated}
+            "terminated": terminated, "truncated": truncated, FINAL: final}
 
 
-def step_args(stream: Mapping[str, torch.Tensor], s: int, device: Any = "cpu", obs: bool = True) -> dict:
-    """Keyword arguments of ring.push for step s of a stream."""
-    args = {ARG.get(k, k): v[s].to(device) for k, v in stream.items()}
+def _random_obs(g: torch.Generator, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(0, 256 if dtype == torch.uint8 else 1000, shape, generator=g, dtype=dtype)
+
+
+def step_args(stream: Mapping[str, torch.Tensor], s: int, device: Any = "cpu", obs: bool = True,
+              final: bool = False) -> dict:
+    """Keyword arguments of ring.push for step s of a stream (final_obs only with ``final``: a ring that stores
+    it)."""
+    args = {ARG.get(k, k): v[s].to(device) for k, v in stream.items() if final or k != FINAL}
     if not obs:
         args["obs"] = None
     return args
@@ -246,7 +267,13 @@ def step_args(stream: Mapping[str, torch.Tensor], s: int, device: Any = "cpu", o
 def new_ring(impl: Any, case: Mapping[str, Any]) -> Any:
     return impl.ReplayRing(case["capacity"], case["num_envs"], case["obs_shape"], case["obs_dtype"],
                            store_flags=case["store_flags"], commit_stride=case["commit_stride"],
-                           safety_margin=case["safety_margin"])
+                           safety_margin=case["safety_margin"], **_final(case))
+
+
+def _final(case: Mapping[str, Any]) -> dict:
+    """store_final=True where the case stores final_obs (omitted otherwise: a ring of replay 1.0 has no such
+    argument, and REPLAY-25 checks the default)."""
+    return {"store_final": True} if case.get("store_final") else {}
 
 
 def snapshot(ring: Any) -> dict[str, Any]:
@@ -323,9 +350,14 @@ SAMPLE_EXAMPLES = (
 # --------------------------------------------------------------------------------------------------
 # Properties: storage and invariants
 # --------------------------------------------------------------------------------------------------
+def _args(ring, stream, s, obs=True) -> dict:
+    """step_args for this ring: final_obs where it stores it."""
+    return step_args(stream, s, ring.device, obs, final=getattr(ring, "store_final", False) is True)
+
+
 def _push(ring, stream, start, stop, obs=True):
     for s in range(start, stop):
-        ring.push(**step_args(stream, s, ring.device, obs))
+        ring.push(**_args(ring, stream, s, obs))
 
 
 def _fill(impl, case):
@@ -373,6 +405,7 @@ def check_storage(impl, **case):
 def _invariant_check(clause):
     def check(impl, **case):
         case = dict(case, store_flags=True) if clause in ("REPLAY-6", "REPLAY-7") else case
+        case = dict(case, store_final=True) if clause == "REPLAY-26" else case
         check_invariants(_fill(impl, case), (clause,))
 
     check.__name__ = f"check_invariant_{clause.split('-')[1]}"
@@ -400,7 +433,7 @@ def check_sample_shapes(impl, **case):
         T, B = case["T"], case["B"]
         want = {k: ((T, B, *shape[2:]), dtype) for k, (shape, dtype) in
                 schema(case["capacity"], case["num_envs"], case["obs_shape"], case["obs_dtype"],
-                       case["store_flags"]).items()}
+                       case["store_flags"], case.get("store_final", False)).items()}
         want.update(env=((B,), torch.int64), step=((T, B), torch.int64))
         for name, (shape, dtype) in want.items():
             got = out.get(name)
@@ -428,6 +461,29 @@ def check_windows(impl, **case):
                                       f"steps {steps}: got {v[:, b].reshape(-1)[:6].tolist()}..., expected "
                                       f"{want.reshape(-1)[:6].tolist()}... (rows across the write head?)",
                          pushes=stop, **_config(case))
+
+
+def check_final_storage(impl, **case):
+    default = impl.ReplayRing(case["capacity"], case["num_envs"], case["obs_shape"], case["obs_dtype"])
+    if FINAL in default.storage():
+        fail("REPLAY-25", "a ring built without store_final stores final_obs (the default is False)", **_config(case))
+    case, stream = dict(case, store_final=True), case["stream"]
+    cap, shape = case["capacity"], (case["capacity"], case["num_envs"], *case["obs_shape"])
+    for ring, stop, _, _, out in _samples(impl, case):
+        stored = ring.storage().get(FINAL)
+        if stored is None or tuple(stored.shape) != shape or stored.dtype != case["obs_dtype"]:
+            fail("REPLAY-25", f"storage field '{FINAL}' is "
+                              f"{'missing' if stored is None else (tuple(stored.shape), stored.dtype)}, expected "
+                              f"{(shape, case['obs_dtype'])}", **_config(case))
+        for s in range(max(0, stop - cap), stop):
+            if not torch.equal(stored[s % cap].cpu(), stream[FINAL][s]):
+                fail("REPLAY-25", f"after {stop} pushes, storage['{FINAL}'] row {s % cap} is not what step {s} "
+                                  "pushed", **_config(case))
+        got = out.get(FINAL)
+        want = stream[FINAL][out["step"].cpu(), out["env"].cpu()]  # [T, B, *obs_shape]
+        if got is None or not torch.equal(got.cpu(), want):
+            fail("REPLAY-25", f"sample['{FINAL}'] is {'missing' if got is None else 'not the windows pushed'} "
+                              f"(after {stop} pushes)", **_config(case))
 
 
 def check_readable(impl, **case):
@@ -512,6 +568,7 @@ def check_uniform(impl):
 BAD_PUSHES = ("obs_dtype", "obs_shape", "action_dtype", "reward_shape", "reward_nan", "continue_half",
               "episode_id_repeat", "episode_id_jump", "episode_id_wrap", "no_reset_after_end", "truncated_continue0",
               "is_first_dtype", "flags_missing", "obs_none_unwritten")
+FINAL_BAD_PUSHES = ("final_missing", "obs_not_final")  # REPLAY-27, on a ring that stores final_obs
 
 
 def _bad_step(kind, args, prev_id, env):
@@ -545,6 +602,12 @@ def _bad_step(kind, args, prev_id, env):
     if kind == "flags_missing":
         a["truncated"] = None
         return a, ["truncated"], ["None"]
+    if kind == "final_missing":
+        a[FINAL] = None
+        return a, [FINAL], ["None", "store_final"]
+    if kind == "obs_not_final":  # the caller's previous step ended no episode: obs must be its final_obs
+        a["obs"][env] += 1
+        return a, ["obs"], [f"env {env}", FINAL]
     if kind == "truncated_continue0":
         a["truncated"][env], a["terminated"][env], a["continue_"][env] = True, False, 0.0
         return a, ["continue_"], ["truncated", f"env {env}"]
@@ -568,11 +631,32 @@ def _bad_step(kind, args, prev_id, env):
 
 
 def check_rejects_push(impl, kind, at, env, **case):
+    _rejects_push("REPLAY-14", impl, kind, at, env, case)
+
+
+def check_rejects_final(impl, kind, at, env, **case):
+    case = dict(case, store_final=True)
+    _rejects_push("REPLAY-27", impl, kind, at, env, case)
+    stream = make_stream(2, case["num_envs"], case["obs_shape"], case["obs_dtype"], at, 0.0)  # no reset at 1
+    ring = new_ring(impl, case)
+    first = _args(ring, stream, 0)
+    ring.push(**first)
+    first[FINAL] += 1  # the caller reuses its buffer after the push
+    try:
+        ring.push(**_args(ring, stream, 1))
+    except (ValueError, TypeError) as err:
+        fail("REPLAY-27", f"writing into step 0's final_obs tensor after its push changed how step 1 is validated "
+                          f"(the ring kept the caller's tensor, not a copy): {err}", **_config(case))
+
+
+def _rejects_push(clause, impl, kind, at, env, case):
+    """A bad step (``kind`` at env ``env``) pushed after ``at`` valid ones: rejected, nothing changed, the ring
+    goes on accepting the valid steps."""
     stream = case["stream"]
     total = len(stream["reward"])
     env = env % case["num_envs"]
     at = at % total
-    if kind in ("episode_id_repeat", "episode_id_jump", "episode_id_wrap", "no_reset_after_end"):
+    if kind in ("episode_id_repeat", "episode_id_jump", "episode_id_wrap", "no_reset_after_end", "obs_not_final"):
         at = max(at, 1)  # a controlled previous step
         ends = {(at - 1, env): "terminated"} if kind == "no_reset_after_end" else {}
         first_id = 2**31 - 1 if kind == "episode_id_wrap" else 0
@@ -582,25 +666,25 @@ def check_rejects_push(impl, kind, at, env, **case):
     ring = new_ring(impl, case)
     _push(ring, stream, 0, at)
     prev_id = int(stream["episode_id"][at - 1, env]) if at else 0
-    args, names, mentions = _bad_step(kind, step_args(stream, at, ring.device), prev_id, env)
+    args, names, mentions = _bad_step(kind, _args(ring, stream, at), prev_id, env)
     before = snapshot(ring)
-    expect_rejection("REPLAY-14", lambda: ring.push(**args), names=[PUSH, *names], mentions=mentions,
+    expect_rejection(clause, lambda: ring.push(**args), names=[PUSH, *names], mentions=mentions,
                      what=f"push of step {at} with {kind} at env {env}")
     after = snapshot(ring)
     for k, v in before.items():
         same = torch.equal(v, after[k]) if isinstance(v, torch.Tensor) else v == after[k]
         if not same:
-            fail("REPLAY-14", f"'{k}' changed by the rejected push ({kind} at step {at}, env {env})",
+            fail(clause, f"'{k}' changed by the rejected push ({kind} at step {at}, env {env})",
                  **_config(case))
     try:
         _push(ring, stream, at, total)
     except (ValueError, TypeError) as err:
-        fail("REPLAY-14", f"after a rejected push ({kind}), the valid step {ring.t} was rejected too: {err}",
+        fail(clause, f"after a rejected push ({kind}), the valid step {ring.t} was rejected too: {err}",
              **_config(case))
     cap = case["capacity"]
     for s in range(max(0, total - cap), total):
         if not torch.equal(ring.storage()["reward"][s % cap].cpu(), stream["reward"][s]):
-            fail("REPLAY-14", f"after a rejected push ({kind}), step {s} was not stored correctly", **_config(case))
+            fail(clause, f"after a rejected push ({kind}), step {s} was not stored correctly", **_config(case))
 
 
 def check_rejects_sample(impl, **case):
@@ -636,7 +720,7 @@ def check_obs_slot(impl, via_slot_seed, **case):
                 fail("REPLAY-16", f"obs_slot({s}).data_ptr() moved from {ptrs[s % cap]:#x} to "
                                   f"{slot.data_ptr():#x} (row {s % cap})", **_config(case))
             slot.copy_(stream["obs"][s].to(ring.device))
-        ring.push(**step_args(stream, s, ring.device, obs=not bool(use_slot[s])))
+        ring.push(**_args(ring, stream, s, obs=not bool(use_slot[s])))
     obs = ring.storage()["obs"]
     if obs.data_ptr() != base:
         fail("REPLAY-16", f"storage obs moved from {base:#x} to {obs.data_ptr():#x}", **_config(case))
@@ -656,7 +740,7 @@ def check_scalar_hyperparameters(impl, **case):
     def run(capacity, num_envs, commit_stride, safety_margin):
         ring = impl.ReplayRing(capacity, num_envs, case["obs_shape"], case["obs_dtype"],
                                store_flags=case["store_flags"], commit_stride=commit_stride,
-                               safety_margin=safety_margin)
+                               safety_margin=safety_margin, **_final(case))
         _push(ring, case["stream"], 0, steps)
         return snapshot(ring)
 
@@ -668,7 +752,7 @@ def check_detached(impl, **case):
     ring = new_ring(impl, case)
     stream = case["stream"]
     for s in range(len(stream["reward"])):
-        args = step_args(stream, s, ring.device)
+        args = _args(ring, stream, s)
         args["reward"] = args["reward"].clone().requires_grad_()
         ring.push(**args)
     attached = [k for k, v in ring.storage().items() if v.requires_grad or v.grad_fn is not None]
@@ -720,7 +804,7 @@ def check_defaults(impl, omitted, **case):
         ring = impl.ReplayRing(case["capacity"], case["num_envs"], **{**kept, **extra})
         committed = []
         for s in range(len(case["stream"]["reward"])):
-            ring.push(**step_args(case["stream"], s, ring.device))
+            ring.push(**_args(ring, case["stream"], s))
             committed.append(ring.committed_t)
         lo, hi = readable_range(ring.t, ring.committed_t, ring.capacity, kept.get("safety_margin", 0))
         sample = ring.sample_sequences(2, 1, torch.Generator(device=ring.device).manual_seed(case["seed"])) \
@@ -766,7 +850,7 @@ def check_copies(impl, **case):
     stream = case["stream"]
     ring = new_ring(impl, case)
     for s in range(len(stream["reward"])):
-        args = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in step_args(stream, s, ring.device).items()}
+        args = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in _args(ring, stream, s).items()}
         try:
             ring.push(**args)
         except (ValueError, TypeError) as err:
@@ -805,6 +889,11 @@ PROPERTIES = (
     Property("REPLAY-19", check_decoding, sample_cases(), SAMPLE_EXAMPLES, INTERFACE, max_examples=15),
     Property("REPLAY-20", check_fresh, ring_cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
     Property("REPLAY-24", check_fresh_sample_rejected, ring_cases(), EXAMPLES[:1], INTERFACE, max_examples=5),
+    Property("REPLAY-25", check_final_storage, sample_cases(), SAMPLE_EXAMPLES, INTERFACE, max_examples=10),
+    Property("REPLAY-27", check_rejects_final,
+             _with(ring_cases(min_steps=3), kind=st.sampled_from(FINAL_BAD_PUSHES), at=st.integers(0, 80),
+                   env=st.integers(0, 3)),
+             tuple(dict(EXAMPLES[2], kind=k, at=8, env=1) for k in FINAL_BAD_PUSHES), INTERFACE, max_examples=10),
     Property("REPLAY-21", check_defaults, default_cases(), (dict(EXAMPLES[0], obs_shape=OBS_SHAPE, seed=0,
              stream=make_stream(12, 2, OBS_SHAPE, torch.uint8, 0), omitted=frozenset(DEFAULTS)),), INTERFACE,
              max_examples=8),
@@ -812,4 +901,11 @@ PROPERTIES = (
     Property("REPLAY-23", check_copies, ring_cases(), EXAMPLES, INTERFACE, max_examples=10),
 )
 
-CONTRACT = Contract("replay", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE)
+CHANGES = (
+    Change("1.0", "first versioned release"),
+    Change("1.1", "store_final: the observation after each step, before any reset (final_obs), where a truncated "
+                  "episode's final state lives", added=("REPLAY-25", "REPLAY-26", "REPLAY-27")),
+)
+
+CONTRACT = Contract("replay", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, rationale=RATIONALE,
+                    changes=CHANGES)

@@ -27,6 +27,10 @@ FIELDS = ("obs", "action", "reward", "is_first", "continue", "episode_id")
 FLAGS = ("terminated", "truncated")
 
 
+FINAL = "final_obs"  # optional (store_final=True): the observation after a_t, before any reset
+OBS_LIKE = ("obs", FINAL)  # the fields shaped [N, *obs_shape] with the ring's obs dtype
+
+
 DTYPES = {"action": torch.int32, "reward": torch.float32, "is_first": torch.bool,
           "continue": torch.float32, "episode_id": torch.int32, "terminated": torch.bool,
           "truncated": torch.bool}
@@ -39,11 +43,13 @@ PUSH = "ReplayRing.push"
 
 
 def schema(capacity: int, num_envs: int, obs_shape: tuple, obs_dtype: torch.dtype,
-           store_flags: bool) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+           store_flags: bool, store_final: bool = False) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
     """field -> (storage shape, dtype)."""
     out = {"obs": ((capacity, num_envs, *obs_shape), obs_dtype)}
     for name in FIELDS[1:] + (FLAGS if store_flags else ()):
         out[name] = ((capacity, num_envs), DTYPES[name])
+    if store_final:
+        out[FINAL] = out["obs"]
     return out
 
 
@@ -95,16 +101,17 @@ def validate_push_meta(ring: Any, fields: Mapping[str, torch.Tensor | None], slo
             if name == "obs" and not slot_written:
                 raise ValueError(f"{PUSH}: argument 'obs' is None, expected a tensor [N, *obs_shape] or a "
                                  f"prior direct write through obs_slot({ring.t}) (got none for this step)")
-            if name == "obs" or name in FLAGS and not ring.store_flags:
+            if name == "obs" or name in FLAGS and not ring.store_flags or name == FINAL and not ring.store_final:
                 continue
-            raise ValueError(f"{PUSH}: argument '{arg}' is None, expected a bool tensor [{n}] "
-                             "(the ring stores terminated/truncated: store_flags=True)")
+            why = (f"a tensor [{n}, *obs_shape] (the ring stores final_obs: store_final=True)" if name == FINAL
+                   else f"a bool tensor [{n}] (the ring stores terminated/truncated: store_flags=True)")
+            raise ValueError(f"{PUSH}: argument '{arg}' is None, expected {why}")
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"{PUSH}: argument '{arg}' must be a torch.Tensor, got {type(value).__name__}")
-        dtype = ring.obs_dtype if name == "obs" else DTYPES[name]
+        dtype = ring.obs_dtype if name in OBS_LIKE else DTYPES[name]
         if value.dtype != dtype:
             raise TypeError(f"{PUSH}: argument '{arg}' has dtype {value.dtype}, expected {dtype}")
-        shape = (n, *ring.obs_shape) if name == "obs" else (n,)
+        shape = (n, *ring.obs_shape) if name in OBS_LIKE else (n,)
         require_shape(PUSH, arg, value, shape, "(one step for all N envs)")
         if value.device != ring.device:
             raise ValueError(f"{PUSH}: argument '{arg}' is on {value.device}, expected the ring's device "
@@ -112,8 +119,11 @@ def validate_push_meta(ring: Any, fields: Mapping[str, torch.Tensor | None], slo
 
 
 def push_violations(t: int, prev_episode_id: torch.Tensor, prev_end: torch.Tensor,
-                    fields: Mapping[str, torch.Tensor | None]) -> torch.Tensor:
-    """[N] bool: env entries of one step that break a value rule (computed on the device, no sync)."""
+                    fields: Mapping[str, torch.Tensor | None], prev_final: torch.Tensor | None = None
+                    ) -> torch.Tensor:
+    """[N] bool: env entries of one step that break a value rule (computed on the device, no sync).
+    ``prev_final``: the previous step's stored final_obs [N, ...] (a store_final ring after its first push);
+    ``fields['obs']`` is then this step's obs, also where it was written through obs_slot."""
     r, c, f, e = (fields[k] for k in ("reward", "continue", "is_first", "episode_id"))
     bad = ~torch.isfinite(r) | ((c != 0) & (c != 1))
     if t == 0:
@@ -126,13 +136,31 @@ def push_violations(t: int, prev_episode_id: torch.Tensor, prev_end: torch.Tenso
         bad |= term & (c != 0)
     if trunc is not None:  # a step flagged both is terminal (continue 0)
         bad |= trunc & ~(term if term is not None else torch.zeros_like(trunc)) & (c != 1)
+    if prev_final is not None:  # no reset in between: the observation after the last step is this one
+        bad |= ~f & _differs(fields["obs"], prev_final)
     return bad
 
 
+def value_inputs(ring: Any, fields: Mapping[str, torch.Tensor | None]) -> tuple[dict, torch.Tensor | None]:
+    """(fields with obs resolved, prev_final) for push_violations / validate_push_values: obs None reads the
+    row obs_slot wrote; prev_final is the final_obs the previous push gave, which the ring keeps in
+    ``_prev_final`` (like the previous episode_id: validation never reads storage back). None: the ring does
+    not store final_obs, or nothing was pushed yet."""
+    current = {**fields, "obs": ring.storage()["obs"][ring.t % ring.capacity] if fields["obs"] is None
+               else fields["obs"]}
+    return current, ring._prev_final if ring.store_final and ring.t else None
+
+
+def _differs(obs: torch.Tensor, final: torch.Tensor) -> torch.Tensor:
+    """[N] bool: env rows of two [N, *obs_shape] observations that differ anywhere."""
+    return (obs != final).reshape(len(obs), -1).any(1)
+
+
 def validate_push_values(t: int, prev_episode_id: torch.Tensor, prev_end: torch.Tensor,
-                         fields: Mapping[str, torch.Tensor | None]) -> None:
-    """Raise naming the field, env column, expected and actual for the first broken value rule."""
-    if not bool(push_violations(t, prev_episode_id, prev_end, fields).any()):
+                         fields: Mapping[str, torch.Tensor | None], prev_final: torch.Tensor | None = None) -> None:
+    """Raise naming the field, env column, expected and actual for the first broken value rule
+    (``prev_final`` and ``fields['obs']`` as in push_violations)."""
+    if not bool(push_violations(t, prev_episode_id, prev_end, fields, prev_final).any()):
         return  # one synchronization on the happy path
     r, c, f, e = (fields[k] for k in ("reward", "continue", "is_first", "episode_id"))
     require_no_nan(PUSH, "reward", r)
@@ -157,6 +185,13 @@ def validate_push_values(t: int, prev_episode_id: torch.Tensor, prev_end: torch.
         cut = trunc & ~term if term is not None else trunc
         _first_bad("continue_", cut & (c != 1), c, "1.0 where truncated=True and terminated=False (a time limit "
                                                     "is not a terminal)")
+    if prev_final is not None:
+        bad = ~f & _differs(fields["obs"], prev_final)
+        if bool(bad.any()):
+            env = int(bad.nonzero()[0])
+            raise ValueError(f"{PUSH}: argument 'obs' at env {env} differs from the previous step's final_obs, "
+                             "expected the same observation (is_first=False: no reset in between, so the "
+                             f"observation after that step is this one) ({int(bad.sum())} of {bad.numel()} envs)")
 
 
 def _first_bad(arg: str, bad: torch.Tensor, value: torch.Tensor, expected: str) -> None:

@@ -110,7 +110,7 @@ GEOMETRY = ("dreamer.frame", "dreamer.cnn_stages")
 # MLP encoder's width (unused with the conv encoder), the logged episode window (see IMPLEMENTATION), whether the
 # run draws its plots at the end
 IGNORED = ("execution", "rom", "state", "plugin", "device", "kit", "steps_per_rollout", "commit_stride", "sync_every",
-           "value_checks", "ep_window", "dreamer.embed_dim", "plots")
+           "value_checks", "ep_window", "dreamer.embed_dim", "plots", "replay_ends")
 # what differs whatever the config (sheeprl's own implementation)
 IMPLEMENTATION = [
     "frame values: sheeprl normalizes the gray image PyBoy draws (255, 153, 85, 0) to x/255 - 0.5; rlspec the "

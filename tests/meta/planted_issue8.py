@@ -120,9 +120,10 @@ def _risk_target_keeps_grad(cost, done, gamma, horizon):
 class _Int32Wrap(ref_replay.ReplayRing):
     """The +1 rule in int32 (the contract's code before the fix): 2³¹−1 → −2³¹ passes as the next episode."""
 
-    def push(self, obs, action, reward, is_first, continue_, episode_id, terminated=None, truncated=None):
+    def push(self, obs, action, reward, is_first, continue_, episode_id, terminated=None, truncated=None,
+             final_obs=None):
         fields = {"obs": obs, "action": action, "reward": reward, "is_first": is_first, "continue": continue_,
-                  "episode_id": episode_id, "terminated": terminated, "truncated": truncated}
+                  "episode_id": episode_id, "terminated": terminated, "truncated": truncated, "final_obs": final_obs}
         validate_push_meta(self, fields, slot_written=self._slot_step == self.t)
         if self.t > 0:  # the +1 rule in int32 arithmetic: an env whose id wrapped passes as "+1"; all else checked
             plus_one = is_first & (episode_id == self._prev_episode_id + 1)  # int32 add
@@ -143,18 +144,19 @@ class _Int32Wrap(ref_replay.ReplayRing):
 class _ObsNoneAccepted(ref_replay.ReplayRing):
     """push(obs=None) accepted without a prior obs_slot write: the row keeps a stale frame."""
 
-    def push(self, obs, action, reward, is_first, continue_, episode_id, terminated=None, truncated=None):
+    def push(self, obs, *args, **kwargs):
         if obs is None:
             self._slot_step = self.t
-        return super().push(obs, action, reward, is_first, continue_, episode_id, terminated, truncated)
+        return super().push(obs, *args, **kwargs)
 
 
 class _StoresGraph(ref_replay.ReplayRing):
-    def push(self, obs, action, reward, is_first, continue_, episode_id, terminated=None, truncated=None):
+    def push(self, obs, action, reward, is_first, continue_, episode_id, terminated=None, truncated=None,
+             final_obs=None):
         fields = {"obs": obs, "action": action, "reward": reward, "is_first": is_first, "continue": continue_,
-                  "episode_id": episode_id, "terminated": terminated, "truncated": truncated}
+                  "episode_id": episode_id, "terminated": terminated, "truncated": truncated, "final_obs": final_obs}
         validate_push_meta(self, fields, slot_written=self._slot_step == self.t)
-        super().push(obs, action, reward.detach(), is_first, continue_, episode_id, terminated, truncated)
+        super().push(obs, action, reward.detach(), is_first, continue_, episode_id, terminated, truncated, final_obs)
         self._store["reward"][(self.t - 1) % self.capacity] = reward  # the graph goes into storage
 
 

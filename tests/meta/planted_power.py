@@ -81,8 +81,8 @@ class _CommittedFromOne(ref_replay.ReplayRing):
 
 class _StrideTwoByDefault(ref_replay.ReplayRing):
     def __init__(self, capacity, num_envs, obs_shape=ref_replay.OBS_SHAPE, obs_dtype=torch.uint8, *,
-                 store_flags=False, commit_stride=2, safety_margin=0):
-        super().__init__(capacity, num_envs, obs_shape, obs_dtype, store_flags=store_flags,
+                 store_flags=False, store_final=False, commit_stride=2, safety_margin=0):
+        super().__init__(capacity, num_envs, obs_shape, obs_dtype, store_flags=store_flags, store_final=store_final,
                          commit_stride=commit_stride, safety_margin=safety_margin)
 
 

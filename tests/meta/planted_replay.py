@@ -40,8 +40,9 @@ class _EpisodeIdFrozen(ref.ReplayRing):
 class _TruncationAsTerminal(ref.ReplayRing):
     """truncation stored as continue 0 (done = terminated or truncated)."""
 
-    def push(self, obs, action, reward, is_first, continue_, episode_id, terminated=None, truncated=None):
-        super().push(obs, action, reward, is_first, continue_, episode_id, terminated, truncated)
+    def push(self, obs, action, reward, is_first, continue_, episode_id, terminated=None, truncated=None,
+             final_obs=None):
+        super().push(obs, action, reward, is_first, continue_, episode_id, terminated, truncated, final_obs)
         if truncated is not None:
             row = (self.t - 1) % self.capacity
             self._store["continue"][row] = torch.where(truncated, 0.0, self._store["continue"][row])
@@ -87,10 +88,11 @@ class _StrictSampler(ref.ReplayRing):
 class _WritesBeforeValidating(ref.ReplayRing):
     """The reward row is written before the push is validated: a rejected push leaves a trace."""
 
-    def push(self, obs, action, reward, is_first, continue_, episode_id, terminated=None, truncated=None):
+    def push(self, obs, action, reward, is_first, continue_, episode_id, terminated=None, truncated=None,
+             final_obs=None):
         if isinstance(reward, torch.Tensor) and reward.shape == (self.num_envs,):
             self._store["reward"][self.t % self.capacity] = reward
-        super().push(obs, action, reward, is_first, continue_, episode_id, terminated, truncated)
+        super().push(obs, action, reward, is_first, continue_, episode_id, terminated, truncated, final_obs)
 
 
 class _ReadsUnderHead(ref.ReplayRing):
@@ -102,6 +104,40 @@ class _ReadsUnderHead(ref.ReplayRing):
             return super().sample_sequences(B, T, generator)
         finally:
             self.t += 1
+
+
+class _FinalIsObs(ref.ReplayRing):
+    """final_obs stored as the step's own observation o_t (the row's obs), not the one after a_t."""
+
+    def push(self, *args, **kwargs):
+        super().push(*args, **kwargs)
+        if self.store_final:
+            row = (self.t - 1) % self.capacity
+            self._store["final_obs"][row] = self._store["obs"][row]
+
+
+class _FinalUnchecked(ref.ReplayRing):
+    """push never compares an observation with the previous step's final_obs (it forgets the one it got)."""
+
+    def push(self, *args, **kwargs):
+        super().push(*args, **kwargs)
+        self._prev_final = None
+
+
+class _FinalAliased(ref.ReplayRing):
+    """The previous final_obs kept as the caller's tensor, not a copy."""
+
+    def push(self, *args, **kwargs):
+        super().push(*args, **kwargs)
+        if self.store_final:
+            self._prev_final = kwargs["final_obs"]
+
+
+class _FinalNotSampled(ref.ReplayRing):
+    """final_obs stored but left out of the sampled windows."""
+
+    def sample_sequences(self, B, T, generator):
+        return {k: v for k, v in super().sample_sequences(B, T, generator).items() if k != "final_obs"}
 
 
 class _ReadsUncommitted(fast.ReplayRing):
@@ -134,6 +170,14 @@ PLANTED_REPLAY = (
             "changed by the rejected push", ("REPLAY-2", "REPLAY-3", "REPLAY-10")),
     Planted("sampler reads the row under the write head", "replay", _ring(_ReadsUnderHead), "REPLAY-11",
             "under the write head", ("REPLAY-9", "REPLAY-10", "REPLAY-12")),
+    Planted("final_obs stored as the step's own obs", "replay", _ring(_FinalIsObs), "REPLAY-26",
+            "differs from the previous step's final_obs", ("REPLAY-3", "REPLAY-4", "REPLAY-5", "REPLAY-8")),
+    Planted("push accepts an obs that is not the previous final_obs", "replay", _ring(_FinalUnchecked), "REPLAY-27",
+            "obs_not_final", ("REPLAY-2", "REPLAY-3", "REPLAY-25", "REPLAY-26")),
+    Planted("the previous final_obs aliased, not copied", "replay", _ring(_FinalAliased), "REPLAY-27",
+            "kept the caller's tensor", ("REPLAY-2", "REPLAY-25", "REPLAY-26")),
+    Planted("final_obs left out of the samples", "replay", _ring(_FinalNotSampled), "REPLAY-25",
+            "sample['final_obs'] is missing", ("REPLAY-2", "REPLAY-26", "REPLAY-27")),
     Planted("fast sampler reads uncommitted rows", "replay", _ring(_ReadsUncommitted), "REPLAY-11",
             "not yet committed", ("REPLAY-9", "REPLAY-10", "REPLAY-12", "REPLAY-13")),
 )

@@ -383,7 +383,8 @@ def test_list_shows_signatures_attributes_defaults_and_case_keys(capsys):
     assert "ReplayRing(capacity, num_envs, obs_shape=(1, 72, 20), obs_dtype=torch.uint8" in text
     assert ".t, .committed_t" in text and "commit_stride=1" in text
     assert "REPLAY-14 (since 1.0): a bad push is rejected" in text and "case keys: capacity, num_envs" in text
-    assert "validation: bad input rejected" in text and "Changelog:\n  1.0: first versioned release" in text
+    assert "validation: bad input rejected" in text and "Changelog:\n  1.1: store_final" in text
+    assert "  1.0: first versioned release" in text
     assert "fast-torch: rlspec.fast.replay" in text
     assert cli.main(["list", "return_ema"]) == 0  # no INTERFACE text: introspected from the reference
     text = capsys.readouterr().out

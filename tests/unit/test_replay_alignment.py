@@ -80,7 +80,8 @@ def test_round_trips_on_ring_streams(steps, seed, last):
     stream = spec.make_stream(steps, 1, OBS, torch.uint8, seed, 0.3, {(steps - 1, 0): last})
     rows = _column(stream, 0)
     n_eps = int(rows["is_first"].sum())
-    finals = torch.randint(0, 256, (n_eps, *OBS), generator=torch.Generator().manual_seed(seed), dtype=torch.uint8)
+    last_rows = torch.cat([rows["is_first"][1:], torch.tensor([True])])  # [steps]: each episode's last row
+    finals = rows.pop("final_obs")[last_rows]  # [E, *OBS]: the stream's final observation of each episode
     arrival = contract.to_arrival({k: rows[k] for k in contract.FIELDS}, finals)
     assert len(arrival["reward"]) == steps + n_eps  # one final-observation row per episode
     back, back_finals = contract.from_arrival(arrival)

@@ -8,24 +8,24 @@ fixes: the loop and the ring never look inside an observation. The world-model p
 room's frames): ``min_ready_steps`` is set past the collection, so ``act`` draws the prefill's uniform actions
 and no update is due.
 
-Adapter: ``_RoomVector``, the contract's sub-envs (``envs.env_fns``) behind the room's interface (contract
-room_env's ``Step``: same-step autoreset, is_first and episode_id of the returned obs, success = terminated),
-whatever the given vector's mode; like the room, it hands the loop no final observation. The room's NUM_ACTIONS
-action ids are sent to the env as a = −1 + 2k/(NUM_ACTIONS − 1) (the stored action is that value).
+The loop runs with ``replay_ends`` on (the config key that makes the ring store each step's terminated and
+truncated flags and its final observation, contract replay's store_flags and store_final).
 
-What the replay stores is one transition row per step (contract replay), not DreamerV3's arrival
-rows with is_last / is_terminal: (obs_t, action_t, reward, continue = 1 − terminated, is_first of obs_t,
-episode_id), no final observation and no truncation flag. The rows convert as: next_obs = the env column's next
-row's obs (the loop's current obs after the last row), which after an episode's end is the next episode's
-first obs; the episode ended where that next obs is_first; terminated = continue 0, truncated = ended with
-continue 1 (a step both terminated and truncated is stored as terminated only). Episodes are the loop's
+Adapter: ``_RoomVector``, the contract's sub-envs (``envs.env_fns``) behind the room's interface (contract
+room_env's ``Step``: same-step autoreset, is_first and episode_id of the returned obs, success = terminated,
+``final_out`` receiving the observation before any reset), whatever the given vector's mode. The room's
+NUM_ACTIONS action ids are sent to the env as a = −1 + 2k/(NUM_ACTIONS − 1) (the stored action is that value).
+
+The replay stores one transition row per step (contract replay), not DreamerV3's arrival rows with is_last /
+is_terminal: (obs_t, action_t, reward, continue, is_first of obs_t, episode_id, terminated, truncated,
+final_obs). The rows convert one to one: next_obs = final_obs, the flags as stored. Episodes are the loop's
 ``finished`` (return, length), with the env index of the is_first the same step set. The given ``obs`` and
 ``policy`` are not used: the loop resets its own vector and acts with its own prefill.
 
-So the replay fails COLL-2 (no final observation: an episode's last row leads to the next episode's reset
-observation) and COLL-5 (a step both terminated and truncated keeps only continue 0); the conversion hides
-neither. The room never sets both flags on one step, and the world model trains on these transition rows by
-design; but no consumer of this replay can bootstrap a time limit from its real final state.
+With ``replay_ends`` off (the default: half the replay's frame memory) the ring keeps neither the final
+observation nor the flags: an episode's last row then leads only to the next episode's reset observation,
+and a step both terminated and truncated keeps continue 0 alone (COLL-2 and COLL-5 fail;
+tests/engines/dreamer/test_dreamer_collector.py pins both verdicts).
 """
 
 from __future__ import annotations
@@ -56,11 +56,13 @@ class _RoomVector:
         false = torch.zeros(n, dtype=torch.bool)
         return Step(obs, torch.zeros(n), false, false.clone(), false.clone(), ~false, self.episode.clone())
 
-    def step(self, actions: torch.Tensor) -> Step:
+    def step(self, actions: torch.Tensor, final_out: torch.Tensor | None = None) -> Step:
         obs, reward, terminated, truncated = [], [], [], []
         for i, (env, k) in enumerate(zip(self.envs, actions.tolist())):
             a = np.array([-1.0 + 2.0 * k / (NUM_ACTIONS - 1)], dtype=np.float32)
             o, r, term, trunc, _ = env.step(a)
+            if final_out is not None:
+                final_out[i] = torch.from_numpy(o)
             if term or trunc:
                 o, _ = env.reset()
                 self.episode[i] += 1
@@ -70,13 +72,15 @@ class _RoomVector:
                     truncated, terminated.clone(), terminated | truncated, self.episode.clone())
 
 
-def _run(envs: Any, steps: int) -> tuple[ReplayRing, Loop, list[tuple[int, float, int]]]:
+def _run(envs: Any, steps: int, replay_ends: bool) -> tuple[ReplayRing, Loop, list[tuple[int, float, int]]]:
     """``steps`` iterations of the engine's loop (act, env_step) over the contract's sub-envs: the ring, the
-    loop's state after them, and the finished episodes (env, return, length)."""
+    loop's state after them and the finished episodes (env, return, length)."""
     n = envs.num_envs
-    cfg = DreamerRunConfig(num_envs=n, min_ready_steps=steps * n, replay_capacity=max(steps, 2))
+    cfg = DreamerRunConfig(num_envs=n, min_ready_steps=steps * n, replay_capacity=max(steps, 2),
+                           replay_ends=replay_ends)
     vector = _RoomVector(envs.env_fns)
-    ring = ReplayRing(cfg.replay_capacity, n, obs_shape=(4,), obs_dtype=torch.float64)
+    ring = ReplayRing(cfg.replay_capacity, n, obs_shape=(4,), obs_dtype=torch.float64, store_flags=replay_ends,
+                      store_final=replay_ends)  # make_ring's, with the scripted env's observation
     loop, gen = Loop.start(cfg, vector.reset()), torch.Generator().manual_seed(cfg.seed)
     episodes = []
     for _ in range(steps):
@@ -88,14 +92,30 @@ def _run(envs: Any, steps: int) -> tuple[ReplayRing, Loop, list[tuple[int, float
 
 
 def collect(envs: Any, obs: np.ndarray, policy: Callable, steps: int) -> dict:
+    return rows(envs, steps, replay_ends=True)
+
+
+def rows(envs: Any, steps: int, replay_ends: bool) -> dict:
+    """The collector's transitions from the ring; without ``replay_ends`` the next observation is the next
+    row's (the loop's current one after the last row) and the flags come from continue and is_first."""
     if steps == 0:
         return dict({k: np.zeros((0,)) for k in FIELDS}, episodes=[])
-    ring, loop, episodes = _run(envs, steps)
+    ring, loop, episodes = _run(envs, steps, replay_ends)
     store = {k: v[:steps] for k, v in ring.storage().items()}  # [T, N, ...]: no wrap, capacity >= steps
+    action = -1.0 + 2.0 * store["action"].double() / (NUM_ACTIONS - 1)  # [T, N]
+    if replay_ends:
+        ends = store["final_obs"], store["terminated"], store["truncated"]
+    else:
+        ends = _inferred_ends(store, loop)
+    columns = (store["obs"], action, store["reward"], *ends)
+    return dict({k: v.flatten(0, 1).numpy() for k, v in zip(FIELDS, columns)}, episodes=episodes)
+
+
+def _inferred_ends(store: dict, loop: Loop) -> tuple[torch.Tensor, ...]:
+    """(next_obs, terminated, truncated) [T, N, ...] from a ring without the flags and final_obs: the next row's
+    obs (after the last row, the loop's current one), which after an episode's end is the next episode's first;
+    terminated = continue 0, truncated = the next obs is_first with continue 1."""
     next_obs = torch.cat([store["obs"][1:], loop.obs[None]])  # [T, N, 4]
     ended = torch.cat([store["is_first"][1:], loop.is_first[None]])  # [T, N]
     terminated = store["continue"] == 0
-    action = -1.0 + 2.0 * store["action"].double() / (NUM_ACTIONS - 1)  # [T, N]
-    columns = (store["obs"], action, store["reward"], next_obs, terminated, ended & ~terminated)
-    rows = {k: v.flatten(0, 1).numpy() for k, v in zip(FIELDS, columns)}
-    return dict(rows, episodes=episodes)
+    return next_obs, terminated, ended & ~terminated

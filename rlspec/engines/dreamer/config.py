@@ -64,6 +64,11 @@ class DreamerRunConfig(runconfig.RunConfig):
     replay_capacity: int = 20_000
     """Rows of the replay ring per env, 1,440 bytes of packed2 frame each (the oldest are overwritten;
     >= total_steps / num_envs keeps the whole run)."""
+    replay_ends: bool = False
+    """Also store each step's terminated and truncated flags and its final observation (the frame after the
+    step, before any reset) in the replay (contract replay's store_flags and store_final): what bootstrapping a
+    time limit from its real final state needs, and what contract collector checks. It doubles the replay's
+    frame memory; the world model and the actor-critic do not read them."""
     step_limit: int = 64
     """Env steps before an episode is truncated."""
     frameskip: int = 4

@@ -80,8 +80,8 @@ def make_fast_ring(cfg: DreamerRunConfig, dev: torch.device, checks: bool = True
     device (read at metrics rows)."""
     from rlspec.fast.replay import ReplayRing
 
-    return ReplayRing(cfg.replay_capacity, cfg.num_envs, commit_stride=cfg.commit_stride, device=dev,
-                      check_values=checks, reserve=cfg.steps_per_rollout)
+    return ReplayRing(cfg.replay_capacity, cfg.num_envs, store_flags=cfg.replay_ends, store_final=cfg.replay_ends,
+                      commit_stride=cfg.commit_stride, device=dev, check_values=checks, reserve=cfg.steps_per_rollout)
 
 
 def cpu_ring(cfg: DreamerRunConfig, saved: dict):
@@ -363,15 +363,17 @@ class DreamerV3Engine:
     def rollout(self, envs, ring, policy: DreamerState, loop: ActorLoop, gen: torch.Generator) -> None:
         """Vector steps up to the next rollout boundary."""
         cfg = self.cfg
+        final = torch.empty((ring.num_envs, *ring.obs_shape), dtype=ring.obs_dtype, device=ring.device) \
+            if cfg.replay_ends else None
         for _ in range(cfg.steps_per_rollout):
             if loop.env_steps < cfg.min_ready_steps:
                 action = torch.randint(0, NUM_ACTIONS, (cfg.num_envs,), generator=gen, device=self.dev)
             else:
                 obs = ring.storage()["obs"][ring.t % ring.capacity]  # [N, 1, 72, 20]: the current frames
                 action, loop.carry = policy_step(policy, obs, loop.prev_action, loop.is_first, loop.carry, gen)
-            out = envs.step(action, render=False)
+            out = envs.step(action, render=False, final_out=final)  # final [N, 1, 72, 20]: before any reset
             ring.push(None, action.to(torch.int32), out.reward, loop.is_first, (~out.terminated).float(),
-                      loop.episode_id)
+                      loop.episode_id, out.terminated, out.truncated, final)
             envs.render(ring.obs_slot(ring.t))  # the next frame, straight into its replay row
             record_episodes(loop, out, cfg.ep_window)
             loop.is_first.copy_(out.is_first)

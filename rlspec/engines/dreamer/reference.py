@@ -183,7 +183,7 @@ def make_envs(cfg: DreamerRunConfig, seed: int):
 def make_ring(cfg: DreamerRunConfig):
     from rlspec.reference.replay import ReplayRing
 
-    return ReplayRing(cfg.replay_capacity, cfg.num_envs)
+    return ReplayRing(cfg.replay_capacity, cfg.num_envs, store_flags=cfg.replay_ends, store_final=cfg.replay_ends)
 
 
 def updates_due(cfg: DreamerRunConfig, env_steps: int) -> int:
@@ -231,9 +231,10 @@ def act(cfg: DreamerRunConfig, state: DreamerState, loop: Loop, gen: torch.Gener
 
 def env_step(cfg: DreamerRunConfig, envs, ring, loop: Loop, action: torch.Tensor) -> None:
     """Step the envs, push the transition rows, track episodes (the last ep_window finished ones)."""
-    out = envs.step(action)
+    final = torch.empty_like(loop.obs) if cfg.replay_ends else None  # [N, 1, 72, 20] before any reset
+    out = envs.step(action, final_out=final)
     ring.push(loop.obs, action.to(torch.int32), out.reward, loop.is_first, (~out.terminated).float(),
-              loop.episode_id)
+              loop.episode_id, out.terminated, out.truncated, final)
     advance(cfg, loop, out, action)
     loop.finished = loop.finished[-cfg.ep_window:]
 

@@ -28,9 +28,10 @@ class RecordedRoom:
         self.actions = [[] for _ in range(self.num_envs)]
         return self.env.reset()
 
-    def step(self, actions: torch.Tensor) -> Step:
-        """actions [N] int64 -> Step (same-step auto-reset, rlspec/envs/room/pyboy_room.py)."""
-        out = self.env.step(actions)
+    def step(self, actions: torch.Tensor, final_out: torch.Tensor | None = None) -> Step:
+        """actions [N] int64 -> Step (same-step auto-reset, rlspec/envs/room/pyboy_room.py); ``final_out``
+        [N, 1, 72, 20] receives the frames before any reset."""
+        out = self.env.step(actions, final_out=final_out)
         for i, (a, ended) in enumerate(zip(actions.tolist(), (out.terminated | out.truncated).tolist())):
             self.actions[i] = [] if ended else self.actions[i] + [a]
         return out

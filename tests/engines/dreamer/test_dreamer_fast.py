@@ -248,3 +248,23 @@ def test_training_loop_reads_back_only_adam_step_counters_without_value_checks(c
         assert not elsewhere, elsewhere
     else:
         assert elsewhere and all(k[0].startswith("contracts/") for k in elsewhere), elsewhere
+
+
+def test_replay_ends_store_the_same_final_frames_and_flags_in_both_executions(tmp_path):
+    """replay_ends=true: the local execution (PyBoy, reference ring) and the device one (Warp, fast ring) fill
+    their replays with the same rows, flags and final frames included; a truncation's final frame is the
+    room before its reset, not the next row's first frame."""
+    ends = ("replay_ends=true", "plots=false")
+    local = dreamer.DreamerV3EngineCPU(_cfg(*ends)).run(tmp_path / "local", show_progress=False)
+    device = dreamer_fast.DreamerV3Engine(_cfg(*DETERMINISTIC, *ends, "kit=reference")).run(tmp_path / "device",
+                                                                                           show_progress=False)
+    want = load_checkpoint(local / "checkpoints/last.pt")["ring"].storage()
+    got = load_checkpoint(device / "checkpoints/last.pt")["ring"]["store"]
+    rows = int(load_checkpoint(local / "checkpoints/last.pt")["env_steps"]) // 2  # 2 envs, no wrap (capacity 64)
+    assert got.keys() == want.keys() and {"final_obs", "terminated", "truncated"} <= want.keys()
+    differ = [k for k in want if not torch.equal(got[k][:rows], want[k][:rows])]  # row `rows`: the device's next
+    assert not differ, differ  # frame, already rendered into its obs_slot
+    cut = want["truncated"][:rows - 1]  # [rows - 1, N]: truncations with a next row
+    assert int(cut.sum()) >= 2 and bool(want["is_first"][1:rows][cut].all())
+    differs = (want["final_obs"][:rows - 1] != want["obs"][1:rows]).flatten(2).any(2)  # [rows - 1, N]
+    assert bool(differs[cut].all()) and not bool(differs[~want["is_first"][1:rows]].any())
