@@ -59,6 +59,15 @@ def cpu_gate(session: nox.Session) -> None:
 
 
 @nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site (mkdocs.yml, the `docs` extra) built into site/ in strict mode: a broken link, a
+    missing page or a page outside the nav fails it. `nox -s docs -- serve` serves it while you edit."""
+    _install_project(session, "docs,spec,gym,dreamer")  # the contract pages import every spec module
+    session.env.update(NO_MKDOCS_2_WARNING="1")
+    session.run("mkdocs", *(session.posargs or ["build"]), "--strict")
+
+
+@nox.session
 def user_torch(session: nox.Session) -> None:
     """rlspec installed into a project that already has another torch than the pin: the environment gets
     USER_TORCH first (or `-- torch==X`), then `pip install -e .[spec]` without the constraints file, as a user

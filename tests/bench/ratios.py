@@ -4,11 +4,11 @@ ratios.json = {"cpu": the CPU identity the run recorded (rlspec/evidence/cpu.py,
 "loadavg": {"start", "end"} (1/5/15-minute load averages), "pytest_args", "groups": [...]}; ratios.md = the
 Markdown table of the figures.
 
-    python tests/bench/ratios.py bench-results/bench.json [--record docs/bench] [--readme README.md]
+    python tests/bench/ratios.py bench-results/bench.json [--record docs/bench] [--readme PAGE]
 
 --record copies ratios.json to docs/bench/kernels_<cpu slug>.json (the committed run); --readme replaces the
-table between README's ``<!-- kernel-bench:begin -->`` and ``<!-- kernel-bench:end -->`` markers by ratios.md,
-so the README's figures are this run's, never typed by hand.
+table between PAGE's ``<!-- kernel-bench:begin -->`` and ``<!-- kernel-bench:end -->`` markers by ratios.md
+(docs/benchmarks/performance.md), so the page's figures are this run's, never typed by hand.
 
 speedup = other_median / fast_median (above 1: the fast implementation is faster); the targets are read
 off these. Each figure comes with its spread: the ratio of the minimums (on a shared machine the medians
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import textwrap
 from collections import defaultdict
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("bench_json")
     parser.add_argument("--record", type=Path, help="folder to copy ratios.json to as kernels_<cpu slug>.json")
-    parser.add_argument("--readme", type=Path, help="README whose kernel-bench block is replaced by the table")
+    parser.add_argument("--readme", type=Path, help="page whose kernel-bench block is replaced by the table (docs/benchmarks/performance.md)")
     args = parser.parse_args(argv)
     path = Path(args.bench_json)
     if not path.is_file():
@@ -191,10 +192,9 @@ def main(argv: list[str] | None = None) -> None:
         recorded.write_text(out.read_text())
         json_path = recorded.as_posix()
         print(f"wrote {recorded}")
-    table = markdown(result, json_path)
-    path.with_name("ratios.md").write_text(table)
-    if args.readme:
-        replace_block(args.readme, table)
+    path.with_name("ratios.md").write_text(markdown(result, json_path))
+    if args.readme:  # the JSON's link relative to the page that shows it
+        replace_block(args.readme, markdown(result, os.path.relpath(json_path, args.readme.parent)))
         print(f"updated the kernel-bench table in {args.readme}")
 
 

@@ -1,0 +1,104 @@
+"""The documentation site and the README: the site builds in strict mode (and strict mode does fail on a broken
+link); each contract page carries every clause of its contract; each engine page carries every config key; the
+README stays short, and every path, rlspec verb and nox session it names exists."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlspec import registry
+from rlspec.cli import _parser
+from rlspec.runs import config as runconfig
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("docs_site", ROOT / "tools/docs_site.py")  # the hook file mkdocs.yml
+docs_site = importlib.util.module_from_spec(_spec)  # names (tools/ is not a package)
+_spec.loader.exec_module(docs_site)
+
+MKDOCS = [sys.executable, "-m", "mkdocs", "build", "--strict"]
+
+
+def _build(config: Path, site: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*MKDOCS, "-f", str(config), "-d", str(site)], capture_output=True, text=True,
+                          cwd=config.parent, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+
+
+def test_the_site_builds_strictly_with_every_contract_and_engine_page(tmp_path):
+    done = _build(ROOT / "mkdocs.yml", tmp_path / "site")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for cid in registry.CONTRACTS:
+        page = (tmp_path / "site/contracts" / cid / "index.html").read_text()
+        assert all(clause in page for clause in registry.load_contract(cid).clauses), cid
+    dreamer = (tmp_path / "site/engines/dreamer/index.html").read_text()
+    assert "<code>replay_ends</code>" in dreamer and "<!-- config-keys" not in dreamer
+
+
+def test_strict_mode_fails_on_a_broken_link(tmp_path):
+    """The site's own validation settings, on a page that links to a page that does not exist."""
+    ours = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs/index.md").write_text("# Home\n\nSee [the missing page](missing.md).\n")
+    config = tmp_path / "mkdocs.yml"
+    config.write_text(yaml.safe_dump({"site_name": "t", "strict": True, "validation": ours["validation"]}))
+    done = _build(config, tmp_path / "site")
+    assert done.returncode != 0 and "missing.md" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("cid", ["gae", "replay", "trainer"])
+def test_a_contract_page_states_every_clause_and_its_version(cid):
+    contract = registry.load_contract(cid)
+    page = docs_site.contract_page(cid)
+    assert page.startswith(f"# {cid} {contract.version}\n")
+    for clause, statement in contract.clauses.items():
+        line = next(li for li in page.splitlines() if li.startswith(f"- **{clause}** "))
+        assert f"(since {contract.since(clause)})" in line
+        assert re.sub(r"\\(.)", r"\1", line.split("): ", 1)[1]).replace("&lt;", "<").replace("&gt;", ">").replace(
+            "&amp;", "&") == statement
+
+
+@pytest.mark.parametrize("engine", ["safe", "dreamer", "bonus"])
+def test_an_engine_keys_table_has_every_key_once(engine):
+    table = docs_site.config_keys(engine)
+    rows = [li.split("|")[1].strip().strip("`") for li in table.splitlines()[2:]]
+    assert rows == runconfig.flat_keys(docs_site._engine_config(engine))
+
+
+def test_an_unknown_engine_in_a_marker_names_it():
+    with pytest.raises(ValueError, match="'dreamr' is none of"):
+        docs_site.config_keys("dreamr")
+
+
+README = (ROOT / "README.md").read_text()
+
+
+def test_the_readme_is_short():
+    assert len(README.splitlines()) <= 300
+
+
+OUTPUTS = ("rlspec-report/", "runs/", "site/")  # what the README's own commands write
+
+
+def test_every_path_the_readme_names_exists():
+    links = re.findall(r"\]\(([^)#]+)\)", README)
+    quoted = [q for q in re.findall(r"`([^`\s]+)`", README) if "/" in q and not q.startswith(("http", "-"))]
+    exists = [(ROOT / p.rstrip("/").split(":")[0]).exists() or (ROOT / p).with_suffix(".py").exists()
+              for p in links + quoted]
+    missing = [p for p, ok in zip(links + quoted, exists) if not ok and not p.startswith(OUTPUTS)]
+    assert links and not missing, missing
+
+
+def test_every_rlspec_verb_and_nox_session_the_readme_names_exists():
+    verbs = set(re.findall(r"\brlspec (\w+)", README)) - {"is", "pins", "installed"}
+    known = set(next(a for a in _parser()._actions if a.dest == "verb").choices)
+    assert verbs and verbs <= known, verbs - known
+    sessions = set(re.findall(r"nox -s (\w+)", README))
+    noxfile = (ROOT / "noxfile.py").read_text()
+    assert sessions and all(re.search(rf"@nox.session[^\n]*\ndef {s}\(", noxfile) for s in sessions), sessions

@@ -1,0 +1,115 @@
+"""MkDocs hooks of the documentation site (mkdocs.yml): the pages written from the code.
+
+* one page per contract, ``contracts/<id>.md``, from its spec module (the docstring with the formula and its
+  conventions, the clauses by category with the version that added each, why a robustness clause asks more than
+  the formula, the interface, the changelog, the registered implementations) and an index of them;
+* the config keys of each engine, with their defaults and docstrings, where an engine page says
+  ``<!-- config-keys ENGINE -->``.
+
+Nothing is written into docs/: the pages exist only in the build, so they cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import re
+from typing import Any
+
+from rlspec import registry
+from rlspec.kit import _by_category, interface_signatures
+from rlspec.runs import config as runconfig
+from rlspec.spec.core import CATEGORIES
+
+KEYS = re.compile(r"<!-- config-keys (\w+) -->")
+
+
+def _escape(text: str) -> str:
+    """Plain text as Markdown that shows it as written (no emphasis, links or HTML)."""
+    return re.sub(r"([\\`*_\[\]#|])", r"\\\1", html.escape(text, quote=False))
+
+
+def contract_page(contract_id: str) -> str:
+    """The Markdown page of one contract, everything read from its spec module and the registry."""
+    contract = registry.load_contract(contract_id)
+    module = registry.load_object(registry.CONTRACTS[contract_id])
+    lines = [f"# {contract_id} {contract.version}", "",
+             f"`rlspec check {contract_id}` checks every registered implementation; "
+             f"`rlspec check {contract_id} --impl your.module` checks yours. Spec module: "
+             f"`{registry.CONTRACTS[contract_id]}`.", "", "## The contract", "", "```text",
+             (module.__doc__ or "").strip(), "```", "", "## Clauses", ""]
+    for category, clauses in _by_category(contract):
+        lines += [f"### {category}", "", _escape(CATEGORIES[category]), ""]
+        for clause in clauses:
+            lines.append(f"- **{clause}** (since {contract.since(clause)}): {_escape(contract.clauses[clause])}")
+            if clause in contract.rationale:
+                lines.append(f"    - *Why*: {_escape(contract.rationale[clause])}")
+        lines.append("")
+    lines += ["## Interface", "", "```text", *interface_signatures(contract).values(), "```", "",
+              "## Changelog", "", *(f"- {c.version}: {_escape(c.text)}" for c in reversed(contract.changes)), "",
+              "## Implementations", "",
+              *(f"- `{name}`: `{target}`" for name, target in registry.IMPLEMENTATIONS.get(contract_id, {}).items()),
+              "", "How third-party libraries fare: [the third-party table](../thirdparty/conformance.md).", ""]
+    return "\n".join(lines)
+
+
+def contracts_index() -> str:
+    lines = ["# Contracts", "", "Each page is written from the contract's spec module when the site is built.", "",
+             "| contract | version | clauses | implementations |", "|---|---|---|---|"]
+    for cid in registry.CONTRACTS:
+        contract = registry.load_contract(cid)
+        impls = ", ".join(registry.IMPLEMENTATIONS.get(cid, {}))
+        lines.append(f"| [{cid}]({cid}.md) | {contract.version} | {len(contract.clauses)} | {impls} |")
+    return "\n".join(lines) + "\n"
+
+
+def _engine_config(engine: str) -> type:
+    from rlspec.engines import bonus, dreamer, safe
+
+    configs = {"safe": safe.SafeConfig, "dreamer": dreamer.DreamerRunConfig, "bonus": bonus.BonusConfig}
+    if engine not in configs:
+        raise ValueError(f"config-keys: engine {engine!r} is none of {sorted(configs)}")
+    return configs[engine]
+
+
+def config_keys(engine: str) -> str:
+    """A table of every settable key of ``engine``: dotted name, default, docstring (the CLI's help)."""
+    cls = _engine_config(engine)
+    default = cls()
+    lines = ["| key | default | meaning |", "|---|---|---|"]
+    for key in runconfig.flat_keys(cls):
+        *path, name = key.split(".")
+        owner = default
+        for part in path:
+            owner = getattr(owner, part)
+        doc = runconfig.field_docs(type(owner)).get(name, "")
+        lines.append(f"| `{key}` | `{_default(getattr(owner, name))}` | {_escape(doc)} |")
+    return "\n".join(lines)
+
+
+def _default(value: Any) -> str:
+    return repr(dataclasses.asdict(value)) if dataclasses.is_dataclass(value) else repr(value).replace("|", "/")
+
+
+# --------------------------------------------------------------------------------------------------
+# MkDocs hooks
+# --------------------------------------------------------------------------------------------------
+def on_config(config):
+    """The contract pages go under the nav's "Contracts" section, after its index."""
+    for entry in config["nav"]:
+        if isinstance(entry, dict) and "Contracts" in entry:
+            entry["Contracts"] = ["contracts/index.md", *(f"contracts/{c}.md" for c in registry.CONTRACTS)]
+    return config
+
+
+def on_files(files, config):
+    from mkdocs.structure.files import File
+
+    files.append(File.generated(config, "contracts/index.md", content=contracts_index()))
+    for cid in registry.CONTRACTS:
+        files.append(File.generated(config, f"contracts/{cid}.md", content=contract_page(cid)))
+    return files
+
+
+def on_page_markdown(markdown, page, config, files):
+    return KEYS.sub(lambda m: config_keys(m.group(1)), markdown)
