@@ -4,7 +4,9 @@
   conventions, the clauses by category with the version that added each, why a robustness clause asks more than
   the formula, the interface, the changelog, the registered implementations) and an index of them;
 * the config keys of each engine, with their defaults and docstrings, where an engine page says
-  ``<!-- config-keys ENGINE -->``.
+  ``<!-- config-keys ENGINE -->``;
+* a generated results table where a page says ``<!-- include PATH -->`` (PATH under docs/, e.g. the table a
+  benchmark script writes from its JSON), so that no page carries a hand copy of it.
 
 Nothing is written into docs/: the pages exist only in the build, so they cannot drift from the code.
 """
@@ -13,7 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 from rlspec import registry
@@ -22,6 +26,7 @@ from rlspec.runs import config as runconfig
 from rlspec.spec.core import CATEGORIES
 
 KEYS = re.compile(r"<!-- config-keys (\w+) -->")
+INCLUDE = re.compile(r"<!-- include ([\w./-]+) -->")
 
 
 def _escape(text: str) -> str:
@@ -112,4 +117,19 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown, page, config, files):
+    markdown = INCLUDE.sub(lambda m: _included(config["docs_dir"], page.file.src_uri, m.group(1)), markdown)
     return KEYS.sub(lambda m: config_keys(m.group(1)), markdown)
+
+
+def _included(docs_dir: str, page: str, path: str) -> str:
+    """The file's Markdown, its relative links rewritten from the file's folder to the page's."""
+    source = Path(docs_dir) / path
+    if not source.is_file():
+        raise ValueError(f"include: {path} (in {page}) is no file under {docs_dir}")
+    text = source.read_text()
+    def move(m: re.Match) -> str:
+        target = m.group(1)
+        if "://" in target or target.startswith("#"):
+            return m.group(0)
+        return "](" + os.path.relpath(source.parent / target, (Path(docs_dir) / page).parent) + ")"
+    return re.sub(r"\]\(([^)]+)\)", move, text)

@@ -1,8 +1,8 @@
 """Seed 000's evaluation protocol as a tool (seed 000 §10 "Evaluation Plan" and §12): runs grouped by
-algorithm, mean ± 95% bootstrap CI over seeds, and per group
+algorithm, mean and IQM with 95% bootstrap CIs over seeds (rlspec/evidence/stats.py), and per group
 
-- steps to a return threshold: the first logged env step whose return reaches it (runs that never do are
-  counted, not averaged in);
+- steps to a return threshold: the first logged env step whose return reaches it (a run that never does counts
+  at its budget, its last logged step: censored, not dropped; the report says how many reached it);
 - final return, cost, success rate and λ (where a run logs them): the mean over the last `late` fraction of
   each run's logged rows;
 - cost-violation rate: the share of late rows whose episode cost is above the limit (rows are epoch means of
@@ -221,8 +221,13 @@ def late_mean(curve: Curve, key: str, late: float = LATE) -> float:
 
 
 def summary(samples) -> dict[str, float]:
-    """{"mean", "ci_low", "ci_high"}: ``bootstrap_ci`` of ``samples`` by name."""
-    return dict(zip(("mean", "ci_low", "ci_high"), bootstrap_ci(samples)))
+    """{"mean", "ci_low", "ci_high"}: ``bootstrap_ci`` of ``samples`` by name, and {"iqm", "iqm_ci_low",
+    "iqm_ci_high"}: the interquartile mean and its bootstrap CI (NaN samples dropped; NaN when none is left)."""
+    stats = _stats()
+    out = dict(zip(("mean", "ci_low", "ci_high"), bootstrap_ci(samples)))
+    x = [v for v in samples if not math.isnan(v)]
+    iqm = (stats.iqm(x), *stats.interval([x], "iqm")) if x else (math.nan,) * 3
+    return {**out, **dict(zip(("iqm", "iqm_ci_low", "iqm_ci_high"), iqm))}
 
 
 def steps_to_threshold(curve: Curve, threshold: float, key: str = "return") -> float:
@@ -263,19 +268,53 @@ METRICS = ("final_return", "final_cost", "final_success", "final_multiplier", "s
 
 
 def group_report(curves: list[Curve], threshold: float | None = None, cost_limit: float | None = None,
-                 late: float = LATE) -> dict:
-    """Per group: each run's metrics and, per metric, mean and 95% bootstrap CI over the runs (seeds)."""
+                 late: float = LATE, baseline: str | None = None, margin: float | None = None) -> dict:
+    """Per group: each run's metrics and, per metric, mean and IQM with 95% bootstrap CIs over the runs (seeds);
+    steps to threshold counts a run that never reaches it at its budget. With ``baseline`` (a group), each other
+    group's final return and cost against it (``comparisons``, rlspec/evidence/stats.py ``compare``; ``margin``:
+    the return difference declared equivalent, before the runs)."""
     if not curves:
         raise EvaluationError("no runs to evaluate")
     report = {"threshold": threshold, "cost_limit": cost_limit, "late_fraction": late, "ci_level": CI_LEVEL,
               "groups": {}}
     for group in sorted({c.group for c in curves}):
         runs = [run_metrics(c, threshold, cost_limit, late) for c in curves if c.group == group]
-        stats = {m: summary([r[m] for r in runs]) for m in METRICS}
+        summaries = {m: summary([r[m] for r in runs]) for m in METRICS if m != "steps_to_threshold"}
+        steps = [r["steps_to_threshold"] for r in runs]  # a run that never reached it: at its budget
+        steps = _stats().censored_at(steps, [r["env_steps"] for r in runs]) if threshold is not None else steps
         reached = sum(not math.isnan(r["steps_to_threshold"]) for r in runs)
-        stats["steps_to_threshold"]["reached"] = f"{reached}/{len(runs)}"
-        report["groups"][group] = {"runs": runs, "summary": stats}
+        summaries["steps_to_threshold"] = {**summary(list(steps)), "reached": f"{reached}/{len(runs)}"}
+        report["groups"][group] = {"runs": runs, "summary": {m: summaries[m] for m in METRICS}}
+    if baseline is not None:
+        report["baseline"], report["margin"] = baseline, margin
+        report["comparisons"] = comparisons(report["groups"], baseline, margin)
     return report
+
+
+def _stats():
+    """rlspec/evidence/stats.py (scipy.stats, the `stats` extra): an EvaluationError that says so when missing."""
+    try:
+        from rlspec.evidence import stats
+    except ModuleNotFoundError as err:
+        raise EvaluationError(f"the statistics need {err.name}: pip install 'rlspec[runs,stats]'") from None
+    return stats
+
+
+def comparisons(groups: dict, baseline: str, margin: float | None) -> dict:
+    """{group: {metric: compare(group's seeds, baseline's seeds)}} for final return (higher is better, the
+    declared margin) and final cost (lower is better), where both groups log the metric."""
+    if baseline not in groups:
+        raise EvaluationError(f"--baseline {baseline!r} is none of the groups {sorted(groups)}")
+    out = {}
+    for group, g in groups.items():
+        if group == baseline:
+            continue
+        out[group] = {}
+        for metric, higher, m in (("final_return", True, margin), ("final_cost", False, None)):
+            mine, base = ([r[metric] for r in x["runs"]] for x in (g, groups[baseline]))
+            if not any(math.isnan(v) for v in mine + base):
+                out[group][metric] = _stats().compare(mine, base, m, higher)
+    return out
 
 
 def _grid_band(curves: list[Curve], key: str, points: int = 100) -> tuple[np.ndarray, np.ndarray] | None:
@@ -339,6 +378,14 @@ def table(report: dict) -> str:
         cells = [_fmt(g["summary"][m]) + (f" ({g['summary'][m]['reached']} reached)" if m == "steps_to_threshold"
                                           else "") for m in METRICS]
         rows.append(f"| {group} | {len(g['runs'])} | {' | '.join(cells)} |")
+    if report.get("comparisons"):
+        rows += ["", f"Against {report['baseline']} (exact permutation p; MDE at 80% power):", "",
+                 "| group | metric | difference | IQM (group / baseline) | p | MDE | verdict |",
+                 "|---|---|---|---|---|---|---|"]
+        for group, metrics in report["comparisons"].items():
+            for metric, c in metrics.items():
+                rows.append(f"| {group} | {metric} | {c['difference']:.4g} | {c['iqm'][0]:.4g} / {c['iqm'][1]:.4g} | "
+                            f"{c['permutation_p']:.3g} | {c['mde']:.4g} | {c['verdict']} |")
     return "\n".join(rows)
 
 
@@ -354,11 +401,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threshold", type=float, help="the return of 'steps to threshold' (none: not reported)")
     p.add_argument("--cost-limit", type=float, help="the cost limit of the violation rate (none: not reported)")
     p.add_argument("--late", type=float, default=LATE, help=f"the late fraction of each run (default {LATE})")
+    p.add_argument("--baseline", help="a group the others are compared with: final return and cost, exact "
+                                      "permutation p, MDE at 80%% power, and a verdict word")
+    p.add_argument("--margin", type=float, help="with --baseline: the final-return difference that counts as "
+                                                "equivalent (TOST), declared before the runs")
     p.add_argument("--out", type=Path, default=Path("rlspec-report/runs"),
                    help="where report.json, report.md and report.png go (default rlspec-report/runs)")
     args = p.parse_args(argv)
     if not 0 < args.late <= 1:
         p.error(f"--late: expected a fraction in (0, 1], got {args.late}")
+    if args.margin is not None and (args.baseline is None or not args.margin > 0):
+        p.error(f"--margin: expected a number > 0 given with --baseline, got {args.margin}"
+                f"{'' if args.baseline else ' without --baseline'}")
     for flag, value in (("--threshold", args.threshold), ("--cost-limit", args.cost_limit)):
         if value is not None and not math.isfinite(value):
             p.error(f"{flag}: expected a finite number, got {value}")
@@ -371,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         seen[path.resolve()] = path
     try:
         curves = [read_run(path) for path in args.runs]
-        report = group_report(curves, args.threshold, args.cost_limit, args.late)
+        report = group_report(curves, args.threshold, args.cost_limit, args.late, args.baseline, args.margin)
     except EvaluationError as err:
         print(f"rlspec report: error: {err}", file=sys.stderr)
         return 2

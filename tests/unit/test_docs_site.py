@@ -39,6 +39,10 @@ def test_the_site_builds_strictly_with_every_contract_and_engine_page(tmp_path):
         assert all(clause in page for clause in registry.load_contract(cid).clauses), cid
     dreamer = (tmp_path / "site/engines/dreamer/index.html").read_text()
     assert "<code>replay_ends</code>" in dreamer and "<!-- config-keys" not in dreamer
+    safe = (tmp_path / "site/engines/safe/index.html").read_text()  # the benchmark's table, included, not copied
+    table = (ROOT / "docs/bench/safe_vs_omnisafe.md").read_text()
+    verdicts = re.findall(r"no difference detectable at this power \(MDE [\d.]+\)", table)
+    assert verdicts and all(v in safe for v in verdicts) and "<!-- include" not in safe
 
 
 def test_strict_mode_fails_on_a_broken_link(tmp_path):

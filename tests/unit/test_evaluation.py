@@ -124,7 +124,8 @@ def test_group_report_gives_each_group_its_seeds_and_cis(tmp_path):
     assert theirs["summary"]["final_cost"]["mean"] == pytest.approx(29)
     assert theirs["summary"]["steps_to_threshold"]["mean"] == pytest.approx(np.mean([10000, 9000, 8000]))
     ours = report["groups"]["rlspec PPOLag"]["summary"]
-    assert ours["steps_to_threshold"]["reached"] == "0/1" and math.isnan(ours["steps_to_threshold"]["mean"])
+    assert ours["steps_to_threshold"]["reached"] == "0/1"  # censored: counted at its budget, its last step
+    assert ours["steps_to_threshold"]["mean"] == report["groups"]["rlspec PPOLag"]["runs"][0]["env_steps"]
     assert ours["violation_rate"]["mean"] == 0.0
     with pytest.raises(ev.EvaluationError, match="no runs"):
         ev.group_report([])
@@ -288,3 +289,23 @@ def test_sb3_success_rate_is_read_as_success(tmp_path):
     assert ev.run_metrics(curve, None, None, late=0.5)["final_success"] == 0.5  # the last half: one row
     no_success = ev.read_run(rlspec_run(tmp_path, "r", "PPO", [1, 2], [1.0, 2.0], [0.0, 0.0], [0.0, 0.0]))
     assert math.isnan(ev.run_metrics(no_success, None, None)["final_success"])
+
+
+def test_a_baseline_comparison_reports_p_mde_and_the_verdict_its_numbers_allow(tmp_path, capsys):
+    """5 OmniSafe seeds at return ≈ 30 + s against 5 rlspec seeds at ≈ s: ahead/behind at p = 2/252; the costs
+    (29 − s vs 20) are lower on rlspec's side: ahead for a cost too. 3 of them against 3: no verdict is possible
+    (the exact p cannot go below 0.1)."""
+    theirs = [omnisafe_run(tmp_path, "PPOLag", s, STEPS, [30 + s] * 10, [29 - s] * 10, [1.0] * 10) for s in range(5)]
+    ours = [rlspec_run(tmp_path, f"r{s}", "PPOLag", STEPS, [s] * 10, [20] * 10, [1.0] * 10) for s in range(5)]
+    report = ev.group_report([ev.read_run(p) for p in theirs + ours], baseline="omnisafe PPOLag")
+    ret, cost = (report["comparisons"]["rlspec PPOLag"][m] for m in ("final_return", "final_cost"))
+    assert ret["difference"] == pytest.approx(-30) and ret["permutation_p"] == pytest.approx(2 / 252)
+    assert ret["verdict"] == "behind" and cost["verdict"] == "ahead" and ret["n"] == [5, 5]
+    assert "| rlspec PPOLag | final_return | -30 |" in ev.table(report) and "| behind |" in ev.table(report)
+    small = ev.group_report([ev.read_run(p) for p in theirs[:3] + ours[:3]], baseline="omnisafe PPOLag")
+    assert small["comparisons"]["rlspec PPOLag"]["final_return"]["verdict"].startswith("no difference detectable")
+    with pytest.raises(ev.EvaluationError, match="--baseline 'sb3 PPO' is none of the groups"):
+        ev.group_report([ev.read_run(p) for p in ours], baseline="sb3 PPO")
+    with pytest.raises(SystemExit) as stop:
+        ev.main([str(p) for p in ours] + ["--margin", "2", "--out", str(tmp_path / "out")])
+    assert stop.value.code == 2 and "--margin: expected a number > 0 given with --baseline" in capsys.readouterr().err

@@ -1,5 +1,5 @@
 """tests/bench/safe_vs_omnisafe.py on runs the test writes in each tool's own format: only finished runs enter
-the statistics, CI overlap and the "within the anchor's CI or better on both" goal, the cost-band check, CPU
+the statistics, CI overlap and the generated verdicts against each anchor, the cost-band check, CPU
 seconds per epoch. Trains nothing."""
 
 from __future__ import annotations
@@ -60,29 +60,30 @@ def test_overlapping_sides_meet_the_goal_and_unfinished_runs_stay_out(svo, tmp_p
     assert groups["omnisafe PPOLag"]["summary"]["final_cost"]["mean"] == pytest.approx(26.0)
     assert out["unfinished"] == [{"path": str(a / "PPOLag-s3"), "env_steps": 4000.0}]
     assert out["excluded_other_settings"] == {str(a / "PPOLag-s4"): {"ep_window": ["20", "50"]}}
-    assert out["checks"] == {"omnisafe PPOLag": {"return_ci_overlaps": True, "cost_ci_overlaps": True,
-                                                 "within_anchor_ci_or_better": True,
-                                                 "late_cost_within_limit_pm5": True},
-                             "rlspec PPOLag": {"late_cost_within_limit_pm5": True}}
+    anchor = out["checks"]["omnisafe PPOLag"]
+    assert anchor["return_ci_overlaps"] is True and anchor["cost_ci_overlaps"] is True
+    assert anchor["late_cost_within_limit_pm5"] is True and out["checks"]["rlspec PPOLag"] == {
+        "late_cost_within_limit_pm5": True}
+    # 3 vs 3 seeds: the exact p cannot go below 0.1, so no verdict but "not detectable", whatever the means
+    assert anchor["return"]["difference"] == pytest.approx(-0.5) and anchor["return"]["permutation_p"] >= 0.1
+    assert anchor["return"]["verdict"].startswith("no difference detectable at this power")
     assert out["wall_s_per_epoch"] == {"rlspec PPOLag": [5.0] * 4, "omnisafe PPOLag": [10.0] * 3}  # s4 left out
 
 
-def test_a_miss_is_reported_and_better_on_both_counts_as_met(svo, tmp_path):
+def test_a_miss_is_reported_with_the_words_its_numbers_allow(svo, tmp_path):
     a, b = tmp_path / "rlspec", tmp_path / "omnisafe"
-    for seed, spread in enumerate([-1.0, 0.0, 1.0]):
+    for seed, spread in enumerate([-2.0, -1.0, 0.0, 1.0, 2.0]):
         ours(a, seed, 20 + spread, 40 + spread)  # far above the limit: outside the band
         theirs(b, seed, 5 + spread, 24 + spread)
     out = svo.compare_algo("PPOLag", [svo.read_run(p) for p in svo.find_runs(a, b, "PPOLag")], 10_000,
                            expected(svo))
     anchor = out["checks"]["omnisafe PPOLag"]
-    assert anchor["return_ci_overlaps"] is False and anchor["within_anchor_ci_or_better"] is False
+    assert anchor["return_ci_overlaps"] is False and anchor["cost_ci_overlaps"] is False
     assert out["checks"]["rlspec PPOLag"]["late_cost_within_limit_pm5"] is False
     assert anchor["late_cost_within_limit_pm5"] is True
-    better = {"final_return": {"mean": 9.0, "ci_low": 8.0, "ci_high": 10.0},
-              "final_cost": {"mean": 20.0, "ci_low": 19.0, "ci_high": 21.0}}
-    worse = {"final_return": {"mean": 5.0, "ci_low": 4.0, "ci_high": 6.0},
-             "final_cost": {"mean": 30.0, "ci_low": 29.0, "ci_high": 31.0}}
-    assert svo.within_or_better(better, worse) is True and svo.within_or_better(worse, better) is False
+    # 5 vs 5, every rlspec seed above every OmniSafe seed: p = 2/252; a higher return is ahead, a higher cost behind
+    assert anchor["return"]["verdict"] == "ahead" and anchor["cost"]["verdict"] == "behind"
+    assert anchor["return"]["permutation_p"] == pytest.approx(2 / 252) and anchor["return"]["margin"] is None
 
 
 def test_main_writes_the_json_and_the_figure(svo, tmp_path):
@@ -92,12 +93,14 @@ def test_main_writes_the_json_and_the_figure(svo, tmp_path):
         theirs(b, seed, 10 + seed, 25)
     assert svo.main(["--rlspec", str(a), "--omnisafe", str(b), "--total-steps", "10000", "--out", str(out)]) == 0
     result = json.loads((out / "safe_vs_omnisafe.json").read_text())
-    assert result["algos"]["PPOLag"]["checks"]["omnisafe PPOLag"]["within_anchor_ci_or_better"] is True
+    assert result["algos"]["PPOLag"]["checks"]["omnisafe PPOLag"]["return"]["difference"] == 0.0
     assert result["algos"]["PPOLag"]["setting_differences"] is None  # no defaults table written here
     assert (out / "safe_vs_omnisafe_PPOLag.png").stat().st_size > 0
     table = (out / "safe_vs_omnisafe.md").read_text().splitlines()
     assert table[2].startswith("| PPOLag | omnisafe | 3 | 11.0 [10.0, 12.0] | 25.0 [25.0, 25.0] | 10.0/25, 11.0/25, ")
-    assert table[3].endswith("| 0.10 [0.10, 0.10] | 5–5 | yes | omnisafe: yes |")  # λ, wall s, band, goal
+    # MDE of the returns 10, 11, 12 on both sides: (t_0.975,4 + t_0.8,4) · 1 · √(2/3) = (2.776 + 0.941) · 0.816
+    assert table[3].endswith("| 0.10 [0.10, 0.10] | 5–5 | yes | omnisafe: no difference detectable at this power "
+                             "(MDE 3.04) (p = 1); no difference detectable at this power (MDE 0) (p = 1) |")
     assert svo.main(["--rlspec", str(tmp_path / "none"), "--omnisafe", str(tmp_path / "none"), "--out",
                      str(out)]) == 1
 
@@ -122,9 +125,10 @@ def test_ppo_has_two_anchors_and_sb3_cost_comes_from_its_callback_column(svo, tm
     assert [p.parent.name if "seed-" in p.name else p.name for p in paths][-3:] == ["PPO-s0", "PPO-s1", "PPO-s2"]
     out = svo.compare_algo("PPO", [svo.read_run(p) for p in paths], 10_000, expected(svo, "PPO"))
     assert out["report"]["groups"]["sb3 PPO"]["summary"]["final_cost"]["mean"] == pytest.approx(80.0)
-    assert out["checks"]["omnisafe PPO"]["within_anchor_ci_or_better"] is True
-    assert out["checks"]["sb3 PPO"] == {"return_ci_overlaps": False, "cost_ci_overlaps": False,
-                                        "within_anchor_ci_or_better": True}  # better on both: return and cost
+    assert out["checks"]["omnisafe PPO"]["return"]["difference"] == pytest.approx(-1.0)
+    sb3_checks = out["checks"]["sb3 PPO"]
+    assert sb3_checks["return_ci_overlaps"] is False and sb3_checks["cost_ci_overlaps"] is False
+    assert out["checks"]["sb3 PPO"]["cost"]["difference"] == pytest.approx(-30.0)  # lower: the better side
     assert svo.find_runs(a, b, "PPOLag", c) == []  # SB3 anchors PPO only
     logged = svo.read_run(a / "PPO-s0")  # rlspec logs λ = 0 for PPO, which has none: not compared or drawn
     assert "multiplier" not in svo.without_multiplier("PPO", logged).values and "multiplier" in logged.values
