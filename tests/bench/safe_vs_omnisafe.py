@@ -1,7 +1,7 @@
 """rlspec's safe engine beside OmniSafe 0.5.0's own code (and, for PPO, Stable-Baselines3 2.9.2's) on the same
 work: one JSON, its Markdown table (the safe engine's docs page includes it) and a figure per algorithm from the
-runs of every side (tests/bench/safe_learning.py for rlspec, tests/bench/omnisafe_safe.py for OmniSafe, tests/bench/sb3_safe.py for
-SB3, the same override set). Reported, never asserted.
+runs of every side (tests/bench/safe_learning.py for rlspec, tests/bench/omnisafe_safe.py for OmniSafe,
+tests/bench/sb3_safe.py for SB3, the same override set). Reported, never asserted.
 
     python tests/bench/safe_vs_omnisafe.py --rlspec runs/safe-cmp --omnisafe runs/omnisafe \\
         --total-steps 200000 --out docs/bench
