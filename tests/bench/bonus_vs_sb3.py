@@ -5,6 +5,7 @@ tests/bench/sb3_metaworld.py's for SB3). Reported, never asserted.
     python tests/bench/bonus_vs_sb3.py --task reach-v3 --total-steps 150000 \\
         --rlspec bench-results/bonus_ablation --sb3 runs/sb3-mw --out docs/bench
     python tests/bench/bonus_vs_sb3.py --rlspec default=bench-results/mw-default obsnorm=bench-results/mw-obsnorm ...
+    python tests/bench/bonus_vs_sb3.py --recheck docs/bench/bonus_vs_sb3_reach-v3.json   # from its per-seed values
 
 Per side (rlspec `ARM-sSEED` under each RLSPEC/metaworld_TASK, grouped as "rlspec ARM", or "rlspec LABEL ARM"
 for a directory given as LABEL=DIR; SB3 `PPO-sSEED` under SB3/TASK): only runs that did
@@ -13,9 +14,13 @@ within it, SB3 at its first whole rollout past it; each run's env steps are in t
 `rlspec.evidence.evaluation.group_report` (the last 10% of each run's rows, mean and 95% bootstrap CI over seeds
 of the success rate and return); the env steps to a success rate of --threshold;
 the greedy policy's success per seed where it was measured (rlspec: RUN/eval/eval.json of `rlspec eval RUN
---episodes 20`; SB3: its greedy.json), both on the env index 1,000,003 no training env uses. Per rlspec arm
-against SB3: whether the late-success CIs overlap, and the goal "within SB3's CI or ahead" (its mean success
-above SB3's CI); the late episode length (an episode ends at its first success, so a learner that succeeds
+--episodes 20`; SB3: its greedy.json), both on the env index 1,000,003 no training env uses. A seed that never
+reaches the threshold counts at its budget (its last step). Per rlspec arm against SB3 (``checks``): whether the
+late-success CIs overlap, and rlspec/evidence/stats.py's comparison of the per-seed late success (IQMs, exact
+permutation p, minimum detectable effect, the verdict word; no equivalence margin was declared before these
+runs); ``--recheck JSON`` recomputes these and the table from the JSON's per-seed values, without the runs. The
+table (``bonus_vs_sb3_TASK.md``) is written from the JSON.
+The late episode length (an episode ends at its first success, so a learner that succeeds
 sooner has shorter episodes and, on a dense reward, a lower return). --arms keeps only the named ablation arms.
 Per rlspec group, ``settings``: the config keys its runs set apart from the engine's preset
 for the task and arm (besides seed and total_steps), so variants of the learner stand beside each other.
@@ -30,6 +35,7 @@ import platform
 from pathlib import Path
 
 from rlspec.engines.bonus import BonusConfig, build_config, steps_per_update
+from rlspec.evidence import stats as compare_stats
 from rlspec.evidence.evaluation import (
     Curve,
     group_report,
@@ -112,20 +118,52 @@ def stats(values: list[float]) -> dict:
 
 
 def verdicts(report: dict) -> dict:
-    """Per rlspec arm: late-success CI overlap with SB3's and the goal (within SB3's CI or ahead of it)."""
+    """Per rlspec arm: whether its late-success CI overlaps SB3's, and the comparison of the per-seed values."""
     groups = report["groups"]
     if SB3_GROUP not in groups:
         return {}
-    anchor = groups[SB3_GROUP]["summary"]["final_success"]
+    anchor = groups[SB3_GROUP]
     out = {}
     for name, g in groups.items():
         if name == SB3_GROUP:
             continue
-        mine = g["summary"]["final_success"]
-        overlap = mine["ci_low"] <= anchor["ci_high"] and anchor["ci_low"] <= mine["ci_high"]
-        out[name] = {"success_ci_overlaps": bool(overlap),
-                     "within_sb3_ci_or_ahead": bool(overlap or mine["mean"] > anchor["ci_high"])}
+        mine, theirs = g["summary"]["final_success"], anchor["summary"]["final_success"]
+        overlap = mine["ci_low"] <= theirs["ci_high"] and theirs["ci_low"] <= mine["ci_high"]
+        seeds = ([r["final_success"] for r in x["runs"]] for x in (g, anchor))
+        out[name] = {"success_ci_overlaps": bool(overlap), "success": compare_stats.compare(*seeds)}
     return out
+
+
+def to_threshold_stats(steps: list[float], budgets: list[float]) -> dict:
+    """Steps to the threshold per seed (NaN: never reached), summarized with the unreached seeds at their budget."""
+    reached = sum(map(math.isfinite, steps))
+    return {**stats(compare_stats.censored_at(steps, budgets)), "raw": steps, "reached": f"{reached}/{len(steps)}"}
+
+
+def markdown(result: dict) -> str:
+    """Per group: late success mean [CI] and IQM, steps to the threshold (unreached seeds at the budget), and for
+    rlspec arms the verdict against SB3 (exact permutation p, MDE)."""
+    rows = [f"| {result['task']}, {result['total_steps']:,} env steps | late success: mean [95% CI] | IQM | "
+            f"env steps to {result['success_threshold']:g} (reached) | against SB3 |", "|---|---|---|---|---|"]
+    for group, g in result["report"]["groups"].items():
+        s, steps = g["summary"]["final_success"], result["steps_to_success_threshold"][group]
+        check = result["checks"].get(group)
+        said = "—" if check is None else f"{check['success']['verdict']} (p = {check['success']['permutation_p']:.2g})"
+        rows.append(f"| {group} | {s['mean']:.3f} [{s['ci_low']:.3f}, {s['ci_high']:.3f}] | {s['iqm']:.3f} | "
+                    f"{steps['mean'] / 1000:.1f}k ({steps['reached']}) | {said} |")
+    return "\n".join(rows) + "\n"
+
+
+def recheck(path: Path) -> dict:
+    """The JSON's checks, steps to threshold and table recomputed from its per-seed values (no runs needed)."""
+    result = json.loads(path.read_text())
+    for group, g in result["report"]["groups"].items():
+        g["summary"]["final_success"] = summary([r["final_success"] for r in g["runs"]])
+        steps = result["steps_to_success_threshold"][group]
+        result["steps_to_success_threshold"][group] = to_threshold_stats(steps.get("raw", steps["seeds"]),
+                                                                         result["env_steps"][group])
+    result["checks"] = verdicts(result["report"])
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,7 +177,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="only these ablation arms of the rlspec directories (default: every arm found)")
     p.add_argument("--sb3", type=Path, default=Path("runs/sb3-mw"))
     p.add_argument("--out", type=Path, default=Path("docs/bench"))
+    p.add_argument("--recheck", type=Path, help="a JSON this script wrote: recompute its checks and table only")
     args = p.parse_args(argv)
+    if args.recheck:
+        result = recheck(args.recheck)
+        args.recheck.write_text(json.dumps(result, indent=1) + "\n")
+        args.recheck.with_suffix(".md").write_text(markdown(result))
+        print(f"rechecked {args.recheck} and wrote {args.recheck.with_suffix('.md')}")
+        return 0
     found = find_runs([labelled(d) for d in args.rlspec], args.sb3, args.task)
     curves = [arm_curve(label, path) for label, path in found
               if args.arms is None or path.name.startswith("PPO-s") or path.name.rsplit("-s", 1)[0] in args.arms]
@@ -158,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
               "greedy_success": {g: stats(v) for g, v in greedy_by_group.items()},
               "final_episode_length": {g: stats([late_mean(c, "episode_length") for c in done if c.group == g])
                                        for g in report["groups"]},
-              "steps_to_success_threshold": {g: {**stats(v), "reached": f"{sum(map(math.isfinite, v))}/{len(v)}"}
+              "steps_to_success_threshold": {g: to_threshold_stats(v, [float(c.steps[-1]) for c in done
+                                                                       if c.group == g])
                                              for g, v in to_threshold.items()},
               "settings": {g: settings(next(c.path for c in done if c.group == g)) for g in report["groups"]
                            if g != SB3_GROUP},
@@ -167,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     name = f"bonus_vs_sb3_{args.task}"
     (args.out / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (args.out / f"{name}.md").write_text(markdown(result))
     plot_groups(done, args.out / f"{name}.png")
     print(f"{args.task}: finished {{{', '.join(f'{g}: {len(v)}' for g, v in greedy_by_group.items())}}}, "
           f"checks {result['checks']}; wrote {args.out / name}.json and .png")
