@@ -16,8 +16,10 @@ One number per seed (a final return, a steps-to-threshold with censored seeds at
   runs (in the benchmark's code). Equivalence is claimed only when both one-sided p-values are below α.
 
 ``compare`` puts these together and writes the verdict word from the numbers: ``ahead`` / ``behind`` (the
-permutation p below α), ``equivalent within ±m`` (TOST), ``no difference detectable at this power`` (neither, a
-difference smaller than the MDE could exist). Nothing else in the docs may say "within" or "as good as".
+permutation p below α), ``equivalent within ±m`` (TOST), ``too few seeds to decide`` (the smallest p the seed
+counts allow is not below α: no result of these runs could have decided), ``no difference detectable at this
+power`` (otherwise; a difference smaller than the MDE could exist). Nothing else in the docs may say "within" or
+"as good as".
 """
 
 from __future__ import annotations
@@ -121,8 +123,18 @@ def compare(a: Sequence[float], b: Sequence[float], margin: float | None = None,
     return out
 
 
+def smallest_p(n_a: int, n_b: int) -> float:
+    """The smallest two-sided permutation p that n_a vs n_b seeds allow: the observed split alone (and its mirror
+    when n_a = n_b) at the most extreme |difference|."""
+    return (2 if n_a == n_b else 1) / math.comb(n_a + n_b, n_a)
+
+
 def verdict(result: dict, higher_is_better: bool = True) -> str:
     """The words a comparison's numbers allow, and no others."""
+    floor = smallest_p(*result["n"])
+    if floor >= result["alpha"] and (result["tost_p"] is None or result["tost_p"] >= result["alpha"]):
+        n_a, n_b = result["n"]
+        return f"too few seeds to decide (the smallest p {n_a} vs {n_b} seeds allow is {floor:.2g})"
     if result["permutation_p"] < result["alpha"]:
         better = (result["difference"] > 0) == higher_is_better
         return "ahead" if better else "behind"

@@ -4,6 +4,7 @@ rlspec's reference engine, rlspec's fast engine). Reads the runs, writes the com
 
     python tests/bench/dreamer_vs_sheeprl.py --rlspec runs/room-exit --sheeprl runs/sheeprl-room-s0 ...
         [--out docs/bench] [--note TEXT]
+    python tests/bench/dreamer_vs_sheeprl.py --recheck docs/bench/dreamer_vs_sheeprl.json   # from its own curves
 
 Inputs: ``--rlspec DIR``: DIR/<engine>/s<seed>/greedy.json from tests/bench/dreamer_room_exit.py (the preset's
 settings: its OVERRIDES + the conv encoder); ``--sheeprl DIR ...``: the seed directories' greedy.json under each DIR
@@ -17,8 +18,12 @@ reaches GOAL within sheeprl's seed spread (a bootstrap 95% CI of the difference 
 0, or lies below it); the fast engine in <= 0.67x sheeprl's CPU seconds; every rlspec seed reaches GOAL. A seed
 that never reaches GOAL within the budget (--budget) enters the env-step statistics at the budget (a censored
 value: the difference is then a bound), and is counted as such; a seed that has reached neither yet is still
-running: listed (its curve drawn) and left out of every statistic and goal. Writes
-OUT/dreamer_vs_sheeprl.{json,png}: mean and per-seed curves against env steps and against CPU seconds.
+running: listed (its curve drawn) and left out of every statistic and goal. Per rlspec engine against sheeprl
+(``goals``: ``<engine>_vs_sheeprl``): rlspec/evidence/stats.py's comparison of the per-seed env steps to GOAL
+(censored at the budget; lower is better) and of the final greedy success (IQMs, exact permutation p, minimum
+detectable effect, the verdict word; at 3 seeds a side the exact p cannot go below 0.10). Writes
+OUT/dreamer_vs_sheeprl.{json,png,md}: mean and per-seed curves against env steps and against CPU seconds, and the
+table of those verdicts; ``--recheck JSON`` recomputes the statistics and the table from the JSON's curves.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import numpy as np
 import torch
 from dreamer_room_exit import GOAL, random_rate  # tests/bench/dreamer_room_exit.py
 
+from rlspec.evidence import stats
 from rlspec.evidence.cpu import identity as cpu_identity
 from rlspec.evidence.evaluation import CI_LEVEL, bootstrap_ci
 
@@ -138,6 +144,45 @@ def goals(impls: dict[str, dict]) -> dict:
             seeds = [s for s in impls[name]["seeds"].values() if s["complete"]]
             out[f"{name}_all_seeds_reach"] = {"met": len(seeds) >= 3 and all(s["reached"] for s in seeds),
                                               "reached": impls[name]["reached"]}
+            if sheep:
+                out[f"{name}_vs_sheeprl"] = against(impls[name], sheep)
+    return out
+
+
+def against(mine: dict, sheep: dict) -> dict:
+    """stats.compare of an rlspec engine's complete seeds with sheeprl's: env steps to GOAL (censored at the
+    budget, lower is better) and the final greedy success."""
+    done = [[s for s in impl["seeds"].values() if s["complete"]] for impl in (mine, sheep)]
+    steps = [[steps_or_budget(s) for s in d] for d in done]
+    return {"env_steps_to_goal": stats.compare(*steps, higher_is_better=False),
+            "censored_seeds": [sum(not s["reached"] for s in d) for d in done],
+            "final_success": stats.compare(*([s["final_success"] for s in d] for d in done))}
+
+
+def markdown(out: dict) -> str:
+    """Per rlspec engine: seeds reaching GOAL, and the verdicts against sheeprl (from ``goals``)."""
+    rows = [f"| against sheeprl (3 seeds a side) | env steps to {out['goal_success']:g}: difference (censored "
+            "seeds) | verdict | final greedy success: difference | verdict |", "|---|---|---|---|---|"]
+    for name in ("reference", "fast"):
+        c = out["goals"].get(f"{name}_vs_sheeprl")
+        if c:
+            steps, success = c["env_steps_to_goal"], c["final_success"]
+            rows.append(f"| rlspec {name} | {steps['difference']:+,.0f} ({c['censored_seeds'][0]} vs "
+                        f"{c['censored_seeds'][1]}) | {steps['verdict']} (p = {steps['permutation_p']:.2g}) | "
+                        f"{success['difference']:+.2f} | {success['verdict']} (p = {success['permutation_p']:.2g}) |")
+    return "\n".join(rows) + "\n"
+
+
+def recheck(path: Path) -> dict:
+    """The JSON's statistics and goals recomputed from its own curves (each seed's budget is in its summary)."""
+    out = json.loads(path.read_text())
+    curves = {name: {int(seed): rows for seed, rows in seeds.items()} for name, seeds in out["curves"].items()}
+    budgets = {s["budget"] for impl in out["implementations"].values() for s in impl["seeds"].values()}
+    if len(budgets) != 1:
+        raise SystemExit(f"dreamer_vs_sheeprl: {path} holds seeds of several budgets {sorted(budgets)}")
+    budget = budgets.pop()
+    out["implementations"] = {name: implementation(seeds, budget) for name, seeds in curves.items()}
+    out["goals"] = goals(out["implementations"])
     return out
 
 
@@ -174,12 +219,21 @@ def plot(curves: dict[str, dict[int, list[dict]]], rate: float, path: Path) -> N
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rlspec", type=Path, required=True, help="RUNS of dreamer_room_exit.py (<engine>/s<seed>)")
-    p.add_argument("--sheeprl", type=Path, nargs="+", required=True, help="output directories of sheeprl_room.py")
+    p.add_argument("--rlspec", type=Path, help="RUNS of dreamer_room_exit.py (<engine>/s<seed>)")
+    p.add_argument("--sheeprl", type=Path, nargs="+", help="output directories of sheeprl_room.py")
     p.add_argument("--out", type=Path, default=Path("docs/bench"))
     p.add_argument("--budget", type=int, default=20_480, help="env steps per run (the preset's total_steps)")
     p.add_argument("--note", default="", help="a sentence stored in the JSON (what the runs show, what remains)")
+    p.add_argument("--recheck", type=Path, help="a JSON this script wrote: recompute its statistics and table only")
     args = p.parse_args(argv)
+    if args.recheck:
+        out = recheck(args.recheck)
+        args.recheck.write_text(json.dumps(out, indent=2) + "\n")
+        args.recheck.with_suffix(".md").write_text(markdown(out))
+        print(f"rechecked {args.recheck} and wrote {args.recheck.with_suffix('.md')}")
+        return 0
+    if args.rlspec is None or args.sheeprl is None:
+        p.error("--rlspec and --sheeprl are required (or --recheck JSON)")
     curves = {"sheeprl": read_sheeprl(args.sheeprl), **read_rlspec(args.rlspec)}
     curves = {name: curves[name] for name in IMPLEMENTATIONS if curves.get(name)}
     if not curves:
@@ -197,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
            "curves": curves}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "dreamer_vs_sheeprl.json").write_text(json.dumps(out, indent=2) + "\n")
+    (args.out / "dreamer_vs_sheeprl.md").write_text(markdown(out))
     plot(curves, rate, args.out / "dreamer_vs_sheeprl.png")
     for name, impl in impls.items():
         print(f"{name}: reached {impl['reached']}; env steps to {GOAL} {impl['env_steps_to_goal']}; "

@@ -55,13 +55,13 @@ def test_arms_beside_sb3_from_their_closed_forms(bvs, tmp_path):
     # 3 vs 3 seeds: the exact p cannot go below 0.1 (proto's every seed below every SB3 seed gives exactly 0.1)
     assert base["success"]["difference"] == pytest.approx(0.0)
     assert proto["success"]["permutation_p"] == pytest.approx(0.1)
-    assert proto["success"]["verdict"].startswith("no difference detectable at this power (MDE ")
+    assert proto["success"]["verdict"].startswith("too few seeds to decide")
     steps = r["steps_to_success_threshold"]
     assert steps["rlspec baseline"]["mean"] == 6000.0 and steps["sb3 PPO"]["mean"] == 3000.0
     assert steps["rlspec prototypes"]["reached"] == "0/3"  # never reached: counted at the budget, not dropped
     assert steps["rlspec prototypes"]["mean"] == 10_000.0 and math.isnan(steps["rlspec prototypes"]["raw"][0])
     table = (out / "bonus_vs_sb3_reach-v3.md").read_text()
-    assert "| rlspec prototypes | 0.100 [0.100, 0.100] | 0.100 | 10.0k (0/3) | no difference detectable" in table
+    assert "| rlspec prototypes | 0.100 [0.100, 0.100] | 0.100 | 10.0k (0/3) | too few seeds to decide" in table
     again = tmp_path / "again.json"  # --recheck: the same checks and table from the JSON's own per-seed values
     again.write_text((out / "bonus_vs_sb3_reach-v3.json").read_text())
     assert bvs.main(["--recheck", str(again)]) == 0

@@ -73,7 +73,9 @@ def test_the_verdict_says_only_what_the_numbers_allow():
     assert stats.compare(high, low, higher_is_better=False)["verdict"] == "behind"  # a cost: higher is worse
     same = stats.compare(low, [v + 0.1 for v in low], margin=5)
     assert same["verdict"] == "equivalent within ±5" and same["tost_p"] < 0.05
-    weak = stats.compare([0, 5], [1, 4])
+    weak = stats.compare([0, 5, 1, 4, 2], [1, 4, 0, 5, 3])
     assert weak["verdict"].startswith("no difference detectable at this power (MDE ") and weak["tost_p"] is None
     three = stats.compare([1, 2, 3], [4, 5, 6])  # the best 3-vs-3 split has p = 0.1: never "behind" at α = 0.05
-    assert three["permutation_p"] == pytest.approx(0.1) and three["verdict"].startswith("no difference")
+    assert three["permutation_p"] == pytest.approx(0.1)
+    assert three["verdict"] == "too few seeds to decide (the smallest p 3 vs 3 seeds allow is 0.1)"
+    assert stats.smallest_p(5, 5) == pytest.approx(2 / 252) and stats.smallest_p(2, 3) == pytest.approx(1 / 10)
