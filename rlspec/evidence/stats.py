@@ -115,8 +115,8 @@ def compare(a: Sequence[float], b: Sequence[float], margin: float | None = None,
     a, b = _values(a, "a"), _values(b, "b")
     diff = float(a.mean() - b.mean())
     out = {"n": [int(a.size), int(b.size)], "mean": [float(a.mean()), float(b.mean())],
-           "mean_ci": [interval([a]), interval([b])], "iqm": [iqm(a), iqm(b)],
-           "iqm_ci": [interval([a], "iqm"), interval([b], "iqm")], "difference": diff,
+           "mean_ci": [list(interval([a])), list(interval([b]))], "iqm": [iqm(a), iqm(b)],
+           "iqm_ci": [list(interval([a], "iqm")), list(interval([b], "iqm"))], "difference": diff,
            "permutation_p": permutation_p(a, b), "mde": mde(a, b, alpha), "alpha": alpha,
            "margin": margin, "tost_p": tost(a, b, margin) if margin is not None else None}
     out["verdict"] = verdict(out, higher_is_better)

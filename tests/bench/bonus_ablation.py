@@ -7,6 +7,7 @@ asserted.
     python tests/bench/bonus_ablation.py --task token-reach --seeds 0 1 2 --steps 60000
     python tests/bench/bonus_ablation.py --task metaworld:reach-v3 --seeds 0 1 2 3 4 --steps 150000 \\
         --set bonus.cooldown_steps=2048 --preset metaworld
+    python tests/bench/bonus_ablation.py --recheck docs/bench/bonus_ablation_metaworld_reach-v3.json
 
 Runs live in ``--runs/TASK/ABLATION-sSEED`` (finished runs are kept, interrupted ones resumed, one that another
 invocation is running now is skipped: two invocations may share a folder); every
@@ -17,9 +18,12 @@ steps to a success rate of --threshold; the greedy policy's success rate (``rlsp
 run once per run); the bonus statistics: updates with bonus time, mean bonus updates per trigger, early stops
 by reason (the KL / entropy guard), reasons the trigger did not fire. Only runs that reached their last update
 enter (the others are listed as unfinished). Per arm: mean, 95% bootstrap CI, min and max over seeds, the
-bonus statistics added up; per bonus arm against the baseline: whether the CIs overlap and whether the arm is
-ahead or behind outside the baseline's CI. The figure: each arm's mean with its 95% band and
-every seed's curve (rlspec.evidence.evaluation.plot_groups).
+bonus statistics added up; a seed that never reaches the threshold counts at its budget. Per bonus arm against
+the baseline, for the late success and the success over the run: whether the CIs overlap and whether the arm is
+ahead or behind outside the baseline's CI, and rlspec/evidence/stats.py's comparison of the per-seed values
+(``compare``: exact permutation p, minimum detectable effect, the verdict word); ``bonus_ablation_TASK.md`` is
+the table of those verdicts. ``--recheck JSON`` recomputes them from the JSON's per-seed values. The figure:
+each arm's mean with its 95% band and every seed's curve (rlspec.evidence.evaluation.plot_groups).
 """
 
 from __future__ import annotations
@@ -103,8 +107,10 @@ def spread(values: list[float]) -> dict:
 
 def against_baseline(arms: dict) -> dict:
     """Per bonus arm, for its late success rate and its success over the whole run (area under the curve): whether
-    its CI overlaps the baseline's, and whether it is ahead or behind outside the baseline's CI (its whole CI
-    above or below the baseline's)."""
+    its CI overlaps the baseline's, whether it is ahead or behind outside the baseline's CI (its whole CI above or
+    below the baseline's), and the comparison of the per-seed values (``compare``)."""
+    from rlspec.evidence import stats
+
     if "baseline" not in arms:
         return {}
     out = {}
@@ -114,10 +120,43 @@ def against_baseline(arms: dict) -> dict:
         out[arm] = {}
         for key in ("success_rate", "success_rate_mean_over_run"):
             a, b = entry[key], arms["baseline"][key]
+            seeds = ([r[key] for r in x["runs"].values()] for x in (entry, arms["baseline"]))
             out[arm][key] = {"ci_overlaps_baseline": bool(a["ci_low"] <= b["ci_high"] and b["ci_low"] <= a["ci_high"]),
                              "ahead_outside_ci": bool(a["ci_low"] > b["ci_high"]),
-                             "behind_outside_ci": bool(a["ci_high"] < b["ci_low"])}
+                             "behind_outside_ci": bool(a["ci_high"] < b["ci_low"]),
+                             "compare": stats.compare(*seeds)}
     return out
+
+
+def with_statistics(result: dict) -> dict:
+    """Per arm the spreads over its seeds (steps to threshold: an unreached seed at its budget, its last step),
+    and the comparisons against the baseline."""
+    from rlspec.evidence import stats
+
+    for entry in result["ablations"].values():
+        seeds = list(entry["runs"].values())
+        for key in ("success_rate", "success_rate_mean_over_run", "greedy_success", "return"):
+            entry[key] = spread([r[key] for r in seeds])
+        entry["steps_to_threshold"] = spread(stats.censored_at([r["steps_to_threshold"] for r in seeds],
+                                                               [r["steps"] for r in seeds]))
+        entry["steps_to_threshold"]["reached"] = f"{sum(math.isfinite(r['steps_to_threshold']) for r in seeds)}/" \
+                                                 f"{len(seeds)}"
+        entry["bonus"] = summed([r["bonus"] for r in seeds])
+    result["against_baseline"] = against_baseline(result["ablations"])
+    return result
+
+
+def markdown(result: dict) -> str:
+    """Per bonus arm against the baseline: the difference and the verdict for both success measures."""
+    rows = ["| arm against the baseline | late success: difference | verdict | success over the run: difference | "
+            "verdict |", "|---|---|---|---|---|"]
+    for arm, measures in result["against_baseline"].items():
+        cells = []
+        for key in ("success_rate", "success_rate_mean_over_run"):
+            c = measures[key]["compare"]
+            cells += [f"{c['difference']:+.3f}", f"{c['verdict']} (p = {c['permutation_p']:.2g})"]
+        rows.append(f"| {arm} | {' | '.join(cells)} |")
+    return "\n".join(rows) + "\n"
 
 
 def summed(stats: list[dict]) -> dict:
@@ -166,18 +205,12 @@ def summarize(runs: Path, out: Path, task: str, threshold: float = THRESHOLD, gr
                                             "greedy_success": greedy_success(run) if greedy else math.nan,
                                             "return": tail_mean(rows, "Metrics/EpRet"), "steps": rows[-1]["step"],
                                             "cpu_s": cpu, "bonus": bonus_stats(rows)}
-    for entry in result["ablations"].values():
-        seeds = list(entry["runs"].values())
-        for key in ("success_rate", "success_rate_mean_over_run", "steps_to_threshold", "greedy_success", "return"):
-            entry[key] = spread([r[key] for r in seeds])
-        entry["steps_to_threshold"]["reached"] = f"{sum(math.isfinite(r['steps_to_threshold']) for r in seeds)}/" \
-                                                 f"{len(seeds)}"
-        entry["bonus"] = summed([r["bonus"] for r in seeds])
-    result["against_baseline"] = against_baseline(result["ablations"])
+    with_statistics(result)
     result["unfinished"] = unfinished
     out.mkdir(parents=True, exist_ok=True)
     name = task.replace(":", "_")
     (out / f"bonus_ablation_{name}.json").write_text(json.dumps(result, indent=1))
+    (out / f"bonus_ablation_{name}.md").write_text(markdown(result))
     plot_groups(curves, out / f"bonus_ablation_{name}.png")
     for ablation in ABLATIONS:
         if ablation in result["ablations"]:
@@ -202,7 +235,14 @@ def main() -> None:
     p.add_argument("--summarize", action="store_true", help="only summarize the runs found")
     p.add_argument("--threshold", type=float, default=THRESHOLD, help="success rate of 'steps to threshold'")
     p.add_argument("--no-greedy", action="store_true", help="do not evaluate the greedy policy of each run")
+    p.add_argument("--recheck", type=Path, help="a JSON this script wrote: recompute its statistics and table only")
     args = p.parse_args()
+    if args.recheck:
+        result = with_statistics(json.loads(args.recheck.read_text()))
+        args.recheck.write_text(json.dumps(result, indent=1))
+        args.recheck.with_suffix(".md").write_text(markdown(result))
+        print(f"rechecked {args.recheck} and wrote {args.recheck.with_suffix('.md')}")
+        return
     runs = args.runs / args.task.replace(":", "_")
     runs.mkdir(parents=True, exist_ok=True)
     if not args.summarize:
