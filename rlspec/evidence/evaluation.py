@@ -365,6 +365,16 @@ def plot_groups(curves: list[Curve], path: Path, cost_limit: float | None = None
     return path
 
 
+def recheck(path: Path, recompute, markdown, indent: int = 1) -> dict:
+    """A comparison's JSON (a benchmark script wrote it) with its statistics recomputed from the per-seed values it
+    holds: ``recompute(result) -> result``, written back, and ``markdown(result)`` beside it as PATH.md."""
+    result = recompute(json.loads(path.read_text()))
+    path.write_text(json.dumps(result, indent=indent) + "\n")
+    path.with_suffix(".md").write_text(markdown(result))
+    print(f"rechecked {path} and wrote {path.with_suffix('.md')}")
+    return result
+
+
 def _fmt(stat: dict) -> str:
     mean, lo, hi = stat["mean"], stat["ci_low"], stat["ci_high"]
     return "—" if math.isnan(mean) else f"{mean:.4g} [{lo:.4g}, {hi:.4g}]"

@@ -238,10 +238,9 @@ def main() -> None:
     p.add_argument("--recheck", type=Path, help="a JSON this script wrote: recompute its statistics and table only")
     args = p.parse_args()
     if args.recheck:
-        result = with_statistics(json.loads(args.recheck.read_text()))
-        args.recheck.write_text(json.dumps(result, indent=1))
-        args.recheck.with_suffix(".md").write_text(markdown(result))
-        print(f"rechecked {args.recheck} and wrote {args.recheck.with_suffix('.md')}")
+        from rlspec.evidence.evaluation import recheck
+
+        recheck(args.recheck, with_statistics, markdown)
         return
     runs = args.runs / args.task.replace(":", "_")
     runs.mkdir(parents=True, exist_ok=True)

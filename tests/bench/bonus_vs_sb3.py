@@ -42,6 +42,7 @@ from rlspec.evidence.evaluation import (
     late_mean,
     plot_groups,
     read_run,
+    recheck,
     steps_to_threshold,
     summary,
 )
@@ -154,9 +155,8 @@ def markdown(result: dict) -> str:
     return "\n".join(rows) + "\n"
 
 
-def recheck(path: Path) -> dict:
-    """The JSON's checks, steps to threshold and table recomputed from its per-seed values (no runs needed)."""
-    result = json.loads(path.read_text())
+def rechecked(result: dict) -> dict:
+    """The JSON's checks and steps to threshold recomputed from its per-seed values (no runs needed)."""
     for group, g in result["report"]["groups"].items():
         g["summary"]["final_success"] = summary([r["final_success"] for r in g["runs"]])
         steps = result["steps_to_success_threshold"][group]
@@ -180,10 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--recheck", type=Path, help="a JSON this script wrote: recompute its checks and table only")
     args = p.parse_args(argv)
     if args.recheck:
-        result = recheck(args.recheck)
-        args.recheck.write_text(json.dumps(result, indent=1) + "\n")
-        args.recheck.with_suffix(".md").write_text(markdown(result))
-        print(f"rechecked {args.recheck} and wrote {args.recheck.with_suffix('.md')}")
+        recheck(args.recheck, rechecked, markdown)
         return 0
     found = find_runs([labelled(d) for d in args.rlspec], args.sb3, args.task)
     curves = [arm_curve(label, path) for label, path in found

@@ -42,7 +42,7 @@ from dreamer_room_exit import GOAL, random_rate  # tests/bench/dreamer_room_exit
 
 from rlspec.evidence import stats
 from rlspec.evidence.cpu import identity as cpu_identity
-from rlspec.evidence.evaluation import CI_LEVEL, bootstrap_ci
+from rlspec.evidence.evaluation import CI_LEVEL, bootstrap_ci, recheck
 
 FAST_CPU_GOAL = 0.67  # the fast engine's CPU seconds to GOAL over sheeprl's
 IMPLEMENTATIONS = ("sheeprl", "reference", "fast")
@@ -173,13 +173,12 @@ def markdown(out: dict) -> str:
     return "\n".join(rows) + "\n"
 
 
-def recheck(path: Path) -> dict:
+def rechecked(out: dict) -> dict:
     """The JSON's statistics and goals recomputed from its own curves (each seed's budget is in its summary)."""
-    out = json.loads(path.read_text())
     curves = {name: {int(seed): rows for seed, rows in seeds.items()} for name, seeds in out["curves"].items()}
     budgets = {s["budget"] for impl in out["implementations"].values() for s in impl["seeds"].values()}
     if len(budgets) != 1:
-        raise SystemExit(f"dreamer_vs_sheeprl: {path} holds seeds of several budgets {sorted(budgets)}")
+        raise SystemExit(f"dreamer_vs_sheeprl: the JSON holds seeds of several budgets {sorted(budgets)}")
     budget = budgets.pop()
     out["implementations"] = {name: implementation(seeds, budget) for name, seeds in curves.items()}
     out["goals"] = goals(out["implementations"])
@@ -227,10 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--recheck", type=Path, help="a JSON this script wrote: recompute its statistics and table only")
     args = p.parse_args(argv)
     if args.recheck:
-        out = recheck(args.recheck)
-        args.recheck.write_text(json.dumps(out, indent=2) + "\n")
-        args.recheck.with_suffix(".md").write_text(markdown(out))
-        print(f"rechecked {args.recheck} and wrote {args.recheck.with_suffix('.md')}")
+        recheck(args.recheck, rechecked, markdown, indent=2)
         return 0
     if args.rlspec is None or args.sheeprl is None:
         p.error("--rlspec and --sheeprl are required (or --recheck JSON)")
