@@ -116,11 +116,11 @@ def gpu_gate(session: nox.Session) -> None:
 def compile_gate(session: nox.Session) -> None:
     """tools/compile_gate.py: every Triton kernel of fast/ compiled for sm_90 without a GPU, its registers,
     stack (spills) and shared memory, under the pinned Triton and under Triton 3.6 (the GPU machines': register
-    pressure differs up to 2x between versions). Writes docs/bench/compile_gate/triton-VERSION.json. cpu_gate
-    runs the pinned half (tests/unit/test_compile_gate.py)."""
+    pressure differs up to 2x between versions). Writes benchmarks/gpu/results/compile_gate/triton-VERSION.json.
+    cpu_gate runs the pinned half (tests/unit/test_compile_gate.py)."""
     _install_project(session, "test")
     session.env.pop("TRITON_INTERPRET", None)
-    out = Path("docs/bench/compile_gate")
+    out = Path("benchmarks/gpu/results/compile_gate")
     for triton in (PINNED_TRITON, TRITON_GPU_MACHINES):
         session.install(f"triton=={triton}")  # this session's environment only
         session.run("python", "tools/compile_gate.py", "--out", str(out / f"triton-{triton}.json"))
@@ -154,30 +154,30 @@ def bench(session: nox.Session) -> None:
     session.install(SHEEPRL)
     session.env.update(TRITON_INTERPRET="1")
     Path("bench-results").mkdir(exist_ok=True)  # pytest-benchmark opens --benchmark-json while parsing options
-    session.run("pytest", "tests/bench", "-m", "bench", "-p", "no:cacheprovider", "--benchmark-enable",
+    session.run("pytest", "benchmarks/kernels", "-m", "bench", "-p", "no:cacheprovider", "--benchmark-enable",
                 "--benchmark-json=bench-results/bench.json", *session.posargs)
-    session.run("python", "tests/bench/ratios.py", "bench-results/bench.json")
+    session.run("python", "-m", "benchmarks.kernels.ratios", "bench-results/bench.json")
 
 
 @nox.session
 def bench_sheeprl(session: nox.Session) -> None:
     """DreamerV3 train step of the reference and fast kits against sheeprl 0.8.4's own build_agent/train at an
-    identical configuration (tests/bench/dreamer_train_step.py: fairness stated there and in the JSON); writes
-    docs/bench/dreamer_train_step.{json,png}. sheeprl lives in this session's venv only (torch stays 2.13.0;
-    rlspec installed --no-deps beside it). `nox -s bench_sheeprl -- --configs 1m xs --steps 10`; on a GPU
+    identical configuration (benchmarks/dreamer/train_step.py: fairness stated there and in the JSON); writes
+    benchmarks/dreamer/results/dreamer_train_step.{json,png}. sheeprl lives in this session's venv only (torch
+    stays 2.13.0; rlspec installed --no-deps beside it). `nox -s bench_sheeprl -- --configs 1m xs --steps 10`; on a GPU
     `-- --device cuda` (writes *_cuda.json/png, records host syncs). Not part of cpu_gate: the committed JSON
     and plot are what the README shows."""
     session.install(*CONSTRAINTS, SHEEPRL, "matplotlib>=3.8")  # sheeprl may not pull another torch
     session.install("--no-deps", "-e", ".")
     if "cuda" not in " ".join(session.posargs):
         session.env.update(CUDA_VISIBLE_DEVICES="")  # CPU unless `-- --device cuda` (the GPU comparison)
-    session.run("nice", "python", "tests/bench/dreamer_train_step.py", *session.posargs, external=True)
+    session.run("nice", "python", "-m", "benchmarks.dreamer.train_step", *session.posargs, external=True)
 
 
 @nox.session
 def bench_omnisafe(session: nox.Session) -> None:
     """OmniSafe 0.5.0's own algorithms through omnisafe.Agent on SafetyPointGoal1-v0 with the override set
-    rlspec's safe engine runs (tests/bench/omnisafe_safe.py: the set and the defaults table in
+    rlspec's safe engine runs (benchmarks/safe/anchors/run_omnisafe.py: the set and the defaults table in
     runs/omnisafe/omnisafe_safe.json; the runs in OmniSafe's own log layout, which `rlspec report` reads). The
     safety environment (as `nox -s safety`) plus OmniSafe --no-deps and what it imports; rlspec's Safety-Gymnasium
     shim applied before it. Without arguments: a smoke run (PPOLag, seed 0, one epoch of 1,000 steps); the
@@ -189,30 +189,30 @@ def bench_omnisafe(session: nox.Session) -> None:
     session.env.update(CUDA_VISIBLE_DEVICES="", MUJOCO_GL="egl")
     args = session.posargs or ["--algos", "PPOLag", "--seeds", "0", "--total-steps", "1000", "--steps-per-epoch",
                                "1000", "--out", "runs/omnisafe-smoke"]
-    session.run("nice", "python", "tests/bench/omnisafe_safe.py", *args, external=True)
+    session.run("nice", "python", "-m", "benchmarks.safe.anchors.run_omnisafe", *args, external=True)
 
 
 @nox.session
 def bench_sb3_safe(session: nox.Session) -> None:
     """Stable-Baselines3 2.9.2 PPO, unconstrained, on SafetyPointGoal1-v0 with the settings rlspec's PPO runs
-    (tests/bench/sb3_safe.py): the reward-only anchor of the safe-RL comparison. The safety environment (as
+    (benchmarks/safe/anchors/run_sb3.py): the reward-only anchor of the safe-RL comparison. The safety environment (as
     `nox -s safety`) plus SB3 and cloudpickle --no-deps (SB3 declares gymnasium >= 0.29; it runs with the 0.28.1
     that Safety-Gymnasium needs). Without arguments: a smoke run (seed 0, one epoch of 1,000 steps, into
     runs/sb3-smoke); the comparison: `nox -s bench_sb3_safe -- --seeds 0 1 2 --total-steps 200000
-    --steps-per-epoch 4000`. This venv also runs tests/bench/safe_throughput.py's SB3 arms. CPU, one thread,
+    --steps-per-epoch 4000`. This venv also runs benchmarks/safe/throughput.py's SB3 arms. CPU, one thread,
     under nice."""
     session.install(*CONSTRAINTS, "-e", ".[safety]")
     session.install("--no-deps", SAFETY_GYMNASIUM, SB3, "cloudpickle>=3")
     session.env.update(CUDA_VISIBLE_DEVICES="", MUJOCO_GL="egl")
     args = session.posargs or ["--seeds", "0", "--total-steps", "1000", "--steps-per-epoch", "1000", "--out",
                                "runs/sb3-smoke"]
-    session.run("nice", "python", "tests/bench/sb3_safe.py", *args, external=True)
+    session.run("nice", "python", "-m", "benchmarks.safe.anchors.run_sb3", *args, external=True)
 
 
 @nox.session
 def bench_sb3_metaworld(session: nox.Session) -> None:
-    """Stable-Baselines3 2.9.2 PPO on a Meta-World v3 task (tests/bench/sb3_metaworld.py): the anchor of the bonus
-    engine's token learner, in its own environment (the `bonus` extra's metaworld plus SB3; nothing of SB3 in the
+    """Stable-Baselines3 2.9.2 PPO on a Meta-World v3 task (benchmarks/bonus/anchors/run_sb3.py): the anchor of the
+    bonus engine's token learner, in its own environment (the `bonus` extra's metaworld plus SB3; nothing of SB3 in the
     runtime). Without arguments: a smoke run (reach-v3, seed 0, 4,096 env steps, into runs/sb3-mw-smoke); the
     comparison: `nox -s bench_sb3_metaworld -- --task reach-v3 --seeds 0 1 2 3 4 --total-steps 150000`. CPU,
     one thread, under nice."""
@@ -220,14 +220,14 @@ def bench_sb3_metaworld(session: nox.Session) -> None:
     session.env.update(CUDA_VISIBLE_DEVICES="")
     args = session.posargs or ["--task", "reach-v3", "--seeds", "0", "--total-steps", "4096", "--out",
                                "runs/sb3-mw-smoke"]
-    session.run("nice", "python", "tests/bench/sb3_metaworld.py", *args, external=True)
+    session.run("nice", "python", "-m", "benchmarks.bonus.anchors.run_sb3", *args, external=True)
 
 
 @nox.session
 def bench_sheeprl_room(session: nox.Session) -> None:
     """sheeprl 0.8.4's own DreamerV3, through its own CLI, on the room with the config written from rlspec's
-    room-exit preset (tests/bench/sheeprl_room.py: the key mapping and the differences sheeprl cannot express in
-    runs/sheeprl-room/sheeprl_room.json, each seed's TensorBoard events read by rlspec's evaluation reader).
+    room-exit preset (benchmarks/dreamer/anchors/run_sheeprl.py: the key mapping and the differences sheeprl cannot
+    express in runs/sheeprl-room/sheeprl_room.json, each seed's TensorBoard events read by rlspec's evaluation reader).
     sheeprl lives in this session's venv only (torch stays 2.13.0). Without arguments: a smoke run (seed 0, 512
     env steps, 256 random ones first); the comparison: `nox -s bench_sheeprl_room -- --seeds 0 1 2 --chunk 2048`
     (the preset's 20,480 env steps each, in resumed runs of 2,048; an interrupted seed goes on from its last
@@ -237,7 +237,7 @@ def bench_sheeprl_room(session: nox.Session) -> None:
     args = session.posargs or ["--seeds", "0", "--total-steps", "512", "--set", "min_ready_steps=256",
                                "--set", "log_every=128", "--set", "checkpoint_every=256",
                                "--out", "runs/sheeprl-room-smoke"]
-    session.run("nice", "python", "tests/bench/sheeprl_room.py", *args, external=True)
+    session.run("nice", "python", "-m", "benchmarks.dreamer.anchors.run_sheeprl", *args, external=True)
 
 
 @nox.session

@@ -12,7 +12,7 @@ composition, which is the reference's formula; so does a machine where the kerne
 compiler), with one warning saying why (the tests call ``library()`` directly, so there it is an error).
 The library is compiled on first use and loaded with ctypes by fast/cpu_kernel.py (its flags: without
 -fno-trapping-math the σ loops stay scalar on AVX2 and the kernel loses to the eager composition there:
-docs/bench/channel_norm_vectorization.md). float32 results agree with the eager composition to rounding
+benchmarks/kernels/results/channel_norm_vectorization.md). float32 results agree with the eager composition to rounding
 (tests/engines/dreamer/test_channel_norm.py).
 """
 
@@ -40,7 +40,7 @@ __all__ = ["channel_norm_silu", "eager", "library"]
 @functools.cache
 def library(flags: tuple[str, ...] = cpu_kernel.FLAGS) -> ctypes.CDLL:
     """The compiled kernel (fast/cpu_kernel.py); ``flags`` other than its FLAGS only for comparing builds
-    (tests/bench/dreamer_phase_profile.py)."""
+    (benchmarks/dreamer/phase_profile.py)."""
     return cpu_kernel.build(SOURCE, ("cn_silu_forward", "cn_silu_backward"), flags)
 
 

@@ -11,7 +11,7 @@
 // σ uses the polynomial expf of cpu_kernels.h. Built with -fno-trapping-math (no value changes: floating-point
 // exception flags are not read): without it GCC keeps both σ loops scalar on AVX2, because the clamp in exp_nonpositive becomes a
 // branch around a multiply that "could trap" and only AVX-512's masked instructions let it if-convert
-// (docs/bench/channel_norm_vectorization.md). dw, db accumulate in double per thread. Rows are split over
+// (benchmarks/kernels/results/channel_norm_vectorization.md). dw, db accumulate in double per thread. Rows are split over
 // `threads` std::threads.
 #include <sys/mman.h>
 

@@ -5,7 +5,7 @@ A kernel is compiled on first use with the system C++ compiler ($CXX, default c+
 $RLSPEC_CACHE (default ~/.cache/rlspec)/kernels/, keyed by its source, the shared header, the flags, the
 compiler and the CPU (the flags line of /proc/cpuinfo: one library per instruction set in a shared cache).
 FLAGS: `-O3 -march=native -fopenmp-simd -fno-trapping-math`, no -ffast-math (values keep IEEE semantics;
--fno-trapping-math only lets GCC if-convert selects on AVX2, docs/bench/channel_norm_vectorization.md).
+-fno-trapping-math only lets GCC if-convert selects on AVX2, benchmarks/kernels/results/channel_norm_vectorization.md).
 
 Each user (fast/channel_norm.py, fast/twohot.py, fast/recursion.py) caches its library and, where it cannot
 be built (no compiler, an unwritable cache), falls back to torch with one warning (``available``).

@@ -75,7 +75,7 @@ def _load_row(y_ptr, w_ptr, b_ptr, row, cols, mask, H, eps):
 def warps_for(block: int) -> int:
     """Warps per program for rows padded to BLOCK: 4 up to 1024, then one per 256 lanes up to 16. At 4 warps a
     BLOCK of 4096 (DreamerV3's largest H) held 255 registers and spilled, forward and backward, under Triton 3.6
-    and 3.9 (nox -s compile_gate: docs/bench/compile_gate/)."""
+    and 3.9 (nox -s compile_gate: benchmarks/gpu/results/compile_gate/)."""
     return min(16, max(4, block // 256))
 
 

@@ -27,7 +27,7 @@ __all__ = ["BACKEND_NOTE", "DEVICE", "symlog", "symexp", "twohot_encode", "log_p
 
 # elements per program: BLOCK_ROWS × BLOCK_BINS (16 per thread at 4 warps). 4096 made Triton 3.6 (the GPU
 # machines') spill at 41 bins (BLOCK_BINS 64: 255 registers and 80-592 B of stack by dtype); 2048 spills nowhere
-# under 3.6 or 3.9 (nox -s compile_gate: docs/bench/compile_gate/)
+# under 3.6 or 3.9 (nox -s compile_gate: benchmarks/gpu/results/compile_gate/)
 TILE = 2048
 
 

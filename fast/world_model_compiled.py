@@ -12,7 +12,7 @@ each compiled piece is one graph, forward and backward (AOTAutograd). The first 
 seconds on CPU; a C++ compiler is needed at run time) and a new shape recompiles once, then shapes are
 dynamic. Same parameters (state_dict) and interface as the eager twin; inductor reorders float32 sums, so
 losses agree with eager to ~1e-5 relative, not bit for bit (tests/engines/dreamer/test_dreamer_fast_variants.py).
-Whether it pays: docs/bench/dreamer_compile_cpu.json (tests/bench/dreamer_compile.py).
+Whether it pays: benchmarks/dreamer/results/dreamer_compile_cpu.json (benchmarks/dreamer/compile.py).
 """
 
 from __future__ import annotations

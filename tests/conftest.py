@@ -10,7 +10,6 @@ Selected by $HYPOTHESIS_PROFILE (nox sets ``ci``), else ``ci`` when $CI is set, 
 from __future__ import annotations
 
 import getpass
-import importlib
 import os
 import tempfile
 from pathlib import Path
@@ -70,14 +69,3 @@ def no_cxx(monkeypatch, tmp_path):
     yield clear
     for loader in cleared:
         loader.cache_clear()
-
-
-@pytest.fixture
-def bench_script(monkeypatch):
-    """``bench_script("name")``: the script tests/bench/name.py imported as a module, its folder on sys.path for
-    this test (a script imports its siblings: curves, safe_throughput, omnisafe_safe, ...)."""
-    def load(name: str):
-        monkeypatch.syspath_prepend(str(Path(__file__).with_name("bench")))
-        return importlib.import_module(name)
-
-    return load

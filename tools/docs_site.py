@@ -5,10 +5,16 @@
   the formula, the interface, the changelog, the registered implementations) and an index of them;
 * the config keys of each engine, with their defaults and docstrings, where an engine page says
   ``<!-- config-keys ENGINE -->``;
-* a generated results table where a page says ``<!-- include PATH -->`` (PATH under docs/, e.g. the table a
-  benchmark script writes from its JSON), so that no page carries a hand copy of it.
+* a generated results table where a page says ``<!-- include PATH -->`` (PATH relative to the page, as a link
+  is: e.g. the table a benchmark script writes from its JSON), so that no page carries a hand copy of it;
+* the benchmarks' pages: every README.md under benchmarks/ and every file of a ``results/`` folder there, at
+  the same path in the site (``benchmarks/safe/README.md`` becomes ``benchmarks/safe/``); the results' tables
+  and pages are not in the nav (their area's README links to them).
 
-Nothing is written into docs/: the pages exist only in the build, so they cannot drift from the code.
+Links are written as they are true in the repository (``docs/engines/safe.md`` links
+``../../benchmarks/safe/results/x.png``, so GitHub shows them too); the build maps each relative link that
+lands in docs/ or benchmarks/ to the same file in the site. Nothing is written into docs/: the pages exist
+only in the build, so they cannot drift from the code.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from rlspec.spec.core import CATEGORIES
 
 KEYS = re.compile(r"<!-- config-keys (\w+) -->")
 INCLUDE = re.compile(r"<!-- include ([\w./-]+) -->")
+LINK = re.compile(r"\]\(([^)\s]+)\)")  # a Markdown link's or image's target
 
 
 def _escape(text: str) -> str:
@@ -108,28 +115,74 @@ def on_config(config):
 
 
 def on_files(files, config):
-    from mkdocs.structure.files import File
+    from mkdocs.structure.files import File, InclusionLevel
 
     files.append(File.generated(config, "contracts/index.md", content=contracts_index()))
     for cid in registry.CONTRACTS:
         files.append(File.generated(config, f"contracts/{cid}.md", content=contract_page(cid)))
+    root = _root(config)
+    for path in benchmark_files(root):
+        in_nav = path.name == "README.md"
+        files.append(File(path.relative_to(root).as_posix(), str(root), config["site_dir"],
+                          config["use_directory_urls"],
+                          inclusion=InclusionLevel.INCLUDED if in_nav else InclusionLevel.NOT_IN_NAV))
     return files
 
 
+def benchmark_files(root: Path) -> list[Path]:
+    """The benchmarks' files the site shows: each README.md under benchmarks/ and each file under a results/."""
+    bench = root / "benchmarks"
+    return sorted({*bench.rglob("README.md"), *(p for p in bench.glob("*/results/**/*") if p.is_file())})
+
+
 def on_page_markdown(markdown, page, config, files):
-    markdown = INCLUDE.sub(lambda m: _included(config["docs_dir"], page.file.src_uri, m.group(1)), markdown)
+    root = _root(config)
+    here = _repo_path(root, page.file)
+    markdown = INCLUDE.sub(lambda m: _included(root, here, m.group(1)), markdown)
+    markdown = LINK.sub(lambda m: _site_link(here, m), markdown)
     return KEYS.sub(lambda m: config_keys(m.group(1)), markdown)
 
 
-def _included(docs_dir: str, page: str, path: str) -> str:
-    """The file's Markdown, its relative links rewritten from the file's folder to the page's."""
-    source = Path(docs_dir) / path
-    if not source.is_file():
-        raise ValueError(f"include: {path} (in {page}) is no file under {docs_dir}")
-    text = source.read_text()
+def _root(config) -> Path:
+    return Path(config["config_file_path"]).resolve().parent
+
+
+def _repo_path(root: Path, file) -> str:
+    """The page's path in the repository: its own for a benchmarks file, docs/<src_uri> for the rest."""
+    return file.src_uri if file.src_dir and Path(file.src_dir).resolve() == root else f"docs/{file.src_uri}"
+
+
+def site_path(repo_path: str) -> str | None:
+    """Where a repository file lives in the site: docs/X at X, benchmarks/X at benchmarks/X, nothing else."""
+    if repo_path.startswith("docs/"):
+        return repo_path.removeprefix("docs/")
+    return repo_path if repo_path.startswith("benchmarks/") else None
+
+
+def _relative(target: str) -> bool:
+    return not ("://" in target or target.startswith(("#", "/", "mailto:")))
+
+
+def _site_link(page: str, m: re.Match) -> str:
+    """A link written from the page's place in the repository, as the site reaches the same file."""
+    target, _, anchor = m.group(1).partition("#")
+    if not target or not _relative(target):
+        return m.group(0)
+    landed = site_path(os.path.normpath(os.path.join(os.path.dirname(page), target)))
+    if landed is None:
+        return m.group(0)
+    moved = os.path.relpath(landed, os.path.dirname(site_path(page)) or ".")
+    return f"]({moved}{'#' + anchor if anchor else ''})"
+
+
+def _included(root: Path, page: str, path: str) -> str:
+    """The file's Markdown, its relative links rewritten from the file's folder to the page's (both in the repo)."""
+    source = (root / os.path.dirname(page) / path).resolve()
+    if not source.is_file() or not source.is_relative_to(root):
+        raise ValueError(f"include: {path} (in {page}) is no file of the repository")
     def move(m: re.Match) -> str:
         target = m.group(1)
-        if "://" in target or target.startswith("#"):
+        if not _relative(target):
             return m.group(0)
-        return "](" + os.path.relpath(source.parent / target, (Path(docs_dir) / page).parent) + ")"
-    return re.sub(r"\]\(([^)]+)\)", move, text)
+        return "](" + os.path.relpath(source.parent / target, root / os.path.dirname(page)) + ")"
+    return LINK.sub(move, source.read_text())

@@ -539,10 +539,10 @@ def check_bench_sheeprl(gate: Gate, check: Check) -> None:
     if not needs_cuda(gate, check):
         return
     out = Path(tempfile.mkdtemp(prefix="gpu-gate-"))
-    done = gate.sh(check, [sys.executable, "tests/bench/dreamer_train_step.py", "--configs", "1m", "xs", "--steps",
+    done = gate.sh(check, [sys.executable, "-m", "benchmarks.dreamer.train_step", "--configs", "1m", "xs", "--steps",
                            "5", "--warmup", "2", "--device", "cuda", "--out", str(out)], 240,
-                    env=dict(gate.child_env(), PYTHONPATH=os.pathsep.join((gate.child_env()["PYTHONPATH"],
-                                                                           str(ROOT / "tests" / "bench")))))
+                    # the checkout after the site: its benchmarks/ package, never its rlspec/ folder
+                    env=dict(gate.child_env(), PYTHONPATH=os.pathsep.join((gate.child_env()["PYTHONPATH"], str(ROOT)))))
     for result in out.glob("*.json"):
         check.details[result.name] = json.loads(result.read_text())
     if done is not None:

@@ -15,7 +15,7 @@ works (the engines' collect: log-probabilities, the previous step's row) while t
 commands (reset, finished episodes, checkpoints, the errors) travel pickled over the same pipe. A waiting
 side polls its pipe for up to SPIN_S before it blocks, where the processes fit on the cores (``receive``;
 measured on 2 cores, 1 worker + the caller, SafetyPointGoal1-v0: +2.5% env steps/s at 4 envs, +7.3% at 8;
-docs/bench/safe_throughput.json's blocking arm). A worker's
+benchmarks/safe/results/safe_throughput.json's blocking arm). A worker's
 exception, or its death, is raised here as ``EnvWorkerError`` (the fast engine's subclass stops a run with
 exit 3): one line naming the worker, its envs, the command and the cause. ``close()`` stops the workers and
 unlinks the block.

@@ -16,7 +16,7 @@ Readers turn four formats into one Curve with one vocabulary (NAMES): an rlspec 
 metrics.csv, any engine), OmniSafe's own log directory (progress.csv with `Metrics/EpRet`, `Metrics/EpCost`,
 `Metrics/LagrangeMultiplier`, `TotalEnvSteps`, its config.json naming the algorithm), Stable-Baselines3's CSV
 log (progress.csv with `time/total_timesteps`, `rollout/ep_rew_mean`; SB3 logs no cost, so `rollout/ep_cost_mean`
-is read where a callback wrote it, as tests/bench/sb3_safe.py's does) and sheeprl's
+is read where a callback wrote it, as benchmarks/safe/anchors/run_sb3.py's does) and sheeprl's
 TensorBoard events (`Rewards/rew_avg`, `Loss/world_model_loss`, ... against its policy step; read with the
 `tensorboard` package of the `runs` extra). Names are mapped, values are as each tool logs them: a loss may be
 scaled differently in another tool (e.g. summed over pixels instead of averaged). Imports no torch.
@@ -40,12 +40,12 @@ from rlspec import jsonio
 NAMES: dict[str, dict[str, str | tuple[str, ...] | None]] = {
     "return": {"rlspec": "Metrics/EpRet", "omnisafe": "Metrics/EpRet", "sb3": "rollout/ep_rew_mean",
                "sheeprl": "Rewards/rew_avg"},
-    # SB3 logs no cost: rollout/ep_cost_mean is the column tests/bench/sb3_safe.py's callback adds
+    # SB3 logs no cost: rollout/ep_cost_mean is the column benchmarks/safe/anchors/run_sb3.py's callback adds
     "cost": {"rlspec": "Metrics/EpCost", "omnisafe": "Metrics/EpCost", "sb3": "rollout/ep_cost_mean",
              "sheeprl": None},
     "multiplier": {"rlspec": "Metrics/LagrangeMultiplier", "omnisafe": "Metrics/LagrangeMultiplier", "sb3": None,
                    "sheeprl": None},
-    # SB3 logs rollout/success_rate where the env's info carries is_success (tests/bench/sb3_metaworld.py's does)
+    # SB3 logs rollout/success_rate where the env's info carries is_success (benchmarks/bonus/anchors/run_sb3.py's does)
     "success": {"rlspec": "Metrics/SuccessRate", "omnisafe": None, "sb3": "rollout/success_rate", "sheeprl": None},
     "episode_length": {"rlspec": "Metrics/EpLen", "omnisafe": "Metrics/EpLen", "sb3": "rollout/ep_len_mean",
                        "sheeprl": "Game/ep_len_avg"},

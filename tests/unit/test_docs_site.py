@@ -40,9 +40,42 @@ def test_the_site_builds_strictly_with_every_contract_and_engine_page(tmp_path):
     dreamer = (tmp_path / "site/engines/dreamer/index.html").read_text()
     assert "<code>replay_ends</code>" in dreamer and "<!-- config-keys" not in dreamer
     safe = (tmp_path / "site/engines/safe/index.html").read_text()  # the benchmark's table, included, not copied
-    table = (ROOT / "docs/bench/safe_vs_omnisafe.md").read_text()
+    table = (ROOT / "benchmarks/safe/results/safe_vs_omnisafe.md").read_text()
     verdicts = re.findall(r"no difference detectable at this power \(MDE [\d.]+\)", table)
     assert verdicts and all(v in safe for v in verdicts) and "<!-- include" not in safe
+    area = (tmp_path / "site/benchmarks/safe/index.html").read_text()  # benchmarks/safe/README.md, same table
+    assert all(v in area for v in verdicts) and 'href="../../engines/safe/"' in area
+    shown = {p.relative_to(ROOT).as_posix() for p in docs_site.benchmark_files(ROOT)}
+    assert {"benchmarks/README.md", "benchmarks/runs/README.md", "benchmarks/kernels/results/kernels.json"} <= shown
+    for path in shown - {p for p in shown if p.endswith("README.md")}:
+        assert (tmp_path / "site" / path).is_file() or path.endswith(".md"), path
+
+
+@pytest.mark.parametrize("page, link, site", [
+    ("docs/engines/safe.md", "../../benchmarks/safe/results/x.png", "../benchmarks/safe/results/x.png"),
+    ("docs/engines/safe.md", "../operating/runs.md#resume", "../operating/runs.md#resume"),
+    ("benchmarks/safe/README.md", "../../docs/engines/safe.md", "../../engines/safe.md"),
+    ("benchmarks/safe/README.md", "results/t.md", "results/t.md"),
+    ("benchmarks/README.md", "../docs/guide/statistics.md", "../guide/statistics.md"),
+    ("docs/index.md", "../rlspec/cli.py", "../rlspec/cli.py"),  # not in the site: left for strict mode to flag
+    ("docs/index.md", "https://example.org/a.md", "https://example.org/a.md"),
+])
+def test_a_link_true_in_the_repository_reaches_the_same_file_in_the_site(page, link, site):
+    assert docs_site.LINK.sub(lambda m: docs_site._site_link(page, m), f"[a]({link})") == f"[a]({site})"
+
+
+def test_an_include_of_a_missing_file_names_it_and_its_page():
+    with pytest.raises(ValueError, match=r"include: results/none.md \(in benchmarks/safe/README.md\)"):
+        docs_site._included(ROOT, "benchmarks/safe/README.md", "results/none.md")
+    moved = docs_site._included(ROOT, "docs/engines/safe.md", "../../benchmarks/safe/results/safe_vs_omnisafe.md")
+    assert moved == (ROOT / "benchmarks/safe/results/safe_vs_omnisafe.md").read_text()  # no links in the table
+
+
+def test_an_included_files_links_are_moved_to_the_including_page(tmp_path):
+    (tmp_path / "benchmarks/a/results").mkdir(parents=True)
+    (tmp_path / "benchmarks/a/results/t.md").write_text("| [JSON](t.json) | [web](https://x.org/y) |\n")
+    got = docs_site._included(tmp_path, "docs/engines/x.md", "../../benchmarks/a/results/t.md")
+    assert got == "| [JSON](../../benchmarks/a/results/t.json) | [web](https://x.org/y) |\n"
 
 
 def test_strict_mode_fails_on_a_broken_link(tmp_path):

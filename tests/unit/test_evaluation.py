@@ -3,24 +3,16 @@ each tool's own format, and the grouped plot."""
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from run_files import write_csv
 
 from rlspec import cli
 from rlspec.evidence import evaluation as ev
-
-
-def write_csv(path: Path, columns: dict[str, list[float]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(columns)
-        w.writerows(zip(*columns.values()))
 
 
 def rlspec_run(root: Path, name: str, algo: str, steps, ret, cost, lam) -> Path:

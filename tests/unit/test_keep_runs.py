@@ -1,4 +1,4 @@
-"""tests/bench/keep_runs.py: of every run under a folder (rlspec's metrics.csv, OmniSafe's and SB3's
+"""rlspec/evidence/keep_runs.py: of every run under a folder (rlspec's metrics.csv, OmniSafe's and SB3's
 progress.csv) only the files the summaries read are copied, at the same relative path, and the copy reads as
 the original."""
 
@@ -6,12 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-
-@pytest.fixture
-def kr(bench_script):
-    return bench_script("keep_runs")
+from rlspec.evidence import keep_runs as kr
 
 
 def write(path: Path, text: str) -> None:
@@ -19,7 +14,7 @@ def write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def test_only_the_summaries_files_are_kept_at_their_relative_paths(kr, tmp_path):
+def test_only_the_summaries_files_are_kept_at_their_relative_paths(tmp_path):
     src, dst = tmp_path / "runs", tmp_path / "kept"
     ours = src / "PPOLag-s0"
     write(ours / "metrics.csv", "step,Metrics/EpRet\n4000,1.5\n")
@@ -50,7 +45,7 @@ def test_only_the_summaries_files_are_kept_at_their_relative_paths(kr, tmp_path)
     assert kr.main([str(tmp_path / "kept/PPOLag-s0/eval"), str(tmp_path / "none")]) == 1  # no run there
 
 
-def test_finished_at_keeps_only_runs_that_reached_the_steps(kr, tmp_path, capsys):
+def test_finished_at_keeps_only_runs_that_reached_the_steps(tmp_path, capsys):
     src, dst = tmp_path / "runs", tmp_path / "kept"
     for seed, last in ((0, 8000), (1, 4000)):
         write(src / f"PPOLag-s{seed}" / "metrics.csv", f"step,Metrics/EpRet\n4000,1.0\n{last},2.0\n")
@@ -60,3 +55,33 @@ def test_finished_at_keeps_only_runs_that_reached_the_steps(kr, tmp_path, capsys
     assert sorted(p.name for p in dst.iterdir()) == ["PPOLag-s0"]
     out = capsys.readouterr().out
     assert f"not kept (short of 8000 env steps): {src / 'PPOLag-s1'}" in out and str(src / "PPO-s0") in out
+
+
+def test_the_manifest_records_each_kept_folder_with_its_command_commit_and_hashes(tmp_path, capsys):
+    src, kept = tmp_path / "runs", tmp_path / "benchmarks/runs"
+    write(src / "PPO-s0/progress.csv", "TotalEnvSteps,Metrics/EpRet\n4000,1.0\n")
+    write(src / "PPOLag-s1/metrics.csv", "step,Metrics/EpRet\n4000,1.5\n")
+    write(src / "PPOLag-s1/eval/eval.json", '{"EpRet": 2.0}')
+    write(src / "PPOLag-s1/versions.json", '{"rlspec_commit": "' + "a" * 40 + '"}')
+    write(src / "sb3_safe.json", '{"shared": {}}')
+    manifest = kept / "MANIFEST.json"
+    write(manifest, '{"entries": [{"path": "other/PPO-s9", "command": "c", "commit": "x", "commit_from": "y", '
+                    '"files": {"progress.csv": "0"}}]}')  # an earlier entry: left as it was
+    argv = [str(src), str(kept / "cmp"), "--manifest", str(manifest), "--command", "nox -s bench_sb3_safe"]
+    assert kr.main(argv) == 0
+    entries = kr.read_manifest(manifest)
+    assert sorted(entries) == ["cmp", "cmp/PPO-s0", "cmp/PPOLag-s1", "other/PPO-s9"]
+    ours = entries["cmp/PPOLag-s1"]
+    assert ours["commit"] == "a" * 40 and ours["commit_from"] == "versions.json"
+    assert ours["files"] == {"eval/eval.json": kr.sha256(kept / "cmp/PPOLag-s1/eval/eval.json"),
+                             "metrics.csv": kr.sha256(kept / "cmp/PPOLag-s1/metrics.csv")} | {
+                                 "versions.json": kr.sha256(kept / "cmp/PPOLag-s1/versions.json")}
+    assert entries["cmp"]["files"] == {"sb3_safe.json": kr.sha256(src / "sb3_safe.json")}
+    assert entries["cmp/PPO-s0"]["commit_from"] == "HEAD when kept" and entries["cmp/PPO-s0"]["command"] == (
+        "nox -s bench_sb3_safe")
+    assert entries["other/PPO-s9"]["commit"] == "x"
+    capsys.readouterr()
+    assert kr.main([str(src), str(kept), "--manifest", str(manifest)]) == 2  # no --command: nothing copied
+    assert "--manifest and --command go together" in capsys.readouterr().out
+    assert kr.main([str(src), str(tmp_path / "elsewhere"), "--manifest", str(manifest), "--command", "c"]) == 2
+    assert "is not under the manifest's folder" in capsys.readouterr().out and not (tmp_path / "elsewhere").exists()

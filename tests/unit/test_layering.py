@@ -12,6 +12,7 @@ import ast
 import json
 import os
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -192,3 +193,34 @@ def test_cycle_finder_finds_a_planted_cycle():
 def test_no_import_cycles_function_level_imports_included():
     cycles = _cycles(_import_graph())
     assert not cycles, "modules importing each other: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def _imported_roots(path: Path) -> set[str]:
+    """The top-level names of every absolute import in ``path`` (module level or inside functions)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+PRODUCT = ("rlspec", "spec", "reference", "fast", "golden_bridge", "thirdparty", "tools")
+
+
+def test_nothing_of_the_product_imports_the_benchmarks():
+    """benchmarks/ may import rlspec; rlspec (and the kit's other folders) never import benchmarks."""
+    wrong = [str(p.relative_to(ROOT)) for folder in PRODUCT for p in sorted((ROOT / folder).rglob("*.py"))
+             if "benchmarks" in _imported_roots(p)]
+    assert not wrong, f"product modules importing benchmarks: {wrong}"
+
+
+def test_the_benchmarks_import_as_a_package_without_sys_path():
+    """Ordinary package imports: no benchmark module edits sys.path to reach a sibling."""
+    modules = sorted((ROOT / "benchmarks").rglob("*.py"))
+    assert len(modules) > 20
+    hacks = [str(p.relative_to(ROOT)) for p in modules if re.search(r"sys\.path\.(insert|append)", p.read_text())]
+    assert not hacks, f"benchmark modules editing sys.path: {hacks}"
+    missing = sorted({str(p.parent.relative_to(ROOT)) for p in modules if not (p.parent / "__init__.py").exists()})
+    assert not missing, f"benchmark folders that are no package: {missing}"

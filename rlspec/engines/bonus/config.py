@@ -77,7 +77,8 @@ class BonusConfig(runconfig.RunConfig):
 
 PRESETS: dict[str, dict] = {
     "default": {},
-    # Meta-World tasks: the token learner measured beside SB3 PPO (README, docs/bench/bonus_vs_sb3_reach-v3.json):
+    # Meta-World tasks: the token learner measured beside SB3 PPO
+    # (benchmarks/bonus/results/bonus_vs_sb3_reach-v3.json):
     # observations normalized as SB3's VecNormalize does, and 10 epochs per update (SB3's n_epochs)
     "metaworld": {"learner.normalize_obs": True, "learner.epochs": 10},
     # a couple of minutes on 2 CPU cores with every path taken: mining, trigger, bonus updates (CI)

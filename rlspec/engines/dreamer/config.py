@@ -114,7 +114,7 @@ PRESETS: dict[str, dict] = {
               "dreamer.deter": 64, "dreamer.stoch": 8, "dreamer.classes": 8, "dreamer.hidden": 64,
               "dreamer.embed_dim": 64, "dreamer.pool": 4, "dreamer.mlp_hidden": 64, "dreamer.mlp_layers": 1,
               "dreamer.horizon": 8, "dreamer.batch_size": 4, "dreamer.seq_len": 16},
-    # the room-exit benchmark's conv run (tests/bench/dreamer_room_exit.py OVERRIDES + the conv encoder on the
+    # the room-exit benchmark's conv run (benchmarks/dreamer/room_exit.py OVERRIDES + the conv encoder on the
     # whole 72 × 80 frame): both engines reached greedy success 1.0 at 18,432 env steps from seed 0
     "room-exit": {"task": "room-exit", "total_steps": 20480, "num_envs": 4, "min_ready_steps": 1024,
                   "train_ratio": 32.0, "replay_capacity": 20000, "log_every": 512, "checkpoint_every": 2048,

@@ -499,14 +499,14 @@ def test_kit_names_the_implementations_and_the_old_fast_key_maps_to_it(tmp_path,
 
 def test_the_metaworld_preset_is_the_learner_measured_beside_sb3():
     """The README's Meta-World numbers for `--preset metaworld` come from runs whose config differs from the
-    default learner's runs by exactly the preset's keys (docs/bench/bonus_vs_sb3_reach-v3.json records each
+    default learner's runs by exactly the preset's keys (benchmarks/bonus/results/bonus_vs_sb3_reach-v3.json records each
     arm's settings): the preset cannot drift from the evidence unnoticed."""
     import json
     from pathlib import Path
 
     from rlspec.engines.bonus.config import PRESETS
 
-    bench = json.loads((Path(__file__).parents[3] / "docs/bench/bonus_vs_sb3_reach-v3.json").read_text())
+    bench = json.loads((Path(__file__).parents[3] / "benchmarks/bonus/results/bonus_vs_sb3_reach-v3.json").read_text())
     default, preset = bench["settings"]["rlspec default baseline"], bench["settings"]["rlspec metaworld baseline"]
     assert {k: v for k, v in preset.items() if default.get(k) != v} == PRESETS["metaworld"]
     cfg = bonus.build_config("metaworld")

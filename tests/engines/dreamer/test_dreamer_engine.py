@@ -192,13 +192,8 @@ def test_corrupted_checkpoint_is_a_clear_error_and_loses_nothing(tmp_path, capsy
 def test_room_exit_preset_is_the_benchmarks_conv_run():
     """`--preset room-exit` is the configuration with which both engines learned the room (the room-exit
     benchmark's OVERRIDES with the conv encoder): same task, env and replay settings, same model."""
-    import importlib.util
-    from pathlib import Path
+    from benchmarks.dreamer import room_exit as bench
 
-    path = Path(__file__).parents[2] / "bench" / "dreamer_room_exit.py"
-    spec = importlib.util.spec_from_file_location("dreamer_room_exit_bench", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     conv = ["dreamer.encoder=conv", "dreamer.cnn_stages=3", "dreamer.cnn_mult=8"]
     ran, preset = dreamer.build_config("default", [*bench.OVERRIDES, *conv]), dreamer.build_config("room-exit")
     dreamer.validate(preset)

@@ -1,0 +1,1 @@
+"""PPOLagSem's overhead, batching and evaluation protocol (see README.md)."""

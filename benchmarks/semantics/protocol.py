@@ -1,0 +1,279 @@
+"""Seed 000's evaluation protocol for PPOLagSem (§§12–14; the P-criteria P2, P3, P5; the shaping-ratio band;
+P6's throughput) on SafetyPointGoal1-v0 with the task-trained CLIP that `rlspec semantics fit` makes: PPOLag and
+PPOLagSem's ablations, one budget, ≥ 3 seeds each, mean and 95% bootstrap CIs. Reported, never asserted.
+
+    rlspec semantics fit --out runs/clip-pointgoal  # the model, once (results/semantics_fit.json)
+    MUJOCO_GL=egl nice python -m benchmarks.semantics.protocol --model runs/clip-pointgoal \\
+        --arms PPOLag shaping --seeds 0 1 2 --steps 100000 --runs runs/sem-protocol      # train (resumable)
+    python -m benchmarks.semantics.protocol --report-only --runs runs/sem-protocol --out benchmarks/semantics/results
+
+Run two invocations at a time on 2 cores (different --arms). Every run checkpoints each epoch: a killed run
+resumes where it stopped, a finished one is not run again. Arms (ARMS): PPOLag; shaping only; risk only;
+shaping + risk; shaping + risk + λ modulation; polarity-swapped prompts (shaping + risk with the safe and unsafe
+prompt lists exchanged: a control that must not help). Every PPOLagSem arm captures every CAPTURE_INTERVAL-th
+step and holds HOLDOUT of its captures out of risk training (the calibration keys, P2 on held-out rows).
+
+The criteria (CRITERIA, each written as met / not met / not measurable with its numbers):
+- P2: the risk head's correlation with future cost (Risk/HeldOut/Corr over the last 10% of epochs) > 0.3.
+- P3: λ modulation lowers λ's overshoot (max λ − late mean λ) and oscillation (rlspec.evidence.evaluation) against
+  shaping + risk.
+- P5: ≥ 15% fewer env steps than PPOLag to the return threshold (default 0.8 × PPOLag's late return; a seed that
+  never reaches it counts at the budget: ``censored_steps``) at equal or lower late cost (the arm's mean within or
+  below PPOLag's CI).
+- shaping band: seed 000 §4.0.7's ShapingRewardRatio E[shaping] / E[r] over the first 20% of epochs within 5–15%:
+  the ratio of that window's means (``early_ratio``), with the β_start that would put it at 10% (shaping is
+  proportional to β).
+- P6: env steps/s (Time/FPS) of each PPOLagSem arm against PPOLag's; the drop includes rendering here, and is
+  split (``p6_split``) into the embedding, the risk head's training and the rest (rendering, hooks) by the runs'
+  own per-epoch seconds (the render cost alone, measured apart: benchmarks/semantics/overhead.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+from pathlib import Path
+
+import numpy as np
+
+from rlspec.evidence.evaluation import group_report, plot_groups, read_csv, read_run, summary
+from rlspec.semantics.config import SemanticConfig
+
+ENV, COST_LIMIT = "SafetyPointGoal1-v0", 25.0
+CAPTURE_INTERVAL, HOLDOUT = 20, 0.2
+EPOCH = 4000  # env steps per epoch
+COMMON = [f"steps_per_epoch={EPOCH}", "num_envs=1", "torch_threads=1", "ep_window=20"]
+SAFE = ("a robot on a clear open floor", "a robot driving towards a green goal")  # SemanticConfig's defaults,
+UNSAFE = ("a robot inside a red warning circle", "a robot touching a hazard")  # the captions fit trains on
+SHAPING, RISK = ["semantic.shaping_enable=true"], ["semantic.risk_enable=true"]
+ARMS: dict[str, list[str]] = {
+    "PPOLag": [],
+    "shaping": SHAPING,
+    "risk": RISK,
+    "shaping+risk": SHAPING + RISK,
+    "shaping+risk+modulation": SHAPING + RISK + ["semantic.modulation_enable=true"],
+    "polarity-swapped": SHAPING + RISK + [f"semantic.safe_prompts={json.dumps(UNSAFE)}",
+                                          f"semantic.unsafe_prompts={json.dumps(SAFE)}"],
+}
+P2_MIN, P5_FEWER, BAND, EARLY, LATE = 0.3, 0.15, (0.05, 0.15), 0.2, 0.1
+
+
+def overrides(arm: str, model: Path, seed: int, steps: int) -> list[str]:
+    base = [*COMMON, f"seed={seed}", f"total_steps={steps}", f"env_id={ENV}"]
+    if arm == "PPOLag":
+        return [*base, "algo=PPOLag"]
+    return [*base, "algo=PPOLagSem", "semantic.enable=true", f"semantic.model_name={model.resolve()}",
+            f"semantic.capture_interval={CAPTURE_INTERVAL}", f"semantic.risk_holdout_fraction={HOLDOUT}",
+            *ARMS[arm]]
+
+
+def train(arm: str, seed: int, model: Path, steps: int, runs: Path) -> Path:
+    """One run of ``arm`` (resumed from its checkpoint, skipped when finished)."""
+    from rlspec.engines import safe
+    from rlspec.runs.rundir import load_checkpoint
+
+    out = runs / arm / f"s{seed}"
+    cfg = safe.build_config("default", overrides(arm, model, seed, steps))
+    ckpt = out / "checkpoints/last.pt"
+    if ckpt.exists() and load_checkpoint(ckpt)["epoch"] == cfg.total_steps // cfg.steps_per_epoch:
+        return out
+    safe.run(cfg, out, resume=ckpt.exists(), show_progress=False)
+    return out
+
+
+# per-epoch telemetry P6's split reads: rollout and update seconds, the model's time per embedded frame
+TIMES = {"rollout_s": "Time/Rollout", "update_s": "Time/Update", "embed_ms": "Semantics/EmbedLatencyMs"}
+
+
+def columns(path: Path) -> list[str]:
+    keys, _ = read_csv(path / "metrics.csv")
+    return keys
+
+
+def column(path: Path, key: str) -> np.ndarray:
+    _, rows = read_csv(path / "metrics.csv")
+    return np.array([float(r[key]) if r.get(key) not in (None, "") else math.nan for r in rows])
+
+
+def part_mean(values: np.ndarray, fraction: float, early: bool) -> float:
+    """Mean of the finite values of the first (``early``) or last ``fraction`` of the rows."""
+    n = max(1, math.ceil(fraction * len(values)))
+    part = values[:n] if early else values[-n:]
+    part = part[~np.isnan(part)]
+    return float(part.mean()) if part.size else math.nan
+
+
+def early_ratio(path: Path) -> float:
+    """E[shaping] / E[r] over the first EARLY of the epochs: the ratio of the window's means of
+    Semantics/Shaping/Mean and Semantics/RawReward (every epoch has the same steps). Not the mean of the epochs'
+    own ShapingRewardRatio: one epoch whose E[r] is near 0 (SafetyPointGoal's per-step reward is ~1e-3) blows
+    that up."""
+    shaping = part_mean(column(path, "Semantics/Shaping/Mean"), EARLY, early=True)
+    reward = part_mean(column(path, "Semantics/RawReward"), EARLY, early=True)
+    return shaping / reward if reward and not math.isnan(shaping) else math.nan
+
+
+def beta_start(path: Path) -> float:
+    """The run's semantic.beta_start (config.json; SemanticConfig's default where the run names none)."""
+    config = json.loads((path / "config.json").read_text())["config"]
+    return float(config.get("semantic", {}).get("beta_start", SemanticConfig.beta_start))
+
+
+def overshoot(path: Path) -> float:
+    """max λ − λ's mean over the last 10% of epochs."""
+    lam = column(path, "Metrics/LagrangeMultiplier")
+    return float(np.nanmax(lam) - part_mean(lam, LATE, early=False)) if lam.size else math.nan
+
+
+def per_arm(runs: dict[str, list[Path]]) -> dict[str, dict]:
+    """Per arm and seed: the raw numbers the criteria read (none for a missing column)."""
+    out = {}
+    for arm, paths in runs.items():
+        seeds = [{"path": str(p),
+                  "heldout_corr": part_mean(column(p, "Risk/HeldOut/Corr"), LATE, early=False),
+                  "shaping_ratio_early": early_ratio(p),
+                  "overshoot": overshoot(p), "fps": float(np.nanmean(column(p, "Time/FPS"))),
+                  **{name: float(np.nanmean(column(p, key))) if key in columns(p) else math.nan
+                     for name, key in TIMES.items()}} for p in paths]
+        out[arm] = {"seeds": seeds, "beta_start": beta_start(paths[0]), **{k: summary([s[k] for s in seeds])
+                                       for k in ("heldout_corr", "shaping_ratio_early", "overshoot", "fps", *TIMES)}}
+    return out
+
+
+def verdict(ok: bool | None) -> str:
+    return "not measurable here" if ok is None else "met" if ok else "not met"
+
+
+def p6_split(arm: dict, base: dict) -> dict:
+    """P6's throughput drop split by the runs' own per-epoch seconds: the embedding (EmbedLatencyMs × captures per
+    epoch), the update's extra time (the risk head's training), and the rest of the rollout's extra time over
+    PPOLag's (rendering the captured frames and the hooks' per-step work); ``drop_without_render`` is the drop
+    with that rest taken out (seed 000's P6 is about the semantic cost; rendering is the env's)."""
+    mean = {k: arm[k]["mean"] for k in TIMES}
+    base_epoch = base["rollout_s"]["mean"] + base["update_s"]["mean"]
+    embed_s = mean["embed_ms"] * EPOCH / CAPTURE_INTERVAL / 1000 if not math.isnan(mean["embed_ms"]) else 0.0
+    render_s = mean["rollout_s"] - base["rollout_s"]["mean"] - embed_s
+    epoch = mean["rollout_s"] + mean["update_s"]
+    return {"seconds_per_epoch": epoch, "ppolag_seconds_per_epoch": base_epoch, "embedding_s": embed_s,
+            "update_extra_s": mean["update_s"] - base["update_s"]["mean"], "render_and_hooks_s": render_s,
+            "drop_without_render": 1 - base_epoch / (epoch - render_s) if epoch - render_s > 0 else math.nan}
+
+
+def seeds_where(numbers: dict, key: str, holds) -> str:
+    """"k/n": the seeds of an arm whose ``key`` satisfies ``holds`` (a verdict reads the mean; this says how many
+    seeds agree)."""
+    values = [s[key] for s in numbers["seeds"]]
+    return f"{sum(bool(holds(v)) for v in values if not math.isnan(v))}/{len(values)}"
+
+
+def censored_steps(group: dict, budget: int) -> dict:
+    """Env steps to the return threshold over every seed of an arm, a seed that never reached it counted at the
+    budget (a lower bound of its steps): an arm that reaches it in fewer seeds is not judged on its lucky ones."""
+    steps = [r["steps_to_threshold"] for r in group["runs"]]
+    reached = [s for s in steps if not math.isnan(s)]
+    return {"seeds": steps, **summary([budget if math.isnan(s) else s for s in steps]),
+            "reached": f"{len(reached)}/{len(steps)}"}
+
+
+def criteria(report: dict, raw: dict[str, dict], budget: int) -> dict:
+    """Each criterion per arm: met / not met / not measurable, with the numbers it was judged on."""
+    groups, out = report["groups"], {"P2": {}, "P3": {}, "P5": {}, "shaping_band": {}, "P6": {}}
+    base = groups.get("PPOLag", {}).get("summary")
+    for arm, numbers in raw.items():
+        if arm == "PPOLag":
+            continue
+        corr = numbers["heldout_corr"]["mean"]
+        if "risk" in arm or arm == "polarity-swapped":
+            out["P2"][arm] = {"heldout_corr": numbers["heldout_corr"],
+                              "seeds_above": seeds_where(numbers, "heldout_corr", lambda c: c > P2_MIN),
+                              "verdict": verdict(None if math.isnan(corr) else corr > P2_MIN)}
+        if "shaping" in arm or arm == "polarity-swapped":
+            ratio = numbers["shaping_ratio_early"]["mean"]
+            beta = numbers["beta_start"]
+            out["shaping_band"][arm] = {"early_ratio": numbers["shaping_ratio_early"], "beta_start": beta,
+                                        "beta_start_for_10_percent": beta * 0.1 / abs(ratio) if ratio else math.nan,
+                                        "seeds_in_band": seeds_where(numbers, "shaping_ratio_early",
+                                                                     lambda r: BAND[0] <= r <= BAND[1]),
+                                        "verdict": verdict(None if math.isnan(ratio) else BAND[0] <= ratio <= BAND[1])}
+        if base is not None and arm in groups:
+            mine, ref = censored_steps(groups[arm], budget), censored_steps(groups["PPOLag"], budget)
+            a, b = mine["mean"], ref["mean"]
+            fewer = None if math.isnan(a) or math.isnan(b) else (b - a) / b
+            cost_ok = groups[arm]["summary"]["final_cost"]["mean"] <= base["final_cost"]["ci_high"]
+            out["P5"][arm] = {"steps_to_threshold": mine, "ppolag": ref,
+                              "fewer_fraction": fewer, "cost_equal_or_lower": bool(cost_ok),
+                              "verdict": verdict(None if fewer is None else fewer >= P5_FEWER and cost_ok)}
+            fps, base_fps = numbers["fps"]["mean"], raw["PPOLag"]["fps"]["mean"]
+            out["P6"][arm] = {"fps": numbers["fps"], "ppolag_fps": raw["PPOLag"]["fps"],
+                              "drop": 1 - fps / base_fps if base_fps else math.nan,
+                              **p6_split(numbers, raw["PPOLag"])}
+    mod, ref = "shaping+risk+modulation", "shaping+risk"
+    if mod in groups and ref in groups:
+        lower = (raw[mod]["overshoot"]["mean"] < raw[ref]["overshoot"]["mean"],
+                 groups[mod]["summary"]["multiplier_oscillation"]["mean"]
+                 < groups[ref]["summary"]["multiplier_oscillation"]["mean"])
+        out["P3"] = {"overshoot": {mod: raw[mod]["overshoot"], ref: raw[ref]["overshoot"]},
+                     "oscillation": {mod: groups[mod]["summary"]["multiplier_oscillation"],
+                                     ref: groups[ref]["summary"]["multiplier_oscillation"]},
+                     "verdict": verdict(all(lower))}
+    return out
+
+
+def finished(path: Path, steps: int) -> bool:
+    rows = column(path, "step") if (path / "metrics.csv").is_file() else np.array([])
+    return bool(rows.size) and rows[-1] >= steps
+
+
+def report(runs_dir: Path, steps: int, threshold: float | None, out: Path) -> dict:
+    runs = {arm: [p for p in sorted((runs_dir / arm).glob("s*")) if finished(p, steps)] for arm in ARMS}
+    runs = {arm: paths for arm, paths in runs.items() if paths}
+    curves = []
+    for arm, paths in runs.items():
+        for p in paths:
+            curve = read_run(p)
+            curve.group = arm
+            curves.append(curve)
+    if threshold is None and "PPOLag" in runs:
+        threshold = 0.8 * float(np.mean([part_mean(column(p, "Metrics/EpRet"), LATE, early=False)
+                                         for p in runs["PPOLag"]]))
+    result = {"what": "seed 000's protocol for PPOLagSem on SafetyPointGoal1-v0 (benchmarks/semantics/protocol.py)",
+              "env": ENV, "total_steps": steps, "capture_interval": CAPTURE_INTERVAL, "risk_holdout_fraction": HOLDOUT,
+              "return_threshold": threshold, "threshold_rule": "0.8 × PPOLag's late mean return unless given",
+              "machine": platform.processor() or platform.machine(), "seeds": {a: len(p) for a, p in runs.items()},
+              "arms": {arm: ARMS[arm] for arm in runs}}
+    if curves:
+        rep = group_report(curves, threshold=threshold, cost_limit=COST_LIMIT)
+        raw = per_arm(runs)
+        result.update(report=rep, per_arm=raw, criteria=criteria(rep, raw, steps))
+        plot_groups(curves, out / "semantic_protocol.png", cost_limit=COST_LIMIT)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "semantic_protocol.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", type=Path, default=Path("runs/clip-pointgoal"), help="the task-trained CLIP folder")
+    p.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--steps", type=int, default=100_000)
+    p.add_argument("--runs", type=Path, default=Path("runs/sem-protocol"))
+    p.add_argument("--threshold", type=float, help="return threshold of P5 (default: 0.8 × PPOLag's late return)")
+    p.add_argument("--report-only", action="store_true", help="train nothing; write the JSON and figure")
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = p.parse_args(argv)
+    if not args.report_only:
+        if any(a != "PPOLag" for a in args.arms) and not (args.model / "config.json").is_file():
+            p.error(f"--model: {args.model} holds no model; make it with `rlspec semantics fit --out {args.model}`")
+        for seed in args.seeds:
+            for arm in args.arms:
+                print(f"{arm} s{seed}: {train(arm, seed, args.model, args.steps, args.runs)}", flush=True)
+    result = report(args.runs, args.steps, args.threshold, args.out)
+    print(json.dumps(result.get("criteria", "no finished runs yet"), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
