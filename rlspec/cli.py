@@ -51,19 +51,18 @@ EXIT_STATUS = {
     143: "SIGTERM (a scheduler's preemption, kill), as for Ctrl-C",
 }
 
-# Engines behind `train`, `eval`, `plot` and `compare`, imported only when their verb runs: a module, or
-# "module:name" for an object in it, providing train(argv) -> int, evaluate(run_dir, argv) -> int,
-# plot(run_dir) -> int, compare(argv) -> int. safe-fast is the safe engine with execution=parallel defaults.
-ENGINES: dict[str, str] = {"safe": "rlspec.engines.safe", "safe-fast": "rlspec.engines.safe:safe_fast",
-                           "bonus": "rlspec.engines.bonus", "dreamer": "rlspec.engines.dreamer"}
+# Engines behind `train`, `eval`, `plot` and `compare`, imported only when their verb runs: a module providing
+# train(argv) -> int, evaluate(run_dir, argv) -> int, plot(run_dir) -> int, compare(argv) -> int.
+ENGINES: dict[str, str] = {"safe": "rlspec.engines.safe", "bonus": "rlspec.engines.bonus",
+                           "dreamer": "rlspec.engines.dreamer"}
 HELP = ("-h", "--help")
 
 
 def _engine(name: str):
-    if name not in ENGINES:
-        raise SystemExit(f"rlspec: unknown engine {name!r}; known: {', '.join(sorted(ENGINES)) or 'none'}")
-    module, _, attr = ENGINES[name].partition(":")
-    return getattr(importlib.import_module(module), attr) if attr else importlib.import_module(module)
+    if name not in ENGINES:  # a user error: exit 2 with one line, as argparse's
+        print(f"rlspec: unknown engine {name!r}; known: {', '.join(sorted(ENGINES)) or 'none'}", file=sys.stderr)
+        raise SystemExit(2)
+    return importlib.import_module(ENGINES[name])
 
 
 def _jobs(text: str) -> int:

@@ -635,8 +635,9 @@ PROBES.update({
     "compare-into-a-used-folder": compare_again,
 })
 SAFETY_GYM = {  # the README's lines that need the `safety` extra; in the main environment: exit 2, by name
-    "safe-fast-main-env": safety_gym_needed("safe-fast-main-env", "train", "safe-fast", "--algo", "CPPOPID",
-                                            "--preset", "smoke", "--quiet", "--out", "{tmp}/run"),
+    "safe-parallel-main-env": safety_gym_needed("safe-parallel-main-env", "train", "safe", "--set",
+                                                "execution=parallel", "--algo", "CPPOPID", "--preset", "smoke",
+                                                "--quiet", "--out", "{tmp}/run"),
     "ppolagsem-main-env": safety_gym_needed("ppolagsem-main-env", "train", "safe", "--algo", "PPOLagSem",
                                             "--preset", "smoke", "--quiet", "--out", "{tmp}/run"),
 }

@@ -20,7 +20,7 @@ import torch
 from rlspec import cli
 from rlspec.engines.bonus import local as bonus_local  # where the update is called
 from rlspec.engines.dreamer import reference as dreamer  # the loop module: its train step is patched
-from rlspec.engines.safe import reference as safe  # the loop module: its update is patched
+from rlspec.engines.safe import loop as safe  # the loop module: its update is patched
 from rlspec.runs.rundir import load_checkpoint, read_metrics
 
 SAFE = ["train", "safe", "--algo", "PPOLag", "--env", "ToyGoal-v0", "--preset", "smoke", "--quiet"]  # 4 × 1000 steps

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from rlspec import cli
-from rlspec.engines.safe import reference as safe
+from rlspec.engines.safe import loop as safe
 from rlspec.envs import safety_gym
 from rlspec.envs.safe_vector import episode_seed
 from rlspec.envs.toy_safe import ToyGoal
@@ -136,7 +136,7 @@ def test_disabled_ppolagsem_is_ppolag(tmp_path):
 DISABLED_RUN = """
 import sys
 from pathlib import Path
-from rlspec.engines.safe import reference as safe
+from rlspec.engines.safe import loop as safe
 from rlspec.contracts.parity import FORBIDDEN_MODULES
 cfg = safe.build_config(overrides={overrides!r})
 safe.run(cfg, Path({out!r}), show_progress=False)
@@ -298,10 +298,11 @@ def test_a_model_that_does_not_load_leaves_training_as_ppolag(tmp_path):
 
 
 def test_semantics_refuse_env_workers(tmp_path, clip_dir):
-    """safe-fast's worker envs render nothing: PPOLagSem there is a ConfigError naming the key, not a crash."""
-    from rlspec.engines.safe import parallel as safe_fast
+    """The parallel execution's worker envs render nothing: PPOLagSem there is a ConfigError naming the key, not
+    a crash."""
+    from rlspec.engines.safe import parallel
 
-    cfg = safe.build_config(overrides=["algo=PPOLagSem", *TINY, *semantic(clip_dir), "env_workers=2"],
-                            cls=safe_fast.SafeFastConfig)
+    cfg = safe.build_config(overrides=["algo=PPOLagSem", *TINY, *semantic(clip_dir), "execution=parallel",
+                                       "env_workers=2"])
     with pytest.raises(runconfig.ConfigError, match="'semantic.enable': PPOLagSem renders frames from in-process"):
-        safe.run(cfg, tmp_path / "run", show_progress=False, execution=safe_fast.execution(cfg))
+        safe.run(cfg, tmp_path / "run", show_progress=False, execution=parallel.execution(cfg))

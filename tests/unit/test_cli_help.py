@@ -44,8 +44,8 @@ def _main(argv: list[str], cache: Path) -> tuple[int, str, list[str]]:
     (["--help"], ["{check,list,train,compare,eval,plot,probe,semantics,report}", "train an engine"]),
     (["check", "--help"], ["--jobs N", "--impl IMPL", "twohot, return_ema"]),
     (["list", "--help"], ["one of twohot"]),
-    (["train", "--help"], ["one of safe, safe-fast, bonus, dreamer"]),
-    (["compare", "--help"], ["one of safe, safe-fast, bonus, dreamer"]),
+    (["train", "--help"], ["one of safe, bonus, dreamer"]),
+    (["compare", "--help"], ["one of safe, bonus, dreamer"]),
     (["eval", "--help"], ["a run directory"]),
     (["plot", "--help"], ["a run directory"]),
 ])

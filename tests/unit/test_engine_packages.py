@@ -30,7 +30,7 @@ def test_engine_packages_and_their_configs_import_no_torch():
 
 
 @pytest.mark.parametrize("package, name, module", [
-    ("safe", "run", "reference"), ("safe", "collect", "reference"), ("safe", "compare", "parallel"),
+    ("safe", "run", "loop"), ("safe", "collect", "loop"), ("safe", "compare", "verbs"), ("safe", "evaluate", "verbs"),
     ("dreamer", "compare", "verbs"), ("dreamer", "DreamerV3EngineCPU", "reference"),
     ("dreamer", "make_envs", "reference"),
     ("bonus", "run", "loop"), ("bonus", "World", "local"),

@@ -1,7 +1,7 @@
-"""The safe engine's config and its description for `rlspec train safe` (and the safe-fast alias): the run's
+"""The safe engine's config and its description for `rlspec train safe`: the run's
 keys (SafeConfig, one docstring per key: the --set reference), presets, shorthand flags and run names.
-Imports no torch, so that parsing the command line and its --help are quick; the loop (reference.py) and the
-parallel execution (parallel.py) load when a run starts.
+Imports no torch, so that parsing the command line and its --help are quick; the loop (loop.py) and the
+executions (local.py, parallel.py) load when a run starts.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from rlspec.runs import shell
 from rlspec.semantics.config import SemanticConfig
 
 ENGINE = "safe"
-FAST_ALIAS = "safe-fast"  # the former engine name: safe with SafeFastConfig's defaults
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class SafeConfig(runconfig.RunConfig):
     forced_cost: float = 0.0
     """Constant cost added to every step (test aid: λ must rise when the cost exceeds the limit)."""
     execution: str = "local"
-    """How the run executes: local (the loop and its envs in this process: reference.py) or parallel (the same
+    """How the run executes: local (the loop and its envs in this process: local.py) or parallel (the same
     loop, the same run with one process: envs in env_workers worker processes, data parallel under torchrun,
     the networks on device: parallel.py). The three keys below are parallel's."""
     env_workers: int = 0
@@ -121,21 +120,15 @@ def algo_decides(cfg: SafeConfig) -> dict[str, tuple[object, str]]:
     return {k: (runconfig.UNUSED, said[not k.startswith("semantic.") and k != "frame_size"]) for k in unread_keys(cfg)}
 
 
-@dataclass(frozen=True)
-class SafeFastConfig(SafeConfig):
-    """The safe config with the defaults of `rlspec train safe-fast` (the former safe-fast engine's): execution
-    parallel, 2 envs stepped by 2 worker processes."""
-
-    execution: str = "parallel"
-    num_envs: int = 2
-    env_workers: int = 2
+# the parallel run of `rlspec compare safe`, before its --set: 2 envs stepped by 2 worker processes
+COMPARED_PARALLEL = ("execution=parallel", "num_envs=2", "env_workers=2")
 
 
 def describe(name: str, cls: type, validate: Callable[[SafeConfig], None], run: Callable[..., Path]) -> shell.Engine:
     """The engine `rlspec train NAME` runs: ``run`` (the loop, rlspec/runs/shell.py's signature) with ``cls``'s
     config (its defaults), checked by ``validate``, its runs recorded as NAME's. Its --help text is the
     docstrings of the engine's modules, read without importing them."""
-    doc = "\n".join(shell.docstring(f"rlspec.engines.safe{m}") for m in ("", ".reference", ".parallel"))
+    doc = "\n".join(shell.docstring(f"rlspec.engines.safe{m}") for m in ("", ".loop", ".local", ".parallel", ".verbs"))
     return shell.Engine(
         name=name, config=cls, presets=PRESETS, doc=doc, validate=validate, run=run,
         out_name=lambda cfg: f"{name}-{cfg.algo}-{cfg.env_id}-s{cfg.seed}", out_pattern=f"{name}-ALGO-ENV-sSEED",

@@ -1,4 +1,4 @@
-"""Execution parallel of the safe engine (``execution=parallel``): the reference loop (reference.py ``run``, the
+"""Execution parallel of the safe engine (``execution=parallel``): the run loop (loop.py ``run``, the
 same functional core and kit), executed elsewhere:
 
 * envs in ``env_workers`` worker processes (rlspec/envs/subproc_vector.py), stepped in parallel, actions
@@ -12,8 +12,6 @@ same functional core and kit), executed elsewhere:
 
     rlspec train safe --set execution=parallel --algo PPOLag --set num_envs=8 --set env_workers=4
     torchrun --nproc_per_node 2 "$(which rlspec)" train safe --set execution=parallel --set num_envs=4 ...
-    rlspec train safe-fast ...    # the former engine name: safe with execution=parallel, num_envs=2 and
-                                  # env_workers=2 as its defaults (SafeFastConfig)
 
 With one process the run is the local execution's run exactly (the workers step the same episodes).
 ``steps_per_epoch`` counts the env steps of all processes together (OmniSafe's convention).
@@ -21,26 +19,19 @@ With one process the run is the local execution's run exactly (the workers step 
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
-from dataclasses import fields, replace
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from rlspec import jsonio
 from rlspec.algos.safe_ppo import LOCAL, Comm
-from rlspec.engines.safe import reference as safe
-from rlspec.engines.safe.config import SafeConfig, SafeFastConfig
-from rlspec.engines.safe.reference import Execution
+from rlspec.engines.safe.config import SafeConfig
+from rlspec.engines.safe.loop import Execution
 from rlspec.envs.subproc_vector import EnvWorkerError, SubprocSafeVectorEnv
-from rlspec.runs import device, shell
-from rlspec.runs.compare import largest, mean
+from rlspec.runs import device
 from rlspec.runs.config import bad
-from rlspec.runs.faults import RunStopped, attempt
-from rlspec.runs.rundir import read_metrics
+from rlspec.runs.faults import RunStopped
 
 
 class EnvWorkerStopped(EnvWorkerError, RunStopped):
@@ -114,45 +105,3 @@ def leaving_process_group(work: Callable[[], int]) -> int:
     finally:
         if not joined and dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
-
-
-def compare(argv: list[str]) -> int:
-    """`rlspec compare safe [--algo A] [--env E] [--preset P] [--set k=v ...] [--out DIR]`: run the local
-    execution and this one (SafeFastConfig's defaults) on the same config into DIR/reference and DIR/fast, then
-    compare every logged metric row by row (timings apart) and the env steps/s. Written to DIR/compare.json.
-    With one process the parallel execution steps the same episodes, so the runs must be identical: exit 1 if
-    any metric differs."""
-    description = safe.describe(cls=SafeFastConfig)
-    args = shell.compare_parser(description, compare.__doc__, "compare-ALGO-ENV-sSEED").parse_args(argv)
-
-    def both() -> tuple[Path, dict[str, Path]]:
-        cfg = shell.compare_config(description, args)
-        ref_cfg = replace(SafeConfig(**{f.name: getattr(cfg, f.name) for f in fields(cfg)}), execution="local",
-                          **safe.PARALLEL_ONLY)
-        out = shell.claim_compare_out(args.out or Path("runs") / f"compare-{cfg.algo}-{cfg.env_id}-s{cfg.seed}")
-        return out, {"reference": safe.run(ref_cfg, out / "reference", show_progress=not args.quiet),
-                     "fast": safe.run(cfg, out / "fast", show_progress=not args.quiet, execution=execution(cfg))}
-
-    status, ran = attempt("rlspec compare safe", both)
-    if status is not None:
-        return status
-    out, runs = ran
-    result = compare_runs(runs["reference"], runs["fast"])
-    (out / "compare.json").write_text(jsonio.dumps(result))
-    worst = max(result["max_diff"].items(), key=lambda kv: kv[1], default=("-", 0.0))
-    print(f"rows: {result['rows']}; identical: {result['identical']} (largest difference {worst[1]:.3g} in {worst[0]}); "
-          f"env steps/s reference {result['fps']['reference']:.0f}, fast {result['fps']['fast']:.0f} "
-          f"(fast/reference {result['fps']['ratio']:.2f}x); written to {out / 'compare.json'}")
-    return 0 if result["identical"] else 1
-
-
-def compare_runs(ref: Path, fast: Path) -> dict:
-    """Per metric (Time/* left out), the largest difference of two runs' rows in order (rlspec/runs/compare.py:
-    |a − b| / max(|a|, |b|, 1), NaN equals NaN), whether they are identical, and their mean env steps/s."""
-    a, b = read_metrics(ref), read_metrics(fast)
-    keys = sorted(k for k in set().union(*a[:1], *b[:1]) if not k.startswith("Time/"))
-    diff = largest(zip(a, b), keys)
-    fps = {name: mean(rows, "Time/FPS") for name, rows in (("reference", a), ("fast", b))}
-    fps["ratio"] = fps["fast"] / fps["reference"] if fps["reference"] else math.nan
-    return {"runs": {"reference": str(ref), "fast": str(fast)}, "rows": [len(a), len(b)],
-            "identical": len(a) == len(b) and all(v == 0.0 for v in diff.values()), "max_diff": diff, "fps": fps}

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlspec.engines.safe import parallel as safe_fast
-from rlspec.engines.safe import reference as safe
+from rlspec.engines.safe import loop as safe
+from rlspec.engines.safe import parallel
 from rlspec.envs import subproc_vector
 from rlspec.envs.safe_vector import SafeVectorEnv
 from rlspec.envs.safety_gym import make_vector
@@ -182,13 +182,13 @@ def test_a_slice_that_cannot_make_its_envs_is_named_and_nothing_is_left(monkeypa
 
 def test_a_worker_exception_stops_the_run_with_exit_3_and_one_line(tmp_path, capsys):
     cfg = safe.build_config(overrides=["env_id=ToyGoal-v0", "total_steps=40", "steps_per_epoch=20", "num_envs=4"])
-    make = lambda c, first: safe_fast.RunWorkers(c.env_id, c.num_envs, c.seed, 2, first_index=first,  # noqa: E731
+    make = lambda c, first: parallel.RunWorkers(c.env_id, c.num_envs, c.seed, 2, first_index=first,  # noqa: E731
                                                   make_vector=make_exploding)
     work = functools.partial(safe.run, cfg, tmp_path / "run", show_progress=False,
                              execution=safe.Execution(make_envs=make))
-    assert outcome("rlspec train safe-fast", work) == 3
+    assert outcome("rlspec train safe", work) == 3
     err = capsys.readouterr().err
-    assert err == ("rlspec train safe-fast: stopped: env worker 1 (envs 2..3) failed in step: RuntimeError: boom at "
+    assert err == ("rlspec train safe: stopped: env worker 1 (envs 2..3) failed in step: RuntimeError: boom at "
                    f"step 3 (test_env_workers.py:{Exploding.step.__code__.co_firstlineno + 2} in step)\n")
 
 

@@ -1,11 +1,10 @@
-"""Reference execution of the safe-RL PPO family: one process, deterministic, top to bottom.
+"""The run loop of the safe-RL PPO family, one for every execution (local.py: one process; parallel.py: env
+workers, torchrun, a device): collect, update, check, log, checkpoint, resume.
 
     rlspec train safe --algo PPOLag --env SafetyPointGoal1-v0 [--preset smoke] [--out DIR] [--set k=v ...]
     rlspec train safe --algo PPOLagSem --set semantic.enable=true --set semantic.model_name=DIR ...
                                               # PPOLag + the semantic side of seed 000 (rlspec/semantics)
     rlspec train safe --resume RUN            # continue RUN from its last checkpoint
-    rlspec eval RUN [--episodes K] [--video]  # mean return/cost of the mean action; MP4 of an episode
-    rlspec plot RUN                           # redraw RUN/plots/*.png
 
 Same config and seed ⇒ the same run, bit for bit, straight or resumed: every random draw comes from one
 ``torch.Generator`` (weights, action noise, minibatch order), every episode is reset with its own seed
@@ -24,7 +23,6 @@ hooks' state. With ``semantic.enable`` False nothing semantic is imported or bui
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import json
 import math
@@ -54,24 +52,20 @@ from rlspec.algos.safe_ppo import (
 from rlspec.algos.safe_update import update
 from rlspec.algos.trust_region import validate_config
 from rlspec.engines.safe import config
-from rlspec.engines.safe.config import ENGINE, EXECUTIONS, PARALLEL_ONLY, PRESETS, SafeConfig  # noqa: F401  (re-exported)
+from rlspec.engines.safe.config import ENGINE, EXECUTIONS, PARALLEL_ONLY, SafeConfig
 from rlspec.envs import safety_gym
 from rlspec.envs.safe_vector import SafeVectorEnv, VectorStep
 from rlspec.runs import config as runconfig
 from rlspec.runs import shell
 from rlspec.runs.faults import check_finite
-from rlspec.runs.plots import Panel, curve, draw
+from rlspec.runs.plots import Panel, draw
 from rlspec.runs.rundir import (
-    EpisodeProgress,
     Progress,
     RunDir,
     atomic_write_bytes,
     load_checkpoint,
-    load_run,
 )
-from rlspec.runs.video import write_mp4
 from rlspec.semantics import build_hooks
-from rlspec.semantics.config import RELIABILITY_BINS
 
 
 def panels(cfg: SafeConfig) -> list[Panel]:
@@ -176,8 +170,6 @@ class Execution:
     """Data-parallel reductions across processes (rlspec.algos.safe_ppo.Comm)."""
     rank: int = 0
     """This process's rank; rank 0 alone writes the run directory."""
-    engine: str = ENGINE
-    """The engine named in config.json: the module `rlspec eval/plot RUN` use."""
     device: str = "cpu"
     """Where the networks live and the update runs (a GPU policy: actions come back to the host envs)."""
 
@@ -259,12 +251,12 @@ def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int
             ckpt = load_checkpoint(Path(out) / "checkpoints/last.pt", ("epoch", "step", "gen", "envs", "window"))
             restore(ckpt, state, envs, gen, window, hooks)
             start = ckpt["epoch"]
-            rundir = RunDir(out, ex.engine, runconfig.to_dict(cfg), resume_step=ckpt["step"],
+            rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), resume_step=ckpt["step"],
                             final_step=epochs * cfg.steps_per_epoch)
         else:
             envs.reset()
             if io:
-                rundir = RunDir(out, ex.engine, runconfig.to_dict(cfg), extra_versions=safety_gym.versions())
+                rundir = RunDir(out, ENGINE, runconfig.to_dict(cfg), extra_versions=safety_gym.versions())
                 if hooks is not None:  # §13: prompts, their hash, load status, model identity
                     atomic_write_bytes(rundir.path / "semantics.json",
                                        json.dumps(hooks.metadata(), indent=2).encode())
@@ -323,67 +315,15 @@ def _semantic_hooks(cfg: SafeConfig, world: int):
 
 
 # ------------------------------------------------------------------------------------ CLI entry points
-def describe(name: str = ENGINE, cls: type = SafeConfig,
-             execution: Callable[[SafeConfig], Execution] = lambda cfg: Execution()) -> shell.Engine:
-    """The engine `rlspec train NAME` runs: this loop with ``cls``'s config (its defaults), executed by
-    ``execution(cfg)`` (the package's entry chooses by cfg.execution), its runs recorded as NAME's."""
-    return config.describe(name, cls, validate, lambda cfg, out, resume, stop_after, show_progress: run(
+def describe(execution: Callable[[SafeConfig], Execution] = lambda cfg: Execution()) -> shell.Engine:
+    """The engine `rlspec train safe` runs: this loop, executed by ``execution(cfg)`` (the package's entry chooses
+    by cfg.execution)."""
+    return config.describe(ENGINE, SafeConfig, validate, lambda cfg, out, resume, stop_after, show_progress: run(
         cfg, out, resume=resume, stop_after_epochs=stop_after, show_progress=show_progress,
-        execution=dataclasses.replace(execution(cfg), engine=name)))
+        execution=execution(cfg)))
 
 
 def build_config(preset: str = "default", overrides: list[str] = (), algo: str | None = None,
-                 env: str | None = None, cls: type = SafeConfig) -> SafeConfig:
+                 env: str | None = None) -> SafeConfig:
     shorthands = [f"algo={algo}"] * bool(algo) + [f"env_id={env}"] * bool(env)
-    return shell.build_config(describe(cls=cls), preset, [*shorthands, *overrides])
-
-
-def plot(run_dir: Path, cls: type = SafeConfig) -> int:
-    cfg = runconfig.from_dict(cls, RunDir.read_config(run_dir)["config"])
-    for f in draw(run_dir, panels(cfg)):
-        print(f)
-    if cfg.semantic.calibrated:
-        bins = range(RELIABILITY_BINS)
-        f = curve(run_dir, [f"Risk/Reliability/Pred/{b}" for b in bins], [f"Risk/Reliability/Target/{b}" for b in bins],
-                  "risk_reliability.png", "risk head reliability (held-out captures)", "mean prediction q_φ(e)",
-                  "mean target g")
-        print(f or "no held-out reliability curve yet (no risk update with held-out captures)")
-    return 0
-
-
-def evaluate(run_dir: Path, argv: list[str], cls: type = SafeConfig) -> int:
-    """Mean return and cost of the policy's mean action over K episodes (RUN/eval/eval.json); with --video,
-    the first episode as RUN/eval/episode0.mp4 (imageio + imageio-ffmpeg; MuJoCo renders headless with
-    MUJOCO_GL=egl or osmesa)."""
-    p = shell.eval_parser(episodes=5, video="RUN/eval/episode0.mp4 of the first episode")
-    p.add_argument("--size", type=int, default=256, help="video frame width and height (default 256)")
-    p.add_argument("--max-frames", type=int, default=1000, help="frames at most in the video (default 1000)")
-    opened = shell.eval_inputs(p, argv, lambda: load_run(run_dir, cls, ("actor", "controllers")))
-    if opened is None:
-        return 2
-    args, cfg, ckpt = opened
-    render = dict(render_mode="rgb_array", width=args.size, height=args.size) if args.video else {}
-    seed = shell.eval_seed(args, cfg.seed)
-    envs = safety_gym.make_vector(cfg.env_id, 1, seed, cfg.forced_cost, **render)
-    state = make_state(cfg.algo, cfg.ppo, cfg.safety, envs.obs_dim, envs.act_dim, 1, Kit.named(cfg.kit),
-                       torch.Generator().manual_seed(0))  # the weights are the checkpoint's
-    state.actor.load_state_dict(ckpt["actor"])
-    for k in ("obs_norm", "budget"):
-        setattr(state, k, ckpt["controllers"][k])
-    if state.budget is not None:
-        state.budget.num_envs, state.budget.z = 1, torch.ones(1, dtype=state.budget.z.dtype)
-    envs.reset()
-    frames = [envs.envs[0].render()] if args.video else []
-    progress = EpisodeProgress(args.episodes)
-    while len(envs.finished) < args.episodes:
-        with torch.no_grad():
-            out = envs.step(state.actor(policy_input(state, envs.obs)).mean)
-        env_feedback(state, out.reward, out.cost, out.terminated | out.truncated)
-        progress.update(len(envs.finished))
-        if args.video and not envs.finished and len(frames) < args.max_frames:
-            frames.append(envs.envs[0].render())
-    eps = envs.finished[:args.episodes]
-    result = {"episodes": len(eps), **shell.episode_means(eps, ("EpRet", "EpCost", "EpLen"))}
-    if frames:
-        result["video"] = str(write_mp4(Path(run_dir) / "eval/episode0.mp4", frames))
-    return shell.write_eval(run_dir, result, ckpt, seed)
+    return shell.build_config(describe(), preset, [*shorthands, *overrides])
