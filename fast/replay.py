@@ -9,7 +9,7 @@
 * ``reserve`` (default 0): the sampler also leaves the oldest ``reserve`` steps alone, lo = max(0, t + 1 −
   capacity + reserve): an actor may push ``reserve`` more steps (their obs slots included) while a gather
   drawn now is still in flight on another stream, and none of its rows is overwritten (the async Dreamer
-  engine's rule, rlspec/engines/dreamer_fast.py).
+  engine's rule, rlspec/engines/dreamer/device.py).
 * ``state_dict()`` / ``load_state_dict()``: the storage and the write/commit counters (CPU copies), for
   checkpoints; the commit event is not state (a restored ring has everything committed up to
   ``committed_t``).

@@ -1,7 +1,7 @@
 """Exit the room (validation, seed 004 M8): the greedy success rate of DreamerV3 on the room-exit task
 (reach the door within the contract's 64-step limit) from the uniform random policy's rate to >= 0.9, with the
-reference engine (DreamerV3EngineCPU: PyBoy) and the fast engine (DreamerV3Engine: the Warp room, here on the
-CPU), from the same seed; env steps, updates and wall time to reach 0.9, and the fast / reference env-step ratio
+"reference" arm (execution local, LocalExecution: PyBoy) and the "fast" arm (execution device, DeviceExecution:
+the Warp room, here on the CPU), from the same seed (ARMS: the arm names the committed results carry); env steps, updates and wall time to reach 0.9, and the fast / reference env-step ratio
 (goal: within ±20%).
 
     nice -n 10 python -m benchmarks.dreamer.room_exit [--engines reference fast] [--steps N] [--chunk C]
@@ -9,7 +9,7 @@ CPU), from the same seed; env steps, updates and wall time to reach 0.9, and the
     python -m benchmarks.dreamer.room_exit --report-only --runs DIR     # redraw from finished runs
 
 Each engine trains in chunks of C env steps (``run(stop_after_steps=C)`` then ``--resume``: bit for bit the
-same run as a straight one, rlspec/engines/dreamer/reference.py); after every chunk the greedy policy (argmax of the
+same run as a straight one, rlspec/engines/dreamer/loop.py); after every chunk the greedy policy (argmax of the
 actor, ``rlspec eval``) runs K episodes on fresh PyBoy rooms (eval seed = run seed + 1000003, the same for
 every checkpoint and both engines). RUN/greedy.json holds one row per checkpoint: env steps, updates, training
 wall and CPU time so far (eval excluded; one torch thread, so the CPU time is the wall time the run takes alone
@@ -39,6 +39,8 @@ from rlspec.contracts.room_env import NUM_ACTIONS, STEP_LIMIT
 from rlspec.engines import dreamer
 from rlspec.evidence.cpu import identity as cpu_identity
 
+ARMS = {"reference": "local", "fast": "device"}  # arm -> execution; the results JSON names the arms
+
 GOAL = 0.9  # greedy success rate
 RATIO_TOLERANCE = 0.2  # fast env steps within ±20% of the reference's
 OVERRIDES = ["task=room-exit", f"step_limit={STEP_LIMIT}", "num_envs=4", "min_ready_steps=1024", "train_ratio=32",
@@ -66,7 +68,7 @@ def random_rate(episodes: int = 20_000, num_envs: int = 256, seed: int = 12345) 
 
 def train_engine(engine: str, run: Path, steps: int, chunk: int, seed: int, episodes: int) -> list[dict]:
     """Train ``engine`` in chunks with a greedy evaluation after each; returns (and writes) RUN/greedy.json."""
-    cfg = dreamer.build_config("default", [f"execution={dreamer.ENGINE_NAMES[engine]}", f"seed={seed}",
+    cfg = dreamer.build_config("default", [f"execution={ARMS[engine]}", f"seed={seed}",
                                            f"total_steps={steps}", f"checkpoint_every={chunk}", *OVERRIDES])
     rows_path = run / "greedy.json"
     rows = json.loads(rows_path.read_text()) if rows_path.is_file() else []
@@ -162,7 +164,7 @@ def plot(report: dict, path: Path) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--engines", nargs="+", choices=list(dreamer.ENGINE_NAMES), default=list(dreamer.ENGINE_NAMES))
+    p.add_argument("--engines", nargs="+", choices=list(ARMS), default=list(ARMS))
     p.add_argument("--steps", type=int, default=49_152, help="env steps per run (default 49152)")
     p.add_argument("--chunk", type=int, default=2_048, help="env steps between greedy evaluations (default 2048)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run per engine and seed (the report: the "
@@ -182,7 +184,7 @@ def main() -> None:
         for seed in args.seeds:
             for engine in args.engines:
                 train_engine(engine, run_dir(args.runs, engine, seed), args.steps, args.chunk, seed, args.episodes)
-    report(args.runs, args.out, list(dreamer.ENGINE_NAMES), args.seeds[0], args.episodes, random_rate(), args.note)
+    report(args.runs, args.out, list(ARMS), args.seeds[0], args.episodes, random_rate(), args.note)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ def main(out_dir: Path) -> dict:
     assert dreamer.updates_due(cfg, cfg.total_steps) == N_UPDATES  # one update per vector step after the prefill
     wall0, cpu0 = time.perf_counter(), time.process_time()
     with tempfile.TemporaryDirectory() as tmp:
-        run = dreamer.DreamerV3EngineCPU(cfg).run(Path(tmp) / "run", show_progress=False)
+        run = dreamer.LocalExecution(cfg).run(Path(tmp) / "run", show_progress=False)
         rows = read_metrics(run)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     curve = [(int(r["Train/updates"]), r["Loss/recon_loss"]) for r in rows if r["Train/updates"] > 0]

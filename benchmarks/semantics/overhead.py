@@ -28,7 +28,7 @@ from pathlib import Path
 
 from rlspec.evidence.cpu import identity as cpu_identity
 
-ENGINE_ARGS = ["-m", "rlspec.cli", "train", "safe", "--quiet"]  # rlspec/engines/safe/reference.py's CLI
+ENGINE_ARGS = ["-m", "rlspec.cli", "train", "safe", "--quiet"]  # rlspec train safe
 ROLLOUT, UPDATE = "Time/Rollout", "Time/Update"  # seconds of each epoch (metrics.csv columns)
 STEPS_PER_EPOCH = 1000
 

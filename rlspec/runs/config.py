@@ -13,7 +13,6 @@ import inspect
 import json
 import math
 import re
-import sys
 import textwrap
 import types
 import typing
@@ -231,33 +230,15 @@ def replace(cfg: Any, values: dict[str, Any], where: str = "config") -> Any:
         raise ConfigError(f"{where}: {err}") from None
 
 
-def renamed(cls: type, key: str, value: Any, where: str) -> tuple[str, Any]:
-    """(key, value) in ``cls``'s current names: a top-level key the class lists in its ``RENAMED`` (old key ->
-    (new key, old type, old value -> new value)) is translated, saying so on stderr; any other key is returned
-    as is."""
-    if key not in getattr(cls, "RENAMED", {}):
-        return key, value
-    new_key, _, convert = cls.RENAMED[key]
-    new_value = convert(value)
-    print(f"rlspec: {where}: config key {key!r} is now {new_key!r}: {key}={value} is {new_key}={new_value}",
-          file=sys.stderr)
-    return new_key, new_value
-
-
 def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
-    """``--set key=value`` strings applied in order (the value parsed as the field's type; a renamed key as its
-    old type, then translated: ``renamed``)."""
+    """``--set key=value`` strings applied in order (the value parsed as the field's type)."""
     cls, values = type(cfg), {}
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep:
             raise ConfigError(f"--set expects key=value, got {item!r}")
         key = key.strip()
-        if key in getattr(cls, "RENAMED", {}):
-            key, value = renamed(cls, key, parse_value(key, text.strip(), cls.RENAMED[key][1]), "--set")
-        else:
-            value = parse_value(key, text.strip(), _field_type(cls, key))
-        values[key] = value
+        values[key] = parse_value(key, text.strip(), _field_type(cls, key))
     return replace(cfg, values, "--set")
 
 
@@ -354,9 +335,8 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 
 def from_dict(cls: type, values: dict[str, Any], where: str = "config.json") -> Any:
-    """A config of class ``cls`` from a nested dict (unknown keys are errors; renamed keys translated: a run
-    written before a rename still resumes)."""
-    return replace(cls(), dict(renamed(cls, k, v, where) for k, v in values.items()), where)
+    """A config of class ``cls`` from a nested dict (unknown keys are errors)."""
+    return replace(cls(), dict(values), where)
 
 
 def help_text(cls: type, prefix: str = "") -> str:

@@ -65,7 +65,7 @@ DREAMER = Short(
           "step_limit=10", "log_every=8", "checkpoint_every=16", "ep_window=5", "dreamer.deter=16", "dreamer.stoch=4",
           "dreamer.classes=4", "dreamer.hidden=16", "dreamer.embed_dim=16", "dreamer.pool=8", "dreamer.mlp_hidden=16",
           "dreamer.mlp_layers=1", "dreamer.horizon=4", "dreamer.batch_size=2", "dreamer.seq_len=8"],
-    run=lambda overrides, out: dreamer.DreamerV3EngineCPU(dreamer.build_config(overrides=overrides)).run(
+    run=lambda overrides, out: dreamer.LocalExecution(dreamer.build_config(overrides=overrides)).run(
         out, show_progress=False),
     values={"dreamer.pool": 4, "dreamer.seq_len": 6, "dreamer.head_input": "state", "dreamer.wm_clip": 1e-3,
             "dreamer.actor_clip": 1e-9, "dreamer.critic_clip": 1e-3, "min_ready_steps": 20, "total_steps": 32,

@@ -19,7 +19,7 @@ import torch
 
 from rlspec import cli
 from rlspec.engines.bonus import local as bonus_local  # where the update is called
-from rlspec.engines.dreamer import reference as dreamer  # the loop module: its train step is patched
+from rlspec.engines.dreamer import loop as dreamer  # the loop module: its train step is patched
 from rlspec.engines.safe import loop as safe  # the loop module: its update is patched
 from rlspec.runs.rundir import load_checkpoint, read_metrics
 
@@ -131,7 +131,7 @@ def test_compare_stops_on_divergence_like_train(tmp_path, monkeypatch, capsys, e
 def test_ray_trainers_losses_all_count_for_the_divergence_check():
     """Two data-parallel trainers: a loss that is NaN on rank 1 only reaches the row the run checks (the mean
     over ranks), so the run stops; finite losses are averaged, other metrics are rank 0's."""
-    from rlspec.engines.bonus.ray_world import trainer_metrics
+    from rlspec.engines.bonus.ray import trainer_metrics
     from rlspec.runs.faults import Diverged, check_finite
 
     rank0 = {"Loss/Loss_value": 1.0, "Loss/Loss_pi": -0.5, "Metrics/Entropy": 2.0}

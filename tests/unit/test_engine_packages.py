@@ -31,9 +31,9 @@ def test_engine_packages_and_their_configs_import_no_torch():
 
 @pytest.mark.parametrize("package, name, module", [
     ("safe", "run", "loop"), ("safe", "collect", "loop"), ("safe", "compare", "verbs"), ("safe", "evaluate", "verbs"),
-    ("dreamer", "compare", "verbs"), ("dreamer", "DreamerV3EngineCPU", "reference"),
-    ("dreamer", "make_envs", "reference"),
-    ("bonus", "run", "loop"), ("bonus", "World", "local"),
+    ("dreamer", "compare", "verbs"), ("dreamer", "LocalExecution", "local"),
+    ("dreamer", "DeviceExecution", "device"), ("dreamer", "make_envs", "loop"),
+    ("bonus", "run", "loop"), ("bonus", "World", "local"), ("bonus", "compare", "verbs"),
 ])
 def test_a_torch_side_name_is_the_submodule_object(package, name, module):
     pkg = importlib.import_module(f"rlspec.engines.{package}")

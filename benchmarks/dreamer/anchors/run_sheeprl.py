@@ -41,7 +41,7 @@ from rlspec.runs.config import ConfigError
 
 ENV_ID = "rlspec.envs.room.sheeprl_env:RlspecRoom-v0"
 GREEDY = "greedy.json"  # per seed: the greedy evaluation of each chunk's checkpoint
-EVAL_SEED_OFFSET = 1_000_003  # rlspec eval's rooms for a run of seed s: s + this (rlspec/engines/dreamer/reference.py)
+EVAL_SEED_OFFSET = 1_000_003  # rlspec eval's rooms for a run of seed s: s + this (rlspec/engines/dreamer/loop.py)
 CHUNKS = "chunks.json"  # per seed: each sheeprl run's env steps at its end, wall and CPU seconds
 
 

@@ -1,8 +1,8 @@
 """Bonus-phase engine (seed 003): rollout, Part1 episode metadata, pair mining, PPO + V-trace over a fragment
-replay, bonus time. This package: one config (config.py, with `rlspec train bonus`'s
-description; no torch), the run loop, checkpoints and the other CLI verbs (loop.py) over two executions —
-local.py (the sides in one process) and ray_world.py (the same sides as Ray actors). Nothing below imports
-this module back.
+replay, bonus time. The package has the engines' one layout: config.py (the keys and `rlspec train bonus`'s
+description; no torch), loop.py (the run loop and checkpoints), one module per execution — local.py (the sides
+in one process) and ray.py (the same sides as Ray actors) —, verbs.py (eval, plot, compare). Nothing below
+imports this module back.
 
     rlspec train bonus --task token-reach [--ablation prototypes] [--preset smoke] [--out DIR] [--set k=v ...]
     rlspec train bonus --resume RUN
@@ -29,8 +29,8 @@ from rlspec.runs import shell
 __all__ = ["ENGINE", "PRESETS", "BonusConfig", "steps_per_update", "total_envs", "train", "validate"]
 
 # every other name (DESCRIPTION, build_config, run, evaluate, plot, compare, summary, World, make_envs, ...) from
-# the loop or the local execution, imported on first use: they import torch
-__getattr__ = lazy(__name__, ("loop", "local"))
+# the loop, the local execution or the verbs, imported on first use: they import torch
+__getattr__ = lazy(__name__, ("loop", "local", "verbs"))
 
 
 def _run(cfg: BonusConfig, out: Path, resume: bool, stop_after: int | None, show_progress: bool) -> Path:

@@ -9,7 +9,6 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
 
 from rlspec.algos.config import ABLATIONS, KITS, LearnerConfig
 from rlspec.contracts.params import SuccessSetConfig
@@ -32,7 +31,7 @@ class BonusConfig(runconfig.RunConfig):
     metaworld:NAME-v3 (e.g. metaworld:push-v3; the `bonus` extra)."""
     execution: str = "local"
     """local (one process) or ray (rollout worker actors, a replay actor, trainer actors all-reducing through
-    torch.distributed: ray_world.py; the `bonus` extra)."""
+    torch.distributed: ray.py; the `bonus` extra)."""
     rollout_workers: int = 2
     """Ray: rollout worker actors, each stepping num_envs envs."""
     trainers: int = 1
@@ -70,9 +69,6 @@ class BonusConfig(runconfig.RunConfig):
     """PPO + V-trace settings."""
     bonus: SuccessSetConfig = field(default_factory=SuccessSetConfig)
     """Bonus-phase settings (contract success_set: tau, margin, top_k, window, cooldown_steps, ...)."""
-
-    # old key -> (new key, the old key's type, old value -> new value): --set and an old run's config.json
-    RENAMED: ClassVar[dict] = {"fast": ("kit", bool, lambda on: "fast" if on else "reference")}
 
 
 PRESETS: dict[str, dict] = {

@@ -2,7 +2,7 @@
 
 ``update`` is the engine's own PPO + V-trace update (rlspec/algos/bonus_vtrace.py, ``ppo_vtrace_update``) with
 the gradient averaging and the advantage standardization over every rank's samples its Ray trainers use when a
-process group is initialized (ray_world.average_over_ranks, standardize_over_ranks),
+process group is initialized (ray.average_over_ranks, standardize_over_ranks),
 on a fixed fragment [T, N, ...] split along its env columns (N). Each rank's minibatch is its whole shard
 (``minibatches`` = 1): the Ray trainers draw their own minibatch order per rank, which with several minibatches
 makes the union of the ranks' minibatches another set of samples than one process's. The bonus phase (pack
@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from rlspec.algos.bonus_vtrace import BonusKit, Fragment, make_learner, ppo_vtrace_update
 from rlspec.algos.config import LearnerConfig
-from rlspec.engines.bonus.ray_world import average_over_ranks, standardize_over_ranks
+from rlspec.engines.bonus.ray import average_over_ranks, standardize_over_ranks
 
 T, OBS, ACT, BINS = 8, 5, 2, 3  # fragment length, observation size, action dimensions, bins per dimension
 CONFIG = LearnerConfig(hidden=(16, 16), epochs=2, minibatches=1)

@@ -1,5 +1,5 @@
 """The bonus engine's sides (rollout, replay + pair miner, learner) and the local execution, World: the three
-sides in one process with one generator. The Ray execution (ray_world.py) runs the same sides as actors."""
+sides in one process with one generator. The Ray execution (ray.py) runs the same sides as actors."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""The DreamerV3 engines (seed 004 M6–M8) on the project's Game Boy room (rlspec/envs/room/room.gb): two
-executions of one config — reference.py (``DreamerV3EngineCPU``: one process, CPU, PyBoy, deterministic) and
-fast.py (``DreamerV3Engine``: actor and learner parts over a device ring, the Warp room) — and this entry,
-which joins them behind the CLI (train, eval, plot, compare). reference.py never imports fast.py; neither
-imports this module.
+"""The DreamerV3 engine (seed 004 M6–M8) on the project's Game Boy room (rlspec/envs/room/room.gb), in the
+engines' one layout: config.py (the keys, no torch), loop.py (the run loop and what the executions share), one
+module per execution — local.py (``LocalExecution``: one process, CPU, PyBoy, deterministic) and device.py
+(``DeviceExecution``: actor and learner parts over a device ring, the Warp room) —, verbs.py (eval, plot,
+compare) and this entry, which joins them behind the CLI. loop.py imports neither execution; nothing imports
+this module.
 
     rlspec train dreamer --task room-exit|standing-still [--preset smoke] [--out DIR]
                          [--set KEY=VALUE ...]
@@ -13,8 +14,7 @@ imports this module.
     rlspec eval RUN [--episodes K] [--video]     # greedy policy: mean return, success rate (RUN/eval/eval.json);
                                                  # --video: RUN/eval/episodes.mp4 of those episodes
     rlspec plot RUN                              # redraw RUN/plots/*.png
-    rlspec train dreamer --execution device ...  # DreamerV3Engine (fast.py), same config (--engine fast:
-                                                 # the former name, still accepted)
+    rlspec train dreamer --execution device ...  # DeviceExecution (device.py), same config
     rlspec compare dreamer ...                   # both executions from one seed
 """
 
@@ -25,7 +25,6 @@ from pathlib import Path
 from rlspec.engines import lazy
 from rlspec.engines.dreamer.config import (
     ENGINE,
-    ENGINE_NAMES,
     EXECUTIONS,
     PRESETS,
     DreamerRunConfig,
@@ -35,16 +34,16 @@ from rlspec.engines.dreamer.config import (
 )
 from rlspec.runs import shell
 
-__all__ = ["ENGINE", "ENGINE_NAMES", "EXECUTIONS", "PRESETS", "DreamerRunConfig", "execution_args", "train",
+__all__ = ["ENGINE", "EXECUTIONS", "PRESETS", "DreamerRunConfig", "execution_args", "train",
            "user_env_args"]
 
-# every other name (DESCRIPTION, build_config, evaluate, plot, compare, engine, restore_ring, the executions'
-# names) from verbs.py, the reference execution or the fast one, imported on first use: they import torch
-__getattr__ = lazy(__name__, ("verbs", "reference", "fast"))
+# every other name (DESCRIPTION, build_config, evaluate, plot, compare, execution, restore_ring, the executions'
+# classes, the loop's parts) from verbs.py, the loop or an execution, imported on first use: they import torch
+__getattr__ = lazy(__name__, ("verbs", "loop", "local", "device"))
 
 
 def _validate(cfg: DreamerRunConfig) -> None:
-    from rlspec.engines.dreamer.reference import validate
+    from rlspec.engines.dreamer.loop import validate
 
     validate(cfg)
 

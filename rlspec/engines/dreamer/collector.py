@@ -1,6 +1,6 @@
 """The Dreamer engine's env stepping and replay writing behind contract ``collector`` (spec/collector.py).
 
-Engine code that runs (rlspec/engines/dreamer/reference.py): ``Loop.start``, then per vector step ``act`` and
+Engine code that runs (rlspec/engines/dreamer/loop.py): ``Loop.start``, then per vector step ``act`` and
 ``env_step`` (which pushes the step's replay rows and tracks the finished episodes in ``advance``), writing into
 the engine's replay, ``ReplayRing`` (reference/replay.py). The ring is built with the scripted env's vector
 observation, obs_shape (4,) float64, instead of the room's packed frame (1, 72, 20) uint8 that ``make_ring``
@@ -38,7 +38,7 @@ import torch
 from rlspec.contracts.collector import FIELDS
 from rlspec.contracts.room_env import NUM_ACTIONS, Step
 from rlspec.engines.dreamer.config import DreamerRunConfig
-from rlspec.engines.dreamer.reference import Loop, act, env_step
+from rlspec.engines.dreamer.loop import Loop, act, env_step
 from rlspec.reference.replay import ReplayRing
 
 

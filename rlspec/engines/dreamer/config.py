@@ -7,11 +7,9 @@ run names. Imports no torch, so that parsing the command line and its --help are
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
 
 from rlspec.algos.config import DreamerConfig
 from rlspec.contracts.params import SCENARIOS
@@ -21,9 +19,7 @@ from rlspec.runs import shell
 ENGINE = "dreamer"
 
 
-EXECUTIONS = ("local", "device")  # --execution: DreamerV3EngineCPU here, DreamerV3Engine in fast.py
-# the former key engine (and --engine): its values, which also name compare's two runs, -> execution
-ENGINE_NAMES = {"reference": "local", "fast": "device"}
+EXECUTIONS = ("local", "device")  # --execution: LocalExecution (local.py), DeviceExecution (device.py)
 
 
 ENVS = ("room", "pyboy")  # --env: the project's room ROM, or a user's ROM with a RAM plug-in
@@ -34,10 +30,9 @@ class DreamerRunConfig(runconfig.RunConfig):
     """The dreamer engine's run (the keys every engine has: rlspec/runs/config.py RunConfig)."""
 
     execution: str = "local"
-    """local (DreamerV3EngineCPU: PyBoy, one process, CPU, deterministic) or device (DreamerV3Engine: the Warp
-    room, actor and learner parts over a replay ring on ``device``, fast.py). The keys below marked "device:" are
-    read by the device execution only. Was the key ``engine`` (engine=reference is execution=local, engine=fast
-    is execution=device)."""
+    """local (LocalExecution, local.py: PyBoy, one process, CPU, deterministic) or device (DeviceExecution,
+    device.py: the Warp room, actor and learner parts over a replay ring on ``device``). The keys below marked
+    "device:" are read by the device execution only."""
     task: str = "room-exit"
     """The room scenario: room-exit (reach the door: success) or standing-still (reconstruction only)."""
     env: str = "room"
@@ -102,9 +97,6 @@ class DreamerRunConfig(runconfig.RunConfig):
     dreamer: DreamerConfig = field(default_factory=DreamerConfig)
     """World model, actor-critic and optimisation settings (rlspec/algos/dreamer.py)."""
 
-    # old key -> (new key, the old key's type, old value -> new value): --set and an old run's config.json
-    RENAMED: ClassVar[dict] = {"engine": ("execution", str, lambda name: ENGINE_NAMES.get(name, name))}
-
 
 PRESETS: dict[str, dict] = {
     "default": {},
@@ -129,10 +121,8 @@ PRESETS: dict[str, dict] = {
 # ------------------------------------------------------------------------------------ `rlspec train dreamer`
 def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--execution", choices=EXECUTIONS, default=None,
-                   help="local (default): DreamerV3EngineCPU (PyBoy, one process, deterministic); device: "
-                        "DreamerV3Engine (Warp room, actor/learner parts, CUDA streams when device is cuda)")
-    p.add_argument("--engine", choices=tuple(ENGINE_NAMES), default=None,
-                   help="the former name of --execution: reference is local, fast is device")
+                   help="local (default): PyBoy, one process, deterministic; device: the Warp room, actor and "
+                        "learner parts, CUDA streams when device is cuda")
     p.add_argument("--env", choices=ENVS, help="room (default): the project's ROM; pyboy: your own ROM (--rom, "
                                                "--state, --plugin)")
     p.add_argument("--rom", type=Path, help="env pyboy: your Game Boy ROM (shorthand for --set rom=...)")
@@ -143,7 +133,7 @@ def _options(p: argparse.ArgumentParser) -> None:
 
 def _out_name(cfg: DreamerRunConfig) -> str:
     name = cfg.task if cfg.env == "room" else f"pyboy-{Path(cfg.rom).stem}"
-    return f"{ENGINE}{'-fast' * (cfg.execution == 'device')}-{name}-s{cfg.seed}"
+    return f"{ENGINE}{'-device' * (cfg.execution == 'device')}-{name}-s{cfg.seed}"
 
 
 def describe(validate: Callable[[DreamerRunConfig], None], run: Callable[..., Path]) -> shell.Engine:
@@ -155,7 +145,7 @@ def describe(validate: Callable[[DreamerRunConfig], None], run: Callable[..., Pa
         validate=validate, run=run, out_name=_out_name, out_pattern="dreamer-TASK-sSEED", stop_unit="steps",
         flags=(shell.Flag("task", "task", choices=tuple(sorted(SCENARIOS))),), options=_options,
         option_sets=lambda args: [*execution_args(args), *user_env_args(args)],
-        option_names=("--execution", "--engine", "--env", "--rom", "--state", "--plugin"))
+        option_names=("--execution", "--env", "--rom", "--state", "--plugin"))
 
 
 def encoder_decides(cfg: DreamerRunConfig) -> dict[str, tuple[object, str]]:
@@ -169,15 +159,8 @@ def encoder_decides(cfg: DreamerRunConfig) -> dict[str, tuple[object, str]]:
 
 
 def execution_args(args) -> list[str]:
-    """--execution, or the former --engine (its value translated, saying so), as a --set override."""
-    if args.engine is None:
-        return [f"execution={args.execution}"] if args.execution else []
-    execution = ENGINE_NAMES[args.engine]
-    if args.execution not in (None, execution):
-        raise runconfig.ConfigError(f"--engine {args.engine} is --execution {execution}, but --execution "
-                                    f"{args.execution} was given too")
-    print(f"rlspec: --engine {args.engine} is now --execution {execution}", file=sys.stderr)
-    return [f"execution={execution}"]
+    """--execution as a --set override."""
+    return [f"execution={args.execution}"] if args.execution else []
 
 
 def user_env_args(args) -> list[str]:

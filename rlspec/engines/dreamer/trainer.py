@@ -1,5 +1,5 @@
 """The dreamer engine behind contract ``trainer`` (spec/trainer.py): `rlspec train dreamer` in this process
-(rlspec/engines/trainer_adapter.py), the reference execution (DreamerV3EngineCPU: PyBoy, CPU) on room-exit
+(rlspec/engines/trainer_adapter.py), the local execution (LocalExecution: PyBoy, CPU) on room-exit
 with 2 envs, a tiny world model and actor-critic, 16 env steps of prefill, then an update every 4 env steps.
 
 The unit is 16 env steps (8 vector steps of the 2 envs): the checkpoint interval, and the metrics interval too,

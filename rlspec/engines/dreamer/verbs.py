@@ -1,5 +1,5 @@
 """The Dreamer engine's verbs beyond `train` — `rlspec eval`, `rlspec plot`, `rlspec compare dreamer` — and the
-execution of a config (``engine``); they import torch, so the package loads this module on first use.
+execution of a config (``execution``); they import torch, so the package loads this module on first use.
 """
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from pathlib import Path
 import torch
 
 from rlspec import jsonio
-from rlspec.engines.dreamer import fast
-from rlspec.engines.dreamer.config import ENGINE_NAMES, EXECUTIONS, DreamerRunConfig, describe
-from rlspec.engines.dreamer.reference import (
-    DreamerV3EngineCPU,
+from rlspec.engines.dreamer import device
+from rlspec.engines.dreamer.config import EXECUTIONS, DreamerRunConfig, describe
+from rlspec.engines.dreamer.local import LocalExecution
+from rlspec.engines.dreamer.loop import (
     build,
-    device,
     panels,
     read_checkpoint,
     reconstruction_strip,
+    resolve_device,
     run_episodes,
     validate,
     video_frame,
@@ -31,14 +31,12 @@ from rlspec.runs.plots import draw, overlay
 from rlspec.runs.rundir import EpisodeProgress, RunDir, read_metrics
 
 
-def engine(cfg: DreamerRunConfig):
-    """The engine object of ``cfg.execution``."""
-    if cfg.execution == "device":
-        return fast.DreamerV3Engine(cfg)
-    return DreamerV3EngineCPU(cfg)
+def execution(cfg: DreamerRunConfig):
+    """The execution of ``cfg.execution``: LocalExecution or DeviceExecution."""
+    return (device.DeviceExecution if cfg.execution == "device" else LocalExecution)(cfg)
 
 
-DESCRIPTION = describe(validate, lambda cfg, out, resume, stop_after, show_progress: engine(cfg).run(
+DESCRIPTION = describe(validate, lambda cfg, out, resume, stop_after, show_progress: execution(cfg).run(
     out, resume=resume, stop_after_steps=stop_after, show_progress=show_progress))
 
 
@@ -47,9 +45,9 @@ def build_config(preset: str = "default", overrides: list[str] = (), task: str |
 
 
 def restore_ring(cfg: DreamerRunConfig, saved):
-    """The replay ring of a checkpoint, on the CPU: the reference ring is saved as the object, the fast ring
-    as its state_dict."""
-    return fast.cpu_ring(cfg, saved) if cfg.execution == "device" else saved
+    """The replay ring of a checkpoint, on the CPU: the local execution's ring is saved as the object, the
+    device execution's as its state_dict."""
+    return device.cpu_ring(cfg, saved) if cfg.execution == "device" else saved
 
 
 def load_config(run_dir: Path) -> DreamerRunConfig:
@@ -115,7 +113,7 @@ COMPARED = ("Loss/loss", "Loss/recon_loss", "Loss/reward_loss", "Loss/continue_l
 
 def compare(argv: list[str]) -> int:
     """`rlspec compare dreamer [--task T] [--preset P] [--set k=v ...] [--updates K] [--rtol X] [--out DIR]`:
-    the reference and the fast engine from one seed on one config into DIR/reference and DIR/fast;
+    the local and the device execution from one seed on one config into DIR/local and DIR/device;
     DIR/compare.json (per metric, the largest difference |a − b| / max(|a|, |b|, 1), rlspec/runs/compare.py,
     over the rows up to K updates, and over all rows; env steps/s and updates/s of both) and DIR/compare.png
     (their curves side by side). In the deterministic mode (commit_stride = steps_per_rollout = sync_every = 1,
@@ -131,47 +129,47 @@ def compare(argv: list[str]) -> int:
         cfg = shell.compare_config(DESCRIPTION, args, ["execution=device"])
         validate(cfg)
         out = shell.claim_compare_out(args.out or Path("runs") / f"compare-dreamer-{cfg.task}-s{cfg.seed}")
-        return cfg, out, {name: engine(runconfig.for_execution(cfg, execution, EXECUTIONS)).run(
-                              out / name, show_progress=not args.quiet) for name, execution in ENGINE_NAMES.items()}
+        return cfg, out, {name: execution(runconfig.for_execution(cfg, name, EXECUTIONS)).run(
+                              out / name, show_progress=not args.quiet) for name in EXECUTIONS}
 
     status, ran = attempt("rlspec compare dreamer", both)
     if status is not None:
         return status
     cfg, out, runs = ran
-    deterministic = all(getattr(cfg, k) == v for k, v in DETERMINISTIC.items()) and device(cfg).type == "cpu"
+    deterministic = all(getattr(cfg, k) == v for k, v in DETERMINISTIC.items()) and resolve_device(cfg).type == "cpu"
     rtol = args.rtol if args.rtol is not None else 1e-6 if cfg.kit == "reference" else 1e-3
-    result = compare_runs(runs["reference"], runs["fast"], args.updates, rtol)
-    result.update(deterministic=deterministic, kit=cfg.kit, device=str(device(cfg)))
+    result = compare_runs(runs["local"], runs["device"], args.updates, rtol)
+    result.update(deterministic=deterministic, kit=cfg.kit, device=str(resolve_device(cfg)))
     (out / "compare.json").write_text(jsonio.dumps(result))
-    compare_plot(runs["reference"], runs["fast"], out / "compare.png")
+    compare_plot(runs["local"], runs["device"], out / "compare.png")
     speed = result["speed"]
     verdict = (f"agree within {rtol:g}: {'yes' if result['agree'] else 'NO'}" if deterministic else
                "not the deterministic mode, so the runs may differ and no agreement is checked")
     print(f"first {args.updates} updates ({result['rows_compared']} rows): largest difference "
-          f"{result['worst_first'][1]:.3g} in {result['worst_first'][0]} ({verdict}); env steps/s reference "
-          f"{speed['reference']['env_steps_per_s']:.0f}, fast {speed['fast']['env_steps_per_s']:.0f}; "
+          f"{result['worst_first'][1]:.3g} in {result['worst_first'][0]} ({verdict}); env steps/s local "
+          f"{speed['local']['env_steps_per_s']:.0f}, device {speed['device']['env_steps_per_s']:.0f}; "
           f"written to {out / 'compare.json'}")
     return 1 if deterministic and not result["agree"] else 0
 
 
-def compare_runs(ref_run: Path, fast_run: Path, updates: int, rtol: float) -> dict:
+def compare_runs(local: Path, on_device: Path, updates: int, rtol: float) -> dict:
     """Largest difference (rlspec/runs/compare.py) per compared metric: over the rows with at most ``updates``
     updates, and over all rows; rows are matched by env step."""
-    a, b = read_metrics(ref_run), read_metrics(fast_run)
+    a, b = read_metrics(local), read_metrics(on_device)
     pairs = [(ra, rb) for ra, rb in zip(a, b) if ra["step"] == rb["step"]]
     first = [(ra, rb) for ra, rb in pairs if ra.get("Train/updates", 0) <= updates]
 
     w_first, w_all = largest(first, COMPARED), largest(pairs, COMPARED)
     top = max(w_first.items(), key=lambda kv: kv[1])
     speed = {name: {k: mean(rows, f"Time/{k}") for k in ("env_steps_per_s", "updates_per_s")}
-             for name, rows in (("reference", a), ("fast", b))}
-    return {"runs": {"reference": str(ref_run), "fast": str(fast_run)}, "rows": [len(a), len(b)],
+             for name, rows in (("local", a), ("device", b))}
+    return {"runs": {"local": str(local), "device": str(on_device)}, "rows": [len(a), len(b)],
             "rows_compared": len(first), "updates": updates, "rtol": rtol,
             "agree": len(a) == len(b) and len(first) > 0 and top[1] <= rtol, "worst_first": list(top),
             "max_rel_diff_first": w_first, "max_rel_diff_all": w_all,
             "speed": speed}
 
 
-def compare_plot(ref_run: Path, fast_run: Path, path: Path) -> Path:
-    """One panel per compared metric: the reference engine's curve and the fast engine's over env steps."""
-    return overlay({"reference": ref_run, "fast": fast_run}, COMPARED, path)
+def compare_plot(local: Path, on_device: Path, path: Path) -> Path:
+    """One panel per compared metric: the local execution's curve and the device execution's over env steps."""
+    return overlay({"local": local, "device": on_device}, COMPARED, path)

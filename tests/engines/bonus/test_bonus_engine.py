@@ -477,24 +477,21 @@ def test_best_policy_is_the_ema_of_the_weights_after_each_update():
         bonus.validate(bonus.build_config("smoke", ["best_workers=2"]))
 
 
-def test_kit_names_the_implementations_and_the_old_fast_key_maps_to_it(tmp_path, capsys):
-    """kit=reference|fast (one meaning of "fast": the fast/ twins); the boolean key it replaced still works,
-    from --set and from an old run's config.json, saying what it maps to; a run under either reads the same."""
+def test_kit_names_the_implementations_and_the_former_fast_key_is_refused(tmp_path, capsys):
+    """kit=reference|fast (one meaning of "fast": the fast/ twins); the boolean key it replaced is an unknown
+    key now, from --set and from a config.json."""
     from rlspec.algos.bonus_vtrace import BonusKit
     from rlspec.fast import vtrace as fast_vtrace
     from rlspec.runs import config as runconfig
 
-    assert bonus.build_config(overrides=["fast=true"]).kit == "fast"
-    assert "config key 'fast' is now 'kit': fast=True is kit=fast" in capsys.readouterr().err
-    assert bonus.build_config(overrides=["fast=false"]).kit == "reference"
-    old = runconfig.to_dict(bonus.build_config())
-    del old["kit"]
-    assert runconfig.from_dict(bonus.BonusConfig, {**old, "fast": True}).kit == "fast"
+    assert bonus.build_config(overrides=["kit=fast"]).kit == "fast"
+    with pytest.raises(ConfigError, match="fast"):
+        bonus.build_config(overrides=["fast=true"])
+    with pytest.raises(ConfigError, match="fast"):
+        runconfig.from_dict(bonus.BonusConfig, {**runconfig.to_dict(bonus.build_config()), "fast": True})
     assert BonusKit.named("fast").vtrace is fast_vtrace.vtrace
     with pytest.raises(ConfigError, match=r"config key 'kit': expected one of \['reference', 'fast'\], got 'turbo'"):
         bonus.validate(bonus.build_config(overrides=["kit=turbo"]))
-    with pytest.raises(ConfigError, match="fast"):  # the old key takes its old type only
-        bonus.build_config(overrides=["fast=maybe"])
 
 
 def test_the_metaworld_preset_is_the_learner_measured_beside_sb3():

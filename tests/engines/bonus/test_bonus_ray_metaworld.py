@@ -77,7 +77,7 @@ def test_inference_actor_serves_what_each_worker_would_sample_itself(ray_session
     """Same weights and seed: the actor's tokens and log-probabilities are the local policy's, worker by worker
     (worker 0 on the current weights, worker 1 on its perturbed copy of the EMA-best ones), in any request order."""
     from rlspec.algos.bonus_vtrace import BonusKit, act, load_policy, make_learner
-    from rlspec.engines.bonus.ray_world import InferenceActor, make_policy, worker_generator
+    from rlspec.engines.bonus.ray import InferenceActor, make_policy, worker_generator
     from rlspec.envs.token_reach import TokenReachVector
 
     cfg = _tiny("inference=actor")
@@ -106,7 +106,7 @@ def test_ray_run_with_the_inference_actor_is_the_run_with_worker_policies(ray_se
     """inference=actor and inference=local draw the same numbers: a short token-reach run (EMA-best broadcast
     through the actor, bonus time included) logs identical metrics with finite losses, and a checkpoint
     round trip carries the actor's generators (the update after a restore is the update before it)."""
-    from rlspec.engines.bonus.ray_world import RayWorld
+    from rlspec.engines.bonus.ray import RayWorld
 
     def updates(cfg, first: int, n: int, state: dict | None = None, save_after: int = 0):
         """(n updates' metrics from update ``first`` on, the world's state after ``save_after`` of them)."""
@@ -142,7 +142,7 @@ def test_ray_execution_two_trainers_stay_in_lockstep(tmp_path, ray_session):
     weights are identical; the run logs finite losses and mines pairs; one worker acts with the perturbed EMA
     policy (off-policy fragments V-trace corrects)."""
     ray = ray_session
-    from rlspec.engines.bonus.ray_world import RayWorld
+    from rlspec.engines.bonus.ray import RayWorld
 
     cfg = bonus.build_config("smoke", ["execution=ray", "rollout_workers=2", "trainers=2", "num_envs=2",
                                        "fragment_len=64", "best_workers=1", "best_every=3", "best_perturb_std=0.01",

@@ -249,7 +249,7 @@ def test_a_non_finite_loss_stops_the_run_naming_it():
     loss means the model itself overflowed, and an update that skipped it would go on imagining with that
     model. The engine reads every update's metrics (check_finite) and stops as Diverged naming them; the run
     directory refuses to checkpoint non-finite weights (tests/engines/test_faults.py)."""
-    from rlspec.engines.dreamer.reference import nonfinite_as_diverged
+    from rlspec.engines.dreamer.loop import nonfinite_as_diverged
     from rlspec.runs.faults import Diverged, check_finite
 
     state, gen = _state()

@@ -1,10 +1,9 @@
-"""The reference DreamerV3 engine on the project's room ROM (real PyBoy), with a tiny model: finite losses and
+"""The DreamerV3 engine's local execution on the project's room ROM (real PyBoy), with a tiny model: finite losses and
 the files of a run; the train ratio held exactly; same seed ⇒ same run, other seed ⇒ another; a run
 stopped and resumed equals the straight run bit for bit; the env checkpoint by replay; bad input."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -13,7 +12,6 @@ import torch
 from rlspec import cli
 from rlspec.engines import dreamer
 from rlspec.envs.room.recorded import RecordedRoom
-from rlspec.runs import shell
 from rlspec.runs.rundir import load_checkpoint, read_metrics
 
 # 2 envs × 48 env steps: 16 of prefill, then one update per env step (B·T = 2·8 = 16 = train_ratio)
@@ -54,7 +52,7 @@ def _same_state(a: dict, b: dict) -> bool:
 
 
 def test_smoke_run_finite_losses_ratio_held_files_written(tmp_path):
-    run = dreamer.DreamerV3EngineCPU(_cfg()).run(tmp_path / "run", show_progress=False)
+    run = dreamer.LocalExecution(_cfg()).run(tmp_path / "run", show_progress=False)
     rows = read_metrics(run)
     assert [r["step"] for r in rows] == [8, 16, 24, 32, 40, 48]
     trained = [r for r in rows if r["step"] > 16]
@@ -77,7 +75,7 @@ def test_updates_due_is_the_train_ratio_schedule():
 
 
 def test_same_seed_same_run_other_seed_differs(tmp_path):
-    runs = [dreamer.DreamerV3EngineCPU(_cfg(*extra)).run(tmp_path / name, stop_after_steps=24, show_progress=False)
+    runs = [dreamer.LocalExecution(_cfg(*extra)).run(tmp_path / name, stop_after_steps=24, show_progress=False)
             for name, extra in (("a", ()), ("b", ()), ("c", ("seed=1",)))]
     a, b, c = (_deterministic(read_metrics(r)) for r in runs)
     assert _same_rows(a, b) and not _same_rows(a, c)
@@ -87,10 +85,10 @@ def test_same_seed_same_run_other_seed_differs(tmp_path):
 
 def test_resumed_run_equals_straight_run(tmp_path):
     cfg = _cfg("checkpoint_every=48")  # the split point (24) is no regular checkpoint: the stop writes one
-    straight = dreamer.DreamerV3EngineCPU(cfg).run(tmp_path / "straight", show_progress=False)
-    part = dreamer.DreamerV3EngineCPU(cfg).run(tmp_path / "resumed", stop_after_steps=24, show_progress=False)
+    straight = dreamer.LocalExecution(cfg).run(tmp_path / "straight", show_progress=False)
+    part = dreamer.LocalExecution(cfg).run(tmp_path / "resumed", stop_after_steps=24, show_progress=False)
     assert len(read_metrics(part)) == 3
-    dreamer.DreamerV3EngineCPU(cfg).run(part, resume=True, show_progress=False)
+    dreamer.LocalExecution(cfg).run(part, resume=True, show_progress=False)
     assert _same_rows(_deterministic(read_metrics(straight)), _deterministic(read_metrics(part)))
     ca, cb = (load_checkpoint(r / "checkpoints/last.pt") for r in (straight, part))
     assert _same_state(ca["state"], cb["state"]) and torch.equal(ca["gen"], cb["gen"])
@@ -116,7 +114,7 @@ def test_env_restored_by_replay_continues_identically():
 
 def test_eval_and_plot_on_a_run(tmp_path, capsys):
     cfg = _cfg("task=standing-still", "total_steps=24", "checkpoint_every=24")
-    run = dreamer.DreamerV3EngineCPU(cfg).run(tmp_path / "run", show_progress=False)
+    run = dreamer.LocalExecution(cfg).run(tmp_path / "run", show_progress=False)
     assert cli.main(["eval", str(run), "--episodes", "2"]) == 0
     result = __import__("json").loads((run / "eval/eval.json").read_text())
     assert result["episodes"] == 2 and result["EpLen"] == 10 and result["SuccessRate"] == 0  # nothing ends
@@ -150,23 +148,17 @@ def test_execution_key_is_checked(tmp_path, capsys):
     assert code == 2 and "--resume continues a run with its own config.json" in err
     code, err = _train(["--out", str(tmp_path / "r"), "--set", "execution=turbo"], capsys)
     assert code == 2 and "config key 'execution': expected one of ['local', 'device'], got 'turbo'" in err
-    with pytest.raises(dreamer.runconfig.ConfigError, match="DreamerV3EngineCPU runs execution 'local'"):
-        dreamer.DreamerV3EngineCPU(_cfg("execution=device"))
+    with pytest.raises(dreamer.runconfig.ConfigError, match="LocalExecution runs execution 'local'"):
+        dreamer.LocalExecution(_cfg("execution=device"))
 
 
-@pytest.mark.parametrize("old, new", [("reference", "local"), ("fast", "device")])
-def test_the_former_engine_key_and_flag_map_to_execution(tmp_path, capsys, old, new):
-    """engine= (--set, an old run's config.json) and --engine still work, each saying what it now is."""
-    assert _cfg(f"engine={old}").execution == new
-    assert f"config key 'engine' is now 'execution': engine={old} is execution={new}" in capsys.readouterr().err
-    old_run = {"engine": "dreamer", "config": {"engine": old, "seed": 3}}
-    (tmp_path / "config.json").write_text(json.dumps(old_run))
-    assert dreamer.load_config(tmp_path).execution == new
-    args = dreamer.DESCRIPTION.option_sets(shell.parser(dreamer.DESCRIPTION).parse_args(["--engine", old]))
-    assert args == [f"execution={new}"] and f"--engine {old} is now --execution {new}" in capsys.readouterr().err
-    code, err = _train(["--out", str(tmp_path / "r"), "--engine", old, "--execution", "device" if old == "reference"
-                        else "local"], capsys)
-    assert code == 2 and f"--engine {old} is --execution {new}, but --execution" in err
+def test_the_former_engine_key_and_flag_are_refused_by_name(tmp_path, capsys):
+    """engine= and --engine (the names before execution) are errors naming what they are not, not aliases."""
+    with pytest.raises(dreamer.runconfig.ConfigError, match="engine"):
+        _cfg("engine=fast")
+    with pytest.raises(SystemExit, match="2"):  # argparse: an unknown flag, named
+        _train(["--out", str(tmp_path / "r"), "--engine", "fast"], capsys)
+    assert "unrecognized arguments: --engine fast" in capsys.readouterr().err and not (tmp_path / "r").exists()
 
 
 def test_missing_rom_is_a_clear_error(tmp_path, monkeypatch, capsys):
@@ -178,7 +170,7 @@ def test_missing_rom_is_a_clear_error(tmp_path, monkeypatch, capsys):
 
 
 def test_corrupted_checkpoint_is_a_clear_error_and_loses_nothing(tmp_path, capsys):
-    run = dreamer.DreamerV3EngineCPU(_cfg()).run(tmp_path / "run", stop_after_steps=16, show_progress=False)
+    run = dreamer.LocalExecution(_cfg()).run(tmp_path / "run", stop_after_steps=16, show_progress=False)
     ckpt = run / "checkpoints/last.pt"
     ckpt.write_bytes(ckpt.read_bytes()[:1000])  # truncated
     before = (run / "metrics.csv").read_bytes()

@@ -17,14 +17,14 @@ from rlspec.engines import dreamer
 imageio = pytest.importorskip("imageio.v2")
 pytest.importorskip("imageio_ffmpeg")
 
-ENGINE = {"reference": ["execution=local"],
-          "fast": ["execution=device", "commit_stride=2", "steps_per_rollout=2", "sync_every=2", "device=cpu"]}
+EXECUTION = {"local": ["execution=local"],
+             "device": ["execution=device", "commit_stride=2", "steps_per_rollout=2", "sync_every=2", "device=cpu"]}
 
 
-@pytest.mark.parametrize("engine", sorted(ENGINE))
-def test_eval_video_has_one_frame_per_step(tmp_path, capsys, engine):
+@pytest.mark.parametrize("execution", sorted(EXECUTION))
+def test_eval_video_has_one_frame_per_step(tmp_path, capsys, execution):
     run = tmp_path / "run"
-    overrides = [*TINY, *ENGINE[engine], "total_steps=32", "checkpoint_every=32"]
+    overrides = [*TINY, *EXECUTION[execution], "total_steps=32", "checkpoint_every=32"]
     assert cli.main(["train", "dreamer", "--quiet", "--out", str(run), *[a for kv in overrides for a in ("--set", kv)]]) == 0
     assert cli.main(["eval", str(run), "--episodes", "3", "--video", "--scale", "2", "--seed", "7"]) == 0
     result = json.loads((run / "eval/eval.json").read_text())

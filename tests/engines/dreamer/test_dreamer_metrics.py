@@ -14,22 +14,22 @@ import torch
 from test_dreamer_engine import TINY
 
 from rlspec.engines import dreamer
-from rlspec.engines.dreamer import fast as dreamer_fast
+from rlspec.engines.dreamer import device as dreamer_device
 from rlspec.runs.rundir import peak_memory, read_metrics
 
-ENGINE = {"reference": ["execution=local"],
-          "fast": ["execution=device", "commit_stride=2", "steps_per_rollout=3", "sync_every=2", "device=cpu"]}
+EXECUTION = {"local": ["execution=local"],
+             "device": ["execution=device", "commit_stride=2", "steps_per_rollout=3", "sync_every=2", "device=cpu"]}
 RATIO = 7.0  # not a divisor of B·T = 16: the scheduler rounds down (7/16 update per env step)
 
 
 def _run(tmp_path, *extra):
     cfg = dreamer.build_config(overrides=[*TINY, *extra])
-    return dreamer.engine(cfg).run(tmp_path / "run", show_progress=False)
+    return dreamer.execution(cfg).run(tmp_path / "run", show_progress=False)
 
 
-@pytest.mark.parametrize("engine", sorted(ENGINE))
-def test_replay_ratio_held_and_peak_memory_reported(tmp_path, engine):
-    run = _run(tmp_path, *ENGINE[engine], f"train_ratio={RATIO}", "total_steps=112", "checkpoint_every=56")
+@pytest.mark.parametrize("execution", sorted(EXECUTION))
+def test_replay_ratio_held_and_peak_memory_reported(tmp_path, execution):
+    run = _run(tmp_path, *EXECUTION[execution], f"train_ratio={RATIO}", "total_steps=112", "checkpoint_every=56")
     rows = read_metrics(run)
     after = [r for r in rows if r["Train/collected_steps"] > 0]
     assert len(after) >= 10 and rows[-1]["Train/updates"] == math.floor((112 - 16) * RATIO / 16)
@@ -46,7 +46,7 @@ def test_replay_ratio_held_and_peak_memory_reported(tmp_path, engine):
     assert rss == sorted(rss) and 100 < rss[-1] <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     assert all("Memory/peak_vram_mib" not in r for r in rows)  # CPU run
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["execution"] == dreamer.ENGINE_NAMES[engine] and summary["step"] == 112 and summary["train_ratio"] == RATIO
+    assert summary["execution"] == execution and summary["step"] == 112 and summary["train_ratio"] == RATIO
     assert summary["Train/replay_ratio"] == rows[-1]["Train/replay_ratio"]
     assert summary["Memory/peak_rss_mib"] >= rss[-1] and summary["wall_s"] > 0
 
@@ -61,9 +61,9 @@ def test_peak_vram_only_on_a_cuda_device():
 
 
 def test_fast_part_times_add_up_and_count_starvation(tmp_path):
-    """The starvation setting of test_dreamer_fast: commit_stride 6 leaves the learner without a full window
+    """The starvation setting of test_dreamer_device: commit_stride 6 leaves the learner without a full window
     at env steps 18 and 20 (rows 20 and 24 see it), then it catches up."""
-    run = _run(tmp_path, *ENGINE["fast"], "commit_stride=6", "steps_per_rollout=1", "log_every=4")
+    run = _run(tmp_path, *EXECUTION["device"], "commit_stride=6", "steps_per_rollout=1", "log_every=4")
     rows = {int(r["step"]): r for r in read_metrics(run)}
     for step, r in rows.items():
         wall = 4 / r["Time/env_steps_per_s"]  # the row's interval: log_every env steps
@@ -72,5 +72,5 @@ def test_fast_part_times_add_up_and_count_starvation(tmp_path):
         assert (r["Time/starved_s"] > 0) == (starved_here > 0), step
         assert r["Time/starved_s"] <= r["Time/actor_s"] * 1.0001 + 1e-9
     assert rows[20]["Time/starved_s"] > 0 and rows[24]["Train/updates"] == 8
-    assert set(dreamer_fast.PartTimes(torch.device("cpu")).take()) == {"Time/actor_s", "Time/learner_s",
+    assert set(dreamer_device.PartTimes(torch.device("cpu")).take()) == {"Time/actor_s", "Time/learner_s",
                                                                       "Time/starved_s"}

@@ -1,11 +1,12 @@
-"""The Dreamer engines' shared half and the reference execution ``DreamerV3EngineCPU`` (seed 004 M6–M8): one
-process, CPU, top to bottom, on the project's Game Boy room (rlspec/envs/room/room.gb in PyBoy).
+"""The DreamerV3 run loop (seed 004 M6–M8) on the project's Game Boy room, and what both executions share:
+local.py (``LocalExecution``: one process, CPU, PyBoy, top to bottom) runs the loop below as it reads;
+device.py (``DeviceExecution``: actor and learner parts over a device ring, the Warp room) builds on its parts.
 
-What both executions share lives here: the config's validation (the fast execution's keys included; the
-config itself, DreamerRunConfig, is config.py's, torch-free), the train-ratio scheduler (``updates_due``), the
-run directory, metrics rows and plots (``Logger``), checkpoint reading, the greedy episodes of eval. fast.py
-builds on this module; verbs.py (eval, plot, compare) and the package's entry (__init__.py, `rlspec train`)
-join the two behind the CLI.
+Shared here: the config's validation (the device execution's keys included; the config itself,
+DreamerRunConfig, is config.py's, torch-free), the train-ratio scheduler (``updates_due``), the loop's steps
+(``act``, ``env_step``, ``learn``), the run directory, metrics rows and plots (``Logger``), checkpoint
+reading, the greedy episodes of eval. verbs.py (eval, plot, compare) and the package's entry (__init__.py,
+`rlspec train`) join the executions behind the CLI.
 
 
 One loop iteration is one vector step of the ``num_envs`` emulators (``num_envs`` env steps):
@@ -54,7 +55,7 @@ from rlspec.algos.dreamer import (
     world_model_config,
 )
 from rlspec.contracts.room_env import MASK32, MIN_FRAMESKIP, NUM_ACTIONS, SCENARIOS
-from rlspec.engines.dreamer.config import ENGINE, ENGINE_NAMES, ENVS, EXECUTIONS, PRESETS, DreamerRunConfig  # noqa: F401  (re-exported: the config, shared by both executions)
+from rlspec.engines.dreamer.config import ENGINE, ENVS, EXECUTIONS, DreamerRunConfig
 from rlspec.runs import config as runconfig
 from rlspec.runs import device as devices
 from rlspec.runs.config import bad
@@ -101,7 +102,7 @@ def validate(cfg: DreamerRunConfig) -> None:
     except (TypeError, ValueError) as err:
         raise runconfig.ConfigError(f"config group 'dreamer': {err}") from None
     if cfg.execution == "device":
-        validate_fast(cfg)
+        validate_device(cfg)
 
 
 def validate_env(cfg: DreamerRunConfig) -> None:
@@ -357,53 +358,6 @@ def build(cfg: DreamerRunConfig, gen: torch.Generator) -> DreamerState:
     return make_state(cfg.dreamer, num_actions(cfg), Kit.reference(), gen)
 
 
-class DreamerV3EngineCPU:
-    """The reference engine (module docstring): one process, CPU, deterministic; ``run`` trains."""
-
-    def __init__(self, cfg: DreamerRunConfig):
-        validate(cfg)
-        if cfg.execution != "local":
-            raise runconfig.ConfigError(f"config key 'execution': DreamerV3EngineCPU runs execution 'local', got "
-                                        f"{cfg.execution!r}")
-        self.cfg = cfg
-
-    def run(self, out: Path, resume: bool = False, stop_after_steps: int | None = None,
-            show_progress: bool = True) -> Path:
-        """Train (or, with ``resume``, continue the run in ``out``); returns the run directory.
-        ``stop_after_steps``: stop (with a checkpoint) after this many more env steps."""
-        cfg = self.cfg
-        torch.set_num_threads(cfg.torch_threads)
-        ckpt = read_checkpoint(Path(out) / "checkpoints/last.pt") if resume else None  # before anything is written
-        gen = torch.Generator().manual_seed(cfg.seed)
-        state = build(cfg, gen)
-        envs = make_envs(cfg, cfg.seed)
-        ring = ckpt["ring"] if ckpt is not None else make_ring(cfg)
-        if ckpt is not None:
-            state.load_state_dict(ckpt["state"])
-            envs.load_state_dict(ckpt["envs"])
-            loop = Loop(**ckpt["loop"])
-            gen.set_state(ckpt["gen"])
-        else:
-            loop = Loop.start(cfg, envs.reset())
-        try:
-            rundir = open_rundir(cfg, out, loop.env_steps if ckpt is not None else None)
-            end = cfg.total_steps if stop_after_steps is None else min(cfg.total_steps,
-                                                                       loop.env_steps + stop_after_steps)
-            with rundir:
-                log = Logger(cfg, rundir, loop.env_steps, state.updates, show_progress)
-                while loop.env_steps < end:
-                    env_step(cfg, envs, ring, loop, act(cfg, state, loop, gen))
-                    learn(cfg, state, ring, loop, gen)
-                    if log.due(loop.env_steps):
-                        log.row(loop.env_steps, state.updates, row(cfg, state, loop))
-                    if loop.env_steps % cfg.checkpoint_every == 0 or loop.env_steps >= end:  # end: any step
-                        rundir.save(loop.env_steps, checkpoint(state, ring, envs, loop, gen), params(state))
-                log.close(state, ring)
-        finally:
-            envs.close()
-        return Path(out)
-
-
 def open_rundir(cfg: DreamerRunConfig, out: Path, resume_step: int | None) -> RunDir:
     """A new run directory (config.json, versions.json), or the run in ``out`` reopened at ``resume_step``."""
     if resume_step is not None:
@@ -521,7 +475,7 @@ def run_episodes(cfg: DreamerRunConfig, state: DreamerState, episodes: int, seed
             **episode_means(done, ("EpRet", "EpLen", "SuccessRate"))}
 
 
-def validate_fast(cfg: DreamerRunConfig) -> None:
+def validate_device(cfg: DreamerRunConfig) -> None:
     """The device execution's keys."""
     d = cfg.dreamer
     runconfig.check(cfg, {**dict.fromkeys(("steps_per_rollout", "commit_stride", "sync_every"), runconfig.at_least(1)),
@@ -536,10 +490,10 @@ def validate_fast(cfg: DreamerRunConfig) -> None:
     if cfg.ep_window < cfg.num_envs:
         raise bad("ep_window", f">= num_envs = {cfg.num_envs} (the device-side episode window)", cfg.ep_window)
     try:
-        device(cfg)
+        resolve_device(cfg)
     except (RuntimeError, ValueError) as err:
         raise bad("device", devices.CHOICES, cfg.device, str(err)) from None
 
 
-def device(cfg: DreamerRunConfig) -> torch.device:
+def resolve_device(cfg: DreamerRunConfig) -> torch.device:
     return devices.resolve(cfg.device)

@@ -1,8 +1,8 @@
-"""The fast DreamerV3 engine (rlspec/engines/dreamer/fast.py) on CUDA (seed 004 M6–M7 GPU gate): the memcpy gate
+"""The DreamerV3 engine's device execution (rlspec/engines/dreamer/device.py) on CUDA (seed 004 M6–M7 GPU gate): the memcpy gate
 on the engine's hot loop (torch.profiler: no "Memcpy HtoD"/"Memcpy DtoH" in ``iterate``), pointer stability of
 the replay slots the Warp room renders into, the actor and learner on their own streams, and a CUDA smoke
 run whose checkpoint the CPU tools read. The CPU gate runs the same engine code on CPU
-(tests/engines/dreamer/test_dreamer_fast.py), where the streams and events are no-ops."""
+(tests/engines/dreamer/test_dreamer_device.py), where the streams and events are no-ops."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from cuda_util import write_report
 
 from rlspec import cli
 from rlspec.engines import dreamer
-from rlspec.engines.dreamer.fast import DreamerV3Engine
+from rlspec.engines.dreamer.device import DeviceExecution
 from rlspec.runs.rundir import load_checkpoint, read_metrics
 
 pytestmark = [pytest.mark.gpu,
@@ -30,8 +30,8 @@ TINY = ["num_envs=2", "total_steps=48", "min_ready_steps=16", "train_ratio=16", 
         "execution=device", "device=cuda", "commit_stride=2", "steps_per_rollout=3", "sync_every=2"]
 
 
-def _engine(*extra: str) -> DreamerV3Engine:
-    return DreamerV3Engine(dreamer.build_config(overrides=[*TINY, *extra]))
+def _engine(*extra: str) -> DeviceExecution:
+    return DeviceExecution(dreamer.build_config(overrides=[*TINY, *extra]))
 
 
 def _host_copies(iterations) -> tuple[list[str], list[str]]:
@@ -108,7 +108,7 @@ def test_cuda_smoke_run_finite_ratio_held_and_read_on_cpu(tmp_path, capsys):
     assert [r["Train/updates"] for r in rows] == [0, 0, 8, 16, 24, 32]
     assert all(r["Train/replay_ratio"] == 16.0 for r in trained)
     ckpt = load_checkpoint(run / "checkpoints/last.pt")
-    assert ckpt["engine"] == "fast" and ckpt["state"]["updates"] == 32
+    assert ckpt["execution"] == "device" and ckpt["state"]["updates"] == 32
     assert all(t.device.type == "cpu" for t in ckpt["ring"]["store"].values())
     assert cli.main(["plot", str(run)]) == 0 and (run / "plots/reconstruction.png").is_file()
     assert cli.main(["eval", str(run), "--episodes", "2"]) == 0

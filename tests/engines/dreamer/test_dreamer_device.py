@@ -1,4 +1,4 @@
-"""The fast DreamerV3 engine (rlspec/engines/dreamer/fast.py) on CPU with the Warp room and a tiny model:
+"""The DreamerV3 engine's device execution (rlspec/engines/dreamer/device.py) on CPU with the Warp room and a tiny model:
 a smoke run with finite losses and the replay ratio held; the starvation guard; the replay window's old end
 (an actor that keeps pushing never overwrites a row of an in-flight gather); non-finite losses stop the
 run with a clear error; `rlspec compare dreamer` agrees with the reference engine in its deterministic
@@ -18,7 +18,7 @@ from test_dreamer_engine import TINY, _deterministic, _same_rows, _same_state
 
 from rlspec import cli
 from rlspec.engines import dreamer
-from rlspec.engines.dreamer import fast as dreamer_fast
+from rlspec.engines.dreamer import device as dreamer_device
 from rlspec.fast.replay import ReplayRing
 from rlspec.runs.rundir import load_checkpoint, read_metrics
 from rlspec.spec import replay as spec
@@ -48,7 +48,7 @@ def test_fast_smoke_run_finite_losses_ratio_held(tmp_path, capsys):
     assert all(r["Train/replay_ratio"] == 16.0 for r in trained)
     assert all(r["Train/starved"] == 0 for r in rows)
     ckpt = load_checkpoint(run / "checkpoints/last.pt")
-    assert ckpt["engine"] == "fast" and ckpt["state"]["updates"] == 32 and ckpt["ring"]["t"] == 24
+    assert ckpt["execution"] == "device" and ckpt["state"]["updates"] == 32 and ckpt["ring"]["t"] == 24
     assert ckpt["ring"]["committed_t"] == 24  # 24 pushes, a commit every 2
     assert json.loads((run / "config.json").read_text())["config"]["execution"] == "device"
     assert "warp" in json.loads((run / "versions.json").read_text())
@@ -63,7 +63,7 @@ def test_starved_learner_catches_up_and_holds_the_ratio(tmp_path):
     """commit_stride 6 > the 8 ring steps of the prefill minus seq_len: at the first due update only 6 steps
     are committed (< seq_len 8): the learner waits, then takes every due update once 12 are committed."""
     cfg = _cfg(*ASYNC, "commit_stride=6", "steps_per_rollout=1", "log_every=4")
-    run = dreamer_fast.DreamerV3Engine(cfg).run(tmp_path / "run", show_progress=False)
+    run = dreamer_device.DeviceExecution(cfg).run(tmp_path / "run", show_progress=False)
     rows = {int(r["step"]): r for r in read_metrics(run)}
     assert rows[16]["Train/updates"] == 0 and rows[16]["Train/starved"] == 0  # none due yet
     assert rows[20]["Train/updates"] == 0 and rows[20]["Train/starved"] == 2  # steps 18, 20: 6 committed
@@ -73,7 +73,7 @@ def test_starved_learner_catches_up_and_holds_the_ratio(tmp_path):
 
 @pytest.mark.parametrize("reserve,safe", [(3, True), (0, False)])
 def test_reserved_old_end_is_never_overwritten_by_the_next_rollout(reserve, safe):
-    """The overwrite rule (module docstring of dreamer_fast): a gather drawn at write head t, then a rollout
+    """The overwrite rule (module docstring of rlspec/engines/dreamer/device.py): a gather drawn at write head t, then a rollout
     of ``reserve`` pushes (and the next obs slot's direct write) by the actor: every row the gather read still
     holds what it read. Without the reserve the actor overwrites some of them (the rule is needed)."""
     cap, n, R, T = 12, 2, 3, 4
@@ -94,7 +94,7 @@ def test_reserved_old_end_is_never_overwritten_by_the_next_rollout(reserve, safe
 
 
 def test_engine_ring_reserves_one_rollout():
-    ring = dreamer_fast.make_fast_ring(_cfg(*ASYNC), torch.device("cpu"))
+    ring = dreamer_device.make_fast_ring(_cfg(*ASYNC), torch.device("cpu"))
     assert ring.reserve == 3 and ring.commit_stride == 2
 
 
@@ -106,7 +106,7 @@ def _train_fast(tmp_path, *extra):
 def test_non_finite_metric_stops_the_run_at_the_next_row(tmp_path, monkeypatch, capsys):
     """Update 5 reports an infinite gradient norm: the next metrics row (step 24) stops the run (exit 3) with
     the count and the update range; the last checkpoint is the clean one before (step 16)."""
-    real = dreamer_fast.train_step
+    real = dreamer_device.train_step
 
     def inf_norm(state, batch, gen):
         metrics = real(state, batch, gen)
@@ -114,7 +114,7 @@ def test_non_finite_metric_stops_the_run_at_the_next_row(tmp_path, monkeypatch, 
             metrics["Grad/world_model"] = torch.tensor(math.inf)
         return metrics
 
-    monkeypatch.setattr(dreamer_fast, "train_step", inf_norm)
+    monkeypatch.setattr(dreamer_device, "train_step", inf_norm)
     code, err = _train_fast(tmp_path), capsys.readouterr().err
     assert code == 3 and "non-finite metric values (1) in updates 1..8" in err and "Grad/world_model" in err, err
     assert "last clean checkpoint (step 16) is kept" in err, err
@@ -125,7 +125,7 @@ def test_non_finite_metric_stops_the_run_at_the_next_row(tmp_path, monkeypatch, 
 def test_non_finite_weights_stop_the_run_naming_the_network(tmp_path, monkeypatch, capsys):
     """A world-model weight turned to NaN before update 5: the NaN reaches imagination in the same update and
     a validator or the sampler raises; the engine reports it as non-finite parameters (exit 3)."""
-    real = dreamer_fast.train_step
+    real = dreamer_device.train_step
 
     def poisoned(state, batch, gen):
         if state.updates == 4:
@@ -133,7 +133,7 @@ def test_non_finite_weights_stop_the_run_naming_the_network(tmp_path, monkeypatc
                 next(state.wm.parameters()).fill_(math.nan)
         return real(state, batch, gen)
 
-    monkeypatch.setattr(dreamer_fast, "train_step", poisoned)
+    monkeypatch.setattr(dreamer_device, "train_step", poisoned)
     code, err = _train_fast(tmp_path), capsys.readouterr().err
     assert code == 3 and "non-finite parameters of wm (update 5: " in err, err
     assert load_checkpoint(tmp_path / "run/checkpoints/last.pt")["state"]["updates"] == 0
@@ -166,11 +166,11 @@ def test_compare_deterministic_mode_fast_kit_within_float32_drift(tmp_path, caps
 
 def test_fast_resumed_run_equals_straight_run(tmp_path):
     cfg = _cfg(*ASYNC)
-    straight = dreamer_fast.DreamerV3Engine(cfg).run(tmp_path / "a", show_progress=False)
-    engine = dreamer_fast.DreamerV3Engine(cfg)
+    straight = dreamer_device.DeviceExecution(cfg).run(tmp_path / "a", show_progress=False)
+    engine = dreamer_device.DeviceExecution(cfg)
     engine.run(tmp_path / "b", stop_after_steps=20, show_progress=False)  # the next rollout boundary: 24
     assert load_checkpoint(tmp_path / "b/checkpoints/last.pt")["env_steps"] == 24
-    dreamer_fast.DreamerV3Engine(cfg).run(tmp_path / "b", resume=True, show_progress=False)
+    dreamer_device.DeviceExecution(cfg).run(tmp_path / "b", resume=True, show_progress=False)
     assert _same_rows(_deterministic(read_metrics(straight)), _deterministic(read_metrics(tmp_path / "b")))
     a, b = (load_checkpoint(tmp_path / f"{x}/checkpoints/last.pt") for x in "ab")
     assert _same_state(a["state"], b["state"]) and _same_state(a["policy"], b["policy"])
@@ -194,7 +194,7 @@ def test_actor_loop_reads_nothing_back_to_the_host():
     """The CPU stand-in for the GPU memcpy gate (spec.core.no_host_sync: .item(), bool(t), .tolist(), .cpu(),
     ... raise). With the input checks off, as on CUDA, the prefill's iterations (Warp step, direct write into
     the obs slot, push, commits, episode statistics, the learner's empty phases) read nothing back."""
-    engine = dreamer_fast.DreamerV3Engine(_cfg(*ASYNC, "min_ready_steps=40"))
+    engine = dreamer_device.DeviceExecution(_cfg(*ASYNC, "min_ready_steps=40"))
     engine.checks = False
     p = engine.setup()
     engine.iterate(p)
@@ -205,7 +205,7 @@ def test_actor_loop_reads_nothing_back_to_the_host():
     assert int(p.ring.violations) == 0
 
 
-RLSPEC = Path(dreamer_fast.__file__).resolve().parents[2]  # rlspec/engines/dreamer/fast.py -> rlspec/
+RLSPEC = Path(dreamer_device.__file__).resolve().parents[2]  # rlspec/engines/dreamer/device.py -> rlspec/
 
 
 def _host_reads(fn) -> collections.Counter:
@@ -236,7 +236,7 @@ def test_training_loop_reads_back_only_adam_step_counters_without_value_checks(c
     """Policy steps, sampling, train_step and weight syncs with ``value_checks=off`` (CUDA's default): the only
     tensor -> host reads are Adam's step counters (host tensors on CUDA too). With the checks on, the
     contracts' value validators read too: the CPU stand-in for the GPU memcpy gate can fail."""
-    engine = dreamer_fast.DreamerV3Engine(_cfg(*ASYNC, f"value_checks={checks}"))
+    engine = dreamer_device.DeviceExecution(_cfg(*ASYNC, f"value_checks={checks}"))
     p = engine.setup()
     while p.state.updates < 4:
         engine.iterate(p)
@@ -255,8 +255,8 @@ def test_replay_ends_store_the_same_final_frames_and_flags_in_both_executions(tm
     their replays with the same rows, flags and final frames included; a truncation's final frame is the
     room before its reset, not the next row's first frame."""
     ends = ("replay_ends=true", "plots=false")
-    local = dreamer.DreamerV3EngineCPU(_cfg(*ends)).run(tmp_path / "local", show_progress=False)
-    device = dreamer_fast.DreamerV3Engine(_cfg(*DETERMINISTIC, *ends, "kit=reference")).run(tmp_path / "device",
+    local = dreamer.LocalExecution(_cfg(*ends)).run(tmp_path / "local", show_progress=False)
+    device = dreamer_device.DeviceExecution(_cfg(*DETERMINISTIC, *ends, "kit=reference")).run(tmp_path / "device",
                                                                                            show_progress=False)
     want = load_checkpoint(local / "checkpoints/last.pt")["ring"].storage()
     got = load_checkpoint(device / "checkpoints/last.pt")["ring"]["store"]

@@ -1,12 +1,12 @@
-"""Fast DreamerV3 engine ``DreamerV3Engine`` (seed 004 M6–M7): the functional core of
+"""Execution device of the DreamerV3 engine, ``DeviceExecution`` (seed 004 M6–M7): the functional core of
 rlspec/algos/dreamer.py (``train_step``, ``policy_step``) with the fast kit, split into an actor part and a
 learner part that share a device-resident replay ring (rlspec/fast/replay.py).
 
     rlspec train dreamer --execution device --task room-exit [--preset smoke] [--set device=cuda] [--set ...]
-    rlspec compare dreamer --preset smoke [--set ...]   # both engines from one seed: compare.json, compare.png
+    rlspec compare dreamer --preset smoke [--set ...]   # both executions from one seed: compare.json, .png
 
-The config, run directory, checkpoints, plots and eval are the reference engine's (reference.py; the CLI: the
-package's __init__.py); the keys commit_stride, steps_per_rollout, sync_every, kit and device are this engine's.
+The config, run directory, checkpoints, plots and eval are the loop's (loop.py; the CLI: the package's
+__init__.py); the keys commit_stride, steps_per_rollout, sync_every, kit and device are this execution's.
 
 One iteration:
   actor    (actor stream) ``steps_per_rollout`` vector steps of the Warp room (rlspec/envs/room/warp_room.py,
@@ -65,8 +65,9 @@ import torch
 from rlspec.algos.dreamer import DreamerState, Kit, make_state, policy_step, train_step
 from rlspec.contracts.room_env import NUM_ACTIONS
 from rlspec.contracts.validate import without_value_checks
-from rlspec.engines.dreamer import reference as ref
-from rlspec.engines.dreamer.reference import DreamerRunConfig, device
+from rlspec.engines.dreamer import loop as ref
+from rlspec.engines.dreamer.config import DreamerRunConfig
+from rlspec.engines.dreamer.loop import resolve_device
 from rlspec.runs import config as runconfig
 from rlspec.runs.faults import Diverged, RunStopped
 
@@ -231,22 +232,22 @@ class Parts:
     synced: Fence  # after the last weight sync
 
     def checkpoint(self) -> dict:
-        return {"engine": "fast", "env_steps": self.loop.env_steps, "state": self.state.state_dict(),
+        return {"execution": "device", "env_steps": self.loop.env_steps, "state": self.state.state_dict(),
                 "policy": {"wm": self.policy.wm.state_dict(), "actor": self.policy.actor.state_dict()},
                 "ring": self.ring.state_dict(), "envs": {k: v.cpu().clone() for k, v in self.envs.state.items()},
                 "loop": self.loop.state_dict(), "learner": self.learner.state_dict(), "gen": self.gen.get_state()}
 
 
-class DreamerV3Engine:
+class DeviceExecution:
     """The fast engine (module docstring); ``run`` trains, with the reference engine's run directory."""
 
     def __init__(self, cfg: DreamerRunConfig):
         ref.validate(cfg)
         if cfg.execution != "device":
-            raise runconfig.ConfigError(f"config key 'execution': DreamerV3Engine runs execution 'device', got "
+            raise runconfig.ConfigError(f"config key 'execution': DeviceExecution runs execution 'device', got "
                                         f"{cfg.execution!r}")
         self.cfg = cfg
-        self.dev = device(cfg)
+        self.dev = resolve_device(cfg)
         cuda = self.dev.type == "cuda"
         self.checks = {"auto": not cuda, "on": True, "off": False}[cfg.value_checks]  # host-read value checks
         self.actor_stream = torch.cuda.Stream(self.dev) if cuda else None
@@ -458,7 +459,7 @@ class Learner:
         m.update({**ref.ratio_metrics(self.cfg, state.updates, loop.env_steps),
                   **loop.episode_stats(self.cfg.ep_window), "Train/starved": float(self.starved)})
         if not ring.check_values and int(ring.violations):  # unchecked pushes (CUDA)
-            raise RunStopped(f"DreamerV3Engine: {int(ring.violations)} replay rows broke the ring's value rules "
+            raise RunStopped(f"DeviceExecution: {int(ring.violations)} replay rows broke the ring's value rules "
                                  "(rlspec/contracts/replay.py)")
         return m
 
