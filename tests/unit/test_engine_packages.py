@@ -46,3 +46,16 @@ def test_an_unknown_name_is_an_attribute_error_naming_it():
     with pytest.raises(AttributeError, match="'rlspec.engines.dreamer' has no attribute 'no_such_name'"):
         dreamer.no_such_name  # noqa: B018
     assert not hasattr(dreamer, "__no_such_dunder__")
+
+
+@pytest.mark.parametrize("package", ENGINES)
+def test_every_engine_package_has_the_one_layout(package):
+    """config.py, loop.py, verbs.py, the contract adapters, and one module named for each ``execution`` value."""
+    from pathlib import Path
+
+    config = importlib.import_module(f"rlspec.engines.{package}.config")
+    folder = Path(config.__file__).parent
+    expected = {"__init__", "config", "loop", "verbs", "collector", "trainer", *config.EXECUTIONS}
+    modules = {p.stem for p in folder.glob("*.py")}
+    assert expected <= modules, sorted(expected - modules)
+    assert modules - expected <= {"data_parallel"}, sorted(modules - expected)
