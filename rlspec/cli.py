@@ -193,12 +193,12 @@ def _main(argv: list[str] | None) -> int:
             return _engine(name).plot(run)
         return _verb([args.verb, name, *args.rest], lambda: _engine(name).evaluate(run, args.rest))
 
-    from rlspec import kit  # the checker: loads torch and Hypothesis, which train/eval/plot never need
+    from rlspec import checker  # loads torch and Hypothesis, which train/eval/plot never need
 
     if args.verb == "list":
         if args.contract and args.contract not in registry.CONTRACTS:
             parser.error(f"unknown contract {args.contract!r}; known: {', '.join(registry.CONTRACTS)}")
-        return kit.list_contracts(args.contract)
+        return checker.list_contracts(args.contract)
     ids = list(registry.CONTRACTS) if args.contract == ["all"] else list(dict.fromkeys(args.contract))
     unknown = [c for c in ids if c not in registry.CONTRACTS]
     if unknown:
@@ -214,7 +214,7 @@ def _main(argv: list[str] | None) -> int:
         if path is not None and path.exists() and (path.is_dir() if name == "--junit-xml" else not path.is_dir()):
             parser.error(f"{name} {path} is a {'folder' if path.is_dir() else 'file'}; expected "
                          f"{'a file' if name == '--junit-xml' else 'a folder'}")
-    return kit.check(ids, args.impl, profile, args.out,
+    return checker.check(ids, args.impl, profile, args.out,
                      clauses=clauses, categories=args.category, unsupported_file=args.unsupported, seed=args.seed,
                      reproduce=args.reproduce, jobs=args.jobs or _usable_cores(), triton=args.triton,
                      junit=args.junit_xml, spec_versions=args.spec_version, timeout=args.timeout)

@@ -47,7 +47,7 @@ class Interrupted(Exception):
 @dataclasses.dataclass
 class Job:
     """One contract to check, and where a fresh worker takes it up after the last one ended."""
-    task: Any  # rlspec.kit.Task
+    task: Any  # rlspec.checker.Task
     index: int
     total: int
     target: int = 0  # the implementation (index into task.targets) to start from
@@ -66,7 +66,7 @@ def worker_main(conn, triton: str, threads: int, run_clause: Callable, resolve: 
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     import torch
 
-    from rlspec.kit import choose_triton
+    from rlspec.checker import choose_triton
 
     choose_triton(triton)
     torch.set_num_threads(threads)

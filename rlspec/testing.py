@@ -66,16 +66,16 @@ def conformance(contract: str, impl: Any, *, expected_failures: Mapping[str, str
                 profile: str | None = None) -> Conformance:
     """The clauses of ``contract`` as pytest items for ``impl`` (a module or object with the contract's
     interface, or an import target 'pkg.module[:attr]' / 'path/to/file.py[:attr]'); see the module docstring."""
-    from rlspec import kit, registry
+    from rlspec import checker, registry
     from rlspec.spec.core import PROFILES
     from rlspec.unsupported import load as load_unsupported
 
     if contract not in registry.CONTRACTS:
         raise ValueError(f"conformance: unknown contract {contract!r}; known: {', '.join(registry.CONTRACTS)}")
-    spec = kit.load_contract(contract)
+    spec = checker.load_contract(contract)
     if profile is not None and profile not in PROFILES:
         raise ValueError(f"conformance: argument 'profile' must be one of {list(PROFILES)}, got {profile!r}")
-    selected, _ = kit.select(spec, list(clauses) if clauses else None, list(categories) if categories else None,
+    selected, _ = checker.select(spec, list(clauses) if clauses else None, list(categories) if categories else None,
                              version)
     unknown = sorted(set(clauses or ()) - set(spec.clauses))
     if unknown:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rlspec import registry
-from rlspec.kit import _by_category, interface_signatures
+from rlspec.checker import by_category, interface_signatures
 from rlspec.runs import config as runconfig
 from rlspec.spec.core import CATEGORIES
 
@@ -50,7 +50,7 @@ def contract_page(contract_id: str) -> str:
              f"`rlspec check {contract_id} --impl your.module` checks yours. Spec module: "
              f"`{registry.CONTRACTS[contract_id]}`.", "", "## The contract", "", "```text",
              (module.__doc__ or "").strip(), "```", "", "## Clauses", ""]
-    for category, clauses in _by_category(contract):
+    for category, clauses in by_category(contract):
         lines += [f"### {category}", "", _escape(CATEGORIES[category]), ""]
         for clause in clauses:
             lines.append(f"- **{clause}** (since {contract.since(clause)}): {_escape(contract.clauses[clause])}")

@@ -131,7 +131,7 @@ def test_every_runtime_package_has_a_layer():
 
 
 def test_cli_loads_the_test_half_only_for_the_checker():
-    """`rlspec train/eval/plot` import rlspec.cli: that must not load Hypothesis (rlspec.kit does, for
+    """`rlspec train/eval/plot` import rlspec.cli: that must not load Hypothesis (rlspec.checker does, for
     check); nor torch: the command line parses (and answers --help, tests/unit/test_cli_help.py) before a
     verb loads it."""
     light = TEST_ONLY + ("torch", "numpy")

@@ -329,7 +329,7 @@ def list_contracts(cid: str | None) -> int:
         if not cid:
             print(f"{contract_id} {contract.version}: interface {', '.join(contract.interface)}; implementations "
                   f"{', '.join(impls)}")
-            for category, clauses in _by_category(contract):
+            for category, clauses in by_category(contract):
                 print(f"  {category}:")
                 for clause in clauses:
                     print(f"    {clause}: {contract.clauses[clause]}")
@@ -342,7 +342,7 @@ def list_contracts(cid: str | None) -> int:
         props = {}
         for prop in contract.properties:
             props.setdefault(prop.clause, []).append(prop)
-        for category, clauses in _by_category(contract):
+        for category, clauses in by_category(contract):
             print(f"  {category}: {CATEGORIES[category]}")
             for clause in clauses:
                 keys = list(dict.fromkeys(k for p in props[clause] for k in case_keys(p)))
@@ -364,7 +364,7 @@ def list_contracts(cid: str | None) -> int:
     return 0
 
 
-def _by_category(contract: Contract) -> list[tuple[str, list[str]]]:
+def by_category(contract: Contract) -> list[tuple[str, list[str]]]:
     return [(k, [c for c in contract.clauses if contract.categories[c] == k]) for k in CATEGORIES
             if k in contract.categories.values()]
 
