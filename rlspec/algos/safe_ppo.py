@@ -425,6 +425,34 @@ ActorLoss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, to
                      tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
 
+@dataclass
+class Samples:
+    """The rollout as M = T·N samples (all [M] but obs [M, D] and actions [M, A]), with its advantages: A_r
+    processed (step 3), A the combined advantage the actor trains on (step 5)."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    logp_old: torch.Tensor
+    adv: torch.Tensor
+    adv_r: torch.Tensor
+    adv_c: torch.Tensor
+    ret_r: torch.Tensor
+    ret_c: torch.Tensor
+    v_r: torch.Tensor
+    v_c: torch.Tensor
+
+
+@dataclass
+class Tally:
+    """What the epochs log: the minibatch losses, the ratio guard's events, the last KL and where it stopped."""
+
+    stop_iter: int
+    losses: dict[str, list[float]]
+    events: dict[str, int]
+    kl: float = 0.0
+    stopped: bool = False
+
+
 def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safety: SafetyConfig, kit: Kit,
            gen: torch.Generator, progress: float = 0.0, comm: Comm = LOCAL,
            lambda_scale: float = 1.0, actor_loss: ActorLoss | None = None) -> dict[str, float]:
@@ -434,90 +462,113 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
     data-parallel reductions (advantage statistics, gradients, the KL decision) when several processes
     each hold part of the rollout; ``lambda_scale``: M for this update's λ step (``update_safety``);
     ``actor_loss``: the minibatch actor loss in place of ``policy_loss`` (P3O, rlspec/algos/trust_region.py)."""
-    family = ALGOS[state.algo].family
     before = state.guard.counts()  # the guard's counts are the run's: this update's are the difference
-    if family != "ppo" and actor_loss is None:
+    if ALGOS[state.algo].family != "ppo" and actor_loss is None:
         raise ValueError(f"update: algo {state.algo!r} is trained by rlspec.algos.safe_update.update, not the "
                          f"PPO family's update")
     if actor_loss is None:
         def actor_loss(logp, ent, logp_old, adv, adv_c):
             return policy_loss(logp, ent, logp_old, adv, ppo, kit)
-    T, N = batch.reward.shape
-    use_cost = state.cost_critic is not None
-    (adv_r, ret_r, v_r), (adv_c, ret_c, v_c) = advantages(state, batch, ppo, kit)  # 1), 2)
-    # 3) advantage processing over the whole rollout; M = T·N samples
-    flat = lambda x: x.reshape(T * N, *x.shape[2:])  # noqa: E731  [T, N, ...] -> [M, ...]
-    adv_r, adv_c = process_advantages(flat(adv_r), flat(adv_c), ppo, comm)
-    # 4) λ before the policy update (OmniSafe) ...
-    if ppo.lambda_update == "before":
-        update_safety(state, jc, safety, lambda_scale)
-    multiplier = state.lagrange_multiplier()
-    # 5) combined advantage with this update's λ
-    adv = combine_advantages(adv_r, adv_c, multiplier, ppo.adv_combine) if use_cost else adv_r  # [M]
-    obs, actions, logp_old = flat(batch.obs), flat(batch.act), flat(batch.logp)
-    ret_r, ret_c, v_r, v_c = flat(ret_r), flat(ret_c), flat(v_r), flat(v_c)
-
+    samples = _samples(state, batch, jc, ppo, safety, kit, comm, lambda_scale)  # 1) .. 5)
     if ppo.linear_lr_decay:
         for g in state.actor_opt.param_groups:
             g["lr"] = ppo.actor_lr * (1.0 - progress)
-    # 6) epochs of minibatches; the KL check precedes every optimizer step (kl_check "minibatch") or follows
-    # every pass (kl_check "pass")
-    losses = {"pi": [], "reward_critic": [], "cost_critic": [], "entropy": []}
-    events = dict.fromkeys(("log_ratio_clamped", "nonfinite", "ratio_clamped"), 0)
-    kl, stop_iter, stopped = 0.0, ppo.update_iters, False
-    M = T * N
+    tally = _epochs(state, samples, ppo, kit, gen, comm, actor_loss)  # 6)
+    if ppo.lambda_update == "after":  # 4') λ after the policy update (seed 000 §5.5)
+        update_safety(state, jc, safety, lambda_scale)
+    if state.obs_norm is not None:  # the normalizer learns from the whole rollout only now (seed 001 CRITICAL-1)
+        state.obs_norm.commit(batch.raw_obs.reshape(samples.adv.shape[0], -1))
+    return _update_metrics(state, samples, tally, before)
+
+
+def _samples(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safety: SafetyConfig, kit: Kit,
+             comm: Comm, lambda_scale: float) -> Samples:
+    """Steps 1–5: values and GAE, the advantages processed over the whole rollout, λ before the policy
+    update (OmniSafe; ``lambda_update="before"``), the combined advantage with this update's λ."""
+    T, N = batch.reward.shape
+    (adv_r, ret_r, v_r), (adv_c, ret_c, v_c) = advantages(state, batch, ppo, kit)  # [T, N] each
+    flat = lambda x: x.reshape(T * N, *x.shape[2:])  # noqa: E731  [T, N, ...] -> [M, ...]
+    adv_r, adv_c = process_advantages(flat(adv_r), flat(adv_c), ppo, comm)
+    if ppo.lambda_update == "before":
+        update_safety(state, jc, safety, lambda_scale)
+    multiplier = state.lagrange_multiplier()
+    adv = combine_advantages(adv_r, adv_c, multiplier, ppo.adv_combine) if state.cost_critic is not None else adv_r
+    return Samples(flat(batch.obs), flat(batch.act), flat(batch.logp), adv, adv_r, adv_c, flat(ret_r), flat(ret_c),
+                   flat(v_r), flat(v_c))
+
+
+def _epochs(state: SafePPOState, s: Samples, ppo: PPOConfig, kit: Kit, gen: torch.Generator, comm: Comm,
+            actor_loss: ActorLoss) -> Tally:
+    """Step 6: ``update_iters`` epochs of shuffled minibatches until the KL check stops them: before every
+    optimizer step (``kl_check="minibatch"``, ``minibatch_kl``) or after every pass (``"pass"``, ``pass_kl``)."""
+    tally = Tally(ppo.update_iters, {"pi": [], "reward_critic": [], "cost_critic": [], "entropy": []},
+                  dict.fromkeys(("log_ratio_clamped", "nonfinite", "ratio_clamped"), 0))
+    M = s.adv.shape[0]
     if ppo.kl_check == "pass":
         with torch.no_grad():
-            old = state.actor(obs)  # π_old over the rollout, batch shape [M, A]
+            old = state.actor(s.obs)  # π_old over the rollout, batch shape [M, A]
     for epoch in range(ppo.update_iters):
         perm = torch.randperm(M, generator=gen)
         for start in range(0, M, ppo.batch_size):
             idx = perm[start:start + ppo.batch_size]  # [B]
-            logp, entropy = state.actor.log_prob(obs[idx], actions[idx])  # [B] each
+            logp, entropy = state.actor.log_prob(s.obs[idx], s.actions[idx])  # [B] each
             if ppo.kl_check == "minibatch":
-                stop, kl_t = kit.kl_early_stop((logp - logp_old[idx]).detach(), ppo.target_kl)
-                if comm.world_size > 1:  # one decision for all processes: the mean KL against the same threshold
-                    kl_t = comm.sum(kl_t.detach()) / comm.world_size
-                    stop = ppo.target_kl is not None and not float(kl_t) <= KL_MULTIPLIER * ppo.target_kl
-                kl = float(kl_t)
-                if bool(stop):
-                    stop_iter, stopped = epoch + 1, True
+                tally.stopped, tally.kl = minibatch_kl(logp, s.logp_old[idx], ppo, kit, comm)
+                if tally.stopped:
+                    tally.stop_iter = epoch + 1
                     break
-            critics = critic_steps(state, obs[idx], v_r[idx], ret_r[idx], v_c[idx], ret_c[idx], ppo, kit)
-            loss_pi, ev = actor_loss(logp, entropy, logp_old[idx], adv[idx], adv_c[idx])
-            for k, v in ev.items():
-                events[k] += int(v)
-            loss_pi = state.guard(loss_pi, "pi")
-            optimize([*critics, (loss_pi, state.actor, state.actor_opt)], ppo, comm)
-            for (loss, _, _), kind in zip(critics, ("reward_critic", "cost_critic")):
-                losses[kind].append(float(loss.detach()))
-            losses["pi"].append(float(loss_pi.detach()))
-            losses["entropy"].append(float(entropy.mean().detach()))
+            _minibatch_step(state, s, idx, logp, entropy, ppo, kit, comm, actor_loss, tally)
         if ppo.kl_check == "pass":
-            kl = pass_kl(state.actor, obs, old, comm)
-            stopped = ppo.target_kl is not None and not kl <= ppo.target_kl
-            stop_iter = epoch + 1 if stopped else stop_iter
-        if stopped:
+            tally.kl = pass_kl(state.actor, s.obs, old, comm)
+            tally.stopped = ppo.target_kl is not None and not tally.kl <= ppo.target_kl
+            tally.stop_iter = epoch + 1 if tally.stopped else tally.stop_iter
+        if tally.stopped:
             break
-    # 4') ... or after it (seed 000 §5.5)
-    if ppo.lambda_update == "after":
-        update_safety(state, jc, safety, lambda_scale)
-    # the observation normalizer learns from the whole rollout only now (seed 001 CRITICAL-1)
-    if state.obs_norm is not None:
-        state.obs_norm.commit(batch.raw_obs.reshape(T * N, -1))
+    return tally
+
+
+def minibatch_kl(logp: torch.Tensor, logp_old: torch.Tensor, ppo: PPOConfig, kit: Kit,
+                 comm: Comm = LOCAL) -> tuple[bool, float]:
+    """(stop, KL) of the pre-step check on a minibatch ([B] each): contract ``numerics`` kl_early_stop (k3-KL >
+    1.5·target_kl); with several processes one decision for all, the mean KL against the same threshold."""
+    stop, kl = kit.kl_early_stop((logp - logp_old).detach(), ppo.target_kl)
+    if comm.world_size > 1:
+        kl = comm.sum(kl.detach()) / comm.world_size
+        stop = ppo.target_kl is not None and not float(kl) <= KL_MULTIPLIER * ppo.target_kl
+    return bool(stop), float(kl)
+
+
+def _minibatch_step(state: SafePPOState, s: Samples, idx: torch.Tensor, logp: torch.Tensor, entropy: torch.Tensor,
+                    ppo: PPOConfig, kit: Kit, comm: Comm, actor_loss: ActorLoss, tally: Tally) -> None:
+    """The critics' and the actor's optimizer steps on minibatch ``idx`` [B], their losses tallied."""
+    critics = critic_steps(state, s.obs[idx], s.v_r[idx], s.ret_r[idx], s.v_c[idx], s.ret_c[idx], ppo, kit)
+    loss_pi, ev = actor_loss(logp, entropy, s.logp_old[idx], s.adv[idx], s.adv_c[idx])
+    for k, v in ev.items():
+        tally.events[k] += int(v)
+    loss_pi = state.guard(loss_pi, "pi")
+    optimize([*critics, (loss_pi, state.actor, state.actor_opt)], ppo, comm)
+    for (loss, _, _), kind in zip(critics, ("reward_critic", "cost_critic")):
+        tally.losses[kind].append(float(loss.detach()))
+    tally.losses["pi"].append(float(loss_pi.detach()))
+    tally.losses["entropy"].append(float(entropy.mean().detach()))
+
+
+def _update_metrics(state: SafePPOState, s: Samples, tally: Tally, before: dict[str, int]) -> dict[str, float]:
+    """The update's OmniSafe-named metrics; a loss's mean leaves out the steps the guard replaced."""
     counts = state.guard.counts()
+    losses = tally.losses
     mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
     loss = lambda k: logged_loss(sum(losses[k]), len(losses[k]), counts.get(k, 0) - before.get(k, 0))  # noqa: E731
     metrics = {
         "Loss/Loss_pi": loss("pi"), "Loss/Loss_reward_critic": loss("reward_critic"),
         # StopIter: the epoch in which the KL check stopped the update (update_iters if it never did)
-        "Train/Entropy": mean(losses["entropy"]), "Train/KL": kl, "Train/StopIter": float(stop_iter),
-        "Train/LR": state.actor_opt.param_groups[0]["lr"], "Value/Adv": float(adv_r.mean()),
+        "Train/Entropy": mean(losses["entropy"]), "Train/KL": tally.kl, "Train/StopIter": float(tally.stop_iter),
+        "Train/LR": state.actor_opt.param_groups[0]["lr"], "Value/Adv": float(s.adv_r.mean()),
         "Metrics/LagrangeMultiplier": state.lagrange_multiplier(),
-        **{f"Guard/ratio_{k}": float(v) for k, v in events.items()},
+        **{f"Guard/ratio_{k}": float(v) for k, v in tally.events.items()},
         **{f"Guard/nonfinite_{k}": float(counts.get(k, 0)) for k in ("pi", "reward_critic", "cost_critic")},
     }
-    if use_cost:
+    if state.cost_critic is not None:
         metrics["Loss/Loss_cost_critic"] = loss("cost_critic")
     if state.simmer_budget is not None:
         metrics["Metrics/SafetyBudget"] = float(state.simmer_budget[0])
