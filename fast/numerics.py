@@ -1,4 +1,4 @@
-"""Fast ``numerics`` (spec/numerics.py): the input's dtype and device, no host synchronization.
+"""Fast ``numerics`` (spec/numerics/): the input's dtype and device, no host synchronization.
 
 Every hot function returns tensors and branches with ``torch.where`` instead of Python ``if`` on tensor
 values, so a CUDA training loop never stalls on a guard. The only host syncs are where the contract

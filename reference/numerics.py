@@ -1,4 +1,4 @@
-"""Reference ``numerics`` (spec/numerics.py): float64 arithmetic, plain Python control flow.
+"""Reference ``numerics`` (spec/numerics/): float64 arithmetic, plain Python control flow.
 
 Readability over speed: branches on tensor values (host syncs) are fine here; the fast twin
 (fast/numerics.py) does the same maths without them.

@@ -25,6 +25,7 @@ import hashlib
 import importlib
 import inspect
 import json
+import pkgutil
 import sys
 from pathlib import Path
 
@@ -80,7 +81,8 @@ def statement_fingerprint(contract: Contract) -> str:
 
 
 def source_fingerprint(contract_id: str) -> str:
-    """sha256 of the contract's spec module and its registered reference implementation's source."""
+    """sha256 of the contract's spec module (every module of it, where it is a package) and its registered
+    reference implementation's source."""
     from rlspec import registry
 
     modules = [registry.CONTRACTS[contract_id]]
@@ -88,8 +90,17 @@ def source_fingerprint(contract_id: str) -> str:
         modules.append(registry.IMPLEMENTATIONS[contract_id]["reference"].partition(":")[0])
     digest = hashlib.sha256()
     for name in modules:
-        digest.update(inspect.getsource(importlib.import_module(name)).encode())
+        for module in _with_submodules(importlib.import_module(name)):
+            digest.update(inspect.getsource(module).encode())
     return digest.hexdigest()[:16]
+
+
+def _with_submodules(module) -> list:
+    """The module and, for a package, each of its submodules in name order."""
+    if not hasattr(module, "__path__"):
+        return [module]
+    names = sorted(m.name for m in pkgutil.walk_packages(module.__path__, module.__name__ + "."))
+    return [module, *(importlib.import_module(n) for n in names)]
 
 
 def current() -> dict[str, dict[str, str]]:

@@ -12,7 +12,7 @@ gae (``RolloutBuffer.compute_returns_and_advantage`` + the timeout bootstrap of
     done[T−1]; fills a real
     ``RolloutBuffer`` (n_envs = the flattened batch) through ``add`` and returns its advantages and
     returns. Flags enter as floats: 0/1 flags give exactly SB3's booleans.
-numerics (``RunningMeanStd``, ``VecNormalize.normalize_obs``; spec/numerics.py)
+numerics (``RunningMeanStd``, ``VecNormalize.normalize_obs``; spec/numerics/)
     RunningMeanStd(shape, epsilon) = SB3's ``RunningMeanStd(epsilon, shape)`` on numpy arrays (state read
     back as float64 tensors; ``state_dict`` / ``load_state_dict`` move its three attributes).
     ObsNormalizer(shape, epsilon, clip): ``commit(batch)`` = ``obs_rms.update(batch)`` (what VecNormalize

@@ -1,4 +1,4 @@
-"""Runtime half of contract ``numerics`` (the formula, clauses and properties: spec/numerics.py).
+"""Runtime half of contract ``numerics`` (the formula, clauses and properties: spec/numerics/).
 
 Constants, documented defaults and validators shared by every implementation; imports only torch.
 """

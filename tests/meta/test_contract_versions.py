@@ -78,3 +78,13 @@ def test_cli_pins_and_categories(tmp_path, capsys):
 def test_a_selection_that_leaves_nothing_to_check_is_a_usage_error(tmp_path, capsys):
     assert cli.main(["check", "packed2", "--category", "robustness", "--out", str(tmp_path)]) == 2
     assert "nothing to check: no clause of packed2 is of category robustness" in capsys.readouterr().err
+
+
+def test_a_spec_package_is_fingerprinted_with_every_module_of_it():
+    """A contract whose spec is a package (numerics): an edit in any of its modules changes the fingerprint."""
+    import importlib
+
+    modules = [m.__name__ for m in versions._with_submodules(importlib.import_module("rlspec.spec.numerics"))]
+    assert modules[0] == "rlspec.spec.numerics"
+    assert {"rlspec.spec.numerics.losses", "rlspec.spec.numerics.normalizers", "rlspec.spec.numerics.guards"} <= set(
+        modules)

@@ -1,4 +1,4 @@
-"""The fast ``numerics`` hot functions never synchronize with the host (spec/numerics.py dtype policy).
+"""The fast ``numerics`` hot functions never synchronize with the host (spec/numerics/ dtype policy).
 
 On CPU a host sync cannot be observed directly, so the hot functions run under spec.core.no_host_sync
 (every tensor→host read raises); outputs must stay tensors. The reference is allowed to sync and is
