@@ -232,7 +232,7 @@ def masked_policy_loss(ratio: torch.Tensor, advantages: torch.Tensor, mask: torc
 
 def entropy_loss(entropy: dict[str, torch.Tensor], masks: dict[str, torch.Tensor],
                  coef: dict[str, float] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """−Σ_h c_h·masked_mean(H_h, mask_h) and the per-head masked means (seed 001 MEDIUM-3); no host sync."""
+    """−Σ_h c_h·masked_mean(H_h, mask_h) and the per-head masked means (PPO review MEDIUM-3); no host sync."""
     coefs = validate_entropy_heads("entropy_loss", entropy, masks, coef)
     per_head = {head: masked_mean(h, masks[head]) for head, h in entropy.items()}
     return -sum(coefs[head] * v for head, v in per_head.items()), per_head

@@ -1,4 +1,4 @@
-"""Fast ``packed2`` (spec/packed2.py), torch on any device: a 256×4 lookup table (seed 004 M4,
+"""Fast ``packed2`` (spec/packed2.py), torch on any device: a 256×4 lookup table (Dreamer plan M4,
 ``unpack_impl = "lut"``, the default).
 
 ``CODES[b] = [(b >> 0) & 3, (b >> 2) & 3, (b >> 4) & 3, (b >> 6) & 3]`` for every byte b; unpack_normalized

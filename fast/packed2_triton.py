@@ -1,4 +1,4 @@
-"""Triton ``packed2`` (spec/packed2.py): unpack and unpack_normalized as one kernel (seed 004 M4/M6,
+"""Triton ``packed2`` (spec/packed2.py): unpack and unpack_normalized as one kernel (Dreamer plan M4/M6,
 ``unpack_impl = "triton"``); ``pack`` is fast/packed2.py's.
 
 Each program reads BLOCK bytes and writes their [BLOCK, 4] pixels: code (b >> 2k) & 3 for k = 0..3

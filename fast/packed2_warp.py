@@ -1,4 +1,4 @@
-"""Warp ``packed2`` (spec/packed2.py): unpack and unpack_normalized as one Warp kernel (seed 004 M6,
+"""Warp ``packed2`` (spec/packed2.py): unpack and unpack_normalized as one Warp kernel (Dreamer plan M6,
 ``unpack_impl = "warp"``: the same toolchain as the emulator that writes the frames); ``pack`` is
 fast/packed2.py's.
 

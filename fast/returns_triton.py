@@ -4,9 +4,9 @@ Both returns contracts reduce to one backward linear recursion over time, indepe
 
     y_T = init,    y_t = base_t + coef_t·y_{t+1},    t = T−1, ..., 0                    → y [T, B]
 
-* gae (spec/gae.py "Formula", seed 001 CRITICAL-2): base = δ, coef = γλ·carry, init = 0, and returns =
+* gae (spec/gae.py "Formula", PPO review CRITICAL-2): base = δ, coef = γλ·carry, init = 0, and returns =
   y + value (``offset``); the coefficients come from fast/gae.py ``gae_coefficients``;
-* lambda_return (spec/lambda_return.py "Formula", seed 004 M5): base_t = r_t + γc_t(1−f_{t+1})(1−λ)·v_{t+1},
+* lambda_return (spec/lambda_return.py "Formula", Dreamer plan M5): base_t = r_t + γc_t(1−f_{t+1})(1−λ)·v_{t+1},
   coef_t = γc_t(1−f_{t+1})·λ, init = v_T; from fast/lambda_return.py ``lambda_coefficients``.
 
 Kernel. One program per BLOCK_B batch columns loops over time from the end, CHUNK rows at a time

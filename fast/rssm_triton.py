@@ -1,6 +1,6 @@
 """Triton ``rssm`` twin: fast/rssm.py with the LayerNorm GRU after its matmul fused into one kernel each way.
 
-The GRU of one step (reference/rssm.py ``_gru``; spec/rssm.py, seed 004 §3 M3) is a matmul and then a chain
+The GRU of one step (reference/rssm.py ``_gru``; spec/rssm.py, Dreamer plan §3 M3) is a matmul and then a chain
 of row-wise elementwise work. The matmul stays in torch (cuBLAS / MKL); everything after it is one Triton
 program per row of y = W [h; x] [B, 3H] (float32):
 

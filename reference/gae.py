@@ -13,7 +13,7 @@ from rlspec.contracts.validate import scalar_args
 @scalar_args("gamma", "lam")
 def gae(reward: torch.Tensor, value: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor,
         next_value: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """A_t = δ_t + γλ·carry_t·A_{t+1}, δ_t = r_t + γ·next_t − v_t; returns A + V (seed 001 CRITICAL-2)."""
+    """A_t = δ_t + γλ·carry_t·A_{t+1}, δ_t = r_t + γ·next_t − v_t; returns A + V (PPO review CRITICAL-2)."""
     term, trunc = validate_gae("gae", reward, value, terminated, truncated, next_value, gamma, lam)
     T, n = value.shape[0], math.prod(value.shape[1:])
     r, v, boot = (x.double().reshape(T, n).tolist() for x in (reward, value, next_value))  # [T][n]

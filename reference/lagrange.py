@@ -52,7 +52,7 @@ class _Skipping:
 
 
 class DualAscent(_Skipping):
-    """λ ← max(0, λ + η·M·(J_c − d))  (seed 000 §5.5 step 4)."""
+    """λ ← max(0, λ + η·M·(J_c − d))  (PPOLagSem design §5.5 step 4)."""
 
     @scalar_args("cost_limit", "lr", "lambda_init")
     def __init__(self, cost_limit: float = 25.0, lr: float = 0.035, lambda_init: float = 0.0):

@@ -15,7 +15,7 @@ from rlspec.contracts.validate import scalar_args
 def lambda_return(reward: torch.Tensor, cont: torch.Tensor, value: torch.Tensor, gamma: float, lam: float,
                   is_first: torch.Tensor | None = None, truncated: torch.Tensor | None = None,
                   next_value: torch.Tensor | None = None) -> torch.Tensor:
-    """R_t = r_t + γ·c_t·(1 − f_{t+1})·((1 − λ)·v_{t+1} + λ·R_{t+1}),  R_T = v_T   (seed 004 M5, §2.3);
+    """R_t = r_t + γ·c_t·(1 − f_{t+1})·((1 − λ)·v_{t+1} + λ·R_{t+1}),  R_T = v_T   (Dreamer plan M5, §2.3);
     at a truncated step R_t = r_t + γ·c_t·b_t (spec/lambda_return.py "Truncation")."""
     first = validate_lambda_return("lambda_return", reward, cont, value, gamma, lam, is_first)
     trunc = validate_truncation("lambda_return", truncated, next_value, reward, "reward")

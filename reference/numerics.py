@@ -36,7 +36,7 @@ from rlspec.contracts.numerics import (
 from rlspec.contracts.validate import require_floating, scalar_args
 
 
-# ------------------------------------------------------------------------------- seed 002 §1
+# ------------------------------------------------------------------------------- numerics note §1
 def _centered(x: torch.Tensor) -> torch.Tensor:
     """x − μ in float64, μ = K + mean(x − K), K = x_0 (exact zeros for a constant x)."""
     v = x.double()
@@ -92,7 +92,7 @@ class RunningMeanStd:
         self.mean, self.var, self.count = read_rms_state("RunningMeanStd.load_state_dict", state, self.shape)
 
 
-# ------------------------------------------------------------------------ seed 001 CRITICAL-1
+# ------------------------------------------------------------------------ PPO review CRITICAL-1
 class ObsNormalizer:
     """normalize() reads the statistics as last committed and never changes them; commit() updates."""
 
@@ -118,7 +118,7 @@ class ObsNormalizer:
         self.rms.load_state_dict(state)
 
 
-# ------------------------------------------------------------------------------- seed 002 §3
+# ------------------------------------------------------------------------------- numerics note §3
 def ratio_guard(new_log_prob: torch.Tensor, old_log_prob: torch.Tensor):
     validate_same_shape("ratio_guard", "new_log_prob", new_log_prob, old_log_prob=old_log_prob)
     d = new_log_prob.double() - old_log_prob.double()
@@ -133,7 +133,7 @@ def ratio_guard(new_log_prob: torch.Tensor, old_log_prob: torch.Tensor):
     return ratio.to(new_log_prob.dtype), events
 
 
-# ------------------------------------------------------------------------------- seed 002 §5
+# ------------------------------------------------------------------------------- numerics note §5
 class LossGuard:
     """Non-finite losses become a detached 0, counted per kind, with one warning per kind."""
 
@@ -155,7 +155,7 @@ class LossGuard:
         return dict(self._counts)
 
 
-# ------------------------------------------------------------------------------- seed 002 §2
+# ------------------------------------------------------------------------------- numerics note §2
 @scalar_args("std_eps")
 def masked_component_weights(advantages: torch.Tensor, logits: torch.Tensor, std_eps: float = STD_EPS):
     validate_components("masked_component_weights", advantages, logits, std_eps)
@@ -167,7 +167,7 @@ def masked_component_weights(advantages: torch.Tensor, logits: torch.Tensor, std
     return weights.to(logits.dtype), valid
 
 
-# ------------------------------------------------------------------------------ seed 001 HIGH-2
+# ------------------------------------------------------------------------------ PPO review HIGH-2
 @scalar_args("target_kl")
 def kl_early_stop(log_ratio: torch.Tensor, target_kl: float | None):
     validate_log_ratio("kl_early_stop", log_ratio, target_kl)
@@ -193,7 +193,7 @@ def kl_guarded_updates(log_ratio_fn, step_fn, n_steps: int, target_kl: float | N
     return kls, n_steps
 
 
-# ------------------------------------------------------------------------------ seed 001 HIGH-4
+# ------------------------------------------------------------------------------ PPO review HIGH-4
 @scalar_args("value_clip")
 def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
                value_clip: float | None = 10.0) -> torch.Tensor:
@@ -207,7 +207,7 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
     return (0.5 * torch.maximum(unclipped, clipped).mean()).to(values.dtype)
 
 
-# ------------------------------------------------------------------------------ seed 001 HIGH-3
+# ------------------------------------------------------------------------------ PPO review HIGH-3
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     require_floating("masked_mean", "x", x)
     validate_mask("masked_mean", x, mask)
@@ -228,7 +228,7 @@ def masked_policy_loss(ratio: torch.Tensor, advantages: torch.Tensor, mask: torc
 
 def entropy_loss(entropy: dict[str, torch.Tensor], masks: dict[str, torch.Tensor],
                  coef: dict[str, float] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """−Σ_h c_h·masked_mean(H_h, mask_h) and the per-head masked means (seed 001 MEDIUM-3)."""
+    """−Σ_h c_h·masked_mean(H_h, mask_h) and the per-head masked means (PPO review MEDIUM-3)."""
     coefs = validate_entropy_heads("entropy_loss", entropy, masks, coef)
     per_head = {head: masked_mean(h, masks[head]) for head, h in entropy.items()}
     loss = -sum(coefs[head] * v.double() for head, v in per_head.items())  # validated: at least one head

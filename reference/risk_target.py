@@ -13,7 +13,7 @@ from rlspec.contracts.validate import scalar_args
 @scalar_args("gamma", "horizon")
 def risk_target(cost: torch.Tensor, done: torch.Tensor, gamma: float, horizon: int) -> torch.Tensor:
     """g_t = Σ_{k<m_t} γ^k·c_{t+k}: at most H steps, through the episode's last step, within the buffer
-    (seed 000 §5.2, §29.2.1)."""
+    (PPOLagSem design §5.2, §29.2.1)."""
     flags = validate_risk_target("risk_target", cost, done, gamma, horizon)
     L, n = cost.shape[0], math.prod(cost.shape[1:])
     c = cost.detach().double().reshape(L, n).tolist()  # [L][n]; a target: no gradient (RISK-13)

@@ -1,6 +1,6 @@
 """Reference ``rssm`` (spec/rssm.py): DreamerV3's RSSM as one readable step at a time, deterministic on CPU.
 
-One observe step t (seed 004 §3 M3; parameter names in rlspec/contracts/rssm.py)::
+One observe step t (Dreamer plan §3 M3; parameter names in rlspec/contracts/rssm.py)::
 
     first = is_first[t]
     h, z, a = (h0, z0, 0) where first else (h_{t−1}, z_{t−1}, onehot(action[t−1]))    # reset, action zeroed

@@ -1,4 +1,4 @@
-"""Reference ``success_set`` (spec/success_set.py; seed 003 §3.1–§3.3, Part2, Part4): float64, one row /
+"""Reference ``success_set`` (spec/success_set.py; the success-set design §3.1–§3.3, Part2, Part4): float64, one row /
 one candidate / one step at a time, plain Python control flow, randomness only from a caller's
 torch.Generator. The fast twin (fast/success_set.py) vectorizes Loss A and the mining primitives and
 shares the stateful parts (prototypes, paired queue, scheduler) with this module.

@@ -3,8 +3,8 @@
 Kit: `rlspec check <contract> [<contract> ...]|all [--impl MODULE_OR_PATH] [--clause ID] [--jobs N]
 [--unsupported FILE]`, `rlspec list [CONTRACT]`.
 Engines: `rlspec train <engine> ...`, `rlspec eval RUN ...`, `rlspec plot RUN`, `rlspec compare <engine> ...`.
-Tools: `rlspec probe --frames DIR|VIDEO --safe ... --unsafe ...` (semantic prompt probe, seed 000 §30),
-`rlspec report RUN... [--threshold R] [--cost-limit L]` (seed 000's evaluation metrics over runs of rlspec,
+Tools: `rlspec probe --frames DIR|VIDEO --safe ... --unsafe ...` (semantic prompt probe, PPOLagSem design §30),
+`rlspec report RUN... [--threshold R] [--cost-limit L]` (PPOLagSem design's evaluation metrics over runs of rlspec,
 OmniSafe, Stable-Baselines3 or sheeprl, grouped, with bootstrap CIs), `rlspec semantics fit --out DIR` (a
 task-trained CLIP made offline from Safety-Gymnasium frames).
 """

@@ -1,6 +1,6 @@
-"""Contract ``behavior``: DreamerV3 actor-critic learning in imagination (seed 004 M5).
+"""Contract ``behavior``: DreamerV3 actor-critic learning in imagination (Dreamer plan M5).
 
-Sources: seed 004 M5 (λ-returns with discounts γ·continue, mandatory ReturnEMA normalization
+Sources: the Dreamer plan M5 (λ-returns with discounts γ·continue, mandatory ReturnEMA normalization
 adv = norm(R) − norm(v), actor + critic losses + slow critic; truncation keeps bootstrapping), §2.3
 (continue = 0 only for a true terminal, 1 for a timeout), §2.1 (sampling takes a torch.Generator); Hafner et
 al. 2023 (DreamerV3, eqs. 10–11); sheeprl 0.8.4 ``algos/dreamer_v3/dreamer_v3.py`` (``imagine``, ``actor_loss``,

@@ -1,7 +1,7 @@
 """Contract ``gae``: generalized advantage estimation with truncation bootstrap, time-major [T, B].
 
-Sources: seed 001, CRITICAL-2 (bootstrap a time-limit truncation with V(s_{t+1}) of the real post-action
-state, Pardo et al. 2018 "Time Limits in Reinforcement Learning"); seed 004 §2.3 (row t is the
+Sources: the PPO review, CRITICAL-2 (bootstrap a time-limit truncation with V(s_{t+1}) of the real post-action
+state, Pardo et al. 2018 "Time Limits in Reinforcement Learning"); the Dreamer plan §2.3 (row t is the
 transition out of s_t; terminated and truncated are distinct, a reset may follow either).
 
 Inputs (row t = the transition s_t → s'_t; after a reset s_{t+1} ≠ s'_t belongs to the next episode)
@@ -29,7 +29,7 @@ Formula
     A_t = δ_t + γ·λ·carry_t·A_{t+1}                                      → advantages [T, B]
     returns_t = A_t + v_t                                                → returns [T, B]
 
-The precise rule behind seed 001's "next_non_terminal = 1.0 so GAE propagates": on a truncated step the
+The precise rule behind the PPO review's "next_non_terminal = 1.0 so GAE propagates": on a truncated step the
 TD error bootstraps from V(s'_t) (next_non_terminal = 1 for δ_t), but the recursion does *not* carry
 A_{t+1}, which belongs to the next episode (carry_t = 0). Within the truncated episode the bootstrap
 still propagates backwards: moving b_t by Δ moves A_s by γ·Δ·(γλ)^{t−s} for every s ≤ t of the same

@@ -1,6 +1,6 @@
 """Contract ``lagrange``: the safe-RL constraint controllers of the PPOLagSem baselines.
 
-Sources: seed 000 §2A (PPOLag, CPPOPID, PPOSaute, PPOSimmerPID), §5.5 step 4 (projected dual ascent),
+Sources: the PPOLagSem design §2A (PPOLag, CPPOPID, PPOSaute, PPOSimmerPID), §5.5 step 4 (projected dual ascent),
 §4.0.5 (the modulation scale M multiplies the λ learning rate; contract ``modulation``); OmniSafe 0.5.0
 ``omnisafe/common/lagrange.py``, ``pid_lagrange.py``, ``adapter/saute_adapter.py``,
 ``adapter/simmer_adapter.py``, ``common/simmer_agent.py`` for the exact updates the baselines run.

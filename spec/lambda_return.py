@@ -1,6 +1,6 @@
 """Contract ``lambda_return``: TD(λ) returns with ``gamma * continue`` discounts, time-major [T, B].
 
-Source: seed 004 (Master Plan v2), milestone M5 ("lambda-return computation uses discounts = gamma *
+Source: the Dreamer plan (Master Plan v2), milestone M5 ("lambda-return computation uses discounts = gamma *
 continue[t]") and §2.3 (transition-aligned replay: row t stores the transition out of obs[t];
 ``continue = 0`` for a true terminal, ``1`` for a timeout or a normal step; ``is_first[t]`` marks obs[t]
 as the first of an episode and may appear inside a sampled window).

@@ -1,6 +1,6 @@
 """Contract ``modulation``: the risk-quantile scale M of the Lagrange multiplier's learning rate (PPOLagSem).
 
-Source: seed 000 §4.0.5 (formula), §4.0.5.1 (episode-count gate), §4.0.5.3 (pseudocode), §5.3, §15.
+Source: the PPOLagSem design §4.0.5 (formula), §4.0.5.1 (episode-count gate), §4.0.5.3 (pseudocode), §5.3, §15.
 
 Formula (one call over the recent risk-head predictions ĝ [N], any shape, flattened)
 -------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Contract ``packed2``: 2-bit frames, four pixels per byte, and the fused unpack + normalize.
 
-Source: seed 004 (Master Plan v2) §2.4 "Packed2 contract" (replay stores packed2; the encoder unpacks
+Source: the Dreamer plan (Master Plan v2) §2.4 "Packed2 contract" (replay stores packed2; the encoder unpacks
 and normalizes inside the model), milestone M4 (packed2 unpack micro-benchmark, ``unpack_impl = "lut" |
 "triton" | "warp"``) and M6 (the unpack kernel on the device).
 
@@ -14,7 +14,7 @@ lives in byte ⌊j/4⌋ at bits 2·(j mod 4) and 2·(j mod 4)+1, least-significa
 
 so byte 0b11_10_01_00 (0xE4) unpacks to [0, 1, 2, 3] and 0b00_01_10_11 (0x1B) to [3, 2, 1, 0]. This is the
 convention of the GBxCuLE emulator whose frames the replay ring stores as ``obs [Tcap, N, 1, 72, 20]``
-(seed 004 §2.3; 72 × 80 pixels unpacked). Packers that put the first pixel in the most significant bits
+(Dreamer plan §2.3; 72 × 80 pixels unpacked). Packers that put the first pixel in the most significant bits
 (the order of ``numpy.packbits``' default ``bitorder="big"``) produce a bug here, and one the round
 trips cannot see: only the pinned layout (PACKED2-3) and the reference comparison (PACKED2-4) can.
 

@@ -1,6 +1,6 @@
 """Contract ``parity``: with semantics disabled, PPOLagSem's update *is* the PPO-Lagrangian update.
 
-Source: seed 000 §2 principle 1 ("Parity First"), §4.4 (adapter swap), §25.1 and §25.16 "Parity Guarantee
+Source: the PPOLagSem design §2 principle 1 ("Parity First"), §4.4 (adapter swap), §25.1 and §25.16 "Parity Guarantee
 Statement": with ``semantic_cfgs.enable=False`` the code executes identical operations (order, tensors,
 gradients) as baseline PPO-Lagrange; no additional modules, parameters or memory allocations; identical
 logged keys. The seed verifies it with curves "within stochastic variance"; this contract checks the

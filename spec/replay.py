@@ -1,6 +1,6 @@
 """Contract ``replay``: DreamerV3's time-major replay ring with transition-aligned rows.
 
-Source: seed 004 (Master Plan v2) §2.2 (time-major: storage ``[Tcap, N, ...]``, samples ``[T, B, ...]``),
+Source: the Dreamer plan (Master Plan v2) §2.2 (time-major: storage ``[Tcap, N, ...]``, samples ``[T, B, ...]``),
 §2.3 (replay schema, is_first contract, non-strict sampling), milestones M1 (ReplayRing, episode_id
 invariants, continue semantics), M6 (``obs_slot`` direct writes, commit markers, zero-copy gates) and
 M7 (``commit_stride`` decoupled from ``seq_len``; the learner samples a stable committed region).

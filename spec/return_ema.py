@@ -1,6 +1,6 @@
 """Contract ``return_ema``: DreamerV3's percentile return normalizer (ReturnEMA / sheeprl ``Moments``).
 
-Source: seed 004 (Master Plan v2), milestone M2 "ReturnEMA class (percentile-based normalization)".
+Source: the Dreamer plan (Master Plan v2), milestone M2 "ReturnEMA class (percentile-based normalization)".
 
 Formula (one ``update(x)`` with a batch x of any shape, flattened to n >= 1 values)
 -------------------------------------------------------------------------------------

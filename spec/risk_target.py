@@ -1,6 +1,6 @@
 """Contract ``risk_target``: the horizon-truncated, episode-masked discounted cost target, time-major [L, B].
 
-Source: seed 000 (PPOLagSem), §5.2 "Risk Prediction" (g_t = Σ_{k=0}^{H−1} (γ_c)^k c_{t+k}, stop at
+Source: the PPOLagSem design (PPOLagSem), §5.2 "Risk Prediction" (g_t = Σ_{k=0}^{H−1} (γ_c)^k c_{t+k}, stop at
 terminal or horizon), §29 "Backward Risk Target Rollout" and §29.2.1 "Episode-Aware Masking", §16.2 and
 §26 (what the risk buffer holds).
 

@@ -1,6 +1,6 @@
 """Contract ``room_env``: the project's Game Boy room, its ROM in PyBoy and its Warp twin, bit for bit.
 
-Source: seed 004 M6 (Warp → packed2 written straight into the replay ring) and M8
+Source: the Dreamer plan M6 (Warp → packed2 written straight into the replay ring) and M8
 ("Standing Still" / "Exit Oak" validation scenarios). The game, its data and its rules are in
 rlspec/contracts/room_env.py; the ROM is rlspec/envs/room/room.c (built by rlspec.envs.room.build).
 
@@ -15,7 +15,7 @@ Interface (a vector env; every implementation, the reference included, provides 
 packed2 (``out`` itself when given: frames are written in place, e.g. into ReplayRing.obs_slot(t)), reward
 ``[N]`` float32, the flags ``[N]`` bool, episode_id ``[N]`` int32. An episode that ends (terminated or
 truncated) is reset in the same step: obs is the next episode's first frame, is_first is True and
-episode_id has grown by one — seed 004 §2.3's row stores the transition out of obs_t, so the terminal frame
+episode_id has grown by one — Dreamer plan §2.3's row stores the transition out of obs_t, so the terminal frame
 is never a row; ``final_out`` receives the frame each env showed before any reset. Episode k of env i starts
 on ``start_cell(episode_seed(seed, i, k))``. Returned tensors may be the env's own buffers, valid until the
 next call. ``step(actions, render=False)`` writes no frame (obs None) and ``render(out)`` writes the frames

@@ -1,6 +1,6 @@
 """Contract ``rssm``: DreamerV3's recurrent state-space model, time-major, with is_first resets inside the scan.
 
-Source: seed 004 §3 M3 (RSSM + scan loop with is_first reset masking, GRU float32 internals under AMP,
+Source: the Dreamer plan §3 M3 (RSSM + scan loop with is_first reset masking, GRU float32 internals under AMP,
 ST one-hot sampling with an explicit generator), §2.3 (replay layout), §5 risks 1 and 4. Network and
 conventions of sheeprl 0.8.4 (``algos/dreamer_v3/agent.py`` RSSM; ``models/models.py`` LayerNormGRUCell,
 read in the 0.8.4 wheel): parameter layout, sizes and defaults in rlspec.contracts.rssm.

@@ -1,7 +1,7 @@
 """Contract ``shaping``: PPOLagSem's semantic margin, β schedule, margin normalization, additive and
 potential-based reward shaping, and per-env temporal pooling of embeddings.
 
-Source: seed 000 (PPOLagSem) §5.1 "Semantic Margin & Shaping", §4.0.3 "Semantic Reward Shaping
+Source: the PPOLagSem design (PPOLagSem) §5.1 "Semantic Margin & Shaping", §4.0.3 "Semantic Reward Shaping
 (Additive vs Potential-Based)", §5.4 / §33 "Temporal Pooling", §26.4 "Reward Shaping (Vectorized)",
 §28.2 (``ClampFrac``), §8 (config names).
 

@@ -1,6 +1,6 @@
-"""Contract ``success_set``: the success-as-a-set bonus phase of seed 003 (PPO + V-trace + replay).
+"""Contract ``success_set``: the success-as-a-set bonus phase of the success-set design (PPO + V-trace + replay).
 
-Source: seed 003 §2.3 (trigger parameters, reason codes, telemetry), §3.1 (paired queue), §3.2 (Loss A),
+Source: the success-set design §2.3 (trigger parameters, reason codes, telemetry), §3.1 (paired queue), §3.2 (Loss A),
 §3.3 (bonus time, guards, all-reduce MIN), Part2 (PairPack, _mine_pairs_for_failure), Part4 (prototypes,
 cross-cluster Top-K, coverage, diverse sampling). Runtime half, defaults and the PairPack fields:
 rlspec.contracts.success_set.

@@ -1,4 +1,4 @@
-"""Contract ``trust_region``: the numerical core of TRPO, TRPOLag, CPO and P3O (seed 000 §2A baselines).
+"""Contract ``trust_region``: the numerical core of TRPO, TRPOLag, CPO and P3O (PPOLagSem design §2A baselines).
 
 Sources: Schulman et al. 2015 (TRPO: natural gradient step, Fisher-vector products, backtracking line
 search); Achiam et al. 2017 (CPO: the linearized problem and its dual, appendix 10.2); Zhang et al. 2022

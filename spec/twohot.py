@@ -1,6 +1,6 @@
 """Contract ``twohot``: symlog, symexp and the symlog-spaced two-hot distribution of DreamerV3.
 
-Source: seed 004 (Master Plan v2), milestone M2 "Math & distributions primitives (symlog-twohot)".
+Source: the Dreamer plan (Master Plan v2), milestone M2 "Math & distributions primitives (symlog-twohot)".
 
 Formulas
 --------
@@ -23,7 +23,7 @@ Formulas
 
 Conventions
 -----------
-* Interpolation happens in **symlog space** (seed 004 M2, sheeprl 0.8.4 ``TwoHotEncodingDistribution``,
+* Interpolation happens in **symlog space** (Dreamer plan M2, sheeprl 0.8.4 ``TwoHotEncodingDistribution``,
   DreamerV3 2023). danijar's 2025 code interpolates in **raw space** between symexp-spaced bins; that
   gives different weights for the same x. This contract takes the seed's convention.
 * Targets are ``x [...]`` with exactly ``logits.shape[:-1]``. sheeprl takes ``x [..., 1]`` and silently

@@ -1,7 +1,7 @@
 """Contract ``vtrace``: IMPALA's V-trace targets and policy-gradient advantages, time-major [T, B].
 
 Sources: Espeholt et al. 2018, "IMPALA" (arXiv 1802.01561), §4.1 (V-trace target, eq. 1 and its recursive
-form, Remark 1: c_s = λ·min(c̄, ρ_s)) and §4.2 (policy-gradient advantage); seed 003 (PPO + V-trace +
+form, Remark 1: c_s = λ·min(c̄, ρ_s)) and §4.2 (policy-gradient advantage); the success-set design (PPO + V-trace +
 replay: the replay's old data is corrected with V-trace; the targets are stop-gradient).
 
 Inputs (row t = the transition x_t → x_{t+1} taken under the behaviour policy μ)

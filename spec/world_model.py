@@ -1,6 +1,6 @@
 """Contract ``world_model``: DreamerV3's world model and reconstruction loss over the replay's packed2 batch.
 
-Source: seed 004 §3 M4 (packed2 encoder, decoder, symlog two-hot reward head, Bernoulli continue head;
+Source: the Dreamer plan §3 M4 (packed2 encoder, decoder, symlog two-hot reward head, Bernoulli continue head;
 stop-gradient KL with free bits, no KL balancing; overfit-one-batch and finite non-zero gradient tests;
 ``unpack_impl`` hook), §2.3 (``continue``: 0 on termination, 1 on truncation), §5. Network and batch layout
 in rlspec.contracts.world_model; formulas in reference/world_model.py.

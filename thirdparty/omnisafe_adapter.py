@@ -11,7 +11,7 @@ Conversions (all explicit, nothing validated on OmniSafe's behalf):
 * ``DualAscent(cost_limit, lr, lambda_init)`` = ``Lagrange(cost_limit, lambda_init, lr, "SGD")``: with
   SGD OmniSafe's update is the projected ascent λ ← max(0, λ + η·(J_c − d)) its docstring states.
 * ``OmniSafeLagrange(...)`` = ``Lagrange(..., lambda_optimizer="Adam")``.
-* ``update(jc, scale=M)``: the modulation M multiplies the λ learning rate (seed 000 §4.0.5); OmniSafe's
+* ``update(jc, scale=M)``: the modulation M multiplies the λ learning rate (PPOLagSem design §4.0.5); OmniSafe's
   knob for that is its optimizer's ``lr``, set to ``lambda_lr·M`` for the step; an M that is not finite
   and > 0 maps onto no learning rate and is unsupported.
 * ``PIDLagrangian(...).update(jc)`` = ``pid_update(jc)``; λ is ``lagrangian_multiplier`` (a Python float,

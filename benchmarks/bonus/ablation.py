@@ -1,4 +1,4 @@
-"""Seed 003 §7 ablations of the bonus phase: the same task, env-step budget and seeds for
+"""Success-set design §7 ablations of the bonus phase: the same task, env-step budget and seeds for
 baseline (PPO + V-trace + replay), + paired queue without Loss A, + Loss A with the Top-1 success, + the
 Top-K set, + prototypes and cross-cluster sampling; success-rate curves and bonus trigger / early-stop
 statistics. Local execution (one process), deterministic per seed. Writes JSON + a plot; reported, never

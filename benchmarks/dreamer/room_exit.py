@@ -1,4 +1,4 @@
-"""Exit the room (validation, seed 004 M8): the greedy success rate of DreamerV3 on the room-exit task
+"""Exit the room (validation, Dreamer plan M8): the greedy success rate of DreamerV3 on the room-exit task
 (reach the door within the contract's 64-step limit) from the uniform random policy's rate to >= 0.9, with the
 "reference" arm (execution local, LocalExecution: PyBoy) and the "fast" arm (execution device, DeviceExecution:
 the Warp room, here on the CPU), from the same seed (ARMS: the arm names the committed results carry); env steps, updates and wall time to reach 0.9, and the fast / reference env-step ratio

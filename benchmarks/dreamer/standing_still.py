@@ -1,4 +1,4 @@
-"""Standing still (validation, seed 004 M8): the reference Dreamer engine's reconstruction loss on the
+"""Standing still (validation, Dreamer plan M8): the reference Dreamer engine's reconstruction loss on the
 room's standing-still scenario (the player never moves: the view barely changes) falls by >= 80% within the
 first N = 200 updates.
 

@@ -1,4 +1,4 @@
-"""packed2 on CPU (seed 004 M4 "packed2 unpack micro-benchmark"): every implementation relative to the
+"""packed2 on CPU (Dreamer plan M4 "packed2 unpack micro-benchmark"): every implementation relative to the
 256×4 LUT (fast-torch), on batches of replay frames [N, 1, 72, 20] uint8.
 
 The interpreted Triton kernel and Warp's single-threaded CPU device are far slower than the LUT, so they

@@ -1,4 +1,4 @@
-"""risk_target on the seed's buffer (seed 000 §29.2: L = 2048, H = 64, one entry per capture) in float32:
+"""risk_target on the design's buffer (PPOLagSem design §29.2: L = 2048, H = 64, one entry per capture) in float32:
 fast (O(L) blocked scan) vs the reference (float64 loops, O(L·H)); also a per-env buffer [2048, 16]."""
 
 from __future__ import annotations

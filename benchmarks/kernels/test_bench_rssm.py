@@ -1,4 +1,4 @@
-"""rssm benchmarks (seed 004 M3): reference, fast twin and sheeprl 0.8.4's RSSM in one run, float32, at
+"""rssm benchmarks (Dreamer plan M3): reference, fast twin and sheeprl 0.8.4's RSSM in one run, float32, at
 sheeprl's DreamerV3-XS size (H 256, hidden 256, S = K = 32), 6 actions, embedding 512, the anchor's batch
 B 16 × T 64 with a reset every ~16 steps. All three load one state_dict (sheeprl's through
 golden_bridge.sheeprl_rssm's name map) and take the same inputs; sheeprl runs its own train() unroll

@@ -1,4 +1,4 @@
-"""PPOLagSem spatial batching (seed 000 §26, §18.1): embedding one frame per env for 8 envs in one
+"""PPOLagSem spatial batching (PPOLagSem design §26, §18.1): embedding one frame per env for 8 envs in one
 forward ("fast-batched", batch_across_envs with batch_max 8) vs one forward per frame ("per-frame"),
 through the same SemanticManager.embed (processor + model + host copy), with the tiny random CLIP in
 float32. The speedup is what batching buys the capture step; the engine-level overhead (env steps/s at

@@ -1,4 +1,4 @@
-"""world_model benchmarks (seed 004 M4), one run, float32. Reported, never asserted.
+"""world_model benchmarks (Dreamer plan M4), one run, float32. Reported, never asserted.
 
 * ``world_model.train_step`` — one world-model train step (loss, backward, Adam step) of the reference and
   the fast twin (fast RSSM, fast two-hot, LUT unpack), same parameters and generator, on a replay batch of

@@ -1,4 +1,4 @@
-"""PPOLagSem spatial batching (seed 000 §26, §18.1) as a script: embedding one frame per env for 8 envs in one
+"""PPOLagSem spatial batching (PPOLagSem design §26, §18.1) as a script: embedding one frame per env for 8 envs in one
 forward (batch_max 8) vs one forward per frame (batch_max 1), through SemanticManager.embed (processor, model,
 host copy), tiny random CLIP in float32 on the CPU, 64×64 frames, at 1 and 2 torch threads; medians of
 ``--rounds`` calls. benchmarks/kernels/test_bench_semantic.py times the same two calls under pytest-benchmark (and

@@ -1,4 +1,4 @@
-"""PPOLagSem overhead benchmark (seed 000 §8 P6: "< 10% FPS drop vs baseline" at capture_interval 20):
+"""PPOLagSem overhead benchmark (PPOLagSem design §8 P6: "< 10% FPS drop vs baseline" at capture_interval 20):
 env steps/s of PPOLag and of PPOLagSem (additive shaping on, the tiny random CLIP in float32 on the CPU)
 at capture_interval 1 and 20, same env, seed and budget, each arm a fresh `rlspec train safe` process, the
 arms interleaved ``--repeats`` times (the median is reported). Writes JSON and a bar plot.

@@ -1,4 +1,4 @@
-"""Seed 000's evaluation protocol for PPOLagSem (§§12–14; the P-criteria P2, P3, P5; the shaping-ratio band;
+"""PPOLagSem design's evaluation protocol for PPOLagSem (§§12–14; the P-criteria P2, P3, P5; the shaping-ratio band;
 P6's throughput) on SafetyPointGoal1-v0 with the task-trained CLIP that `rlspec semantics fit` makes: PPOLag and
 PPOLagSem's ablations, one budget, ≥ 3 seeds each, mean and 95% bootstrap CIs. Reported, never asserted.
 
@@ -20,7 +20,7 @@ The criteria (CRITERIA, each written as met / not met / not measurable with its 
 - P5: ≥ 15% fewer env steps than PPOLag to the return threshold (default 0.8 × PPOLag's late return; a seed that
   never reaches it counts at the budget: ``censored_steps``) at equal or lower late cost (the arm's mean within or
   below PPOLag's CI).
-- shaping band: seed 000 §4.0.7's ShapingRewardRatio E[shaping] / E[r] over the first 20% of epochs within 5–15%:
+- shaping band: the PPOLagSem design §4.0.7's ShapingRewardRatio E[shaping] / E[r] over the first 20% of epochs within 5–15%:
   the ratio of that window's means (``early_ratio``), with the β_start that would put it at 10% (shaping is
   proportional to β).
 - P6: env steps/s (Time/FPS) of each PPOLagSem arm against PPOLag's; the drop includes rendering here, and is
@@ -150,7 +150,7 @@ def p6_split(arm: dict, base: dict) -> dict:
     """P6's throughput drop split by the runs' own per-epoch seconds: the embedding (EmbedLatencyMs × captures per
     epoch), the update's extra time (the risk head's training), and the rest of the rollout's extra time over
     PPOLag's (rendering the captured frames and the hooks' per-step work); ``drop_without_render`` is the drop
-    with that rest taken out (seed 000's P6 is about the semantic cost; rendering is the env's)."""
+    with that rest taken out (PPOLagSem design's P6 is about the semantic cost; rendering is the env's)."""
     mean = {k: arm[k]["mean"] for k in TIMES}
     base_epoch = base["rollout_s"]["mean"] + base["update_s"]["mean"]
     embed_s = mean["embed_ms"] * EPOCH / CAPTURE_INTERVAL / 1000 if not math.isnan(mean["embed_ms"]) else 0.0
@@ -238,7 +238,7 @@ def report(runs_dir: Path, steps: int, threshold: float | None, out: Path) -> di
     if threshold is None and "PPOLag" in runs:
         threshold = 0.8 * float(np.mean([part_mean(column(p, "Metrics/EpRet"), LATE, early=False)
                                          for p in runs["PPOLag"]]))
-    result = {"what": "seed 000's protocol for PPOLagSem on SafetyPointGoal1-v0 (benchmarks/semantics/protocol.py)",
+    result = {"what": "PPOLagSem design's protocol for PPOLagSem on SafetyPointGoal1-v0 (benchmarks/semantics/protocol.py)",
               "env": ENV, "total_steps": steps, "capture_interval": CAPTURE_INTERVAL, "risk_holdout_fraction": HOLDOUT,
               "return_threshold": threshold, "threshold_rule": "0.8 × PPOLag's late mean return unless given",
               "machine": platform.processor() or platform.machine(), "seeds": {a: len(p) for a, p in runs.items()},

@@ -1,21 +1,21 @@
-"""Functional core of seed 003's learner: PPO + V-trace over a fragment replay, with the success-as-a-set
-bonus phase as a side path (seed 003 §1.2 "minimal intrusion": the PPO + V-trace tensors are untouched).
+"""Functional core of the success-set design's learner: PPO + V-trace over a fragment replay, with the success-as-a-set
+bonus phase as a side path (success-set design §1.2 "minimal intrusion": the PPO + V-trace tensors are untouched).
 
 Policy: per action dimension d a categorical over N_BINS tokens, logits [N, ACTION_DIM, N_BINS] from an MLP
-(the discretized action of seed 003 §3.2: log π(a|s) = Σ_d log π_d(a_d|s)); value: an MLP critic.
+(the discretized action of the success-set design §3.2: log π(a|s) = Σ_d log π_d(a_d|s)); value: an MLP critic.
 
 Main update (``ppo_vtrace_update``), on the newest fragment plus ``replay_fragments`` older ones drawn from
 the replay with the caller's generator, stacked along the env axis ([T, N_total]):
 1. π_old = the policy at the start of the update; V-trace (IMPALA §4.1, contract ``vtrace``) of π_old
    against the behaviour policy that collected each fragment: log ρ_t = log π_old(a_t|s_t) − log μ(a_t|s_t),
    discount γ_t = γ·(1 − done_t), reward r_t + γ·V(s_final) on a truncated step (a timeout bootstraps the
-   real final observation, seed 001 CRITICAL-2; then γ_t = 0), bootstrap V(s'_{T−1}).
+   real final observation, PPO review CRITICAL-2; then γ_t = 0), bootstrap V(s'_{T−1}).
 2. Advantages = V-trace's policy-gradient advantages ρ̄-clipped (r_t + γ_t·v_{s,t+1} − V(s_t))·min(ρ̄_pg, ρ_t),
    standardized over the batch by the kit's ``safe_standardize`` (contract numerics: (A − mean)/std with the
    sample std; a batch whose std is below STD_EPS, a constant one included, is only zero-centred, never divided
    by a tiny std); value targets v_s.
 3. ``epochs`` × ``minibatches`` of PPO-clip on π/π_old with ½(V − v_s)² and an entropy bonus (Adam; the
-   policy's and the critic's gradients clipped to their own norms). Seed 002's guards, counted in ``Guard/*``:
+   policy's and the critic's gradients clipped to their own norms). The numerics note's guards, counted in ``Guard/*``:
    the ratio passes the kit's ``ratio_guard`` (log-ratio clamped to ±20, ratio to [0.01, 100], a non-finite
    one replaced by 1), each loss the learner's ``LossGuard`` (a non-finite loss becomes 0, cumulative counts),
    and with ``target_kl`` the KL early stop ends the epochs. The entropy of each action dimension's head is
@@ -32,14 +32,14 @@ fragment's to the kit's ObsNormalizer; before each update the learner loads thos
 ObsNorm, which the critic's input passes too (LearnerState.value). SB3's anchor on Meta-World normalizes its
 observations the same way (VecNormalize).
 
-Bonus phase (``bonus_phase``, after the main update, seed 003 §3.3, Part3): the scheduler decides from the
+Bonus phase (``bonus_phase``, after the main update, success-set design §3.3, Part3): the scheduler decides from the
 paired queue (identically on every rank: contract ``success_set`` BonusScheduler, all-reduce MIN); on a
 trigger, packs are sampled (consume / diverse per config), stacked into a step batch, and up to
 ``bonus_updates`` Adam steps (its own optimizer and learning rate, so PPO's moments are not disturbed)
 descend Loss A, each followed by the KL/entropy guard against the pre-bonus policy. Any exception in the
 bonus side is counted (``bonus/errors``) and skipped: the bonus never stops the main training (§1.2).
 
-The replay side of the bonus (``PairMiner``, seed 003 Part2/Part4): every finished episode (episodes.py)
+The replay side of the bonus (``PairMiner``, success-set design Part2/Part4): every finished episode (episodes.py)
 goes to it; a success joins the success pool (with a prototype cluster id when prototypes are on), a
 failure is mined against the pool into a PairPack on the paired queue. Mining errors are counted and skipped.
 """
@@ -246,7 +246,7 @@ def act(policy: TokenPolicy, obs: torch.Tensor, gen: torch.Generator) -> tuple[t
 
 @torch.no_grad()
 def load_policy(policy: TokenPolicy, weights: dict, perturb_std: float, gen: torch.Generator) -> None:
-    """``policy`` ← ``weights`` plus N(0, perturb_std²) noise on every parameter drawn from ``gen`` (seed 003
+    """``policy`` ← ``weights`` plus N(0, perturb_std²) noise on every parameter drawn from ``gen`` (success-set design
     §2.3 perturbed_best; 0: none, and nothing drawn)."""
     policy.load_state_dict(weights)
     if perturb_std:
@@ -348,7 +348,7 @@ def approx_kl(policy: TokenPolicy, obs: torch.Tensor, tokens: torch.Tensor, logp
 # ------------------------------------------------------------------------------------- the bonus side
 @dataclass(frozen=True)
 class BonusSetup:
-    """What an ablation (seed 003 §7) turns on."""
+    """What an ablation (success-set design §7) turns on."""
 
     mine: bool  # keep a success pool and a paired queue
     loss_a: bool  # run bonus time
@@ -374,7 +374,7 @@ def effective_config(cfg: SuccessSetConfig, setup: BonusSetup) -> SuccessSetConf
 
 
 class PairMiner:
-    """Success pool, prototypes and the paired queue (seed 003 Part2, Part4), fed finished episodes."""
+    """Success pool, prototypes and the paired queue (success-set design Part2, Part4), fed finished episodes."""
 
     def __init__(self, cfg: SuccessSetConfig, setup: BonusSetup, kit, pool_size: int, queue_size: int):
         self.cfg, self.setup, self.kit = cfg, setup, kit
@@ -443,7 +443,7 @@ def _bonus_step(state: LearnerState, batch: tuple[torch.Tensor, ...], before: to
 
 def bonus_phase(state: LearnerState, miner, scheduler, step: int, n_bins: int, max_grad_norm: float,
                 kit, gen: torch.Generator, average_gradients=None) -> dict[str, float]:
-    """Bonus time after a main update (seed 003 §3.3); returns its telemetry (bonus/* keys).
+    """Bonus time after a main update (success-set design §3.3); returns its telemetry (bonus/* keys).
 
     ``miner``: a PairMiner or a proxy of one in another process (stats, reserve, consume, cfg). The packs
     are reserved and stacked *before* the decision, so a rank that has none (or fails to build its batch)

@@ -41,7 +41,7 @@ class AlgoSpec:
 ALGOS = {
     "PPO": AlgoSpec("none", "none", False),
     "PPOLag": AlgoSpec("lagrange", "none", True),
-    # PPOLag plus the semantic side (seed 000, rlspec/semantics), which the engine adds around this core
+    # PPOLag plus the semantic side (PPOLagSem design, rlspec/semantics), which the engine adds around this core
     "PPOLagSem": AlgoSpec("lagrange", "none", True),
     "CPPOPID": AlgoSpec("pid", "none", True),
     "PPOSaute": AlgoSpec("none", "saute", False),
@@ -66,7 +66,7 @@ class PPOConfig:
     target_kl: float | None = 0.02
     """The KL early stop's threshold (none: never stop); see kl_check."""
     kl_check: Literal["minibatch", "pass"] = "minibatch"
-    """minibatch: before every optimizer step, stop when the minibatch's k3-KL exceeds 1.5·target_kl (seed 001
+    """minibatch: before every optimizer step, stop when the minibatch's k3-KL exceeds 1.5·target_kl (PPO review
     HIGH-2); pass: OmniSafe 0.5.0's, after each pass over the rollout, stop when the exact KL(π_old‖π), summed
     over action dimensions and averaged over the rollout, exceeds target_kl."""
     entropy_coef: float = 0.0
@@ -80,7 +80,7 @@ class PPOConfig:
     lam_c: float = 0.95
     """GAE λ of the cost."""
     value_clip: float | None = None
-    """Value clipping range around the rollout's values, its own range (seed 001 HIGH-4); none = no clipping
+    """Value clipping range around the rollout's values, its own range (PPO review HIGH-4); none = no clipping
     (OmniSafe)."""
     max_grad_norm: float | None = 40.0
     """Gradient norm clip of each network (none: off)."""
@@ -101,11 +101,11 @@ class PPOConfig:
     center_cost_adv: bool = True
     """A_c ← A_c − mean over the rollout."""
     adv_combine: Literal["omnisafe", "seed"] = "omnisafe"
-    """omnisafe: (A_r − λ·A_c)/(1 + λ); seed: A_r − λ·A_c (seed 000 §4.0.2)."""
+    """omnisafe: (A_r − λ·A_c)/(1 + λ); seed: A_r − λ·A_c (PPOLagSem design §4.0.2)."""
     lambda_update: Literal["before", "after"] = "before"
-    """Update λ before the policy update (OmniSafe) or after it (seed 000 §5.5)."""
+    """Update λ before the policy update (OmniSafe) or after it (PPOLagSem design §5.5)."""
     obs_normalize: bool = True
-    """Normalize observations with running statistics, frozen during each rollout (seed 001 CRITICAL-1)."""
+    """Normalize observations with running statistics, frozen during each rollout (PPO review CRITICAL-1)."""
     reward_normalize: bool = False
     """Scale rewards by the running std of the discounted return, updated once per vectorized step."""
 
@@ -273,7 +273,7 @@ ENGINE_ONLY = ("mlp_hidden", "mlp_layers", "batch_size", "seq_len", "wm_lr", "ac
 
 # ------------------------------------------------------------------------------ bonus phase (bonus_vtrace.py)
 Ablation = Literal["baseline", "queue", "top1", "topk", "prototypes"]
-ABLATIONS = ("baseline", "queue", "top1", "topk", "prototypes")  # seed 003 §7, in order of what they add
+ABLATIONS = ("baseline", "queue", "top1", "topk", "prototypes")  # success-set design §7, in order of what they add
 
 
 
@@ -313,7 +313,7 @@ class LearnerConfig:
     bonus_lr: float = 1e-4
     """Adam learning rate of the bonus phase's policy steps (its own optimizer)."""
     target_kl: float | None = None
-    """KL early stop (seed 001/002, OmniSafe's kl_early_stop): after each epoch, the approximate KL
+    """KL early stop (PPO review and numerics note, OmniSafe's kl_early_stop): after each epoch, the approximate KL
     mean(log π_old − log π) over the whole batch; above target_kl the update's remaining epochs are skipped
     (Guard/KLEarlyStop, Train/StopIter). None: every epoch runs. One trainer only (a per-rank decision would
     desynchronize the gradient all-reduce)."""

@@ -1,4 +1,4 @@
-"""DreamerV3's functional core (seed 004 M3–M5; README "Layout"): one learner update and one acting step
+"""DreamerV3's functional core (Dreamer plan M3–M5; README "Layout"): one learner update and one acting step
 over explicit state, the contract implementations injected through a ``Kit``; no IO, no global RNG (every
 draw from the caller's ``torch.Generator``). Engines only decide where and when these run.
 
@@ -22,7 +22,7 @@ one) and stop as Diverged naming them; the last clean checkpoint is kept.
 
 Row alignment (the two contracts state different conventions; this file joins them):
   * world_model's heads read f_t and predict the reward and continue of the transition OUT of s_t (the
-    replay row t = (obs_t, action_t, reward of that step, continue of that step): seed 004 §2.3).
+    replay row t = (obs_t, action_t, reward of that step, continue of that step): the Dreamer plan §2.3).
   * behavior uses sheeprl's ARRIVAL alignment: reward[t], cont_logits[t] belong to arriving at s_t, row 0
     unused (c_0 = 1 − start_terminal), R_t = r_{t+1} + γ c_{t+1}(...).
   With ``head_input`` "next" (the default here; contracts/world_model.py) the heads are trained on

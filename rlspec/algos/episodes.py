@@ -1,4 +1,4 @@
-"""Episodes reassembled from rollout fragments (seed 003 Part1): every step a worker sends carries
+"""Episodes reassembled from rollout fragments (success-set design Part1): every step a worker sends carries
 (episode_id, t); the replay side appends the steps of each open episode and finalizes it at its done step,
 with the episode's success flag and return, for pair mining (Part2). Training data is not touched here.
 

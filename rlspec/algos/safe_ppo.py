@@ -1,5 +1,5 @@
 """Functional core of the PPO family on Safety-Gymnasium: PPO, PPOLag, CPPOPID, PPOSaute, PPOSimmerPID
-(seed 000 §2A, §5.5; seeds 001 and 002), built from the contracts ``gae``, ``numerics`` and ``lagrange``.
+(PPOLagSem design §2A, §5.5; the PPO review and numerics note), built from the contracts ``gae``, ``numerics`` and ``lagrange``.
 
 No IO and no global RNG: state is explicit (``SafePPOState``), shuffling draws from the caller's
 ``torch.Generator``, the contract implementations come in a ``Kit`` (the reference twins here).
@@ -8,28 +8,28 @@ One update (``update``), in OmniSafe 0.5.0's order unless configured otherwise:
 
 1. Values V_r(s_t), V_c(s_t) and V(s'_t) of every rollout step in one batch. s'_t is the real next
    observation: the final observation of an episode that ended at t (the vector env's final observation
-   on autoreset), so a truncated step bootstraps γ·V(s_final) (seed 001 CRITICAL-2; contract ``gae``).
+   on autoreset), so a truncated step bootstraps γ·V(s_final) (PPO review CRITICAL-2; contract ``gae``).
 2. GAE for reward (γ, λ) and cost (γ_c, λ_c) (``gae``; the rollout cut bootstraps V(s'_{T-1})).
 3. Advantage processing as OmniSafe's ``VectorOnPolicyBuffer.get``: A_r ← (A_r − mean)/(std + 1e-8) with
    the population std; A_c ← A_c − mean.
 4. λ update from J_c (the mean episode cost of the recent window) *before* the policy update, as
-   OmniSafe's ``PPOLag._update`` does (``lambda_update="before"``, default), or after it as seed 000
+   OmniSafe's ``PPOLag._update`` does (``lambda_update="before"``, default), or after it as the PPOLagSem design
    §5.5's pseudo-code (``"after"``).
 5. Combined advantage, OmniSafe's ``_compute_adv_surrogate``: A = (A_r − λ·A_c)/(1 + λ)
    (``adv_combine="omnisafe"``), or the seed's A = A_r − λ·A_c (§4.0.2, ``"seed"``).
 6. ``update_iters`` epochs of shuffled minibatches; in each minibatch the KL estimate of the current
-   policy against the rollout policy is checked *before* any optimizer step (seed 001 HIGH-2, contract
+   policy against the rollout policy is checked *before* any optimizer step (PPO review HIGH-2, contract
    ``numerics`` kl_early_stop: stop when k3-KL > 1.5·target_kl); then the reward and cost critics step
-   (½·max((V − R)², (V_clip − R)²) with its own ``value_clip`` range, seed 001 HIGH-4, plus OmniSafe's
+   (½·max((V − R)², (V_clip − R)²) with its own ``value_clip`` range, PPO review HIGH-4, plus OmniSafe's
    critic_norm_coef·Σθ²), then the actor (clipped surrogate − entropy_coef·H, H as OmniSafe's: the mean over
-   batch and action dimensions of the per-dimension entropy; the ratio through the seed 002 §3 guard). Every
-   loss passes a LossGuard (seed 002 §5): a non-finite loss becomes 0 and is counted; guard events are
+   batch and action dimensions of the per-dimension entropy; the ratio through the numerics note §3 guard). Every
+   loss passes a LossGuard (numerics note §5): a non-finite loss becomes 0 and is counted; guard events are
    reported as metrics.
 
 Differences from OmniSafe, on purpose: the observation normalizer is frozen during a rollout and updated
-after the update from all the rollout's raw observations (seed 001 CRITICAL-1; OmniSafe updates it per
+after the update from all the rollout's raw observations (PPO review CRITICAL-1; OmniSafe updates it per
 step), the KL check is by default the seed's pre-step per-minibatch k3 estimate (OmniSafe's, the exact KL
-after each pass with no 1.5 factor, is ``kl_check="pass"``), the value loss has the ½ of seed 001 HIGH-4.
+after each pass with no 1.5 factor, is ``kl_check="pass"``), the value loss has the ½ of the PPO review HIGH-4.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ LOCAL = Comm()
 
 class RewardScaler:
     """r / √(Var[G] + 1e-8), G_t = γ·G_{t−1}·(1 − done) + r_t: SB3's VecNormalize reward scaling, with the
-    running statistics updated once per vectorized step from all envs' returns (seed 001 HIGH-1)."""
+    running statistics updated once per vectorized step from all envs' returns (PPO review HIGH-1)."""
 
     def __init__(self, num_envs: int, gamma: float, kit: Kit):
         self.gamma = gamma
@@ -323,7 +323,7 @@ def centred(x: torch.Tensor, n: torch.Tensor, comm: Comm = LOCAL) -> torch.Tenso
 
 
 def combine_advantages(adv_r: torch.Tensor, adv_c: torch.Tensor, multiplier: float, mode: str) -> torch.Tensor:
-    """With the Lagrange multiplier λ: OmniSafe (A_r − λ·A_c)/(1 + λ); seed 000 §4.0.2 A_r − λ·A_c. [M]"""
+    """With the Lagrange multiplier λ: OmniSafe (A_r − λ·A_c)/(1 + λ); the PPOLagSem design §4.0.2 A_r − λ·A_c. [M]"""
     if mode == "omnisafe":
         return (adv_r - multiplier * adv_c) / (1 + multiplier)
     if mode == "seed":
@@ -334,7 +334,7 @@ def combine_advantages(adv_r: torch.Tensor, adv_c: torch.Tensor, multiplier: flo
 def update_safety(state: SafePPOState, jc: float, safety: SafetyConfig, lambda_scale: float = 1.0) -> None:
     """λ ← multiplier(J_c) (PPOLag, CPPOPID; a non-finite J_c — no finished episode yet — is skipped by the
     contract), or the Simmer PID's new Sauté budget from J_c (PPOSimmerPID, OmniSafe control_budget).
-    ``lambda_scale``: M multiplying the Lagrange learning rate (PPOLagSem's modulation, seed 000 §4.0.5;
+    ``lambda_scale``: M multiplying the Lagrange learning rate (PPOLagSem's modulation, PPOLagSem design §4.0.5;
     contract ``lagrange`` update(J_c, scale=M)); 1.0 calls update(J_c) as PPOLag does."""
     if state.multiplier is not None and lambda_scale == 1.0:
         state.multiplier.update(jc)
@@ -348,7 +348,7 @@ def update_safety(state: SafePPOState, jc: float, safety: SafetyConfig, lambda_s
 
 def policy_loss(logp: torch.Tensor, entropy: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor,
                 ppo: PPOConfig, kit: Kit) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """−mean(min(ρ·A, clip(ρ, 1 ± ε)·A)) − α·mean(H) (OmniSafe PPO._loss_pi), ρ through the seed 002 §3 ratio
+    """−mean(min(ρ·A, clip(ρ, 1 ± ε)·A)) − α·mean(H) (OmniSafe PPO._loss_pi), ρ through the numerics note §3 ratio
     guard; returns the loss and the guard's event counts. All [B] but the scalar loss."""
     ratio, events = kit.ratio_guard(logp, logp_old)  # [B]
     surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - ppo.clip, 1 + ppo.clip) * adv)
@@ -474,9 +474,9 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
         for g in state.actor_opt.param_groups:
             g["lr"] = ppo.actor_lr * (1.0 - progress)
     tally = _epochs(state, samples, ppo, kit, gen, comm, actor_loss)  # 6)
-    if ppo.lambda_update == "after":  # 4') λ after the policy update (seed 000 §5.5)
+    if ppo.lambda_update == "after":  # 4') λ after the policy update (PPOLagSem design §5.5)
         update_safety(state, jc, safety, lambda_scale)
-    if state.obs_norm is not None:  # the normalizer learns from the whole rollout only now (seed 001 CRITICAL-1)
+    if state.obs_norm is not None:  # the normalizer learns from the whole rollout only now (PPO review CRITICAL-1)
         state.obs_norm.commit(batch.raw_obs.reshape(samples.adv.shape[0], -1))
     return _update_metrics(state, samples, tally, before)
 

@@ -1,4 +1,4 @@
-"""Functional core of the trust-region algorithms on Safety-Gymnasium: TRPO, TRPOLag, CPO and P3O (seed 000
+"""Functional core of the trust-region algorithms on Safety-Gymnasium: TRPO, TRPOLag, CPO and P3O (PPOLagSem design
 §2A), and TRPOPID (TRPO with CPPOPID's PID λ, OmniSafe's TRPOPID: a second anchor),
 built on the PPO family's pieces (rlspec/algos/safe_ppo.py: state, rollout, critics, GAE and advantage
 processing, λ via ``update_safety``, loss guards) and the contract ``trust_region`` through the Kit.
@@ -22,13 +22,13 @@ second_order/cpo.py):
    for a surrogate improvement only in cases 2–4 (OmniSafe ``optim_case > 1``).
 4. Critics: ``update_iters`` epochs of shuffled Adam minibatches, as the PPO family (no KL check: the
    actor is not stepped there).
-5. The observation normalizer learns from the rollout after the update (safe_ppo, seed 001 CRITICAL-1).
+5. The observation normalizer learns from the rollout after the update (safe_ppo, PPO review CRITICAL-1).
 
 P3O (OmniSafe penalty_function/p3o.py): the PPO family's minibatch loop with the actor loss
 ``p3o_loss(ρ, A_r, A_c, c)`` = −mean(min(ρA_r, clip(ρ)A_r)) + κ·ReLU(mean(ρA_c) + c), c = J_c − d, minus
 entropy_coef·H, the KL early stop and learning rates as PPO's.
 
-Seed 000 §2A describes P3O as a primal–dual method with dual-variable dynamics; OmniSafe's P3O (followed
+The PPOLagSem design §2A describes P3O as a primal–dual method with dual-variable dynamics; OmniSafe's P3O (followed
 here, as the issue asks) is the exact-penalty form with a fixed κ and no dual variable: λ stays 0.
 
 Where this differs from OmniSafe 0.5.0, on purpose or by default:

@@ -1,6 +1,6 @@
 """Runtime half of contract ``behavior`` (the formula, clauses and properties: spec/behavior.py).
 
-DreamerV3 actor-critic learning in imagination (seed 004 M5): the configuration with its documented
+DreamerV3 actor-critic learning in imagination (Dreamer plan M5): the configuration with its documented
 defaults, the categorical sampler every implementation shares, and the validators. Imports only torch.
 """
 

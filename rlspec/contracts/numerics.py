@@ -16,7 +16,7 @@ from rlspec.contracts.validate import (
     require_shape,
 )
 
-STD_EPS = 1e-8  # safe_standardize eps and the component-masking threshold (seed 002 §1, §2)
+STD_EPS = 1e-8  # safe_standardize eps and the component-masking threshold (numerics note §1, §2)
 
 
 RMS_EPSILON = 1e-4  # RunningMeanStd initial count (SB3)
@@ -25,16 +25,16 @@ RMS_EPSILON = 1e-4  # RunningMeanStd initial count (SB3)
 OBS_EPSILON, OBS_CLIP = 1e-8, 10.0  # SB3 VecNormalize defaults
 
 
-LOG_RATIO_CLAMP, RATIO_MIN, RATIO_MAX = 20.0, 0.01, 100.0  # seed 002 §3
+LOG_RATIO_CLAMP, RATIO_MIN, RATIO_MAX = 20.0, 0.01, 100.0  # numerics note §3
 
 
-KL_MULTIPLIER = 1.5  # seed 001 HIGH-2 (OpenAI baselines, SB3)
+KL_MULTIPLIER = 1.5  # PPO review HIGH-2 (OpenAI baselines, SB3)
 
 
 EVENTS = ("log_ratio_clamped", "nonfinite", "ratio_clamped")
 
 
-# seed 002 §2 / usage: the six reward components and the active ones in its three modes
+# numerics note §2 / usage: the six reward components and the active ones in its three modes
 COMPONENTS = ("total_node_reward", "graph_reward", "delete_reward", "spawn_reward", "edge_reward",
               "node_reward")
 
@@ -42,7 +42,7 @@ COMPONENTS = ("total_node_reward", "graph_reward", "delete_reward", "spawn_rewar
 MODES = {"centroid_distance_only_mode": 1, "simple_delete_only_mode": 3, "normal": 6}
 
 
-WAIT, GERMINATE, OTHER_OP = 0, 1, 2  # seed 001 HIGH-3 LifecycleOp values used by the head masks
+WAIT, GERMINATE, OTHER_OP = 0, 1, 2  # PPO review HIGH-3 LifecycleOp values used by the head masks
 
 
 def validate_positive(fn: str, name: str, value, allow_none: bool = False) -> None:
@@ -161,7 +161,7 @@ def component_std(advantages: torch.Tensor) -> torch.Tensor:
 
 
 def causal_head_masks(op_actions: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Seed 001 HIGH-3: which samples each head is causally responsible for."""
+    """PPO review HIGH-3: which samples each head is causally responsible for."""
     is_wait, is_germinate = op_actions == WAIT, op_actions == GERMINATE
     return {"op": torch.ones_like(is_wait), "slot": ~is_wait, "blueprint": is_germinate,
             "blend": is_germinate}

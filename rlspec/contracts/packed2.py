@@ -21,7 +21,7 @@ SHIFTS = (0, 2, 4, 6)  # bit offset of pixel j mod 4 within its byte, least-sign
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
-FRAME_SHAPE = (1, 72, 20)  # the replay ring's packed observation [C, H, W/4] (seed 004 §2.3, M1)
+FRAME_SHAPE = (1, 72, 20)  # the replay ring's packed observation [C, H, W/4] (Dreamer plan §2.3, M1)
 
 
 def levels(dtype: torch.dtype) -> torch.Tensor:

@@ -44,7 +44,7 @@ SCENARIOS = {"room-exit": 0, "standing-still": 1}
 # contract success_set
 @dataclasses.dataclass(frozen=True)
 class SuccessSetConfig:
-    """The bonus phase's hyper-parameters. Seed 003 fixes ``cooldown_steps`` = 5000 and
+    """The bonus phase's hyper-parameters. The success-set design fixes ``cooldown_steps`` = 5000 and
     ``min_pairs`` = max(32, 2·batch_packs) (§2.3: BONUS_COOLDOWN_STEPS, BONUS_TRIGGER_MIN_PAIRS); the other
     defaults are rlspec's choices (the seed names the knobs, not their values)."""
 
@@ -63,7 +63,7 @@ class SuccessSetConfig:
     batch_packs: int = 16
     """Packs per bonus update (BONUS_BATCH_PACKS)."""
     min_pairs: int | None = None
-    """Pairs in the queue needed to trigger a bonus phase (None: max(32, 2·batch_packs), seed 003 §2.3)."""
+    """Pairs in the queue needed to trigger a bonus phase (None: max(32, 2·batch_packs), success-set design §2.3)."""
     min_clusters: int = 2
     """Paired-queue cluster coverage needed (Part4)."""
     kl_guard: float = 0.02

@@ -4,7 +4,7 @@ The game is written once as data here; the Game Boy ROM (rlspec/envs/room/room.c
 ``rlspec.envs.room.build`` generates from this module) and the Warp twin (rlspec/envs/room/warp_room.py)
 both implement the rules below, and the contract checks that they agree bit for bit.
 
-The room (seed 004 M8 "Exit Oak", made small and free)
+The room (Dreamer plan M8 "Exit Oak", made small and free)
 -------------------------------------------------------
 A 10 × 9 grid of 16 × 16-pixel cells fills the 160 × 144 screen (each cell is 2 × 2 background tiles):
 walls around, a few obstacles, a door in the top wall. The player is a 16 × 16 sprite (4 OAM entries).
@@ -17,7 +17,7 @@ Rules of one env step (one game update, whatever the frame skip)
 * ``room-exit``: the target cell is (r, c) + direction; walls and obstacles block (the player stays), the
   door is entered: reward 1, ``terminated`` (success). Every other step gives reward 0.
 * ``standing-still``: the d-pad is ignored; reward 0; nothing terminates. The view barely changes: only
-  the player's idle animation (below). This is the reconstruction scenario of seed 004 M8.
+  the player's idle animation (below). This is the reconstruction scenario of the Dreamer plan M8.
 * the player's pose is ``(steps >> 2) & 1`` (steps since reset; 0 after reset): it changes every 4 steps.
 * ``truncated`` when ``steps == step_limit`` and the step did not terminate (the env's side, not the ROM's).
 * reset from a 16-bit seed s: the player starts on ``FREE_CELLS[xorshift16(s) % len(FREE_CELLS)]``;
@@ -45,7 +45,7 @@ from rlspec.contracts.validate import require_int
 # --------------------------------------------------------------------------------------------------
 ROWS, COLS, CELL = 9, 10, 16  # grid rows, columns, pixels per cell side
 SCREEN = (144, 160)  # [H, W] pixels
-OBS_SHAPE = (1, 72, 20)  # [C, H/2, W/2/4] packed2 (seed 004 §2.3)
+OBS_SHAPE = (1, 72, 20)  # [C, H/2, W/2/4] packed2 (Dreamer plan §2.3)
 FLOOR, WALL, OBSTACLE, DOOR = 0, 1, 2, 3
 LAYOUT = (
     "WWWWWWDWWW",
@@ -295,7 +295,7 @@ def pose_of(steps: int) -> int:
 class Step(NamedTuple):
     """What reset() and step() return; row i is env i. ``obs`` is the caller's buffer when one was given.
     After a step that ended an episode (terminated or truncated) obs is already the next episode's first
-    frame (is_first True, episode_id + 1): seed 004's replay row stores the transition out of obs_t."""
+    frame (is_first True, episode_id + 1): the Dreamer plan's replay row stores the transition out of obs_t."""
 
     obs: torch.Tensor | None  # [N, 1, 72, 20] uint8, packed2 (None from step(..., render=False))
     reward: torch.Tensor  # [N] float32

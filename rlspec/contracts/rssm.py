@@ -1,7 +1,7 @@
 """Runtime half of contract ``rssm`` (formulas and clauses: rlspec.spec.rssm): the configuration with its
 defaults, the state and output types, the parameter layout every implementation shares, the validators.
 
-Imports only torch. Source: seed 004 §3 M3 (RSSM scan with is_first reset masking, GRU float32
+Imports only torch. Source: the Dreamer plan §3 M3 (RSSM scan with is_first reset masking, GRU float32
 internals) and §2.3 (replay layout: ``action[t]`` is the action taken at obs t). The network is
 sheeprl 0.8.4's DreamerV3 RSSM (``sheeprl/algos/dreamer_v3/agent.py`` RSSM, RecurrentModel,
 RepresentationModel; ``sheeprl/models/models.py`` LayerNormGRUCell), with the names below.

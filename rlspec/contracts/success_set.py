@@ -1,4 +1,4 @@
-"""Runtime half of contract ``success_set`` (formulas: rlspec.spec.success_set; seed 003 §2.3, §3.1–§3.3,
+"""Runtime half of contract ``success_set`` (formulas: rlspec.spec.success_set; the success-set design §2.3, §3.1–§3.3,
 Part1, Part2, Part4): the bonus phase's configuration and documented defaults, the PairPack and episode
 records, reason codes, validators, the Top-K/divergence/window pipeline that both implementations drive
 with their own primitives, and the cross-rank MIN agreement.
@@ -30,7 +30,7 @@ import torch
 from rlspec.contracts.params import SuccessSetConfig  # noqa: F401  (re-exported: the contract's config)
 from rlspec.contracts.validate import require_floating, require_int, require_range
 
-# Reason codes of bonus/not_triggered_reason_code (seed 003 §2.3); checked in this order, the first
+# Reason codes of bonus/not_triggered_reason_code (success-set design §2.3); checked in this order, the first
 # failing condition is reported (0: triggered)
 TRIGGERED, TOO_FEW_PAIRS, LOW_COVERAGE, NO_PACK, COOLDOWN = 0, 1, 2, 3, 4
 REASON_NAMES = {TOO_FEW_PAIRS: "too few pairs", LOW_COVERAGE: "cluster coverage too low",
@@ -42,7 +42,7 @@ NO_CLUSTER = -1  # cluster id of a success mined without prototypes
 _NONE = 99  # "no code" in the MIN reductions: larger than every code
 COS_EPS = 1e-8  # cos(a, b) = a·b / (max(‖a‖, ε)·max(‖b‖, ε)): 0 against a zero vector
 
-# Telemetry keys (seed 003 §2.3, plus the guard's)
+# Telemetry keys (success-set design §2.3, plus the guard's)
 TRIGGER_KEYS = ("bonus/triggered", "bonus/ran")
 NOT_TRIGGERED_KEYS = ("bonus/not_triggered_reason_code", "bonus/not_triggered_pairs", "bonus/not_triggered_cov",
                       "bonus/not_triggered_cooldown")
@@ -60,7 +60,7 @@ class Episode(NamedTuple):
 
 @dataclasses.dataclass
 class PairPack:
-    """One failure paired with its Top-K successes over the divergence window (seed 003 Part2, L167)."""
+    """One failure paired with its Top-K successes over the divergence window (success-set design Part2, L167)."""
 
     fail_ep_id: int
     succ_ep_ids: list[int]  # [K] in Top-K order (Top-1 first)
@@ -213,7 +213,7 @@ def validate_episode(fn: str, name: str, ep: Episode, obs_dim: int | None = None
 
 
 def episode_embedding(states: torch.Tensor) -> torch.Tensor:
-    """The episode embedding of seed 003 (§6 "mean(obs)"): the mean state [OBS] of states [T, OBS]."""
+    """The episode embedding of the success-set design (§6 "mean(obs)"): the mean state [OBS] of states [T, OBS]."""
     return states.mean(0)
 
 
@@ -245,7 +245,7 @@ def build_pos_mask(succ_actions: torch.Tensor, n_bins: int) -> torch.Tensor:
 
 def stack_packs(packs: Sequence[PairPack], n_bins: int
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Packs -> one step batch for Loss A (seed 003 _build_bonus_batch): states [N, OBS], fail_actions
+    """Packs -> one step batch for Loss A (success-set design _build_bonus_batch): states [N, OBS], fail_actions
     [N, A], pos_mask [N, A, n_bins], zone_weight [N], N = Σ window lengths."""
     if not packs:
         raise ValueError("stack_packs: argument 'packs' is empty, expected at least one PairPack")

@@ -1,7 +1,7 @@
 """Runtime half of contract ``world_model`` (formulas and clauses: rlspec.spec.world_model): the configuration
 with its defaults and presets, the KL result type, the batch and input validators.
 
-Imports only torch. Source: seed 004 §3 M4 (packed2 encoder, decoder, reward head, continue head;
+Imports only torch. Source: the Dreamer plan §3 M4 (packed2 encoder, decoder, reward head, continue head;
 reconstruction loss with stop-gradient KL and free bits, no KL balancing; ``unpack_impl`` contingency hook),
 §2.3 (replay layout and ``continue`` semantics), §5. Network shapes follow sheeprl 0.8.4's DreamerV3
 (``sheeprl/algos/dreamer_v3/agent.py``, ``loss.py`` ``reconstruction_loss``): MLP encoder and decoder by default,

@@ -1,4 +1,4 @@
-"""Seed 004's "Exit Oak" as a RAM plug-in (interface: rlspec/envs/pyboy_env.py) for a user's own Pokémon Red or
+"""Dreamer plan's "Exit Oak" as a RAM plug-in (interface: rlspec/envs/pyboy_env.py) for a user's own Pokémon Red or
 Blue ROM (English release; nothing of the game ships with rlspec or is downloaded):
 
     rlspec train dreamer --env pyboy --rom PokemonRed.gb --state oaks_lab.state --plugin rlspec.envs.exit_oak \\

@@ -1,4 +1,4 @@
-"""Meta-World tasks with token actions, vectorized (seed 003's setting): ``metaworld:<name>-v3``.
+"""Meta-World tasks with token actions, vectorized (success-set design's setting): ``metaworld:<name>-v3``.
 
 Needs the `bonus` extra (metaworld 3.1.1, MuJoCo 3; no rendering). Each env is
 ``gymnasium.make("Meta-World/MT1", env_name=name, seed=...)``, stepped in this process.

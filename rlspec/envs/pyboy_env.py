@@ -32,7 +32,7 @@ module-level variables (e.g. the deepest row reached) are per env. Every episode
 the reset then emulates ``frameskip`` frames with no button held. The game runs on its own: a step is
 ``frameskip`` frames with the action's button held, nothing more. A plug-in may also define
 ``booted(memory) -> bool`` (default True): power-on frames are emulated until it is true (before the save
-state, if any, is first loaded). rlspec/envs/exit_oak.py is one plug-in (seed 004's "Exit Oak": a user's own
+state, if any, is first loaded). rlspec/envs/exit_oak.py is one plug-in (Dreamer plan's "Exit Oak": a user's own
 Pokémon Red and a save state in Oak's lab).
 
 No ROM ever ships with rlspec except its own (rlspec/envs/room/room.gb) and nothing is downloaded.

@@ -7,7 +7,7 @@ Each wrapped env follows Safety-Gymnasium's API: ``reset(seed=) -> (obs, info)``
 * seeds every episode explicitly: episode k of env i is reset with a seed drawn from
   SeedSequence([seed, i, k]), so a run never depends on an env's internal RNG carrying over;
 * auto-resets an env whose episode ended and returns the real final observation beside the new one
-  (``final_obs``), which the truncation bootstrap needs (seed 001 CRITICAL-2);
+  (``final_obs``), which the truncation bootstrap needs (PPO review CRITICAL-2);
 * clips actions to the action space (the sampled, unclipped action is what the policy is trained on);
 * tracks episode return, cost and length (finished episodes are reported in step, then env order);
 * renders on request (``step(actions, render=True)``): each env's rgb_array frame of s'_t, taken right

@@ -1,7 +1,7 @@
 """TokenReach-v0: the bonus phase's tiny CI task, numpy only, vectorized, with two ways to succeed.
 
 A point in the square [-1, 1]² starts left of a wall at x = 0 and must reach a goal right of it. The wall
-has two gaps (y ≈ +0.5 and y ≈ −0.5), so successful episodes form two clusters (what seed 003 Part4's
+has two gaps (y ≈ +0.5 and y ≈ −0.5), so successful episodes form two clusters (what the success-set design Part4's
 prototypes are for) and a failure usually diverges from its nearest success where it misses a gap.
 
     obs [N, 4] float32 = (x, y, goal_x, goal_y)

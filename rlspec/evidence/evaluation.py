@@ -1,4 +1,4 @@
-"""Seed 000's evaluation protocol as a tool (seed 000 §10 "Evaluation Plan" and §12): runs grouped by
+"""PPOLagSem design's evaluation protocol as a tool (PPOLagSem design §10 "Evaluation Plan" and §12): runs grouped by
 algorithm, mean and IQM with 95% bootstrap CIs over seeds (rlspec/evidence/stats.py), and per group
 
 - steps to a return threshold: the first logged env step whose return reaches it (a run that never does counts

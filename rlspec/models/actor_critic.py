@@ -41,7 +41,7 @@ class GaussianActor(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.distributions.Normal:
         """obs [N, D] -> the action distribution with batch shape [N, A]. Arguments are not validated: a
-        non-finite σ reaches the KL check and the loss guards (seed 002), which stop or count it."""
+        non-finite σ reaches the KL check and the loss guards (numerics note), which stop or count it."""
         return torch.distributions.Normal(self.mean(obs), self.log_std.exp(), validate_args=False)
 
     def log_prob(self, obs: torch.Tensor, act: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

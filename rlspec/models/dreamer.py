@@ -1,4 +1,4 @@
-"""DreamerV3's actor and critic over the RSSM features f = [h; flatten(z)] (seed 004 M5; sheeprl 0.8.4
+"""DreamerV3's actor and critic over the RSSM features f = [h; flatten(z)] (Dreamer plan M5; sheeprl 0.8.4
 ``Actor`` and critic ``MLP``: ``layers`` × (Linear without bias → LayerNorm(eps 1e-3) → SiLU), then a linear
 output). The actor gives the logits of the discrete actions; the critic the logits of its symlog two-hot
 value (contract ``twohot``), its output layer zero-initialised as sheeprl does (the first values are 0).

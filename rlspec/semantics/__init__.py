@@ -1,4 +1,4 @@
-"""PPOLagSem's semantic side (seed 000): a frozen vision-language model shapes rewards early, a risk head
+"""PPOLagSem's semantic side (PPOLagSem design): a frozen vision-language model shapes rewards early, a risk head
 learns the truncated discounted cost from its embeddings, and the risk predictions may damp the
 Lagrange multiplier's learning rate. Strictly opt-in: this package's ``__init__`` imports nothing
 (``build_hooks`` imports the hooks only for an enabled config), and

@@ -1,4 +1,4 @@
-"""``SemanticRewardAdapter`` (seed 000 §4.4, §23, §25.2, §26.3): the reward hook an on-policy engine calls
+"""``SemanticRewardAdapter`` (PPOLagSem design §4.4, §23, §25.2, §26.3): the reward hook an on-policy engine calls
 once per vectorized step, *before* it stores the rewards; the PPO core is untouched.
 
     adapter(global_step, rewards [B], costs [B], dones [B], frames=None) -> rewards' [B]

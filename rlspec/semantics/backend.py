@@ -1,4 +1,4 @@
-"""The vision-language backend (seed 000 §15.1 rows 6–17, §15.2–§15.4, §25.6): any Hugging Face
+"""The vision-language backend (PPOLagSem design §15.1 rows 6–17, §15.2–§15.4, §25.6): any Hugging Face
 image-text model that ``AutoModel`` / ``AutoProcessor`` load and that has ``get_image_features`` and
 ``get_text_features`` (CLIP, SigLIP, SigLIP2, ...).
 

@@ -1,15 +1,15 @@
-"""``semantic_cfgs`` (seed 000 §8, §18.5, §28.3): the configuration of PPOLagSem's semantic side.
+"""``semantic_cfgs`` (PPOLagSem design §8, §18.5, §28.3): the configuration of PPOLagSem's semantic side.
 
 Every flag defaults to off (§4.5: "All semantic flags default to False"), so ``SemanticConfig()`` is
 plain PPOLag. This module imports only the standard library: an engine reads it whether or not
 semantics are enabled, and reading it must not pull in transformers or the shaping code (§25.16).
 
-Defaults the seed gives: model_device cuda:0 / host_device cpu (§15.1 row 9), the dtype chain
+Defaults the PPOLagSem design gives: model_device cuda:0 / host_device cpu (§15.1 row 9), the dtype chain
 bf16 → fp16 → fp32 (§15.3), risk_lr 1e-3, margin_norm_enable True, margin_scale 1.0 (§28.3),
 modulation_min_episodes 10 (§4.0.5.1), threshold_percentile 60 (§4.0.5 example), risk_batch_size 128
 and risk_update_iters 1 (§18.5), norm_window 1000 (contract ``shaping``), window_size 2048 and
 risk_horizon 64 (§29.2 "typical window sizes (≤2048, H=64)"), batch_max = the number of envs (§18.5,
-written 0 here). Defaults the seed leaves open and this module chooses: beta_start 0.05,
+written 0 here). Defaults the design leaves open and this module chooses: beta_start 0.05,
 beta_end_step_fraction 0.5, capture_interval 1, risk_min_samples 64, risk_hidden 64, alpha_modulation
 and slope 1.0, discount 0.99, the prompt lists. The seed's ``simple_mode`` ("simplified load path") is
 not defined anywhere in it and is left out.

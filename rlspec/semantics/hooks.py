@@ -1,4 +1,4 @@
-"""``PPOLagSemHooks``: the whole semantic side behind the calls a PPO-Lagrangian engine makes (seed 000
+"""``PPOLagSemHooks``: the whole semantic side behind the calls a PPO-Lagrangian engine makes (PPOLagSem design
 §4.4, §25.1, §25.15). The engine builds it only when ``cfg.enable`` (importing this module is the
 engine's first semantic import) and otherwise runs plain PPOLag:
 

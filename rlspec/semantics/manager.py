@@ -1,4 +1,4 @@
-"""``SemanticManager`` (seed 000 §4.1, §5.1, §5.4, §15.2, §15.3, §26.3): prompt centroids, batched frame
+"""``SemanticManager`` (PPOLagSem design §4.1, §5.1, §5.4, §15.2, §15.3, §26.3): prompt centroids, batched frame
 embedding with out-of-memory backoff, and margin → normalized margin → shaped reward, all of the shaping
 maths through the ``shaping`` contract's fast implementation.
 

@@ -1,4 +1,4 @@
-"""λ learning-rate modulation (seed 000 §4.0.5, §4.0.5.1, §5.3): M ∈ (0, 1] from the risk head's
+"""λ learning-rate modulation (PPOLagSem design §4.0.5, §4.0.5.1, §5.3): M ∈ (0, 1] from the risk head's
 predictions on the buffered embeddings, through the ``modulation`` contract's fast implementation.
 
 The engine multiplies its Lagrange multiplier's learning rate by M for the next λ update (contract

@@ -1,4 +1,4 @@
-"""``rlspec probe``: offline prompt-centroid separability and annotated frames (seed 000 §30), without
+"""``rlspec probe``: offline prompt-centroid separability and annotated frames (PPOLagSem design §30), without
 training. Same backend and shaping maths as a run (backend.py, contract ``shaping``).
 
     rlspec probe --frames DIR|VIDEO --safe "prompt" ... --unsafe "prompt" ... [--model NAME_OR_DIR] [--out DIR]

@@ -1,4 +1,4 @@
-"""The auxiliary risk head (seed 000 §4.0.4, §5.2, §9, §25.3, §25.15, §29): a float32 MLP q_φ(e) on
+"""The auxiliary risk head (PPOLagSem design §4.0.4, §5.2, §9, §25.3, §25.15, §29): a float32 MLP q_φ(e) on
 detached frame embeddings, trained after each PPO update with SmoothL1 against the truncated, episode-
 masked discounted cost g_t of the ``risk_target`` contract.
 
@@ -6,7 +6,7 @@ RiskBuffer keeps the last ``window_size`` vectorized steps of the *per-step* cos
 (cost [W, B], done [W, B]) and the embeddings captured in them (one row per captured env). Targets are
 computed on the per-step stream and read at the captured steps (contract ``risk_target``, "Reading at
 captured steps"): with capture_interval k > 1 the costs between captures still count. The newest steps'
-targets see fewer than H future costs (no bootstrap, seed §13).
+targets see fewer than H future costs (no bootstrap, PPOLagSem design §13).
 
 RiskTrainer.update (§5.2, §18.5):
     N < risk_min_samples                      → skipped (status too_few_samples), the head untouched
@@ -125,7 +125,7 @@ def calibration(pred: torch.Tensor, g: torch.Tensor, bins: int = RELIABILITY_BIN
     """The risk head's calibration on held-out rows, pred and g [N]: the rows sorted by prediction and cut into
     ``bins`` equal-count bins; per bin the mean prediction p̄_b and mean target ḡ_b (the reliability curve: a
     calibrated head has p̄_b = ḡ_b) and ECE = Σ_b (n_b / N)·|p̄_b − ḡ_b| (Guo et al. 2017's expected calibration
-    error, the bin's mean target in place of its accuracy for a regression head; seed 000 §5.2, §12). Empty bins
+    error, the bin's mean target in place of its accuracy for a regression head; the PPOLagSem design §5.2, §12). Empty bins
     (N < bins) read NaN; N = 0: everything NaN."""
     p, t = pred.double().cpu(), g.double().cpu()
     chunks = torch.tensor_split(torch.argsort(p), bins)
@@ -204,7 +204,7 @@ def risk_metrics(status: str, message: str, *, lr: float, nan_events: int, sizes
                  loss=0.0, pred_mean=0.0, target_mean=0.0, corr=0.0, samples=0, holdout: bool = False,
                  calibrated: dict | None = None) -> dict[str, float]:
     """Every Risk/* key of one update (§7, §15.5), the same set whether the update ran or was skipped
-    (then the loss and statistics read 0 and Risk/TrainStatusCode says why, as the seed logs it); with
+    (then the loss and statistics read 0 and Risk/TrainStatusCode says why, as the PPOLagSem design logs it); with
     ``holdout`` the calibration keys too (NaN unless ``calibrated`` gives them)."""
     calibration_keys = (calibrated or dict.fromkeys(CALIBRATION_KEYS, math.nan)) if holdout else {}
     return {**calibration_keys, "Risk/Loss": float(loss), "Risk/PredMean": float(pred_mean),

@@ -1,4 +1,4 @@
-"""The logged keys of PPOLagSem (seed 000 §7, §15.5, §28.2, §33.3), pre-registered (§2 principle 5): an
+"""The logged keys of PPOLagSem (PPOLagSem design §7, §15.5, §28.2, §33.3), pre-registered (§2 principle 5): an
 engine with semantics enabled logs exactly ``keys(cfg)`` every epoch, all floats (CSV and TensorBoard
 scalars). Windowed keys cover the epoch since the previous log; counters are cumulative.
 

@@ -1,12 +1,12 @@
 """Contract ``numerics``: the robust numerics a PPO loop leans on (normalizers, guards, masks, KL stop).
 
-Sources: seed 002 (all of it: §1 safe normalization, §2 component masking, §3 PPO ratio guards, §5 loss
-guards) and seed 001 (CRITICAL-1 frozen observation normalizer, HIGH-1 batch-wise statistics, HIGH-2 KL
+Sources: the numerics note (all of it: §1 safe normalization, §2 component masking, §3 PPO ratio guards, §5 loss
+guards) and the PPO review (CRITICAL-1 frozen observation normalizer, HIGH-1 batch-wise statistics, HIGH-2 KL
 early stop before the step, HIGH-3 per-head causal masks, HIGH-4 separate value clip).
 
 Formulas (x [...] flattened to n values, dtype float32/float64)
 ----------------------------------------------------------------
-safe_standardize(x, eps=1e-8)                                                       (seed 002 §1)
+safe_standardize(x, eps=1e-8)                                                       (numerics note §1)
     n = 0      → x (empty, same shape and dtype)
     μ = K + mean(x − K) with K = x_0 (shifted mean: exact for a constant x, no cancellation on offsets)
     σ = sqrt(Σ(x − μ)² / (n − 1)) for n ≥ 2 (unbiased, torch's ``x.std()``), σ = 0 for n = 1
@@ -25,13 +25,13 @@ RunningMeanStd(shape=(), epsilon=1e-4): Chan's parallel update, Stable-Baselines
     var = (ε·1 + ε·mean² + Σ(x − mean)²) / (ε + M). State is float64 (as SB3's numpy arrays).
     HIGH-1: statistics are updated per batch (all envs of a step at once), never per element.
 
-ObsNormalizer(shape=(), epsilon=1e-8, clip=10.0)                              (seed 001 CRITICAL-1)
+ObsNormalizer(shape=(), epsilon=1e-8, clip=10.0)                              (PPO review CRITICAL-1)
     normalize(obs [..., *shape]) = clip((obs − mean) / sqrt(var + epsilon), −clip, clip)  (SB3
     VecNormalize) with the statistics as last committed; normalize NEVER updates them, so every row of
     a rollout is normalized identically. commit(batch [N, *shape]) = rms.update(batch), called after
     the PPO update with the rollout's raw observations.
 
-ratio_guard(new_log_prob [...], old_log_prob [...]) -> (ratio [...], events)            (seed 002 §3)
+ratio_guard(new_log_prob [...], old_log_prob [...]) -> (ratio [...], events)            (numerics note §3)
     Δ = new − old;  ratio = clamp(exp(clamp(Δ, −20, 20)), 0.01, 100) for finite Δ, and 1 for a
     non-finite Δ. events (0-d int64 tensors): log_ratio_clamped = #{finite |Δ| > 20},
     nonfinite = #{non-finite Δ}, ratio_clamped = #{finite Δ ∉ [ln 0.01, ln 100]}.
@@ -40,35 +40,35 @@ ratio_guard(new_log_prob [...], old_log_prob [...]) -> (ratio [...], events)    
     bug signal, not extreme confidence. The gradient w.r.t. new_log_prob is ratio inside [0.01, 100]
     and exactly 0 where clamped or non-finite (never NaN).
 
-LossGuard: guard(loss [], kind) -> loss if finite, else 0 (counted per kind)           (seed 002 §5)
+LossGuard: guard(loss [], kind) -> loss if finite, else 0 (counted per kind)           (numerics note §5)
     counts() -> {kind: number of non-finite losses}; exactly one RuntimeWarning per kind naming it,
     by the time counts() returns (the fast twin defers the warning to counts(), its one host sync).
 
 masked_component_weights(advantages [N, C], logits [C], std_eps=1e-8) -> (weights [C], valid [C])
     valid_c = std(advantages[:, c]) > std_eps (unbiased, of the rows shifted by row 0 so that a constant
-    column has std exactly 0; N = 1 gives NaN → invalid)                                  (seed 002 §2)
+    column has std exactly 0; N = 1 gives NaN → invalid)                                  (numerics note §2)
     weights = softmax over the valid logits only, exactly 0 (and zero gradient) on invalid components,
-    all zeros when no component is valid. Seed 002 modes (C = 6): centroid_distance_only 1 active,
+    all zeros when no component is valid. The numerics note modes (C = 6): centroid_distance_only 1 active,
     simple_delete_only 3 active, normal 6 active.
 
-kl_early_stop(log_ratio [...], target_kl) -> (stop [] bool, kl [])                    (seed 001 HIGH-2)
+kl_early_stop(log_ratio [...], target_kl) -> (stop [] bool, kl [])                    (PPO review HIGH-2)
     kl = mean(exp(Δ) − 1 − Δ) (Schulman's k3, ≥ 0, computed as expm1(Δ) − Δ); stop = not (kl ≤
     1.5·target_kl): a NaN estimate stops (fail-safe). target_kl None never stops.
 kl_guarded_updates(log_ratio_fn, step_fn, n_steps, target_kl) -> (kls, steps_taken)
     for i < n_steps: Δ_i = log_ratio_fn(i) at the current (PRE-step) parameters; stop, kl_i =
     kl_early_stop(Δ_i.detach()); if stop: return (skip step i and all later ones); step_fn(i, Δ_i).
 
-value_loss(values [B], old_values [B], returns [B], value_clip=10.0) -> []            (seed 001 HIGH-4)
+value_loss(values [B], old_values [B], returns [B], value_clip=10.0) -> []            (PPO review HIGH-4)
     v_c = old + clamp(v − old, −value_clip, value_clip)
     loss = 0.5·mean(max((v − R)², (v_c − R)²));   value_clip None → 0.5·mean((v − R)²).
     value_clip is its own range, never the policy clip ratio (values live on another scale).
 
-masked_mean(x [B], mask [B] bool) = Σ_{mask} x / max(Σ mask, 1)                       (seed 001 HIGH-3)
+masked_mean(x [B], mask [B] bool) = Σ_{mask} x / max(Σ mask, 1)                       (PPO review HIGH-3)
 masked_policy_loss(ratio [B], advantages [B], mask [B], clip_ratio=0.2)
     = −masked_mean(min(r·A, clamp(r, 1 − c, 1 + c)·A), mask): a head with no causally relevant sample
     contributes 0, not NaN; masked-out entries (even non-finite) never reach the result. HIGH-3 heads:
     op always, slot unless WAIT, blueprint and blend only for GERMINATE (``causal_head_masks``).
-entropy_loss(entropy {head: [B]}, masks {head: [B] bool}, coef {head: c_h} | None)    (seed 001 MEDIUM-3)
+entropy_loss(entropy {head: [B]}, masks {head: [B] bool}, coef {head: c_h} | None)    (PPO review MEDIUM-3)
     per_head_h = masked_mean(H_h, mask_h),  loss = −Σ_h c_h·per_head_h  → (loss [], {head: per_head_h})
     c_h defaults to 1.0 for heads not in ``coef``. A head is averaged over the steps where it acted, so a
     rarely active head (blueprint, blend: only on GERMINATE) is not diluted by the steps where it did
@@ -229,7 +229,7 @@ RATIONALE = {
     "NUM-32": "The literal Σ mask·x / max(Σ mask, 1) multiplies a masked-out NaN or inf by 0, which IEEE 754 makes "
               "NaN, so a textbook masked mean is NaN as soon as an irrelevant head's sample holds garbage. The kit "
               "asks for a select (x where mask, else 0) because a head that did not act on a step must not be "
-              "able to poison the loss or its gradient (seed 001 HIGH-3's causal masks).",
+              "able to poison the loss or its gradient (PPO review HIGH-3's causal masks).",
     "NUM-23": SCALAR_RATIONALE,
     "NUM-10": "The dtype policy returns the input's dtype, so float64 observations are compared with the "
               "formula at float64 precision. Stable-Baselines3's VecNormalize (the one adapter of "

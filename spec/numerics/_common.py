@@ -27,11 +27,11 @@ KINDS = ("normal", "offset", "mixed_scale", "constant", "tiny_var", "single", "i
 
 
 def _values(g: torch.Generator, kind: str, shape: tuple) -> torch.Tensor:
-    """float64 values of one of KINDS (seed 002 Test 1: normal, zero/small variance, scale mixing)."""
+    """float64 values of one of KINDS (numerics note Test 1: normal, zero/small variance, scale mixing)."""
     x = torch.randn(shape, generator=g, dtype=torch.float64)
     if kind == "offset":
         return 1e3 + 5 * x
-    if kind == "mixed_scale":  # seed 002: distance penalties ~ -1 mixed with success rewards +500
+    if kind == "mixed_scale":  # numerics note: distance penalties ~ -1 mixed with success rewards +500
         return torch.where(torch.rand(shape, generator=g) < 0.1, torch.full_like(x, 500.0), -x.abs())
     if kind == "constant":
         return torch.full(shape, float(torch.tensor([0.0, 5.0, -3.25, 0.1])[torch.randint(4, (), generator=g)]),
@@ -52,8 +52,8 @@ def standardize_cases(draw):
 
 
 STANDARDIZE_EXAMPLES = (
-    dict(x=torch.tensor([5.0, 5.0, 5.0]), eps=STD_EPS),  # seed 002: constant → zeros, not NaN
-    dict(x=torch.tensor([-1.0, -0.5, 500.0]), eps=STD_EPS),  # seed 002 Test 1: scale mixing
+    dict(x=torch.tensor([5.0, 5.0, 5.0]), eps=STD_EPS),  # numerics note: constant → zeros, not NaN
+    dict(x=torch.tensor([-1.0, -0.5, 500.0]), eps=STD_EPS),  # numerics note Test 1: scale mixing
     dict(x=torch.tensor([1.0, 1.0 + 1e-7, 1.0 - 1e-7], dtype=torch.float64), eps=1e-6),  # σ < eps
     dict(x=torch.tensor([0.1] * 7), eps=STD_EPS),  # constant whose plain mean rounds off 0.1
     dict(x=torch.tensor([3.0], dtype=torch.float64), eps=STD_EPS),  # n = 1

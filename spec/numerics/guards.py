@@ -39,10 +39,10 @@ def log_prob_pairs(draw):
     return dict(new_log_prob=new.to(dtype), old_log_prob=old.to(dtype))
 
 
-RATIO_EXAMPLES = (  # seed 002 Test 5: 0.1 normal, ±50 clamp, NaN and Inf → 1
+RATIO_EXAMPLES = (  # numerics note Test 5: 0.1 normal, ±50 clamp, NaN and Inf → 1
     dict(new_log_prob=torch.tensor([0.1, 50.0, -50.0, math.nan, math.inf, -math.inf, 21.0, 4.0]),
          old_log_prob=torch.zeros(8)),
-    dict(new_log_prob=torch.tensor([52.0], dtype=torch.float64),  # seed 002: 50 − (−2) = 52 → 100
+    dict(new_log_prob=torch.tensor([52.0], dtype=torch.float64),  # numerics note: 50 − (−2) = 52 → 100
          old_log_prob=torch.tensor([-2.0], dtype=torch.float64)),
 )
 

@@ -32,7 +32,7 @@ from rlspec.spec.numerics._common import _eps, dtypes, seeds
 # Properties: component masking, KL early stop, value clipping, masked means
 # --------------------------------------------------------------------------------------------------
 def mode_case(mode: str, n: int = 8, seed: int = 0) -> dict:
-    """Seed 002 §2: advantages [n, 6] whose inactive components are always zero."""
+    """Numerics note §2: advantages [n, 6] whose inactive components are always zero."""
     g = torch.Generator().manual_seed(seed)
     adv = torch.randn(n, len(COMPONENTS), generator=g)
     adv[:, MODES[mode]:] = 0.0
@@ -60,7 +60,7 @@ def check_component_mask(impl, advantages, logits, std_eps, active):
     if not torch.equal(valid.cpu(), want_valid):
         fail("NUM-16", f"valid = {valid.tolist()}, expected std > {std_eps:g}: {want_valid.tolist()}", **inputs)
     if active is not None and int(valid.sum()) != active:
-        fail("NUM-16", f"{int(valid.sum())} active components, seed 002 §2 expects {active}", **inputs)
+        fail("NUM-16", f"{int(valid.sum())} active components, numerics note §2 expects {active}", **inputs)
     l64 = logits.double().masked_fill(~want_valid, -math.inf)
     want = torch.softmax(l64, 0).nan_to_num(0.0) if bool(want_valid.any()) else torch.zeros_like(l64)
     e = _eps(logits.dtype)

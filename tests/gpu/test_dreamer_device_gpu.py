@@ -1,4 +1,4 @@
-"""The DreamerV3 engine's device execution (rlspec/engines/dreamer/device.py) on CUDA (seed 004 M6–M7 GPU gate): the memcpy gate
+"""The DreamerV3 engine's device execution (rlspec/engines/dreamer/device.py) on CUDA (Dreamer plan M6–M7 GPU gate): the memcpy gate
 on the engine's hot loop (torch.profiler: no "Memcpy HtoD"/"Memcpy DtoH" in ``iterate``), pointer stability of
 the replay slots the Warp room renders into, the actor and learner on their own streams, and a CUDA smoke
 run whose checkpoint the CPU tools read. The CPU gate runs the same engine code on CPU

@@ -1,4 +1,4 @@
-"""packed2 on CUDA (spec/packed2.py; seed 004 M4 micro-benchmark, M6 unpack kernel).
+"""packed2 on CUDA (spec/packed2.py; the Dreamer plan M4 micro-benchmark, M6 unpack kernel).
 
 * The compiled Triton kernel, the Warp kernel on CUDA and the torch LUT on CUDA agree bit for bit with
   the CPU reference (PACKED2-4/5/6 on the code the GPU actually runs; the CPU gate covers the same

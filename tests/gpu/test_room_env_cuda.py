@@ -1,4 +1,4 @@
-"""The room env's Warp twin on CUDA (spec/room_env.py; seed 004 M6 direct write). UNVERIFIED here: written
+"""The room env's Warp twin on CUDA (spec/room_env.py; the Dreamer plan M6 direct write). UNVERIFIED here: written
 on a machine without a GPU; the CPU gate runs the same kernels on Warp's CPU device.
 
 * CUDA frames, rewards and flags equal Warp's CPU device and the ROM in PyBoy bit for bit.
@@ -55,7 +55,7 @@ def test_cuda_equals_cpu_and_the_rom(n, against):
 
 
 def _actor_loop(env, ring, actions, row: dict, first: int, steps: int) -> None:
-    """Seed 004 M6 on the device: obs_t is already in obs_slot(t); step, push row t, render obs_{t+1} into
+    """Dreamer plan M6 on the device: obs_t is already in obs_slot(t); step, push row t, render obs_{t+1} into
     obs_slot(t+1). ``row`` carries is_first / episode_id of obs_t (device tensors)."""
     for t in range(first, first + steps):
         a = actions[t]

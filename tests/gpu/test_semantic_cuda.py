@@ -1,4 +1,4 @@
-"""PPOLagSem's semantic side on CUDA (seed 000 §15.2, §15.3, §26.3). UNVERIFIED: written on a machine
+"""PPOLagSem's semantic side on CUDA (PPOLagSem design §15.2, §15.3, §26.3). UNVERIFIED: written on a machine
 without a GPU; the CPU halves of the same paths run in tests/semantic.
 
 * §15.3 precision matrix: a bf16 model on cuda with a cuda host keeps embeddings and centroids in bf16

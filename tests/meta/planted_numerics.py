@@ -83,7 +83,7 @@ def _masked_mean_unclamped(x, mask):
 
 
 def _ratio_clamp_then_check(new_log_prob, old_log_prob):
-    """Seed 002 §3 read literally: clamp first, so Δ = ±Inf becomes ratio 100 / 0.01, not 1."""
+    """Numerics note §3 read literally: clamp first, so Δ = ±Inf becomes ratio 100 / 0.01, not 1."""
     ratio, events = ref.ratio_guard(new_log_prob, old_log_prob)
     d = (new_log_prob - old_log_prob).clamp(-20.0, 20.0)
     ratio = torch.where(torch.isnan(d), torch.ones_like(d), d.exp().clamp(0.01, 100.0))
@@ -91,7 +91,7 @@ def _ratio_clamp_then_check(new_log_prob, old_log_prob):
 
 
 def _mask_with_fill(advantages, logits, std_eps=1e-8):
-    """Seed 002 §2 literally: fill masked logits with -1e10; with no active component all get 1/C."""
+    """Numerics note §2 literally: fill masked logits with -1e10; with no active component all get 1/C."""
     validate_components("masked_component_weights", advantages, logits, std_eps)
     valid = component_std(advantages) > std_eps
     return torch.softmax(torch.where(valid, logits, torch.full_like(logits, -1e10)), 0), valid

@@ -55,7 +55,7 @@ def _bootstrap_from_next_row(reward, value, terminated, truncated, next_value, g
 
 
 def _carry_across_truncation(reward, value, terminated, truncated, next_value, gamma, lam):
-    """Seed 001 read literally: next_non_terminal = 1 on truncation for δ *and* the recursion."""
+    """PPO review read literally: next_non_terminal = 1 on truncation for δ *and* the recursion."""
     term, trunc = validate_gae("gae", reward, value, terminated, truncated, next_value, gamma, lam)
     T = value.shape[0]
     v, r, boot = value.double(), reward.double(), next_value.double()

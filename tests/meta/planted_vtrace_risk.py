@@ -79,7 +79,7 @@ def _nan_accepted(log_rho, discount, reward, value, bootstrap_value, rho_bar=1.0
 
 # -------------------------------------------------------------------------------------------- risk
 def _seed_block_reset(cost, done, gamma, horizon):
-    """Seed 000 §29.2.1 verbatim: the accumulator also resets whenever ``look >= H``."""
+    """PPOLagSem design §29.2.1 verbatim: the accumulator also resets whenever ``look >= H``."""
     flags = validate_risk_target("risk_target", cost, done, gamma, horizon)
     c, d = cost.double(), flags
     out, running, look = torch.zeros_like(c), c.new_zeros(c.shape[1:]), torch.zeros(c.shape[1:], dtype=torch.long)

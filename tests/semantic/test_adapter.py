@@ -1,5 +1,5 @@
 """The reward hook end to end on a real tiny CLIP: shaping against the float64 ``shaping`` oracle, the
-prompt-swap sign flip (seed 000 §15.8 b), capture interval, batching and OOM backoff, fail-soft,
+prompt-swap sign flip (PPOLagSem design §15.8 b), capture interval, batching and OOM backoff, fail-soft,
 telemetry."""
 
 from __future__ import annotations

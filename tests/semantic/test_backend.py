@@ -1,4 +1,4 @@
-"""Seed 000 §15.8 (a) "load & status": real tiny CLIP / SigLIP folders through AutoModel / AutoProcessor,
+"""PPOLagSem design §15.8 (a) "load & status": real tiny CLIP / SigLIP folders through AutoModel / AutoProcessor,
 safetensors only, the dtype fallback chain, the cache lookup, the device fallback, §15.3 precision."""
 
 from __future__ import annotations

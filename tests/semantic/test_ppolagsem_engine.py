@@ -1,4 +1,4 @@
-"""PPOLagSem on the safe-RL engine (seed 000 §4.4, §25.15, §25.16) on ToyGoal-v0 with the tiny
+"""PPOLagSem on the safe-RL engine (PPOLagSem design §4.4, §25.15, §25.16) on ToyGoal-v0 with the tiny
 random CLIP: frames rendered on capture steps, parity with PPOLag when disabled (weights, λ, every logged
 value, the logged keys, no semantic import, the caller's RNG streams), straight = stopped-and-resumed
 with every hook state in the checkpoint, every §7/§15.5 key in metrics.csv and TensorBoard, and the

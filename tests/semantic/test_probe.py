@@ -1,4 +1,4 @@
-"""``rlspec probe`` (seed 000 §30) on a real tiny CLIP: statistics against an independent computation,
+"""``rlspec probe`` (PPOLagSem design §30) on a real tiny CLIP: statistics against an independent computation,
 the prompt-swap sign flip, annotated frames, folder / GIF / mp4 inputs."""
 
 from __future__ import annotations

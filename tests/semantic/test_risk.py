@@ -1,4 +1,4 @@
-"""Risk head and λ modulation (seed 000 §5.2, §4.0.5, §15.8 c) on real tiny-CLIP embeddings."""
+"""Risk head and λ modulation (PPOLagSem design §5.2, §4.0.5, §15.8 c) on real tiny-CLIP embeddings."""
 
 from __future__ import annotations
 

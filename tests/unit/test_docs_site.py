@@ -139,3 +139,15 @@ def test_every_rlspec_verb_and_nox_session_the_readme_names_exists():
     sessions = set(re.findall(r"nox -s (\w+)", README))
     noxfile = (ROOT / "noxfile.py").read_text()
     assert sessions and all(re.search(rf"@nox.session[^\n]*\ndef {s}\(", noxfile) for s in sessions), sessions
+
+
+def test_the_docs_name_the_design_documents_and_seed_means_an_rng_seed():
+    """The README, the docs pages and the benchmarks' pages cite the design documents by name (docs/sources.md),
+    never as "seed 000".."seed 004"; the sources page says which number was which."""
+    pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "benchmarks").glob("*/README.md")]
+    cited = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in pages if p.name != "sources.md"
+             for m in re.finditer(r"[Ss]eeds? 00[0-4]", p.read_text())]
+    assert not cited, cited
+    sources = (ROOT / "docs/sources.md").read_text()
+    for name in ("PPOLagSem design", "PPO review", "numerics note", "success-set design", "Dreamer plan"):
+        assert f"**{name}**" in sources, name

@@ -1,4 +1,4 @@
-"""rlspec.evidence.evaluation: seed 000's metrics against closed forms, the three log readers on logs written in
+"""rlspec.evidence.evaluation: the PPOLagSem design's metrics against closed forms, the three log readers on logs written in
 each tool's own format, and the grouped plot."""
 
 from __future__ import annotations

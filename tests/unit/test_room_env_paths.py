@@ -164,7 +164,7 @@ def test_screen_with_another_palette_is_rejected():
 
 
 def test_warp_env_writes_straight_into_the_replay_ring():
-    """The actor loop of seed 004 M6 on CPU: step(render=False), push row t, render into obs_slot(t+1). The
+    """The actor loop of the Dreamer plan M6 on CPU: step(render=False), push row t, render into obs_slot(t+1). The
     ring's own checks (is_first / episode_id / continue invariants) pass and its rows are the model's."""
     case, first, actions, expected = _plan(num_envs=3, steps=30, step_limit=9)
     n, cap = 3, 64

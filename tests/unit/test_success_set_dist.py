@@ -1,4 +1,4 @@
-"""success_set's global agreement (seed 003 §3.3, §5.2) across two real processes: torch.distributed gloo,
+"""success_set's global agreement (success-set design §3.3, §5.2) across two real processes: torch.distributed gloo,
 torch.multiprocessing spawn, each rank with its own local state.
 
 The bonus trigger and the guards' early stop go through all_reduce(MIN), so both ranks decide alike; each

@@ -1,4 +1,4 @@
-"""Bonus-phase engine (seed 003): rollout, Part1 episode metadata, pair mining, PPO + V-trace over a fragment
+"""Bonus-phase engine (success-set design): rollout, Part1 episode metadata, pair mining, PPO + V-trace over a fragment
 replay, bonus time. The package has the engines' one layout: config.py (the keys and `rlspec train bonus`'s
 description; no torch), loop.py (the run loop and checkpoints), one module per execution — local.py (the sides
 in one process) and ray.py (the same sides as Ray actors) —, verbs.py (eval, plot, compare). Nothing below
@@ -13,7 +13,7 @@ imports this module back.
 Same config and seed ⇒ the same run, straight or resumed: every random draw (weights, actions, replay
 picks, pack sampling) comes from one ``torch.Generator``; the envs draw each episode from its own seed.
 The algorithm is rlspec/algos/bonus_vtrace.py (learner, miner, bonus phase) and rlspec/algos/episodes.py
-(Part1 reassembly); this file only runs them. The ablations of seed 003 §7 are ``--ablation``: baseline
+(Part1 reassembly); this file only runs them. The ablations of the success-set design §7 are ``--ablation``: baseline
 (PPO + V-trace + replay), queue (+ paired queue, no Loss A), top1 (+ Loss A with the Top-1 success),
 topk (+ the Top-K set), prototypes (+ prototypes and cross-cluster sampling, the default).
 """

@@ -40,9 +40,9 @@ class BonusConfig(runconfig.RunConfig):
     """Ray: where the rollout workers' actions come from. local: each worker holds a policy copy, sent trainer
     0's weights every round (no round trip per step: the faster on CPU). actor: one InferenceActor holds the
     policy (and the EMA-best copies) and serves every worker's per-step batch of observations, ~1.3 ms per
-    Ray round trip here (seed 003's architecture: one place for the weights, a GPU for inference at scale)."""
+    Ray round trip here (success-set design's architecture: one place for the weights, a GPU for inference at scale)."""
     best_workers: int = 0
-    """Ray: rollout workers acting with trainer 0's EMA ("best") policy instead of the current one (seed 003
+    """Ray: rollout workers acting with trainer 0's EMA ("best") policy instead of the current one (success-set design
     §2.3 EMA-best-policy broadcast); their fragments are off-policy and V-trace corrects them."""
     best_every: int = 10
     """Ray: rounds between broadcasts of the EMA policy to the best workers."""
@@ -54,7 +54,7 @@ class BonusConfig(runconfig.RunConfig):
     episode_steps: int = 200
     """Meta-World: steps before truncation (at most 500); token-reach has its own 60."""
     ablation: str = "prototypes"
-    """Seed 003 §7: baseline, queue, top1, topk or prototypes (everything on)."""
+    """Success-set design §7: baseline, queue, top1, topk or prototypes (everything on)."""
     fragment_len: int = 32
     """Steps per env in one rollout fragment (one main update per fragment)."""
     replay_fragments: int = 3

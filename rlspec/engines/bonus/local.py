@@ -50,7 +50,7 @@ class Collected(NamedTuple):
 
 
 class RolloutSide:
-    """Envs and their current observations; collects fragments with a given policy (seed 003 rollout worker)."""
+    """Envs and their current observations; collects fragments with a given policy (success-set design rollout worker)."""
 
     def __init__(self, cfg: BonusConfig, num_envs: int, first_env: int, total_envs: int):
         self.cfg, self.first_env, self.total_envs = cfg, first_env, total_envs
@@ -86,7 +86,7 @@ class RolloutSide:
 
 
 class ReplaySide:
-    """The fragment replay, Part1 reassembly, the episode window, the pair miner (seed 003 replay actor), the
+    """The fragment replay, Part1 reassembly, the episode window, the pair miner (success-set design replay actor), the
     return scale the learner divides rewards by and the observation statistics it normalizes with (every env's
     steps pass here, in order)."""
 
@@ -162,7 +162,7 @@ class ReplaySide:
 
 
 class LearnerSide:
-    """PPO + V-trace learner and the bonus scheduler (seed 003 trainer)."""
+    """PPO + V-trace learner and the bonus scheduler (success-set design trainer)."""
 
     def __init__(self, cfg: BonusConfig, kit: BonusKit, setup, bonus_cfg: SuccessSetConfig, obs_dim: int,
                  action_dim: int, n_bins: int, gen: torch.Generator, reduce_min=None, average_gradients=None,
@@ -172,7 +172,7 @@ class LearnerSide:
         self.scheduler = kit.BonusScheduler(bonus_cfg, **({"reduce_min": reduce_min} if reduce_min else {}))
         self.average_gradients, self.standardize = average_gradients, standardize
         self.bonus_errors = 0
-        # the EMA ("best") policy of seed 003 §2.3, kept only when some worker acts with it
+        # the EMA ("best") policy of the success-set design §2.3, kept only when some worker acts with it
         self.ema = copy.deepcopy(self.learner.policy.state_dict()) if cfg.best_workers else None
 
     def update(self, batch: Fragment, miner: PairMiner, step: int, gen: torch.Generator,

@@ -1,4 +1,4 @@
-"""Ray execution of the bonus engine (seed 003's architecture): ``--set execution=ray``.
+"""Ray execution of the bonus engine (success-set design's architecture): ``--set execution=ray``.
 
     rlspec train bonus --task metaworld:push-v3 --set execution=ray --set rollout_workers=4 --set trainers=2
 
@@ -6,11 +6,11 @@ Actors (the `bonus` extra: ray, metaworld), the same sides as the local executio
 * ``rollout_workers`` RolloutActors: each steps num_envs envs (global env indices i·num_envs ...) and returns
   fragments with their Part1 metadata; its actions come from its own policy copy (``inference=local``) or
   from the InferenceActor (``inference=actor``), drawn with the worker's own generator either way;
-* with ``inference=actor``, one InferenceActor: the policy in one place (seed 003's InferenceActor); each
+* with ``inference=actor``, one InferenceActor: the policy in one place (success-set design's InferenceActor); each
   worker step sends its num_envs observations and gets tokens and behaviour log-probabilities back; trainer
   0's weights reach it every round, the EMA-best policy every ``best_every`` rounds (``load_best_weights``);
 * one ReplayActor: the fragment replay, episode reassembly, the success pool, prototypes and the paired
-  queue (pair mining happens here, seed 003 Part2);
+  queue (pair mining happens here, success-set design Part2);
 * ``trainers`` TrainerActors in one torch.distributed process group (gloo on CPU): the same initial weights,
   each trains on the newest fragments of its workers (worker w goes to trainer w mod trainers) plus replayed
   ones, gradients averaged across ranks; bonus time decides and early-stops through all_reduce(MIN) (the
@@ -21,7 +21,7 @@ every trainer, send rank 0's weights to the workers (or the InferenceActor) — 
 its seed (the actors' generators are seeded from (seed, role, index)), and a checkpoint gathers every actor's
 state.
 ``best_workers`` of the rollout workers act with trainer 0's EMA policy, broadcast every ``best_every``
-rounds and perturbed afresh every round with the worker's generator (seed 003 §2.3 EMA-best-policy broadcast,
+rounds and perturbed afresh every round with the worker's generator (success-set design §2.3 EMA-best-policy broadcast,
 perturbed_best). Both inference modes draw the same numbers in the same order from each worker's generator,
 so a run is the same with either (tests/engines/bonus/test_bonus_ray_metaworld.py). The trade-off: ``actor`` costs a
 Ray round trip per worker step (~1.3 ms on a quiet machine: ~40 ms per 32-step fragment, against ~210 ms of
@@ -137,7 +137,7 @@ class InferenceActor:
         self.gens = [worker_generator(cfg, w) for w in range(cfg.rollout_workers)]
 
     def load_best_weights(self, weights: dict) -> None:
-        """Trainer 0's EMA policy (seed 003 §2.3 broadcast), for the best workers from the next round on."""
+        """Trainer 0's EMA policy (success-set design §2.3 broadcast), for the best workers from the next round on."""
         self.best = weights
 
     def begin_round(self, weights: dict) -> None:
@@ -282,7 +282,7 @@ class RayWorld:
         self.trainers = [TrainerActor.remote(cfg, r, cfg.trainers, init, dims) for r in range(cfg.trainers)]
         self.inference = InferenceActor.remote(cfg, dims) if cfg.inference == "actor" else None
         self.weights = ray.get(self.trainers[0].weights.remote())
-        self.best = self.weights  # the EMA policy the best workers act with (seed 003 §2.3)
+        self.best = self.weights  # the EMA policy the best workers act with (success-set design §2.3)
         self.round = 0
 
     def train_update(self, step: int) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""The DreamerV3 engine (seed 004 M6–M8) on the project's Game Boy room (rlspec/envs/room/room.gb), in the
+"""The DreamerV3 engine (Dreamer plan M6–M8) on the project's Game Boy room (rlspec/envs/room/room.gb), in the
 engines' one layout: config.py (the keys, no torch), loop.py (the run loop and what the executions share), one
 module per execution — local.py (``LocalExecution``: one process, CPU, PyBoy, deterministic) and device.py
 (``DeviceExecution``: actor and learner parts over a device ring, the Warp room) —, verbs.py (eval, plot,

@@ -80,10 +80,10 @@ class DreamerRunConfig(runconfig.RunConfig):
     local execution always uses the reference kit."""
     steps_per_rollout: int = 8
     """device: vector steps the actor part runs before the learner part takes its due updates (actor-side
-    convenience, decoupled from commit_stride and seq_len: seed 004 M7)."""
+    convenience, decoupled from commit_stride and seq_len: the Dreamer plan M7)."""
     commit_stride: int = 4
     """device: vector steps between replay commits (a commit makes rows readable to the learner; on CUDA it
-    records an event the learner's gather waits on). <= dreamer.seq_len (the seed's default advice is
+    records an event the learner's gather waits on). <= dreamer.seq_len (the Dreamer plan's default advice is
     seq_len / 2)."""
     sync_every: int = 4
     """device: learner -> actor weight syncs: after a learner phase, if this many updates were taken since the

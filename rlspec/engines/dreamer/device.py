@@ -1,4 +1,4 @@
-"""Execution device of the DreamerV3 engine, ``DeviceExecution`` (seed 004 M6–M7): the functional core of
+"""Execution device of the DreamerV3 engine, ``DeviceExecution`` (Dreamer plan M6–M7): the functional core of
 rlspec/algos/dreamer.py (``train_step``, ``policy_step``) with the fast kit, split into an actor part and a
 learner part that share a device-resident replay ring (rlspec/fast/replay.py).
 
@@ -12,7 +12,7 @@ One iteration:
   actor    (actor stream) ``steps_per_rollout`` vector steps of the Warp room (rlspec/envs/room/warp_room.py,
            ``num_envs`` envs on the device): act (random during the prefill, then ``policy_step`` with the
            actor's copy of the world model and actor), ``step(render=False)``, push the transition row
-           (seed 004 §2.3), render the next frame straight into the ring's next ``obs_slot`` (M6 direct
+           (Dreamer plan §2.3), render the next frame straight into the ring's next ``obs_slot`` (M6 direct
            write: the frame never leaves the device). Every ``commit_stride`` pushes the ring commits: the
            rows become readable and, on CUDA, an event is recorded on the actor stream.
   learner  (learner stream) the updates the train-ratio scheduler has due (``updates_due``, as in the

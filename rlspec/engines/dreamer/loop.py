@@ -1,4 +1,4 @@
-"""The DreamerV3 run loop (seed 004 M6–M8) on the project's Game Boy room, and what both executions share:
+"""The DreamerV3 run loop (Dreamer plan M6–M8) on the project's Game Boy room, and what both executions share:
 local.py (``LocalExecution``: one process, CPU, PyBoy, top to bottom) runs the loop below as it reads;
 device.py (``DeviceExecution``: actor and learner parts over a device ring, the Warp room) builds on its parts.
 
@@ -13,7 +13,7 @@ One loop iteration is one vector step of the ``num_envs`` emulators (``num_envs`
   act     random actions until ``min_ready_steps`` env steps are in the replay (prefill), then the policy
           (rlspec/algos/dreamer.py ``policy_step``, sampling);
   store   the replay row of every env: (obs_t, action_t, reward and continue of that transition, is_first,
-          episode id) — seed 004 §2.3's transition layout (contract replay);
+          episode id) — Dreamer plan §2.3's transition layout (contract replay);
   learn   the train-ratio scheduler: after env step s the number of updates done is
           floor((s − min_ready_steps) · train_ratio / (batch_size · seq_len)), so every update replays
           batch_size · seq_len steps and replayed / collected steps stay at ``train_ratio`` (danijar's
@@ -482,7 +482,7 @@ def validate_device(cfg: DreamerRunConfig) -> None:
                           "kit": runconfig.one_of(KITS), "value_checks": runconfig.one_of(("auto", "on", "off"))})
     if cfg.commit_stride > d.seq_len:
         raise bad("commit_stride", f"<= dreamer.seq_len = {d.seq_len} (commit often enough that the learner can "
-                  "assemble full sequences; seed 004 M7)", cfg.commit_stride)
+                  "assemble full sequences; the Dreamer plan M7)", cfg.commit_stride)
     need = d.seq_len + cfg.commit_stride + cfg.steps_per_rollout
     if cfg.replay_capacity < need:
         raise bad("replay_capacity", f">= dreamer.seq_len + commit_stride + steps_per_rollout = {need} (a full "

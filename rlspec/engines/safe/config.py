@@ -56,7 +56,7 @@ class SafeConfig(runconfig.RunConfig):
     frame_size: int = 64
     """Width and height of the frames rendered for PPOLagSem's semantic captures (semantic.enable only)."""
     semantic: SemanticConfig = field(default_factory=SemanticConfig)
-    """PPOLagSem's semantic side (seed 000 §8 semantic_cfgs); enable=False: plain PPOLag."""
+    """PPOLagSem's semantic side (PPOLagSem design §8 semantic_cfgs); enable=False: plain PPOLag."""
     trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)
     """TRPO, TRPOLag, TRPOPID, CPO and P3O settings (OmniSafe 0.5.0 TRPO.yaml, CPO.yaml, P3O.yaml defaults)."""
 

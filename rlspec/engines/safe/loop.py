@@ -3,7 +3,7 @@ workers, torchrun, a device): collect, update, check, log, checkpoint, resume.
 
     rlspec train safe --algo PPOLag --env SafetyPointGoal1-v0 [--preset smoke] [--out DIR] [--set k=v ...]
     rlspec train safe --algo PPOLagSem --set semantic.enable=true --set semantic.model_name=DIR ...
-                                              # PPOLag + the semantic side of seed 000 (rlspec/semantics)
+                                              # PPOLag + the semantic side of the PPOLagSem design (rlspec/semantics)
     rlspec train safe --resume RUN            # continue RUN from its last checkpoint
 
 Same config and seed ⇒ the same run, bit for bit, straight or resumed: every random draw comes from one
@@ -12,7 +12,7 @@ Same config and seed ⇒ the same run, bit for bit, straight or resumed: every r
 and the envs (as replayable actions). The algorithms are rlspec/algos/safe_ppo.py
 and rlspec/algos/trust_region.py (TRPO, TRPOLag, TRPOPID, CPO, P3O); this file only runs them.
 
-PPOLagSem (seed 000) is PPOLag with ``semantic.enable``: the engine then builds
+PPOLagSem (PPOLagSem design) is PPOLag with ``semantic.enable``: the engine then builds
 ``rlspec.semantics.build_hooks(cfg.semantic, ...)`` and, following its call protocol
 (rlspec/semantics/hooks.py), renders frames on capture steps, shapes the rewards before they are stored,
 scales λ's learning rate by the modulation M, trains the risk head after the update, logs the Semantics/*
@@ -113,7 +113,7 @@ def collect(state: SafePPOState, envs: SafeVectorEnv, steps: int, gen: torch.Gen
             first_step: int = 0) -> Rollout:
     """``steps`` vectorized steps with the current policy and the frozen observation statistics. With
     PPOLagSem ``hooks`` (``first_step``: env steps taken before this rollout), frames of s'_t are rendered
-    on capture steps only and the env rewards are shaped before anything else sees them (seed 000 §4.4).
+    on capture steps only and the env rewards are shaped before anything else sees them (PPOLagSem design §4.4).
 
     Each step's actions go to the envs (``step_async``) before this process takes their log-probabilities
     and finishes the previous step's row (s'_t's policy input): with envs in worker processes that work
@@ -284,7 +284,7 @@ def _loop(cfg: SafeConfig, ex: Execution, kit: Kit, state: SafePPOState, envs: S
         window.extend(envs.pop_finished())
         jc = _window_means(window, ex.comm)["Metrics/EpCost"]
         t1 = time.perf_counter()
-        scale = hooks.lambda_scale() if hooks is not None else 1.0  # M of seed 000 §4.0.5 (1: PPOLag)
+        scale = hooks.lambda_scale() if hooks is not None else 1.0  # M of the PPOLagSem design §4.0.5 (1: PPOLag)
         metrics = update(state, rollout, jc, cfg.ppo, cfg.safety, kit, gen, progress=epoch / epochs, comm=ex.comm,
                          tr=cfg.trust_region, lambda_scale=scale)
         if hooks is not None:  # the risk head learns after the PPO update (§25.15)

@@ -8,7 +8,7 @@
   the room's, packed least-significant pixel first (packed2). The room and the poses are decoded once from
   the contract's pictures and palettes into shade tables (and the room packed once).
 
-``step(actions, out)`` writes the frames straight into ``out``; with the replay ring (seed 004 M6 direct
+``step(actions, out)`` writes the frames straight into ``out``; with the replay ring (Dreamer plan M6 direct
 write) the frame of step t+1 belongs in ``obs_slot(t+1)``, which exists once row t (with this step's reward)
 is pushed, so the actor calls ``step(actions, render=False)``, pushes, then ``render(ring.obs_slot(t+1))``.
 On CUDA nothing crosses to the host, the kernels run on the current torch stream, and with

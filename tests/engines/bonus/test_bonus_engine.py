@@ -1,4 +1,4 @@
-"""The bonus-phase engine (seed 003): Part1 episode reassembly, the token task, V-trace targets with
+"""The bonus-phase engine (success-set design): Part1 episode reassembly, the token task, V-trace targets with
 truncation, the bonus phase's side-path guarantees, ablations, determinism and resume identity."""
 
 from __future__ import annotations
