@@ -244,7 +244,7 @@ def bench_sheeprl_room(session: nox.Session) -> None:
 def thirdparty(session: nox.Session) -> None:
     """The cross-implementation conformance table: installs the pinned third parties (torch stays 2.13.0),
     downloads the CleanRL and OmniSafe wheels whose files the adapters read, runs every adapter in
-    thirdparty/ through the kit's runner and writes docs/thirdparty/conformance.{json,md}. Exits 1 on an
+    thirdparty/ through the kit's runner and writes benchmarks/kit/results/thirdparty/conformance.{json,md}. Exits 1 on an
     undeclared failure or a stale declaration. Not part of cpu_gate: the committed table is what the README
     shows."""
     _install_project(session, extras="spec")
@@ -257,14 +257,14 @@ def thirdparty(session: nox.Session) -> None:
     session.run("python", "-c", f"import torch; assert torch.__version__.split('+')[0] == '{PINNED_TORCH}', "
                                 "torch.__version__")
     session.env["RLSPEC_WHEEL_DIR"] = str(wheel_dir)
-    session.run("python", "-m", "rlspec.thirdparty", "--out", "docs/thirdparty", *session.posargs)
+    session.run("python", "-m", "rlspec.thirdparty", "--out", "benchmarks/kit/results/thirdparty", *session.posargs)
 
 
 @nox.session
 def mutants(session: nox.Session) -> None:
     """Mutation testing of reference/: one-change AST mutants of each reference/<contract>.py
     run against that contract's properties (`ci` profile, 2 workers, a timeout per mutant); writes
-    docs/mutants/kill_rate.{json,md}. `nox -s mutants -- --contracts gae vtrace` reruns some contracts and
+    benchmarks/kit/results/mutants/kill_rate.{json,md}. `nox -s mutants -- --contracts gae vtrace` reruns some contracts and
     keeps the others' results. Not part of cpu_gate: the committed table is what the README shows."""
     _install_project(session)
     session.env.update(HYPOTHESIS_PROFILE="ci", CUDA_VISIBLE_DEVICES="")
@@ -276,7 +276,7 @@ def faults(session: nox.Session) -> None:
     """The fault probes (tools/fault_probes.py): the kit and the engines tried as a new user would, through the
     real command line (an implementation that exits, crashes, hangs or mutates its input; runs into someone's
     folder; signals; keys that would do nothing; user mistakes that must not be tracebacks; outputs that
-    mislead). Writes docs/faults/probes.{json,md}; `nox -s faults -- --only ID ...` reruns some probes and
+    mislead). Writes benchmarks/kit/results/faults/probes.{json,md}; `nox -s faults -- --only ID ...` reruns some probes and
     keeps the others' rows. About 1.5 hours on 2 cores; not part of cpu_gate."""
     _install_project(session, "test,dreamer,bonus")
     session.env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="", RAY_AUTH_MODE="disabled")

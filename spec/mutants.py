@@ -6,11 +6,11 @@ loaded by path in place of the reference (as ``rlspec check --impl file.py`` loa
 the contract's properties run against it under the ``ci`` profile, in declaration order, stopping at the
 first property that fails (the mutant is *killed* by that clause). A mutant that passes every property
 *survives*: either a gap in the spec (add a property) or an *equivalent* mutant (no input can tell it
-from the reference), listed with a one-line reason in ``docs/mutants/equivalent.txt``.
+from the reference), listed with a one-line reason in ``benchmarks/kit/results/mutants/equivalent.txt``.
 
     python -m rlspec.spec.mutants [--contracts gae vtrace ...] [--max-per-contract N] [--jobs 2]
 
-writes ``docs/mutants/kill_rate.json`` and ``kill_rate.md`` (a run over some contracts keeps the others'
+writes ``benchmarks/kit/results/mutants/kill_rate.json`` and ``kill_rate.md`` (a run over some contracts keeps the others'
 results). ``nox -s mutants`` runs it over every contract whose reference lives in reference/, and room_env's
 Warp twin.
 
@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "docs" / "mutants"
+OUT = ROOT / "benchmarks" / "kit" / "results" / "mutants"
 EQUIVALENT_FILE = OUT / "equivalent.txt"
 SURVIVOR_NOTES = OUT / "survivors.txt"  # why a survivor is not killed yet (not a claim of equivalence)
 SEED = 20261123  # of the per-contract sample when --max-per-contract caps the mutants
@@ -453,7 +453,7 @@ def to_markdown(report: dict) -> str:
                  f"{tot['equivalent']} | {tot['survived']} | {tot['killed_at_dev_only']} | **{rate}** | |")
     lines += ["", "Kill rate = killed / (killed + survived) under the `ci` profile (25 derandomized examples, what a "
               "downstream CI runs); equivalent mutants (no input can tell them from the reference) are listed in "
-              "`docs/mutants/equivalent.txt` with a reason each. Every mutant that survives `ci` runs again under "
+              "`benchmarks/kit/results/mutants/equivalent.txt` with a reason each. Every mutant that survives `ci` runs again under "
               "`dev` (200 examples, seeded): a kill there is a gap of the ci budget. With `--draws N`, every ci kill "
               "runs again on N random draws of the same budget: a kill that not every draw makes hangs on which "
               "examples the derandomized sample holds, not on a pinned edge case.", ""]
@@ -528,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--list", action="store_true", help="print the mutants and exit")
     ap.add_argument("--report-only", action="store_true",
-                    help="re-apply docs/mutants/equivalent.txt to the committed results and rewrite the report")
+                    help="re-apply benchmarks/kit/results/mutants/equivalent.txt to the committed results and rewrite the report")
     ap.add_argument("--survivors-only", action="store_true",
                     help="rerun only the mutants the last results list as survived or equivalent (after adding "
                          "clauses); the others' rows are kept")

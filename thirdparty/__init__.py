@@ -4,7 +4,7 @@ Each ``<library>_adapter`` module exposes a contract's interface on top of a pin
 conventions explicitly (time-major layouts, flag encodings, which value is bootstrapped where) and
 nothing else: it never runs the kit's validation on the library's behalf, so a library that accepts bad
 input shows as such. This package is the only place besides golden_bridge/ where third-party RL packages
-are imported; ``nox -s thirdparty`` installs them and writes the conformance table (docs/thirdparty/).
+are imported; ``nox -s thirdparty`` installs them and writes the conformance table (benchmarks/kit/results/thirdparty/).
 
 Every adapter module declares
 

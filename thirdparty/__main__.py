@@ -1,5 +1,5 @@
 """``python -m rlspec.thirdparty [--out DIR] [ADAPTER ...]``: run the adapters through the kit's runner and
-write DIR/conformance.json and DIR/conformance.md (default docs/thirdparty). Exits 1 when a failure is
+write DIR/conformance.json and DIR/conformance.md (default benchmarks/kit/results/thirdparty). Exits 1 when a failure is
 undeclared or a declaration is stale (the table is written either way). ``nox -s thirdparty`` installs
 the pinned libraries and runs this."""
 
@@ -45,7 +45,7 @@ def _commit() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rlspec.thirdparty", description=__doc__)
     parser.add_argument("adapters", nargs="*", choices=[[], *ADAPTERS], help="default: all")
-    parser.add_argument("--out", type=Path, default=Path("docs/thirdparty"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/kit/results/thirdparty"))
     args = parser.parse_args(argv)
     rows = build(args.adapters or None)
     meta = dict(command="python -m rlspec.thirdparty", rlspec=_commit(), torch=torch.__version__,

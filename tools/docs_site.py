@@ -9,7 +9,7 @@
   is: e.g. the table a benchmark script writes from its JSON), so that no page carries a hand copy of it;
 * the benchmarks' pages: every README.md under benchmarks/ and every file of a ``results/`` folder there, at
   the same path in the site (``benchmarks/safe/README.md`` becomes ``benchmarks/safe/``); the results' tables
-  and pages are not in the nav (their area's README links to them).
+  and pages are in the nav only where mkdocs.yml lists them (their area's README links to the others).
 
 Links are written as they are true in the repository (``docs/engines/safe.md`` links
 ``../../benchmarks/safe/results/x.png``, so GitHub shows them too); the build maps each relative link that
@@ -61,7 +61,7 @@ def contract_page(contract_id: str) -> str:
               "## Changelog", "", *(f"- {c.version}: {_escape(c.text)}" for c in reversed(contract.changes)), "",
               "## Implementations", "",
               *(f"- `{name}`: `{target}`" for name, target in registry.IMPLEMENTATIONS.get(contract_id, {}).items()),
-              "", "How third-party libraries fare: [the third-party table](../thirdparty/conformance.md).", ""]
+              "", "How third-party libraries fare: [the third-party table](../benchmarks/kit/results/thirdparty/conformance.md).", ""]
     return "\n".join(lines)
 
 
@@ -120,13 +120,21 @@ def on_files(files, config):
     files.append(File.generated(config, "contracts/index.md", content=contracts_index()))
     for cid in registry.CONTRACTS:
         files.append(File.generated(config, f"contracts/{cid}.md", content=contract_page(cid)))
-    root = _root(config)
+    root, listed = _root(config), set(_nav_pages(config["nav"]))
     for path in benchmark_files(root):
-        in_nav = path.name == "README.md"
+        in_nav = path.name == "README.md" or path.relative_to(root).as_posix() in listed
         files.append(File(path.relative_to(root).as_posix(), str(root), config["site_dir"],
                           config["use_directory_urls"],
                           inclusion=InclusionLevel.INCLUDED if in_nav else InclusionLevel.NOT_IN_NAV))
     return files
+
+
+def _nav_pages(nav) -> list[str]:
+    """Every page path the nav names (its sections flattened)."""
+    if isinstance(nav, str):
+        return [nav]
+    items = nav.values() if isinstance(nav, dict) else nav
+    return [page for item in items for page in _nav_pages(item)]
 
 
 def benchmark_files(root: Path) -> list[Path]:

@@ -2,7 +2,7 @@
 process in a scratch directory. A probe passes when the exit status is the documented one (README, "When
 something goes wrong"), stderr holds no traceback, and what must not change did not change.
 
-    nox -s faults [-- --only ID ...]        (or: python tools/fault_probes.py [--out docs/faults] [--only ID ...])
+    nox -s faults [-- --only ID ...]        (or: python tools/fault_probes.py [--out benchmarks/kit/results/faults] [--only ID ...])
 
 Writes OUT/probes.json and OUT/probes.md: per probe its class, command, exit status, verdict, the last
 line it said and the time it ran (with --only, the other probes' rows already in OUT/probes.json are kept).
@@ -657,7 +657,7 @@ def to_markdown(rows: list[dict], meta: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "docs/faults")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/kit/results/faults")
     ap.add_argument("--only", nargs="*", help="probe ids (default: all)")
     args = ap.parse_args(argv)
     probes = {**PROBES, **SAFETY_GYM}

@@ -151,3 +151,9 @@ def test_the_docs_name_the_design_documents_and_seed_means_an_rng_seed():
     sources = (ROOT / "docs/sources.md").read_text()
     for name in ("PPOLagSem design", "PPO review", "numerics note", "success-set design", "Dreamer plan"):
         assert f"**{name}**" in sources, name
+
+
+def test_docs_holds_only_pages_and_the_results_live_in_benchmarks():
+    """docs/ is documentation only (Markdown pages); every JSON, table source and kept run is under benchmarks/."""
+    others = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*") if p.is_file() and p.suffix != ".md")
+    assert others == [], others

@@ -44,10 +44,10 @@ def test_a_seeded_draw_runs_the_contract_like_the_derandomized_sample():
 
 
 def test_the_readme_sentence_is_the_committed_results():
-    """README's mutation sentence is summary() of docs/mutants/kill_rate.json (rewritten by every run)."""
+    """README's mutation sentence is summary() of benchmarks/kit/results/mutants/kill_rate.json (rewritten by every run)."""
     import json
 
-    report = json.loads((mutants.README.parent / "docs/mutants/kill_rate.json").read_text())
+    report = json.loads((mutants.README.parent / "benchmarks/kit/results/mutants/kill_rate.json").read_text())
     readme = mutants.README.read_text()
     assert mutants.with_summary(readme, report) == readme
     t = mutants.totals(report)

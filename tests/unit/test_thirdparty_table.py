@@ -21,7 +21,7 @@ from rlspec.spec.versions import statement_fingerprint
 from rlspec.thirdparty.table import COLUMNS, census, check_module, problems
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLE = ROOT / "docs" / "thirdparty"
+TABLE = ROOT / "benchmarks" / "kit" / "results" / "thirdparty"
 
 
 def _declared_contracts(module: str) -> tuple[str, ...]:
