@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
-import os
 import signal
 import sys
 import textwrap
@@ -31,6 +30,7 @@ from rlspec.spec.core import (
     token_contract,
 )
 from rlspec.spec.versions import parse_pins, pinned_clauses
+from rlspec.supervise import choose_triton
 from rlspec.unsupported import UnsupportedCases, UnsupportedFileError, check_names
 from rlspec.unsupported import load as load_unsupported
 
@@ -42,16 +42,6 @@ def load_contract(cid: str) -> Contract:
         return contract
     text = interface_text(sys.modules[registry.CONTRACTS[cid]])
     return dataclasses.replace(contract, signatures=signatures_from_text(text))
-
-
-def choose_triton(mode: str) -> None:
-    """The application's choice of how Triton backends run (fast/triton_mode.py); before any is imported.
-    auto: keep $TRITON_INTERPRET if set, else interpret exactly when there is no CUDA device."""
-    if mode == "interpret" or (mode == "auto" and "TRITON_INTERPRET" not in os.environ
-                               and not torch.cuda.is_available()):
-        os.environ["TRITON_INTERPRET"] = "1"
-    elif mode == "compiled":
-        os.environ["TRITON_INTERPRET"] = "0"
 
 
 def check(contract_ids: list[str], impl_target: str | None, profile: str, out_dir: Path, *,

@@ -59,14 +59,24 @@ class Job:
     started: float | None = None  # when a worker first took it up (time.monotonic)
 
 
+def choose_triton(mode: str) -> None:
+    """The application's choice of how Triton backends run (fast/triton_mode.py); before any is imported.
+    auto: keep $TRITON_INTERPRET if set, else interpret exactly when there is no CUDA device."""
+    import torch
+
+    if mode == "interpret" or (mode == "auto" and "TRITON_INTERPRET" not in os.environ
+                               and not torch.cuda.is_available()):
+        os.environ["TRITON_INTERPRET"] = "1"
+    elif mode == "compiled":
+        os.environ["TRITON_INTERPRET"] = "0"
+
+
 def worker_main(conn, triton: str, threads: int, run_clause: Callable, resolve: Callable,
                 forward: tuple[type[BaseException], ...]) -> None:
     """A worker: takes jobs from ``conn`` until it gets None; see the module docstring for the messages."""
     # torch.compile compiles in this process, not in a pool of its own that would outlive a stopped worker
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     import torch
-
-    from rlspec.checker import choose_triton
 
     choose_triton(triton)
     torch.set_num_threads(threads)
