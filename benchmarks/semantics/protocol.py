@@ -20,7 +20,8 @@ The criteria (CRITERIA, each written as met / not met / not measurable with its 
 - P5: ≥ 15% fewer env steps than PPOLag to the return threshold (default 0.8 × PPOLag's late return; a seed that
   never reaches it counts at the budget: ``censored_steps``) at equal or lower late cost (the arm's mean within or
   below PPOLag's CI).
-- shaping band: the PPOLagSem design §4.0.7's ShapingRewardRatio E[shaping] / E[r] over the first 20% of epochs within 5–15%:
+- shaping band: the PPOLagSem design §4.0.7's ShapingRewardRatio E[shaping] / E[r] over the first 20% of epochs
+  within 5–15%:
   the ratio of that window's means (``early_ratio``), with the β_start that would put it at 10% (shaping is
   proportional to β).
 - P6: env steps/s (Time/FPS) of each PPOLagSem arm against PPOLag's; the drop includes rendering here, and is
@@ -221,6 +222,38 @@ def criteria(report: dict, raw: dict[str, dict], budget: int) -> dict:
     return out
 
 
+LABELS = {"PPOLag": "PPOLag", "risk": "risk only", "shaping": "shaping only", "shaping+risk": "shaping + risk",
+          "shaping+risk+modulation": "+ λ modulation", "polarity-swapped": "polarity-swapped (control)"}
+
+
+def _ci(stat: dict, digits: int) -> str:
+    """"mean [low, high]" with a true minus sign; "—" where the arm has no such value."""
+    if math.isnan(stat["mean"]):
+        return "—"
+    return f"{stat['mean']:.{digits}f} [{stat['ci_low']:.{digits}f}, {stat['ci_high']:.{digits}f}]".replace("-", "−")
+
+
+def markdown(result: dict) -> str:
+    """The protocol's table, one row per arm, from the JSON: late return and cost, env steps to the return
+    threshold with unreached seeds counted at the budget (P5's numbers), late-cost variance, the risk head's
+    held-out correlation, the early shaping ratio per seed, env steps/s."""
+    groups, raw, p5 = result["report"]["groups"], result["per_arm"], result["criteria"]["P5"]
+    threshold = result["return_threshold"]
+    lines = [f"| arm | return, last 10% | cost, last 10% | steps to return ≥ {threshold:.2f} (seeds reaching) | "
+             "late-cost variance | held-out risk corr. | early E[shaping]/E[r] (per seed) | env steps/s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for arm in (a for a in ARMS if a in groups):
+        s, numbers = groups[arm]["summary"], raw[arm]
+        steps = p5[arm]["steps_to_threshold"] if arm in p5 else next(iter(p5.values()))["ppolag"]
+        shaped = "shaping" in arm or arm == "polarity-swapped"  # the ratio means nothing without shaping
+        ratios = ", ".join(f"{r['shaping_ratio_early']:.2f}" for r in numbers["seeds"]).replace("-", "−")
+        lines.append(f"| {LABELS.get(arm, arm)} | {_ci(s['final_return'], 1)} | {_ci(s['final_cost'], 1)} | "
+                     f"{steps['mean'] / 1000:.0f}k ({steps['reached']}) | {_ci(s['late_cost_variance'], 0)} | "
+                     f"{_ci(numbers['heldout_corr'], 2)} | {ratios if shaped else '—'} | "
+                     f"{numbers['fps']['mean']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
 def finished(path: Path, steps: int) -> bool:
     rows = column(path, "step") if (path / "metrics.csv").is_file() else np.array([])
     return bool(rows.size) and rows[-1] >= steps
@@ -238,7 +271,8 @@ def report(runs_dir: Path, steps: int, threshold: float | None, out: Path) -> di
     if threshold is None and "PPOLag" in runs:
         threshold = 0.8 * float(np.mean([part_mean(column(p, "Metrics/EpRet"), LATE, early=False)
                                          for p in runs["PPOLag"]]))
-    result = {"what": "PPOLagSem design's protocol for PPOLagSem on SafetyPointGoal1-v0 (benchmarks/semantics/protocol.py)",
+    result = {"what": "the PPOLagSem design's protocol for PPOLagSem on SafetyPointGoal1-v0 "
+                      "(benchmarks/semantics/protocol.py)",
               "env": ENV, "total_steps": steps, "capture_interval": CAPTURE_INTERVAL, "risk_holdout_fraction": HOLDOUT,
               "return_threshold": threshold, "threshold_rule": "0.8 × PPOLag's late mean return unless given",
               "machine": platform.processor() or platform.machine(), "seeds": {a: len(p) for a, p in runs.items()},
@@ -250,6 +284,8 @@ def report(runs_dir: Path, steps: int, threshold: float | None, out: Path) -> di
         plot_groups(curves, out / "semantic_protocol.png", cost_limit=COST_LIMIT)
     out.mkdir(parents=True, exist_ok=True)
     (out / "semantic_protocol.json").write_text(json.dumps(result, indent=1))
+    if curves:
+        (out / "semantic_protocol.md").write_text(markdown(result))
     return result
 
 
