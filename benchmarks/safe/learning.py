@@ -104,6 +104,7 @@ def summarize(runs: Path, out: Path) -> dict:
               "checks": checks, "algos": per_algo}
     out.mkdir(parents=True, exist_ok=True)
     (out / "safe_learning.json").write_text(json.dumps(result, indent=1))
+    (out / "safe_learning.md").write_text(markdown(result))
     first = next(iter(per_algo.values()))
     for name, algos in FIGURES.items():  # one figure per family (PPO and PPOLag beside the trust-region one)
         shown = {a: groups[a] for a in algos if a in groups}
@@ -114,6 +115,32 @@ def summarize(runs: Path, out: Path) -> dict:
                         {"Metrics/EpCost": (first["cost_limit"], f"cost limit = {first['cost_limit']:g}")})
     print_table(per_algo, checks)
     return result
+
+
+ORDER = list(dict.fromkeys(a for algos in FIGURES.values() for a in algos))  # the families, in order
+
+
+def _spread(stat: dict) -> str:
+    """Mean over seeds, with (min..max) where there are several."""
+    if stat["seeds"] == 1:
+        return f"{stat['mean']:.2f}"
+    return f"{stat['mean']:.2f} ({stat['min']:.1f}..{stat['max']:.1f})"
+
+
+def markdown(result: dict) -> str:
+    """The JSON's table: per algorithm the seeds, the last-10% return and cost with their spread, the CPU seconds
+    per run, and OmniSafe's published 1e7-step figures where it publishes them."""
+    lines = ["| algorithm | seeds | EpRet, last 10% (min..max) | EpCost, last 10% (min..max) | CPU s per run | "
+             "OmniSafe 1e7 (ret / cost) |", "|---|---|---|---|---|---|"]
+    algos = result["algos"]
+    for algo in [a for a in ORDER if a in algos] + sorted(set(algos) - set(ORDER)):
+        e = algos[algo]
+        cpu = statistics.fmean(r["cpu_s"] for r in e["runs"].values())
+        anchor = e["omnisafe_1e7"]
+        published = "—" if anchor["EpRet"] is None else f"{anchor['EpRet']:g} / {anchor['EpCost']:g}"
+        lines.append(f"| {algo} | {e['EpRet']['seeds']} | {_spread(e['EpRet'])} | {_spread(e['EpCost'])} | "
+                     f"{cpu:.0f} | {published} |")
+    return "\n".join(lines) + "\n"
 
 
 def print_table(per_algo: dict, checks: dict) -> None:
