@@ -1,4 +1,4 @@
-"""Safe-RL learning benchmark (issues 11, 12, 13): algorithms × seeds trained by the reference engine
+"""Safe-RL learning benchmark: algorithms × seeds trained by the reference engine
 (``rlspec.engines.safe.run``) on one Safety-Gymnasium task with one stated budget, summarized side by side
 with OmniSafe 0.5.0's published 1e7-step table as the anchor. Writes JSON + a plot; reported, never asserted.
 

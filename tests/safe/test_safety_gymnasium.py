@@ -1,4 +1,4 @@
-"""Safety-Gymnasium (issues 11, 13): the Python ≥ 3.11 import shim, the replay checkpoint of the vector env on
+"""Safety-Gymnasium: the Python ≥ 3.11 import shim, the replay checkpoint of the vector env on
 MuJoCo, a smoke run of every algorithm (the PPO family, TRPO, TRPOLag, CPO, P3O), λ and the Simmer budget
 moving the right way when the cost exceeds the limit, and resume identity on the real env. Skipped where
 safety_gymnasium is not installed (the core environment); ``nox -s safety`` installs it
