@@ -11,6 +11,7 @@ reward), reference/packed2.py (the encoder unpacks the replay's uint8 frames its
     rew   = −twohot.log_prob(reward_head(f_t), reward_t)                 (two-hot of symlog(reward))
     cont  = BCE(cont_head(f_t), continue_t)                              (the replay's continue: 1 on truncation)
     head_input 'next': rew and cont read f⁺_t = [img_step(h_t, z_t, action_t)] instead of f_t
+    head_input 'posterior': they read f°_t = one posterior step from (h_t, z_t, action_t) on final_obs_t
     kl    = dyn_scale·mean(max(fb, KL(sg(post) ‖ prior))) + rep_scale·mean(max(fb, KL(post ‖ sg(prior))))
     loss  = mean_{t,b}(recon + rew + cont) + kl
 
@@ -35,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlspec.contracts.rssm import LN_EPS, RSSMOutput
+from rlspec.contracts.rssm import LN_EPS, RSSMOutput, RSSMState
 from rlspec.contracts.world_model import (DYN_SCALE, FREE_BITS, REP_SCALE, KLTerms, WorldModelConfig,
                                           validate_batch, validate_kl_args, validate_obs)
 from rlspec.reference import packed2, rssm, twohot
@@ -203,6 +204,28 @@ class WorldModel(nn.Module):
         _, h, z = self.rssm.img_step(out.h.flatten(0, 1), out.z.flatten(0, 1), action.flatten(), generator)
         return torch.cat((h, z.flatten(-2)), -1).reshape(T, B, -1)
 
+    def arrival_features(self, out: RSSMOutput, batch, generator: torch.Generator) -> torch.Tensor:
+        """f° [T, B, F]: the posterior of the frame each step arrives at (head_input 'posterior',
+        contracts/world_model.py): one observe step from every posterior state (h_t, z_t) with action_t taken,
+        on embed(final_obs_t); its samples drawn from ``generator`` for all T·B at once."""
+        T, B = batch["action"].shape
+        taken = F.one_hot(batch["action"].long().flatten(), self.config.num_actions).to(out.h.dtype)  # [T·B, A]
+        state = RSSMState(out.h.flatten(0, 1), out.z.flatten(0, 1), taken)
+        embed = self.embed(batch["final_obs"].flatten(0, 1).unsqueeze(0))  # [1, T·B, E]
+        none = torch.zeros(1, T * B, dtype=torch.bool, device=embed.device)
+        step = self.rssm.observe(embed, none.long(), none, generator, state=state)
+        return torch.cat((step.h[0], step.z[0].flatten(-2)), -1).reshape(T, B, -1)
+
+    def outcome_features(self, features: torch.Tensor, out: RSSMOutput, batch, generator: torch.Generator
+                         ) -> torch.Tensor:
+        """What the reward and continue heads read, per head_input: f_t, f⁺_t or f°_t [T, B, F]."""
+        layout = self.config.head_input
+        if layout == "state":
+            return features
+        if layout == "next":
+            return self.next_features(out, batch["action"], generator)
+        return self.arrival_features(out, batch, generator)
+
     def reward_nll(self, logits: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
         """−log p(reward) under the symlog two-hot head: [T, B, bins], [T, B] -> [T, B]."""
         c = self.config
@@ -224,8 +247,7 @@ class WorldModel(nn.Module):
         out = self.rssm.observe(self.encoder(x), batch["action"], batch["is_first"], generator)
         features = torch.cat((out.h, out.z.flatten(-2)), -1)  # [T, B, F]
         recon = self.decode(features)
-        outcome = features if self.config.head_input == "state" else self.next_features(out, batch["action"],
-                                                                                        generator)
+        outcome = self.outcome_features(features, out, batch, generator)
         reward_logits, cont_logits = self.reward_continue(outcome)
         recon_loss = (recon - x).square().sum(-1).mean()
         reward_loss = self.reward_nll(reward_logits, batch["reward"]).mean()

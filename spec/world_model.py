@@ -28,10 +28,12 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
+from rlspec.contracts.rssm import RSSMState
 from rlspec.contracts.world_model import PAPER_KL_SCALES, UNPACK_MODULES, WorldModelConfig, conv_latent_shape
 from rlspec.reference import packed2, twohot
 from rlspec.reference.world_model import WorldModel as Reference
 from rlspec.spec.core import (
+    Change,
     Contract,
     Property,
     assert_close,
@@ -75,6 +77,12 @@ CLAUSES = {
              "closed form's (stop-gradient sides, free bits per (t, b)), and world_model_loss's ∂loss/∂θ equals the "
              "reference's for every parameter (dyn_scale 0.5, rep_scale 0.1, free bits 0): a loss with the right "
              "value that routes a gradient wrongly (scales swapped between the stop-gradient sides) fails",
+    "WM-15": "head_input 'posterior' (sheeprl's heads on transition rows): reward_loss and continue_loss are WM-6's "
+             "and WM-5's on f°_t = [h⁺_t; z°_t], one observe step from the posterior state (h_t, z_t) with action_t "
+             "taken on embed(final_obs_t), its posterior samples drawn from the generator after the scan; h⁺_t is "
+             "h_{t+1} wherever row t + 1 continues the episode; the decoder and the KL still read the scan, so a "
+             "batch differing only in the last row's final_obs changes nothing else (and its head losses follow "
+             "the same formula); a batch without final_obs is rejected naming it",
     "WM-11": "bad inputs are rejected naming the argument, the expected and the actual value (obs dtype and "
              "shape, action dtype, shape and ids, continue values, missing keys, kl_loss shapes and free bits, a "
              "config that is not a WorldModelConfig)",
@@ -82,7 +90,7 @@ CLAUSES = {
 
 CATEGORIES = by_category(
     maths=("WM-1", "WM-2", "WM-3", "WM-4", "WM-5", "WM-6", "WM-7", "WM-8", "WM-9", "WM-10", "WM-12", "WM-13",
-           "WM-14"),
+           "WM-14", "WM-15"),
     validation=("WM-11",),
 )
 
@@ -92,7 +100,7 @@ WorldModel(config: WorldModelConfig, generator=None)   an nn.Module (state_dict 
   .config
   .embed(obs [T, B, 1, 72, 20] uint8) -> [T, B, E]
   .heads(features [..., H + S·K]) -> (reconstruction [..., P], reward logits [..., bins], continue logit [...])
-  .world_model_loss(batch: {obs, action, reward, is_first, continue}, generator)
+  .world_model_loss(batch: {obs, action, reward, is_first, continue[, final_obs]}, generator)
       -> (loss [], metrics {loss, recon_loss, reward_loss, continue_loss, kl_loss, dyn_kl, rep_kl}, RSSMOutput)
 kl_loss(post_logits [T, B, S, K], prior_logits, free_bits=1.0, dyn_scale=1.0, rep_scale=1.0)
   -> KLTerms(loss [], dyn [T, B], rep [T, B])
@@ -171,10 +179,21 @@ def make_batch(cfg: WorldModelConfig, T: int, B: int, seed: int) -> dict[str, to
     is_first[0] = torch.rand(B, generator=g) < 0.5
     is_first[1:] = end[:-1]
     values = torch.randint(0, 4, (T, B, 1, 72, 80), generator=g, dtype=torch.uint8)
-    return dict(obs=packed2.pack(values),
-                action=torch.randint(0, cfg.num_actions, (T, B), generator=g, dtype=torch.int32),
+    obs = packed2.pack(values)
+    return dict(obs=obs, action=torch.randint(0, cfg.num_actions, (T, B), generator=g, dtype=torch.int32),
                 reward=(torch.randn(T, B, generator=g) * 2).sinh().mul(5),
-                is_first=is_first, **{"continue": (~terminated).float()})
+                is_first=is_first, **{"continue": (~terminated).float()}, final_obs=final_frames(obs, is_first, seed))
+
+
+def final_frames(obs: torch.Tensor, is_first: torch.Tensor, seed: int) -> torch.Tensor:
+    """The replay's final_obs [T, B, 1, 72, 20]: the next row's frame where it continues the episode, else a
+    frame of its own (an episode's last frame, or the one after the window), from its own generator (the other
+    keys' draws stay as they were)."""
+    final = packed2.pack(torch.randint(0, 4, (*obs.shape[:3], 72, 80), generator=gen(seed + 3), dtype=torch.uint8))
+    same = torch.zeros_like(is_first)
+    same[:-1] = ~is_first[1:]  # row t + 1 continues row t's episode
+    final[:-1][same[:-1]] = obs[1:][same[:-1]]
+    return final
 
 
 def features(out) -> torch.Tensor:
@@ -384,6 +403,47 @@ def check_next_heads(impl, **case):
                               f"transition's action (case {case})")
 
 
+def posterior_head_losses(model, batch: dict, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(reward_loss, continue_loss) in float64 on f° rebuilt from the model's RSSM and encoder with
+    world_model_loss's generator draws (the scan's, then the arrival step's), and h⁺ [T, B, H]."""
+    c, action = model.config, batch["action"]
+    T, B = action.shape
+    g = gen(seed + 2)
+    with torch.no_grad():
+        post = model.rssm.observe(model.embed(batch["obs"]), action, batch["is_first"], g)
+        taken = F.one_hot(action.long().flatten(), c.num_actions).float()  # [T·B, A]
+        none = torch.zeros(1, T * B, dtype=torch.bool)
+        step = model.rssm.observe(model.embed(batch["final_obs"].flatten(0, 1).unsqueeze(0)), none.long(), none, g,
+                                  state=RSSMState(post.h.flatten(0, 1), post.z.flatten(0, 1), taken))
+        f = torch.cat((step.h[0], step.z[0].flatten(-2)), -1).reshape(T, B, -1)  # f° [T, B, F]
+        reward_logits, cont_logits = model.reward_head(f), model.continue_head(f).squeeze(-1)
+    reward = -twohot.log_prob(reward_logits.double(), batch["reward"].double(), c.reward_bins, c.reward_low,
+                              c.reward_high, torch.float32).mean()
+    return reward, F.binary_cross_entropy_with_logits(cont_logits.double(), batch["continue"].double()), f[..., :c.deter]
+
+
+def check_posterior_heads(impl, **case):
+    model, batch, loss, metrics, out = run_loss(impl, **case, head_input="posterior")
+    other = dict(batch, final_obs=batch["final_obs"].clone())
+    other["final_obs"][-1] = ~other["final_obs"][-1]  # another last arrival frame (every 2-bit code changes)
+    _, m2, _ = model.world_model_loss(other, gen(case["seed"] + 2))
+    for which, (b, m) in {"": (batch, metrics), " (the last row's final_obs changed)": (other, m2)}.items():
+        want_reward, want_cont, h_next = posterior_head_losses(model, b, case["seed"])
+        assert_close("WM-15", f"reward_loss vs −mean log_prob(reward_head(f°)){which}", m["reward_loss"], want_reward,
+                     atol=TOL, rtol=TOL, case=case)
+        assert_close("WM-15", f"continue_loss vs mean BCE(cont_head(f°), continue){which}", m["continue_loss"],
+                     want_cont, atol=TOL, rtol=TOL, case=case)
+    continues = ~batch["is_first"][1:]  # [T − 1, B]: row t + 1 continues row t's episode
+    assert_close("WM-15", "h⁺_t vs h_(t+1) where row t + 1 continues the episode (another batch size: float32 "
+                 "rounding)", h_next[:-1][continues], out.h[1:][continues].detach(), atol=TOL, rtol=TOL, case=case)
+    for key in ("recon_loss", "kl_loss", "dyn_kl", "rep_kl"):
+        if not torch.equal(m2[key], metrics[key]):
+            fail("WM-15", f"{key} changed with only the last row's final_obs changed: only the heads read the frame "
+                          f"a step arrives at (case {case})")
+    expect_rejection("WM-15", lambda: model.world_model_loss(_bad(batch, "final_obs", None), gen(0)),
+                     names=["final_obs"], mentions=[], what="a batch without final_obs (head_input 'posterior')")
+
+
 def _ln64(x, sd, name, eps=1e-3):
     return F.layer_norm(x, x.shape[-1:], sd[f"{name}.weight"].double(), sd[f"{name}.bias"].double(), eps)
 
@@ -552,6 +612,7 @@ PROPERTIES = (
     Property("WM-10", check_parity, cases, EXAMPLES, ("WorldModel",), max_examples=5),
     Property("WM-12", check_next_heads, cases, EXAMPLES, ("WorldModel",), max_examples=5),
     Property("WM-13", check_init, cases, EXAMPLES, ("WorldModel",), max_examples=3),
+    Property("WM-15", check_posterior_heads, cases, EXAMPLES, ("WorldModel",), max_examples=5),
     Property("WM-14", check_kl_gradients, kl_cases, KL_EXAMPLES, ("kl_loss",)),
     Property("WM-14", check_loss_gradients, cases, EXAMPLES, ("WorldModel",), max_examples=5),
     Property("WM-11", check_rejects,
@@ -559,4 +620,10 @@ PROPERTIES = (
              tuple(dict(EXAMPLES[0], bad=b) for b in BAD_INPUTS), INTERFACE, max_examples=len(BAD_INPUTS)),
 )
 
-CONTRACT = Contract("world_model", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES)
+CHANGES = (
+    Change("1.0", "first versioned release"),
+    Change("1.1", "head_input 'posterior': the heads read the posterior of the frame a step arrives at",
+           added=("WM-15",)),
+)
+
+CONTRACT = Contract("world_model", CLAUSES, INTERFACE, PROPERTIES, categories=CATEGORIES, changes=CHANGES)

@@ -21,7 +21,8 @@ Why pool 1 (every pixel of the 72 × 80 frame): the player is a 16 × 16 sprite 
 default pool 4 it is 2 × 2 pooled pixels worth ~0.4 of the summed reconstruction error, the posterior never
 encoded it (KL at the free-bits floor, reconstructions of the empty room, measured at 30k env steps) and the
 agent was blind: reward and continue heads predicted the base rate at the door. Learning rates 3e-4 (world
-model, actor, critic; sheeprl's 1e-4 / 8e-5 moved the policy's entropy by < 0.5% in 4k env steps).
+model, actor, critic; the defaults 1e-4 / 8e-5, the DreamerV3 paper's, moved the policy's entropy by < 0.5% in
+4k env steps; sheeprl 0.8.4's own are 1e-4 / 3e-5).
 """
 
 from __future__ import annotations
@@ -66,11 +67,13 @@ def random_rate(episodes: int = 20_000, num_envs: int = 256, seed: int = 12345) 
     return successes / ended
 
 
-def train_engine(engine: str, run: Path, steps: int, chunk: int, seed: int, episodes: int) -> list[dict]:
-    """Train ``engine`` in chunks with a greedy evaluation after each; returns (and writes) RUN/greedy.json."""
+def train_engine(engine: str, run: Path, steps: int, chunk: int, seed: int, episodes: int,
+                 start_cells: bool = False) -> list[dict]:
+    """Train ``engine`` in chunks with a greedy evaluation after each (``episodes`` episodes, or with
+    ``start_cells`` one from every start cell: RUN/greedy_cells.json); returns (and writes) RUN/greedy.json."""
     cfg = dreamer.build_config("default", [f"execution={ARMS[engine]}", f"seed={seed}",
                                            f"total_steps={steps}", f"checkpoint_every={chunk}", *OVERRIDES])
-    rows_path = run / "greedy.json"
+    rows_path = run / ("greedy_cells.json" if start_cells else "greedy.json")
     rows = json.loads(rows_path.read_text()) if rows_path.is_file() else []
     wall = rows[-1]["wall_s"] if rows else 0.0
     cpu = rows[-1].get("cpu_s") if rows else 0.0  # None: a row written before CPU time was recorded
@@ -81,7 +84,7 @@ def train_engine(engine: str, run: Path, steps: int, chunk: int, seed: int, epis
         wall += time.perf_counter() - t0
         cpu = None if cpu is None else cpu + time.process_time() - c0
         summary = json.loads((run / "summary.json").read_text())
-        dreamer.evaluate(run, ["--episodes", str(episodes)])
+        dreamer.evaluate(run, ["--start-cells"] if start_cells else ["--episodes", str(episodes)])
         ev = json.loads((run / "eval/eval.json").read_text())
         done = int(summary["step"])
         rows.append({"env_steps": done, "updates": int(summary["Train/updates"]), "wall_s": round(wall, 1),
@@ -170,6 +173,8 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run per engine and seed (the report: the "
                    "first seed; benchmarks/dreamer/vs_sheeprl.py compares all seeds with sheeprl's)")
     p.add_argument("--episodes", type=int, default=40, help="greedy episodes per evaluation (default 40)")
+    p.add_argument("--start-cells", action="store_true", help="evaluate one episode from every start cell instead "
+                   "(rlspec eval --start-cells; rows in RUN/greedy_cells.json, which --report-only does not read)")
     p.add_argument("--runs", type=Path, default=Path("runs/bench-room-exit"),
                    help="run directories: RUNS/<engine>/s<seed>")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
@@ -183,7 +188,8 @@ def main() -> None:
     if not args.report_only:
         for seed in args.seeds:
             for engine in args.engines:
-                train_engine(engine, run_dir(args.runs, engine, seed), args.steps, args.chunk, seed, args.episodes)
+                train_engine(engine, run_dir(args.runs, engine, seed), args.steps, args.chunk, seed, args.episodes,
+                             args.start_cells)
     report(args.runs, args.out, list(ARMS), args.seeds[0], args.episodes, random_rate(), args.note)
 
 

@@ -49,18 +49,18 @@ FAST_CPU_GOAL = 0.67  # the fast engine's CPU seconds to GOAL over sheeprl's
 IMPLEMENTATIONS = ("sheeprl", "reference", "fast")
 
 
-def read_rlspec(root: Path) -> dict[str, dict[int, list[dict]]]:
-    """{engine: {seed: rows}} from root/<engine>/s<seed>/greedy.json."""
+def read_rlspec(root: Path, name: str = "greedy.json") -> dict[str, dict[int, list[dict]]]:
+    """{engine: {seed: rows}} from root/<engine>/s<seed>/NAME."""
     out: dict[str, dict[int, list[dict]]] = {}
-    for path in sorted(root.glob("*/s*/greedy.json")):
+    for path in sorted(root.glob(f"*/s*/{name}")):
         out.setdefault(path.parent.parent.name, {})[int(path.parent.name[1:])] = json.loads(path.read_text())
     return out
 
 
-def read_sheeprl(roots: list[Path]) -> dict[int, list[dict]]:
-    """{seed: rows} from the seed directories (s<seed>) with a greedy.json under each root."""
+def read_sheeprl(roots: list[Path], name: str = "greedy.json") -> dict[int, list[dict]]:
+    """{seed: rows} from the seed directories (s<seed>) with a NAME under each root."""
     return {int(path.parent.name[1:]): json.loads(path.read_text())
-            for root in roots for path in sorted(root.glob("**/s*/greedy.json"))}
+            for root in roots for path in sorted(root.glob(f"**/s*/{name}"))}
 
 
 def first_at_goal(rows: list[dict]) -> dict | None:
@@ -224,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     p.add_argument("--budget", type=int, default=20_480, help="env steps per run (the preset's total_steps)")
     p.add_argument("--note", default="", help="a sentence stored in the JSON (what the runs show, what remains)")
+    p.add_argument("--start-cells", action="store_true", help="read the evaluations over every start cell "
+                   "(greedy_cells.json, --start-cells of both runners) instead of greedy.json")
     p.add_argument("--recheck", type=Path, help="a JSON this script wrote: recompute its statistics and table only")
     args = p.parse_args(argv)
     if args.recheck:
@@ -231,16 +233,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.rlspec is None or args.sheeprl is None:
         p.error("--rlspec and --sheeprl are required (or --recheck JSON)")
-    curves = {"sheeprl": read_sheeprl(args.sheeprl), **read_rlspec(args.rlspec)}
-    curves = {name: curves[name] for name in IMPLEMENTATIONS if curves.get(name)}
+    name = "greedy_cells.json" if args.start_cells else "greedy.json"
+    curves = {"sheeprl": read_sheeprl(args.sheeprl, name), **read_rlspec(args.rlspec, name)}
+    curves = {impl: curves[impl] for impl in IMPLEMENTATIONS if curves.get(impl)}
     if not curves:
-        print("dreamer_vs_sheeprl: no greedy.json under --rlspec or --sheeprl", file=sys.stderr)
+        print(f"dreamer_vs_sheeprl: no {name} under --rlspec or --sheeprl", file=sys.stderr)
         return 2
     impls = {name: implementation(seeds, args.budget) for name, seeds in curves.items()}
     rate = random_rate()
     out = {"what": "DreamerV3 on room-exit: sheeprl 0.8.4's own vs rlspec's reference and fast engines, the "
                    "room-exit preset on both sides, greedy success on the same fresh rooms every 2,048 env steps",
            "goal_success": GOAL, "random_success_rate": round(rate, 4), "implementations": impls,
+           "evaluation": "one greedy episode from every start cell" if args.start_cells else
+                         "the first 20 greedy episodes to end on 4 rooms",
            "goals": goals(impls), "note": args.note,
            "machine": {"cpu": cpu_identity(), "cores": os.cpu_count(), "python": platform.python_version(),
                        "torch": torch.__version__,

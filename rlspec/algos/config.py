@@ -216,8 +216,9 @@ class DreamerConfig:
     unimix: float = 0.01
     """Uniform mixture of the latents."""
     head_input: str = "next"
-    """What the reward and continue heads read: 'next' (one prior step after the action: action-conditioned)
-    or 'state' (the state the transition leaves; module docstring)."""
+    """What the reward and continue heads read: 'next' (one prior step after the action: action-conditioned),
+    'posterior' (the posterior of the frame the step arrives at, sheeprl's heads; needs replay_ends, which
+    stores that frame) or 'state' (the state the transition leaves; module docstring)."""
     # --- actor and critic ---
     mlp_hidden: int = 256
     """Width of the actor and critic MLPs."""

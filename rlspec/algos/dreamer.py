@@ -29,8 +29,10 @@ Row alignment (the two contracts state different conventions; this file joins th
   f⁺_t = img_step(h_t, z_t, action_t), one prior step after the action, and an imagined s_t (t >= 1) is
   exactly such a step: they read s_t for the transition arriving at s_t, no shift:
       reward_b[t] = reward_head(f_t),  cont_b[t] = cont_head(f_t)           for t = 1..H   (row 0: zeros)
-  With "state" (the contract's default, sheeprl's layout) the heads read the state a transition leaves, so
-  the rows are shifted down by one:
+  "posterior" (sheeprl's heads: the posterior of the frame a step arrives at, the replay's final_obs) is
+  trained on the state arrived at too; in imagination that state is the prior step, as for "next": no shift.
+  With "state" (the contract's default, the golden fixtures' layout) the heads read the state a transition
+  leaves, so the rows are shifted down by one:
       reward_b[t] = reward_head(f_{t−1}),  cont_b[t] = cont_head(f_{t−1})   for t = 1..H   (row 0: zeros)
   and then the reward and continue of a_{t−1} do not depend on a_{t−1} (f_{t−1} does not contain it): the
   actor cannot learn which action enters the door (the room-exit policy stayed at the random rate).
@@ -208,7 +210,7 @@ def arrival_rows(reward: torch.Tensor, cont: torch.Tensor, head_input: str) -> t
     """The heads' outputs on the imagined states s_0..s_H, reward [H+1, N] and continue logits [H+1, N], as
     behavior's arrival rows (module docstring): row t >= 1 belongs to the transition arriving at s_t, row 0
     is zero (unused)."""
-    if head_input == "next":  # the heads read s_t itself
+    if head_input in ("next", "posterior"):  # trained on the state a step arrives at: they read s_t itself
         return F.pad(reward[1:], (0, 0, 1, 0)), F.pad(cont[1:], (0, 0, 1, 0))
     return F.pad(reward[:-1], (0, 0, 1, 0)), F.pad(cont[:-1], (0, 0, 1, 0))  # read s_{t−1}: shifted
 

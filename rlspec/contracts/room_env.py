@@ -232,6 +232,18 @@ def start_cell(seed16: int) -> tuple[int, int]:
     return FREE_CELLS[xorshift16(seed16) % len(FREE_CELLS)]
 
 
+def cell_seeds() -> tuple[int, ...]:
+    """One 16-bit seed per start cell, in FREE_CELLS order: the smallest s >= 1 with start_cell(s) equal to that
+    cell (xorshift16 permutes 1..65535, so every cell has one). An evaluation that resets env k from seed k
+    plays every start cell once, instead of a sample of them."""
+    first: dict[tuple[int, int], int] = {}
+    for s in range(1, 1 << 16):
+        first.setdefault(start_cell(s), s)
+        if len(first) == len(FREE_CELLS):
+            break
+    return tuple(first[cell] for cell in FREE_CELLS)
+
+
 def episode_seed(seed: int, env: int, episode: int) -> int:
     """16-bit seed of episode ``episode`` of env ``env`` in a vector env created with ``seed`` (uint32
     arithmetic: a linear mix, then the murmur3 finalizer)."""
@@ -314,6 +326,17 @@ def validate_config(fn: str, num_envs: int, scenario: str, step_limit: int, seed
     require_int(fn, "seed", seed, 0)
     if seed > MASK32:
         raise ValueError(f"{fn}: argument 'seed' must be an int in [0, 2**32 - 1], got {seed!r}")
+
+
+def validate_first_seeds(fn: str, first_seeds, num_envs: int) -> tuple[int, ...] | None:
+    """None, or one 16-bit seed per env (a tuple of ints in 0..65535)."""
+    if first_seeds is None:
+        return None
+    seeds = tuple(first_seeds)
+    if len(seeds) != num_envs or not all(type(s) is int and 0 <= s <= 0xFFFF for s in seeds):
+        raise ValueError(f"{fn}: argument 'first_seeds' must be {num_envs} ints in [0, 65535] (one per env), "
+                         f"got {first_seeds!r}")
+    return seeds
 
 
 def validate_actions(fn: str, actions, num_envs: int, device: torch.device, check_values: bool = True,

@@ -31,6 +31,16 @@ row's reward[t] and continue[t] (the transition out of obs t) — the seed's lay
 observation is not a row, so a state-conditioned continue head must predict "this transition ends the
 episode" from the state it leaves. sheeprl stores the reward and terminal flag of *arriving* at obs t at
 row t; a golden bridge shifts by one row.
+
+``head_input`` chooses what the reward and continue heads read for row t (the decoder always reads f_t):
+  'state'      f_t = [h_t; z_t]: the seed's layout above, and sheeprl's computation on its arrival rows (the
+               golden fixtures); on transition rows it predicts a step's outcome without its action
+  'next'       f⁺_t = [h⁺_t; z⁺_t], (·, h⁺_t, z⁺_t) = img_step(h_t, z_t, action_t): one prior step after the
+               action, the state imagination produces
+  'posterior'  f°_t = [h⁺_t; z°_t], z°_t sampled from the posterior of (h⁺_t, embed(final_obs_t)): the
+               observation the step arrives at, as sheeprl's heads read it, on transition rows. The batch then
+               also holds ``final_obs`` [T, B, 1, 72, 20] uint8 (the replay's frame after each step, before any
+               reset: contract replay's store_final), so a terminal step's frame is seen too.
 """
 
 from __future__ import annotations
@@ -58,7 +68,12 @@ FRAME_HEIGHT, FRAME_WIDTH = FRAME_SHAPE[1], FRAME_SHAPE[2] * PIXELS_PER_BYTE  # 
 ENCODERS = ("mlp", "conv")
 CONV_64 = dict(encoder="conv", frame=(64, 64), pool=1, cnn_stages=4)  # sheeprl's 64 × 64 geometry, grayscale
 KEYS = ("obs", "action", "reward", "is_first", "continue")
-HEAD_INPUTS = ("state", "next")  # WorldModelConfig.head_input (module docstring)
+HEAD_INPUTS = ("state", "next", "posterior")  # WorldModelConfig.head_input (module docstring)
+
+
+def crop_offset(frame: tuple[int, int]) -> tuple[int, int]:
+    """(top, left) of the centered (fh, fw) crop of the 72 × 80 unpacked frame."""
+    return (FRAME_HEIGHT - frame[0]) // 2, (FRAME_WIDTH - frame[1]) // 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,8 +118,9 @@ class WorldModelConfig:
     """packed2 backend of the encoder in the fast twin: 'lut' (torch table), 'triton', 'warp'. The reference
     always unpacks with reference/packed2.py (the oracle); every backend gives the same bits."""
     head_input: str = "state"
-    """What the reward and continue heads read (module docstring "Row alignment"): 'state' f_t (sheeprl's
-    layout, the golden fixtures), or 'next' f⁺_t, one prior step after action_t (action-conditioned)."""
+    """What the reward and continue heads read (module docstring "Row alignment"): 'state' f_t (the golden
+    fixtures' layout), 'next' f⁺_t, one prior step after action_t (action-conditioned), or 'posterior' f°_t, the
+    posterior of the frame the step arrives at (sheeprl's heads; the batch holds final_obs)."""
 
     def __post_init__(self) -> None:
         fn = "WorldModelConfig"
@@ -164,7 +180,7 @@ class WorldModelConfig:
     @property
     def crop_offset(self) -> tuple[int, int]:
         """(top, left) of the centered ``frame`` crop in the 72 × 80 unpacked frame."""
-        return (FRAME_HEIGHT - self.frame[0]) // 2, (FRAME_WIDTH - self.frame[1]) // 2
+        return crop_offset(self.frame)
 
     @property
     def cnn_channels(self) -> tuple[int, ...]:
@@ -252,15 +268,22 @@ def validate_batch(config: WorldModelConfig, batch) -> tuple[int, int]:
         raise ValueError(f"{fn}: argument 'batch['is_first']' must be bool [T, B] = {(T, B)}, "
                          f"got {first.dtype} {tuple(first.shape)}")
     require_action_ids(fn, "batch['action']", batch["action"], (T, B), config.num_actions)
+    if config.head_input == "posterior":
+        if "final_obs" not in batch:
+            raise ValueError(f"{fn}: argument 'batch' lacks key 'final_obs' (head_input 'posterior' reads the frame "
+                             f"each step arrives at; a replay with store_final gives it)")
+        if validate_obs(fn, batch["final_obs"], "final_obs") != (T, B):
+            raise ValueError(f"{fn}: argument 'batch['final_obs']' has shape {tuple(batch['final_obs'].shape)}, "
+                             f"expected {(T, B, *FRAME_SHAPE)}")
     return T, B
 
 
-def validate_obs(fn: str, obs) -> tuple[int, int]:
+def validate_obs(fn: str, obs, name: str = "obs") -> tuple[int, int]:
     """obs [T, B, 1, 72, 20] uint8 (packed2); returns (T, B)."""
-    require_tensor(fn, "obs", obs)
+    require_tensor(fn, name, obs)
     if obs.dtype != torch.uint8:
-        raise TypeError(f"{fn}: argument 'obs' must be packed2 frames of dtype torch.uint8, got {obs.dtype}")
+        raise TypeError(f"{fn}: argument '{name}' must be packed2 frames of dtype torch.uint8, got {obs.dtype}")
     if obs.dim() != 5 or tuple(obs.shape[2:]) != FRAME_SHAPE or obs.shape[0] < 1 or obs.shape[1] < 1:
-        raise ValueError(f"{fn}: argument 'obs' has shape {tuple(obs.shape)}, expected [T, B, "
+        raise ValueError(f"{fn}: argument '{name}' has shape {tuple(obs.shape)}, expected [T, B, "
                          f"{', '.join(map(str, FRAME_SHAPE))}] with T, B >= 1 (packed2 frames)")
     return obs.shape[0], obs.shape[1]

@@ -56,6 +56,7 @@ def test_room_exit_overrides_carry_the_presets_values(tmp_path):
         "+env.wrapper.scenario": cfg.task, "+env.wrapper.step_limit": cfg.step_limit,
         "+env.wrapper.frameskip": cfg.frameskip, "env.action_repeat": 1, "fabric.accelerator": "cpu",
         "env.screen_size": 64, "algo.cnn_keys.encoder": "[rgb]", "env.grayscale": True,
+        "+env.wrapper.frame": list(d.frame),
     }
     for key, value in expected.items():
         assert o[key] == str(value), key
@@ -77,12 +78,14 @@ def test_differences_name_only_what_differs():
     specific = found[:-len(bench.IMPLEMENTATION)]
     assert [line.split(":")[0] for line in specific] == ["dreamer.head_input", "frame"]
     assert "72 x 80 frame through 3 conv stages" in specific[1] and "64 x 64 through 4 stages" in specific[1]
+    assert "same crop resized" in specific[1]
     # sheeprl's own geometry and heads: nothing but its implementation differs
-    same = build_config("room-exit", ["dreamer.frame=64,64", "dreamer.cnn_stages=4", "dreamer.head_input=state"])
+    same = build_config("room-exit", ["dreamer.frame=64,64", "dreamer.cnn_stages=4", "dreamer.head_input=posterior",
+                                      "replay_ends=true"])
     assert bench.differences(same) == bench.IMPLEMENTATION
     assert bench.geometry(same) == (64, None)
-    pooled = build_config("room-exit", ["dreamer.frame=64,64", "dreamer.cnn_stages=4", "dreamer.head_input=state",
-                                        "dreamer.pool=2"])
+    pooled = build_config("room-exit", ["dreamer.frame=64,64", "dreamer.cnn_stages=4",
+                                        "dreamer.head_input=posterior", "dreamer.pool=2"])
     assert [line.split(":")[0] for line in bench.differences(pooled)][:2] == ["dreamer.pool", "frame"]
     assert bench.geometry(pooled)[0] == 32
 
@@ -111,6 +114,45 @@ def test_frame_image_is_the_gray_pyboy_draws():
     image = frame_image(packed2.pack(codes).numpy())
     assert image.shape == (72, 80, 1) and image.dtype == np.uint8
     np.testing.assert_array_equal(image[..., 0], np.array(SCREEN_R, dtype=np.uint8)[codes[0].numpy()])
+
+
+def test_frame_image_crops_as_the_world_model_does():
+    g = torch.Generator().manual_seed(1)
+    codes = torch.randint(0, 4, (1, 72, 80), generator=g, dtype=torch.uint8)
+    from rlspec.contracts.world_model import WorldModelConfig
+    from rlspec.envs.room.sheeprl_env import frame_image
+
+    whole = frame_image(packed2.pack(codes).numpy())
+    (top, left) = WorldModelConfig(num_actions=5, frame=(64, 64)).crop_offset
+    assert (top, left) == (4, 8)
+    crop = frame_image(packed2.pack(codes).numpy(), (64, 64))
+    assert crop.shape == (64, 64, 1)
+    np.testing.assert_array_equal(crop, whole[4:68, 8:72])
+
+
+def test_cropped_env_obs_is_the_crop_of_the_whole_frame():
+    make = "rlspec.envs.room.sheeprl_env:RlspecRoom-v0"
+    whole, crop = gymnasium.make(make, step_limit=5), gymnasium.make(make, step_limit=5, frame=[64, 64])
+    try:
+        assert crop.observation_space["rgb"].shape == (64, 64, 1)
+        a, b = whole.reset(seed=3)[0]["rgb"], crop.reset(seed=3)[0]["rgb"]
+        np.testing.assert_array_equal(b, a[4:68, 8:72])
+        for action in (1, 3, 2):
+            a, b = whole.step(action)[0]["rgb"], crop.step(action)[0]["rgb"]
+            np.testing.assert_array_equal(b, a[4:68, 8:72])
+    finally:
+        whole.close(), crop.close()
+    with pytest.raises(ValueError, match=r"argument 'frame'.*got \(80, 64\)"):
+        gymnasium.make(make, frame=(80, 64))
+
+
+def test_the_64_crop_is_lossless_for_the_player():
+    """Every cell the player can stand on lies inside the centered 64 x 64 crop (the rest is wall)."""
+    from rlspec.contracts import room_env as game
+
+    top, left, size, cell = 4, 8, 64, game.CELL // 2  # observed pixels: every second screen pixel
+    for r, c in game.FREE_CELLS:
+        assert top <= r * cell and (r + 1) * cell <= top + size and left <= c * cell and (c + 1) * cell <= left + size
 
 
 def test_env_id_makes_the_room_with_image_obs():
@@ -160,8 +202,8 @@ def test_greedy_rows_carry_the_training_time_up_to_each_checkpoint(tmp_path, mon
                                      '{"env_steps": 1536, "wall_s": 5.5, "cpu_s": 4.0}]')  # 512: run untimed
     seen = []
 
-    def greedy(version, ckpt, seed, episodes):
-        seen.append((version.name, seed, episodes))
+    def greedy(version, ckpt, seed, episodes, start_cells):
+        seen.append((version.name, seed, episodes) if not start_cells else ("cells", version.name))
         return {"greedy_success": len(seen) / 4}
 
     monkeypatch.setattr(bench, "greedy_eval", greedy)
@@ -176,6 +218,9 @@ def test_greedy_rows_carry_the_training_time_up_to_each_checkpoint(tmp_path, mon
     assert [(r["env_steps"], r["wall_s"], r["cpu_s"]) for r in rows] == [(512, 1.0, 1.0), (1024, 11.0, 9.0),
                                                                          (1536, None, None)]
     assert len(seen) == 5 and rows == __import__("json").loads((path / bench.GREEDY).read_text())
+    cells = bench.evaluate_seed(cfg, tmp_path, 20, start_cells=True)  # its own file: every checkpoint again
+    assert seen[5:] == [("cells", "version_0"), ("cells", "version_1"), ("cells", "version_2")]
+    assert cells == __import__("json").loads((path / bench.GREEDY_CELLS).read_text()) and len(cells) == 3
 
 
 def test_sheeprl_is_launched_with_the_configs_thread_count(tmp_path, monkeypatch):

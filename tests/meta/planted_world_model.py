@@ -71,6 +71,30 @@ class _NextHeadsReadTheState(ref.WorldModel):
         return torch.cat((out.h, out.z.flatten(-2)), -1)
 
 
+class _PosteriorHeadsReadThePrior(ref.WorldModel):
+    """head_input 'posterior' but the heads read the prior step after the action (z⁺ sampled from the prior,
+    the arrival frame never seen): 'next' under another name."""
+
+    def arrival_features(self, out, batch, generator):
+        return self.next_features(out, batch["action"], generator)
+
+
+class _PosteriorHeadsReadTheRowsFrame(ref.WorldModel):
+    """head_input 'posterior' on the row's own frame obs_t instead of the frame the step arrives at."""
+
+    def arrival_features(self, out, batch, generator):
+        return super().arrival_features(out, dict(batch, final_obs=batch["obs"]), generator)
+
+
+class _PosteriorHeadsWithoutTheAction(ref.WorldModel):
+    """head_input 'posterior' with the recurrent step fed the previous action instead of action_t (the batch's
+    action column read as sheeprl's, shifted by one)."""
+
+    def arrival_features(self, out, batch, generator):
+        shifted = torch.cat((torch.zeros_like(batch["action"][:1]), batch["action"][:-1]))
+        return super().arrival_features(out, dict(batch, action=shifted), generator)
+
+
 class _MetricsWithGraph(ref.WorldModel):
     """the loss metric returned with its graph (a logger holding it keeps the whole step alive)."""
 
@@ -127,6 +151,12 @@ PLANTED_WORLD_MODEL = (
             "closed form", ("WM-5", "WM-6")),
     Planted("action-conditioned heads read the state before the action", "world_model",
             _wm(cls=_NextHeadsReadTheState), "WM-12", "img_step", ("WM-5", "WM-6")),
+    Planted("posterior heads read the prior step (the arrival frame unseen)", "world_model",
+            _wm(cls=_PosteriorHeadsReadThePrior), "WM-15", "reward_loss", ("WM-12", "WM-6")),
+    Planted("posterior heads on the row's own frame", "world_model", _wm(cls=_PosteriorHeadsReadTheRowsFrame),
+            "WM-15", "_loss", ("WM-12", "WM-6")),
+    Planted("posterior heads' recurrent step without the step's action", "world_model",
+            _wm(cls=_PosteriorHeadsWithoutTheAction), "WM-15", "WM-15", ("WM-12", "WM-6")),
     Planted("a metric returned with its graph", "world_model", _wm(cls=_MetricsWithGraph), "WM-4", "carry a graph",
             ("WM-5", "WM-6")),
     Planted("initialization ignores the caller's generator", "world_model", _wm(cls=_InitIgnoresGenerator), "WM-13",

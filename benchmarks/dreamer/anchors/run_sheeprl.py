@@ -35,12 +35,13 @@ import time
 from pathlib import Path
 
 from benchmarks.dreamer.anchors.sheeprl_config import HEADS, MODEL_KEYS, WM, unfused_adam
-from rlspec.contracts.room_env import NUM_ACTIONS, SCREEN_R
+from rlspec.contracts.room_env import NUM_ACTIONS, cell_seeds
 from rlspec.engines.dreamer import PRESETS, DreamerRunConfig, build_config, validate
 from rlspec.runs.config import ConfigError
 
 ENV_ID = "rlspec.envs.room.sheeprl_env:RlspecRoom-v0"
-GREEDY = "greedy.json"  # per seed: the greedy evaluation of each chunk's checkpoint
+GREEDY = "greedy.json"  # per seed: the greedy evaluation of each chunk's checkpoint (the first episodes to end)
+GREEDY_CELLS = "greedy_cells.json"  # the same, one episode from every start cell (--start-cells)
 EVAL_SEED_OFFSET = 1_000_003  # rlspec eval's rooms for a run of seed s: s + this (rlspec/engines/dreamer/loop.py)
 CHUNKS = "chunks.json"  # per seed: each sheeprl run's env steps at its end, wall and CPU seconds
 
@@ -66,6 +67,7 @@ TABLE: dict[str, tuple[tuple[str, ...], object]] = {
     "replay_capacity": (("buffer.size",), lambda c: c.replay_capacity * c.num_envs),  # sheeprl's: all envs
     "step_limit": (("+env.wrapper.step_limit",), None),
     "frameskip": (("+env.wrapper.frameskip",), None),
+    "dreamer.frame": (("+env.wrapper.frame",), lambda c: list(c.dreamer.frame)),  # the env crops as rlspec does
     "log_every": (("metric.log_every",), None),
     "checkpoint_every": (("checkpoint.every",), None),
     "torch_threads": (("num_threads",), None),
@@ -102,10 +104,10 @@ SHEEPRL_FIXED = {
     "dreamer.encoder": "conv",  # sheeprl's CNNEncoder / CNNDecoder (rlspec's conv encoder is theirs)
     "dreamer.pool": 1,  # no pooling in sheeprl's encoder
     "dreamer.slow_reg": 1.0,  # sheeprl's critic loss adds the slow critic's log-likelihood with weight 1
-    "dreamer.head_input": "state",  # sheeprl's reward / continue heads read [h_t; z_t] (rlspec contract's layout)
+    "dreamer.head_input": "posterior",  # sheeprl's reward / continue heads read the posterior of the frame arrived at
 }
-# the frame geometry (dreamer.frame, dreamer.cnn_stages): ``geometry``
-GEOMETRY = ("dreamer.frame", "dreamer.cnn_stages")
+# the conv geometry (dreamer.cnn_stages against sheeprl's stages for its screen size): ``geometry``
+GEOMETRY = ("dreamer.cnn_stages",)
 # keys with no effect on what sheeprl runs: the env plug-in paths of other ROMs, the device execution's knobs, the
 # MLP encoder's width (unused with the conv encoder), the logged episode window (see IMPLEMENTATION), whether the
 # run draws its plots at the end
@@ -138,8 +140,10 @@ CONSTANT = [
 
 
 def geometry(cfg: DreamerRunConfig) -> tuple[int, str | None]:
-    """(sheeprl's env.screen_size, the difference or None). sheeprl resizes every frame to a square
-    screen_size and runs log2(screen_size) - 2 conv stages: the largest power of two within the (pooled) frame."""
+    """(sheeprl's env.screen_size, the difference or None). The env gives sheeprl the centered dreamer.frame
+    crop rlspec's encoder sees; sheeprl resizes it (cv2 INTER_AREA: by an integer factor, rlspec's average pool)
+    to a square screen_size, the largest power of two within the pooled frame (an image of that size is not
+    resized), and runs log2(screen_size) - 2 conv stages."""
     d = cfg.dreamer
     h, w = (n // d.pool for n in d.frame)
     screen = 2 ** int(math.log2(min(h, w)))
@@ -147,7 +151,7 @@ def geometry(cfg: DreamerRunConfig) -> tuple[int, str | None]:
     if (h, w) == (screen, screen) and stages == d.cnn_stages:
         return screen, None
     return screen, (f"frame: rlspec's encoder sees the {h} x {w} frame through {d.cnn_stages} conv stages; sheeprl "
-                    f"the frame resized (cv2 INTER_AREA) to {screen} x {screen} through {stages} stages")
+                    f"the same crop resized (cv2 INTER_AREA) to {screen} x {screen} through {stages} stages")
 
 
 def mapping(cfg: DreamerRunConfig) -> list[dict]:
@@ -238,10 +242,10 @@ def thread_env(threads: int) -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
 
 
-def run_seed(cfg: DreamerRunConfig, out: Path, chunk: int | None, episodes: int) -> None:
+def run_seed(cfg: DreamerRunConfig, out: Path, chunk: int | None, episodes: int, start_cells: bool = False) -> None:
     """Runs sheeprl on one seed, in chunks of ``chunk`` env steps, each resuming from the last checkpoint (also
     one of an interrupted run; a finished seed is not run again), each followed by the greedy evaluation of
-    ``episodes`` episodes (0: none)."""
+    ``episodes`` episodes (0: none) or of every start cell."""
     done, ckpt = last_checkpoint(seed_dir(out, cfg))
     for end in chunk_ends(done, cfg.total_steps, chunk):
         resume = [f"checkpoint.resume_from={ckpt}"] if ckpt else []
@@ -253,8 +257,8 @@ def run_seed(cfg: DreamerRunConfig, out: Path, chunk: int | None, episodes: int)
         if done != end:
             raise SystemExit(f"sheeprl_room: seed {cfg.seed}: the last checkpoint is at {done} env steps, "
                              f"expected {end}")
-        if episodes:
-            evaluate_seed(cfg, out, episodes)
+        if episodes or start_cells:
+            evaluate_seed(cfg, out, episodes, start_cells)
 
 
 def seed_result(cfg: DreamerRunConfig, out: Path) -> dict:
@@ -275,17 +279,17 @@ def checkpoints(path: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def sheeprl_frames(obs, screen: int):
+def sheeprl_frames(obs, screen: int, frame: tuple[int, int]):
     """packed2 frames [N, 1, 72, 20] -> sheeprl's player input [1, N, 1, screen, screen] float in [-0.5, 0.5]: the
-    gray image PyBoy draws, resized as sheeprl's make_env resizes it (cv2 INTER_AREA), then x / 255 - 0.5 as its
-    prepare_obs scales it."""
+    gray image PyBoy draws, its centered ``frame`` crop as the env gives it, resized as sheeprl's make_env resizes
+    it (cv2 INTER_AREA), then x / 255 - 0.5 as its prepare_obs scales it."""
     import cv2
     import numpy as np
     import torch
 
     from rlspec.envs.room.sheeprl_env import frame_image
 
-    images = [cv2.resize(frame_image(o.numpy()), (screen, screen), interpolation=cv2.INTER_AREA) for o in obs]
+    images = [cv2.resize(frame_image(o.numpy(), frame), (screen, screen), interpolation=cv2.INTER_AREA) for o in obs]
     return torch.from_numpy(np.stack(images)).float()[None, :, None] / 255 - 0.5  # [1, N, 1, S, S]
 
 
@@ -296,25 +300,24 @@ def check_frames(cfg) -> None:
     from sheeprl.utils.env import make_env
 
     from rlspec.envs.room.sheeprl_env import ImageObservation
-    from rlspec.reference import packed2
 
     env = make_env(cfg, cfg.seed, 0, None, "test")()
     theirs = env.reset(seed=cfg.seed)[0]["rgb"]  # [1, S, S] uint8
     inner = env
     while not isinstance(inner, ImageObservation):
         inner = inner.env
-    shades = np.searchsorted(-np.array(SCREEN_R), -inner._last[..., 0].astype(int))  # [72, 80] gray -> shade code
-    packed = packed2.pack(torch.from_numpy(shades.astype(np.uint8))[None])[None]  # [1, 1, 72, 20]
-    ours = (sheeprl_frames(packed, cfg.env.screen_size)[0, 0] + 0.5) * 255
+    packed = torch.from_numpy(inner.packed)[None]  # [1, 1, 72, 20] the room's frame before the crop
+    ours = (sheeprl_frames(packed, cfg.env.screen_size, inner.frame)[0, 0] + 0.5) * 255
     env.close()
     if not np.array_equal(ours.round().numpy().astype(np.uint8), theirs):
         raise SystemExit("sheeprl_room: the evaluation's frames differ from sheeprl's make_env frames")
 
 
-def greedy_eval(version: Path, ckpt: Path, seed: int, episodes: int) -> dict:
+def greedy_eval(version: Path, ckpt: Path, seed: int, episodes: int, start_cells: bool = False) -> dict:
     """sheeprl's player of ``ckpt`` (its own build_agent, greedy actions: the actor's mode) on the rooms rlspec's
     ``rlspec eval`` plays for a run of this seed: cfg.num_envs PyBoy rooms from seed + EVAL_SEED_OFFSET, the
-    first ``episodes`` episodes to end (in order of env step, then env index)."""
+    first ``episodes`` episodes to end (in order of env step, then env index); with ``start_cells``, as
+    ``rlspec eval --start-cells``: one room per free cell (reset from cell_seeds()), each room's first episode."""
     import gymnasium
     import numpy as np
     import torch
@@ -325,44 +328,55 @@ def greedy_eval(version: Path, ckpt: Path, seed: int, episodes: int) -> dict:
     from sheeprl.utils.utils import dotdict
 
     from rlspec.envs.room.pyboy_room import RoomVecEnv
+    from rlspec.envs.room.sheeprl_env import WHOLE
 
     cfg = dotdict(OmegaConf.to_container(OmegaConf.load(version / "config.yaml"), resolve=True))
     check_frames(cfg)
     torch.set_num_threads(cfg.num_threads)  # effective here: this process's own thread count
     fabric = Fabric(accelerator="cpu", devices=1)
     state = fs.load_checkpoint(fabric, ckpt, weights_only=False)  # as sheeprl's own evaluation loads it
-    screen = cfg.env.screen_size
+    screen, frame = cfg.env.screen_size, tuple(cfg.env.wrapper.get("frame", WHOLE))
     space = gymnasium.spaces.Dict({"rgb": gymnasium.spaces.Box(0, 255, (1, screen, screen), np.uint8)})
     player = build_agent(fabric, (NUM_ACTIONS,), False, cfg, space, state["world_model"], state["actor"])[-1]
-    envs = RoomVecEnv(cfg.env.num_envs, cfg.env.wrapper.scenario, step_limit=cfg.env.wrapper.step_limit,
-                      seed=seed + EVAL_SEED_OFFSET, frameskip=cfg.env.wrapper.frameskip)
+    first_seeds = cell_seeds() if start_cells else None
+    envs = RoomVecEnv(len(first_seeds) if start_cells else cfg.env.num_envs, cfg.env.wrapper.scenario,
+                      step_limit=cfg.env.wrapper.step_limit, seed=seed + EVAL_SEED_OFFSET,
+                      frameskip=cfg.env.wrapper.frameskip, first_seeds=first_seeds)
     torch.manual_seed(seed + EVAL_SEED_OFFSET)  # the posterior's samples
     player.num_envs = envs.num_envs
     player.init_states()
     obs = envs.reset().obs
     ret, length, finished = torch.zeros(envs.num_envs), torch.zeros(envs.num_envs, dtype=torch.long), []
+    first = [None] * envs.num_envs  # each room's first episode
+
+    def more() -> bool:
+        return None in first if start_cells else len(finished) < episodes
+
     with torch.no_grad():
-        while len(finished) < episodes:
-            one_hot = player.get_actions({"rgb": sheeprl_frames(obs, screen)}, greedy=True)[0]  # [1, N, 5]
+        while more():
+            one_hot = player.get_actions({"rgb": sheeprl_frames(obs, screen, frame)}, greedy=True)[0]  # [1, N, 5]
             out = envs.step(one_hot.argmax(-1).view(-1))
             ret, length = ret + out.reward, length + 1
             ended = (out.terminated | out.truncated).nonzero().flatten().tolist()
             for i in ended:
                 finished.append((float(ret[i]), int(length[i]), bool(out.success[i])))
+                first[i] = first[i] or finished[-1]
                 ret[i], length[i] = 0.0, 0
             if ended:
                 player.init_states(ended)
             obs = out.obs
-    done = finished[:episodes]
-    return {"greedy_success": sum(e[2] for e in done) / episodes, "greedy_ep_len": sum(e[1] for e in done) / episodes,
-            "greedy_ep_ret": sum(e[0] for e in done) / episodes}
+    done = first if start_cells else finished[:episodes]
+    return {"greedy_success": sum(e[2] for e in done) / len(done), "greedy_ep_len": sum(e[1] for e in done) / len(done),
+            "greedy_ep_ret": sum(e[0] for e in done) / len(done),
+            **({"success_by_cell": [int(e[2]) for e in done]} if start_cells else {})}
 
 
-def evaluate_seed(cfg: DreamerRunConfig, out: Path, episodes: int) -> list[dict]:
-    """The greedy evaluation (``greedy_eval``) of every chunk checkpoint of the seed not yet in its GREEDY file,
-    each row with the training wall and CPU seconds up to it (CHUNKS; None where a chunk ran untimed)."""
+def evaluate_seed(cfg: DreamerRunConfig, out: Path, episodes: int, start_cells: bool = False) -> list[dict]:
+    """The greedy evaluation (``greedy_eval``) of every chunk checkpoint of the seed not yet in its GREEDY file
+    (GREEDY_CELLS with ``start_cells``), each row with the training wall and CPU seconds up to it (CHUNKS; None
+    where a chunk ran untimed)."""
     path = seed_dir(out, cfg)
-    target = path / GREEDY
+    target = path / (GREEDY_CELLS if start_cells else GREEDY)
     rows = json.loads(target.read_text()) if target.is_file() else []
     chunks = json.loads((path / CHUNKS).read_text()) if (path / CHUNKS).is_file() else []
     seen = {row["env_steps"] for row in rows}
@@ -373,7 +387,7 @@ def evaluate_seed(cfg: DreamerRunConfig, out: Path, episodes: int) -> list[dict]
         timed = len(before) == len([s for s, _ in checkpoints(path) if s <= steps])
         rows.append({"env_steps": steps, **{key: round(sum(c[key] for c in before), 1) if timed else None
                                              for key in ("wall_s", "cpu_s")},
-                     **greedy_eval(ckpt.parent.parent, ckpt, cfg.seed, episodes)})
+                     **greedy_eval(ckpt.parent.parent, ckpt, cfg.seed, episodes, start_cells)})
         rows.sort(key=lambda row: row["env_steps"])
         target.write_text(json.dumps(rows, indent=1) + "\n")
         print(f"sheeprl_room: seed {cfg.seed}: {rows[-1]}", flush=True)
@@ -391,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write-only", action="store_true", help="write the JSON (mapping, overrides), run nothing")
     p.add_argument("--episodes", type=int, default=20,
                    help="greedy episodes per chunk checkpoint, on the rooms rlspec eval plays (0: none; default 20)")
+    p.add_argument("--start-cells", action="store_true", help="evaluate one episode from every start cell of the "
+                   "room instead (rlspec eval --start-cells; into greedy_cells.json)")
     p.add_argument("--eval-only", action="store_true",
                    help="no training: evaluate the seeds' chunk checkpoints not evaluated yet")
     args = p.parse_args(argv)
@@ -411,9 +427,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.write_only:
         for seed, cfg in configs.items():
             if args.eval_only:
-                evaluate_seed(cfg, out, args.episodes)
+                evaluate_seed(cfg, out, args.episodes, args.start_cells)
             else:
-                run_seed(cfg, out, args.chunk, args.episodes)
+                run_seed(cfg, out, args.chunk, args.episodes, args.start_cells)
             result["runs"][seed] = seed_result(cfg, out)
             target.write_text(json.dumps(result, indent=2) + "\n")  # after every seed
     target.write_text(json.dumps(result, indent=2) + "\n")

@@ -63,7 +63,7 @@ class DreamerRunConfig(runconfig.RunConfig):
     """Also store each step's terminated and truncated flags and its final observation (the frame after the
     step, before any reset) in the replay (contract replay's store_flags and store_final): what bootstrapping a
     time limit from its real final state needs, and what contract collector checks. It doubles the replay's
-    frame memory; the world model and the actor-critic do not read them."""
+    frame memory; only the world model's heads with dreamer.head_input=posterior read them (the final frame)."""
     step_limit: int = 64
     """Env steps before an episode is truncated."""
     frameskip: int = 4

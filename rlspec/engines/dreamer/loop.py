@@ -37,7 +37,7 @@ import contextlib
 import functools
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -54,7 +54,7 @@ from rlspec.algos.dreamer import (
     train_step,
     world_model_config,
 )
-from rlspec.contracts.room_env import MASK32, MIN_FRAMESKIP, NUM_ACTIONS, SCENARIOS
+from rlspec.contracts.room_env import FREE_CELLS, MASK32, MIN_FRAMESKIP, NUM_ACTIONS, SCENARIOS, cell_seeds
 from rlspec.engines.dreamer.config import ENGINE, ENVS, EXECUTIONS, DreamerRunConfig
 from rlspec.runs import config as runconfig
 from rlspec.runs import device as devices
@@ -97,6 +97,9 @@ def validate(cfg: DreamerRunConfig) -> None:
                   "sequence in every env column before the first update)", cfg.min_ready_steps)
     if cfg.replay_capacity < d.seq_len:
         raise bad("replay_capacity", f">= dreamer.seq_len = {d.seq_len}", cfg.replay_capacity)
+    if d.head_input == "posterior" and not cfg.replay_ends:
+        raise bad("replay_ends", "true with dreamer.head_input posterior (the heads read the frame each step "
+                  "arrives at, which only replay_ends stores)", cfg.replay_ends)
     try:
         world_model_config(d, num_actions(cfg)), behavior_config(d)
     except (TypeError, ValueError) as err:
@@ -473,6 +476,35 @@ def run_episodes(cfg: DreamerRunConfig, state: DreamerState, episodes: int, seed
     done = loop.finished[:episodes]
     return {"episodes": len(done), "seed": seed, "steps": steps,
             **episode_means(done, ("EpRet", "EpLen", "SuccessRate"))}
+
+
+def run_start_cells(cfg: DreamerRunConfig, state: DreamerState, seed: int, gen: torch.Generator) -> dict:
+    """The greedy policy once from every start cell of the room: one PyBoy room per free cell (env k reset
+    from ``cell_seeds()[k]``, so it starts on FREE_CELLS[k]), each env's first episode only. The success rate
+    is over all start cells, not over the first episodes to end, which favour the short (successful) ones."""
+    from rlspec.envs.room.pyboy_room import RoomVecEnv
+
+    if cfg.env != "room":
+        raise bad("env", "'room' (every start cell is a cell of the room)", cfg.env)
+    seeds = cell_seeds()
+    cfg = replace(cfg, num_envs=len(seeds))
+    envs = RoomVecEnv(cfg.num_envs, cfg.task, step_limit=cfg.step_limit, seed=seed, frameskip=cfg.frameskip,
+                      first_seeds=seeds)
+    loop = Loop.start(cfg, envs.reset())
+    first: list[tuple | None] = [None] * cfg.num_envs  # env k's first episode: (return, length, success)
+    steps = 0
+    while None in first:
+        action, loop.carry = policy_step(state, loop.obs, loop.prev_action, loop.is_first, loop.carry, gen,
+                                         greedy=True)
+        out, before = envs.step(action), len(loop.finished)
+        advance(cfg, loop, out, action)  # appends the ended episodes in env order
+        ended = (out.terminated | out.truncated).nonzero().flatten().tolist()
+        for i, episode in zip(ended, loop.finished[before:]):
+            first[i] = first[i] or episode
+        steps += 1
+    envs.close()
+    return {"episodes": len(first), "start_cells": [list(c) for c in FREE_CELLS], "seed": seed, "steps": steps,
+            "success_by_cell": [int(e[2]) for e in first], **episode_means(first, ("EpRet", "EpLen", "SuccessRate"))}
 
 
 def validate_device(cfg: DreamerRunConfig) -> None:

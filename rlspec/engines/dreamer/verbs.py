@@ -20,6 +20,7 @@ from rlspec.engines.dreamer.loop import (
     reconstruction_strip,
     resolve_device,
     run_episodes,
+    run_start_cells,
     validate,
     video_frame,
 )
@@ -82,16 +83,23 @@ def evaluate(run_dir: Path, argv: list[str]) -> int:
                                              "reset), the num_envs screens side by side, grayscale, upscaled")
     p.add_argument("--scale", type=int, default=4, help="video upscaling of the 72 x 80 frames (default 4)")
     p.add_argument("--fps", type=int, default=15, help="video frames per second (default 15)")
+    p.add_argument("--start-cells", action="store_true", help="one episode from every start cell of the room "
+                   "instead of the first K episodes to end (env room; --episodes and --video do not apply)")
     checkpoint = Path(run_dir) / "checkpoints/last.pt"
     opened = shell.eval_inputs(p, argv, lambda: (load_config(run_dir), read_checkpoint(checkpoint)),
                                positive=("episodes", "scale", "fps"))
     if opened is None:
         return 2
     args, cfg, ckpt = opened
+    if args.start_cells and (args.video or cfg.env != "room"):
+        p.error("--start-cells: the room's start cells, without --video" + (
+            f" (this run's env is {cfg.env!r})" if cfg.env != "room" else ""))
     seed = shell.eval_seed(args, cfg.seed)
     gen = torch.Generator().manual_seed(seed)
     state = build(cfg, gen)
     state.load_state_dict(ckpt["state"])
+    if args.start_cells:
+        return shell.write_eval(run_dir, run_start_cells(cfg, state, seed, gen), ckpt, seed)
     frames = [] if args.video else None
     result = run_episodes(cfg, state, args.episodes, seed, gen, frames, EpisodeProgress(args.episodes))
     if frames is not None:

@@ -15,7 +15,7 @@ step (the obs written is the next episode's first; ``final_out`` receives the fr
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -37,6 +37,7 @@ from rlspec.contracts.room_env import (
     episode_seed,
     validate_actions,
     validate_config,
+    validate_first_seeds,
     validate_out,
 )
 from rlspec.contracts.validate import require_int
@@ -85,10 +86,13 @@ class RoomVecEnv:
 
     def __init__(self, num_envs: int, scenario: str = "room-exit", *, step_limit: int = STEP_LIMIT, seed: int = 0,
                  frameskip: int = FRAMESKIP, device: str | torch.device = "cpu",
-                 make_game: Callable[[], PyBoyGame] | None = None):
+                 make_game: Callable[[], PyBoyGame] | None = None, first_seeds: Sequence[int] | None = None):
         """``make_game``: another game instead of the room (one call per env; the user-ROM path: a PyBoyGame
-        of the user's ROM and plug-in, whose frameskip it sets), stepped with the same same-step auto-reset."""
+        of the user's ROM and plug-in, whose frameskip it sets), stepped with the same same-step auto-reset.
+        ``first_seeds``: env i's first episode (at every reset()) from the 16-bit seed first_seeds[i] instead of
+        episode_seed(seed, i, 0), e.g. ``cell_seeds()`` to start one env on each free cell; later episodes as usual."""
         validate_config("RoomVecEnv", num_envs, scenario, step_limit, seed)
+        self.first_seeds = validate_first_seeds("RoomVecEnv", first_seeds, num_envs)
         require_int("RoomVecEnv", "frameskip", frameskip, 1 if make_game else MIN_FRAMESKIP)
         if torch.device(device).type != "cpu":
             raise ValueError(f"RoomVecEnv: argument 'device' must be 'cpu' (PyBoy emulates on the host), got {device}")
@@ -107,7 +111,7 @@ class RoomVecEnv:
     def reset(self, out: torch.Tensor | None = None) -> Step:
         out = self._out("reset", "out", out)
         for i, game in enumerate(self.games):
-            game.reset(episode_seed(self.seed, i, 0))
+            game.reset(episode_seed(self.seed, i, 0) if self.first_seeds is None else self.first_seeds[i])
         self.frames = pack_frames(np.stack([game.shades() for game in self.games]))  # [N, 1, 72, 20]
         out.copy_(self.frames)
         self.episode, self.steps = [0] * self.num_envs, [0] * self.num_envs
