@@ -318,9 +318,50 @@ def main(argv: list[str] | None = None) -> int:
               "goals_1_worker_and_learner": goals(results, worker_name(1, True), cores), "results": results}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "safe_throughput.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / "safe_throughput.md").write_text(markdown(report))
     plot(results, args.out / "safe_throughput.png", f"{args.env}: env steps/s (wall, median of {args.rounds} "
                                                      f"interleaved rounds; ratio to the reference)")
     return 0
+
+
+def label(arm: str) -> str:
+    """The page's name of a recorded arm: the JSON's "fast (...)" arms are the parallel execution's (their
+    names predate the execution key and are kept as recorded)."""
+    return f"parallel, {arm[len('fast ('):-1]}" if arm.startswith("fast (") else arm
+
+
+def _rate(group: dict, arm: str, metric: str, with_ratio: bool) -> str:
+    r = group[arm]
+    value = r.get(metric)
+    if value is None:
+        return ""
+    ratio = r["ratios"][metric].get(REFERENCE)
+    return f"{value:.0f}/s" + (f" ({ratio:.2f}×)" if with_ratio and ratio is not None else "")
+
+
+def markdown(report: dict) -> str:
+    """The JSON's table: per arm and group, env steps/s of the rollout and of rollout + update (the parallel
+    arms with their ratio to the reference), the goal's arm in bold; then the envs' ceiling and Amdahl's bound."""
+    results, cores = report["results"], report["usable_cores"]
+    groups = list(results)
+    goal_arm = worker_name(1, True)
+    head = " | ".join(f"{g}: rollout | + update" for g in groups)
+    lines = [f"| {report['env']}, {cores} cores | {head} |", "|---|" + "---|---|" * len(groups)]
+    arms = [a for a in results[groups[0]] if a != CEILING]
+    for arm in arms:
+        cells = [_rate(results[g], arm, m, arm.startswith("fast (")) for g in groups
+                 for m in ("rollout_steps_per_s", "rollout_update_steps_per_s")]
+        name = label(arm)
+        if arm == goal_arm:
+            name, cells = f"**{name}**", [f"**{c}**" if c else c for c in cells]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append(f"| ceiling: env step alone × {cores} cores | " + " | ".join(
+        f"{results[g][CEILING]['ceiling_steps_per_s']:.0f}/s | " for g in groups) + " |")
+    bounds = report["amdahl_bound"]
+    lines.append(f"| Amdahl's bound (reference's rollout on {cores} cores, its update serial) | " + " | ".join(
+        f"{bounds[g]['rollout_steps_per_s']:.0f}/s | {bounds[g]['rollout_update_steps_per_s']:.0f}/s" for g in groups)
+        + " |")
+    return "\n".join(lines) + "\n"
 
 
 def sb3_version() -> dict[str, str]:

@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.bonus import ablation, vs_sb3
 from benchmarks.dreamer import vs_sheeprl
-from benchmarks.safe import learning, vs_omnisafe
+from benchmarks.safe import learning, throughput, vs_omnisafe
 from benchmarks.semantics import protocol
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -25,6 +25,7 @@ TABLES = [
     (vs_sheeprl.markdown, vs_sheeprl.rechecked, "dreamer/results/dreamer_vs_sheeprl"),
     (protocol.markdown, None, "semantics/results/semantic_protocol"),
     (learning.markdown, None, "safe/results/safe_learning"),
+    (throughput.markdown, None, "safe/results/safe_throughput"),
 ]
 
 
