@@ -12,6 +12,9 @@ One number per seed (a final return, a steps-to-threshold with censored seeds at
   2 / C(2n, n) (0.10 at 3 vs 3, 0.0079 at 5 vs 5).
 - ``mde``: the minimum detectable difference in means at 80% power and two-sided α = 0.05, from the pooled
   standard deviation and Student's t: a true difference below it is missed more often than not.
+- ``probability_of_improvement``: P(a > b) + ½·P(a = b) over every pair of a seed of a and a seed of b (the
+  Mann–Whitney U statistic over n_a·n_b; rliable's "probability of improvement"), with a bootstrap CI: 0.5 is
+  no tendency either way, 1 every seed of a beats every seed of b. It says how often, not by how much.
 - ``tost``: two one-sided tests of "the difference lies within ±margin"; the margin must be declared before the
   runs (in the benchmark's code). Equivalence is claimed only when both one-sided p-values are below α.
 
@@ -108,10 +111,29 @@ def tost(a: Sequence[float], b: Sequence[float], margin: float) -> float:
     return float(max(above, below))
 
 
+def probability_of_improvement(a: Sequence[float], b: Sequence[float], higher_is_better: bool = True,
+                               level: float = LEVEL, seed: int = 0) -> tuple[float, tuple[float, float]]:
+    """(P(a better than b) + ½·P(tie) over all n_a·n_b pairs of seeds, its percentile bootstrap CI: seeds
+    resampled within each arm). scipy.stats.mannwhitneyu's U of a against b, / (n_a·n_b)."""
+    a, b = _values(a, "a"), _values(b, "b")
+    sign = 1.0 if higher_is_better else -1.0
+
+    def share(x: np.ndarray, y: np.ndarray) -> np.ndarray:  # [..., n_a], [..., n_b] -> [...]
+        d = sign * (x[..., :, None] - y[..., None, :])
+        return ((d > 0) + 0.5 * (d == 0)).mean((-2, -1))
+
+    point = float(stats.mannwhitneyu(sign * a, sign * b).statistic / (a.size * b.size))
+    gen = np.random.default_rng(seed)
+    draws = share(a[gen.integers(0, a.size, (RESAMPLES, a.size))], b[gen.integers(0, b.size, (RESAMPLES, b.size))])
+    tail = (1 - level) / 2
+    return point, (float(np.quantile(draws, tail)), float(np.quantile(draws, 1 - tail)))
+
+
 def compare(a: Sequence[float], b: Sequence[float], margin: float | None = None, higher_is_better: bool = True,
             alpha: float = ALPHA) -> dict:
     """Arm a against arm b (per-seed values): means, IQMs and their CIs, the difference, the exact permutation
-    p, the MDE, TOST against ``margin`` (when declared) and the verdict word those numbers give."""
+    p, the MDE, TOST against ``margin`` (when declared), the probability that a seed of a beats one of b (by
+    ``higher_is_better``) and the verdict word those numbers give."""
     a, b = _values(a, "a"), _values(b, "b")
     diff = float(a.mean() - b.mean())
     out = {"n": [int(a.size), int(b.size)], "mean": [float(a.mean()), float(b.mean())],
@@ -119,6 +141,8 @@ def compare(a: Sequence[float], b: Sequence[float], margin: float | None = None,
            "iqm_ci": [list(interval([a], "iqm")), list(interval([b], "iqm"))], "difference": diff,
            "permutation_p": permutation_p(a, b), "mde": mde(a, b, alpha), "alpha": alpha,
            "margin": margin, "tost_p": tost(a, b, margin) if margin is not None else None}
+    point, ci = probability_of_improvement(a, b, higher_is_better)
+    out["p_improvement"], out["p_improvement_ci"] = point, list(ci)
     out["verdict"] = verdict(out, higher_is_better)
     return out
 

@@ -79,3 +79,14 @@ def test_the_verdict_says_only_what_the_numbers_allow():
     assert three["permutation_p"] == pytest.approx(0.1)
     assert three["verdict"] == "too few seeds to decide (the smallest p 3 vs 3 seeds allow is 0.1)"
     assert stats.smallest_p(5, 5) == pytest.approx(2 / 252) and stats.smallest_p(2, 3) == pytest.approx(1 / 10)
+
+
+def test_probability_of_improvement_counts_pairs_and_ties():
+    a, b = [3.0, 4.0, 5.0], [1.0, 2.0, 3.0]  # 9 pairs: 8 won, 1 tie (3 vs 3)
+    point, (lo, hi) = stats.probability_of_improvement(a, b)
+    assert point == pytest.approx(8.5 / 9) and lo <= point <= hi <= 1.0
+    assert stats.probability_of_improvement(a, b, higher_is_better=False)[0] == pytest.approx(0.5 / 9)
+    assert stats.probability_of_improvement([1.0, 1.0], [1.0, 1.0]) == (0.5, (0.5, 0.5))
+    assert stats.probability_of_improvement([9.0, 8.0], [1.0, 2.0]) == (1.0, (1.0, 1.0))  # every resample wins
+    result = stats.compare(a, b, higher_is_better=False)  # compare orients it as the verdict does
+    assert result["p_improvement"] == pytest.approx(0.5 / 9) and len(result["p_improvement_ci"]) == 2
