@@ -95,6 +95,9 @@ FAIRNESS = __doc__[__doc__.index("How the comparison"):__doc__.index("Also recor
 # --------------------------------------------------------------------------------------------------
 # Batches: one content, two replay formats
 # --------------------------------------------------------------------------------------------------
+FABRIC_PRECISION = {"fp32": "32-true", "bf16-mixed": "bf16-mixed"}  # ours -> sheeprl's fabric.precision
+
+
 def make_batches(T: int, B: int, seed: int) -> tuple[dict, dict]:
     """(ours, sheeprl's) batch of the same sequences: 2-bit frames, actions, rewards; no episode end inside."""
     g = torch.Generator().manual_seed(seed)
@@ -118,11 +121,11 @@ def make_batches(T: int, B: int, seed: int) -> tuple[dict, dict]:
 # The three steppers: (step, parameter count, config, parts); step () -> None runs one train step on a fresh
 # copy of its batch; parts: the objects it trains (benchmarks/dreamer/phase_profile.py labels their calls)
 # --------------------------------------------------------------------------------------------------
-def ours(kit: str, size: dict, T: int, B: int, batch: dict, device: torch.device):
+def ours(kit: str, size: dict, T: int, B: int, batch: dict, device: torch.device, precision: str = "fp32"):
     cfg = dreamer.DreamerConfig(deter=size["recurrent"], hidden=size["dense"], stoch=size["stoch"],
                                 classes=size["classes"], mlp_hidden=size["dense"], mlp_layers=size["mlp_layers"],
                                 encoder="conv", frame=FRAME, pool=1, cnn_mult=size["cnn_mult"], cnn_stages=4,
-                                horizon=HORIZON, batch_size=B, seq_len=T)
+                                horizon=HORIZON, batch_size=B, seq_len=T, precision=precision)
     state = dreamer.make_state(cfg, NUM_ACTIONS, dreamer.Kit.named(kit), torch.Generator().manual_seed(0))
     for m in (state.wm, state.actor, state.critic, state.slow_critic):  # as the fast engine does
         m.to(device)
@@ -137,10 +140,10 @@ def ours(kit: str, size: dict, T: int, B: int, batch: dict, device: torch.device
     return step, params, dataclasses.asdict(cfg), {"state": state}
 
 
-def sheeprl(size: dict, T: int, B: int, batch: dict, device: torch.device):
+def sheeprl(size: dict, T: int, B: int, batch: dict, device: torch.device, precision: str = "fp32"):
     """sheeprl 0.8.4's DreamerV3 from its own config (exp=dreamer_v3, algo=dreamer_v3_XS with the sizes
-    overridden), ``build_agent``, its optimizers through hydra and a plain CPU lightning Fabric, as its ``main``
-    does; one step = its ``train``."""
+    overridden), ``build_agent``, its optimizers through hydra and a plain CPU lightning Fabric at
+    FABRIC_PRECISION[precision], as its ``main`` does; one step = its ``train``."""
     import gymnasium
     import hydra
     import numpy as np
@@ -159,12 +162,13 @@ def sheeprl(size: dict, T: int, B: int, batch: dict, device: torch.device):
         *model_overrides(dense=size["dense"], recurrent=size["recurrent"], stoch=size["stoch"],
                          classes=size["classes"], cnn_mult=size["cnn_mult"], mlp_layers=size["mlp_layers"]),
         f"algo.horizon={HORIZON}", f"algo.per_rank_batch_size={B}", f"algo.per_rank_sequence_length={T}",
-        "algo.compile.enabled=False", *unfused_adam(),
+        "algo.compile.enabled=False", *unfused_adam(), f"fabric.precision={FABRIC_PRECISION[precision]}",
     ]
     with initialize_config_module("sheeprl.configs", version_base="1.3"):
         cfg = dotdict(OmegaConf.to_container(compose("config", overrides=overrides), resolve=True))
     MetricAggregator.disabled = True  # what its main does at metric.log_level 0
-    fabric = Fabric(accelerator=device.type, devices=1, precision="32-true")
+    torch.distributions.Distribution.set_default_validate_args(cfg.distribution.validate_args)  # as its cli does
+    fabric = Fabric(accelerator=device.type, devices=1, precision=FABRIC_PRECISION[precision])
     obs_space = gymnasium.spaces.Dict({"rgb": gymnasium.spaces.Box(0, 255, (1, SCREEN, SCREEN), np.uint8)})
     world_model, actor, critic, target_critic, _ = build_agent(fabric, [NUM_ACTIONS], False, cfg, obs_space)
     opts = [hydra.utils.instantiate(cfg.algo[k].optimizer, params=m.parameters(), _convert_="all")
@@ -200,11 +204,12 @@ def host_sync(step) -> str | None:
         torch.cuda.set_sync_debug_mode("default")
 
 
-def measure(name: str, size: dict, T: int, B: int, steps: int, warmup: int, device: torch.device) -> dict:
+def measure(name: str, size: dict, T: int, B: int, steps: int, warmup: int, device: torch.device,
+            precision: str = "fp32") -> dict:
     batch_ours, batch_theirs = make_batches(T, B, seed=0)
-    steppers = {"sheeprl": sheeprl(size, T, B, batch_theirs, device),
-                "reference": ours("reference", size, T, B, batch_ours, device),
-                "fast": ours("fast", size, T, B, batch_ours, device)}
+    steppers = {"sheeprl": sheeprl(size, T, B, batch_theirs, device, precision),
+                "reference": ours("reference", size, T, B, batch_ours, device, precision),
+                "fast": ours("fast", size, T, B, batch_ours, device, precision)}
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     params = {k: v[1] for k, v in steppers.items()}
     print(f"[{name}] parameters (world model + actor + critic): {params}", flush=True)
@@ -296,13 +301,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seq-len", type=int, default=64)
     p.add_argument("--flush-denormals", action="store_true", help="flush denormals to zero (all three)")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:K]: all three on it (files *_cuda.json/png)")
+    p.add_argument("--precision", choices=list(FABRIC_PRECISION), default="fp32",
+                   help="all three: ours dreamer.precision, sheeprl fabric.precision (files *_bf16-mixed.json/png)")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = p.parse_args(argv)
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     flush = args.flush_denormals and torch.set_flush_denormal(True)
-    results = {name: measure(name, CONFIGS[name], args.seq_len, args.batch, args.steps, args.warmup, device)
-               for name in args.configs}
+    results = {name: measure(name, CONFIGS[name], args.seq_len, args.batch, args.steps, args.warmup, device,
+                             args.precision) for name in args.configs}
     import sheeprl as sheeprl_pkg
 
     report = {"what": "DreamerV3 train step (world model + behaviour), s/step; ratios = sheeprl / ours (> 1: ours "
@@ -310,9 +317,10 @@ def main(argv: list[str] | None = None) -> None:
               "torch_threads": torch.get_num_threads(), "flush_denormal": flush, "niceness": os.nice(0),
               "steps": args.steps, "warmup": args.warmup, "cpu": cpu.identity(),
               "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
-              "python": platform.python_version(), "results": results}
+              "python": platform.python_version(), "precision": args.precision, "results": results}
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = "dreamer_train_step" + ("" if device.type == "cpu" else "_cuda")
+    stem = "dreamer_train_step" + ("" if device.type == "cpu" else "_cuda") + (
+        "" if args.precision == "fp32" else f"_{args.precision}")
     (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
     plot(results, args.out / f"{stem}.png", title(report))
     for name, r in results.items():

@@ -258,6 +258,10 @@ class DreamerConfig:
     """Gradient-norm clip of the actor."""
     critic_clip: float = 100.0
     """Gradient-norm clip of the critic."""
+    precision: str = "fp32"
+    """The learner's arithmetic: 'fp32', or 'bf16-mixed' (the forward passes of each update under bfloat16
+    autocast, as sheeprl's fabric.precision=bf16-mixed; parameters, gradients and Adam states stay float32, the
+    RSSM's GRU update runs in float32 either way). Acting and evaluation stay float32."""
 
     def shared(self, cls: type) -> dict[str, Any]:
         """This config's values of the keys it shares, by name, with the contract config ``cls`` (every key of
@@ -269,7 +273,8 @@ class DreamerConfig:
 # DreamerConfig's keys that are neither WorldModelConfig's nor BehaviorConfig's: the actor/critic MLPs and the
 # optimisation
 ENGINE_ONLY = ("mlp_hidden", "mlp_layers", "batch_size", "seq_len", "wm_lr", "actor_lr", "critic_lr", "wm_eps",
-               "ac_eps", "wm_clip", "actor_clip", "critic_clip")
+               "ac_eps", "wm_clip", "actor_clip", "critic_clip", "precision")
+PRECISIONS = ("fp32", "bf16-mixed")  # DreamerConfig.precision
 
 
 # ------------------------------------------------------------------------------ bonus phase (bonus_vtrace.py)

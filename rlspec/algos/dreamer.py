@@ -52,7 +52,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlspec import registry
-from rlspec.algos.config import ENGINE_ONLY, DreamerConfig  # noqa: F401  (re-exported)
+from rlspec.algos.config import ENGINE_ONLY, PRECISIONS, DreamerConfig  # noqa: F401  (re-exported)
 from rlspec.contracts.behavior import BehaviorConfig, sample_categorical
 from rlspec.contracts.rssm import RSSMState
 from rlspec.contracts.world_model import WorldModelConfig, conv_latent_shape
@@ -221,10 +221,39 @@ def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.G
     returns scalar metrics as 0-d tensors on the batch's device (read them when the engine chooses: reading
     one is a host synchronization on CUDA)."""
     s, cfg, kit = state, state.cfg, state.kit
-    bcfg = behavior_config(cfg)
-    # 1. world model
-    wm_loss, wm_metrics, post = s.wm.world_model_loss(batch, gen)
+    # 1. world model; 2.-3. imagination and behaviour (_behavior); each forward under cfg.precision
+    with mixed(cfg, batch["obs"].device):
+        wm_loss, wm_metrics, post = s.wm.world_model_loss(batch, gen)
     wm_norm = _step(s.wm_opt, wm_loss, s.wm, cfg.wm_clip)
+    with mixed(cfg, batch["obs"].device):
+        out, reward_out = _behavior(s, post, gen)
+    actor_norm = _step(s.actor_opt, out["actor_loss"], s.actor, cfg.actor_clip)
+    critic_norm = _step(s.critic_opt, out["critic_loss"], s.critic, cfg.critic_clip)
+    kit.update_slow_critic(s.critic, s.slow_critic, cfg.slow_rate)
+    s.updates += 1
+    metrics = {f"Loss/{k}": v for k, v in wm_metrics.items()}
+    metrics.update({"Loss/actor_loss": out["actor_loss"].detach(), "Loss/critic_loss": out["critic_loss"].detach(),
+                    "Behavior/entropy": out["entropy"][:-1].mean(), "Behavior/returns": out["returns"].mean(),
+                    "Behavior/values": out["values"].mean(), "Behavior/imagined_reward": reward_out.mean(),
+                    "Grad/world_model": wm_norm, "Grad/actor": actor_norm, "Grad/critic": critic_norm})
+    return {k: _full(torch.as_tensor(v).detach()) for k, v in metrics.items()}
+
+
+def _full(t: torch.Tensor) -> torch.Tensor:
+    """A metric in float32 when autocast left it in a half type (the logs and finiteness checks read floats)."""
+    return t.float() if t.dtype in (torch.bfloat16, torch.float16) else t
+
+
+def mixed(cfg: DreamerConfig, device: torch.device):
+    """The forward passes' autocast: bfloat16 under cfg.precision 'bf16-mixed', off under 'fp32'."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16-mixed")
+
+
+def _behavior(s: DreamerState, post, gen: torch.Generator) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Imagination from every posterior state and the behaviour losses: (behavior_losses' output, the imagined
+    reward [H+1, T·B])."""
+    cfg, kit = s.cfg, s.kit
+    bcfg = behavior_config(cfg)
     # 2. imagination from every posterior state, detached: [T·B] starts; the state (h, latent of z) (Kit)
     classes = cfg.classes
     # [T·B, H], and [T·B, S, K] one-hot (reference kit) or [T·B, S] indices (fast kits)
@@ -251,16 +280,7 @@ def train_step(state: DreamerState, batch: dict[str, torch.Tensor], gen: torch.G
     start_terminal = torch.zeros(imag.actions.shape[1], dtype=torch.bool, device=imag.actions.device)
     out = kit.behavior_losses(reward, cont, value_logits, slow_logits, imag.logits, imag.actions, start_terminal,
                               s.return_ema, bcfg)
-    actor_norm = _step(s.actor_opt, out["actor_loss"], s.actor, cfg.actor_clip)
-    critic_norm = _step(s.critic_opt, out["critic_loss"], s.critic, cfg.critic_clip)
-    kit.update_slow_critic(s.critic, s.slow_critic, cfg.slow_rate)
-    s.updates += 1
-    metrics = {f"Loss/{k}": v for k, v in wm_metrics.items()}
-    metrics.update({"Loss/actor_loss": out["actor_loss"].detach(), "Loss/critic_loss": out["critic_loss"].detach(),
-                    "Behavior/entropy": out["entropy"][:-1].mean(), "Behavior/returns": out["returns"].mean(),
-                    "Behavior/values": out["values"].mean(), "Behavior/imagined_reward": reward_out.mean(),
-                    "Grad/world_model": wm_norm, "Grad/actor": actor_norm, "Grad/critic": critic_norm})
-    return {k: torch.as_tensor(v).detach() for k, v in metrics.items()}
+    return out, reward_out
 
 
 @torch.no_grad()

@@ -97,6 +97,8 @@ TABLE: dict[str, tuple[tuple[str, ...], object]] = {
     "dreamer.wm_clip": ((f"{WM}.clip_gradients",), None),
     "dreamer.actor_clip": (("algo.actor.clip_gradients",), None),
     "dreamer.critic_clip": (("algo.critic.clip_gradients",), None),
+    "dreamer.precision": (("fabric.precision",), lambda c: {"fp32": "32-true"}.get(c.dreamer.precision,
+                                                                                     c.dreamer.precision)),
 }
 # rlspec keys sheeprl has at one value only: rlspec's value -> a difference when it is another
 SHEEPRL_FIXED = {

@@ -45,6 +45,7 @@ import torch
 from rlspec import jsonio
 from rlspec.algos.dreamer import (
     KITS,
+    PRECISIONS,
     DreamerState,
     Kit,
     behavior_config,
@@ -82,6 +83,7 @@ POSITIVE = ("wm_lr", "actor_lr", "critic_lr", "wm_eps", "ac_eps", "wm_clip", "ac
 def validate(cfg: DreamerRunConfig) -> None:
     runconfig.check(cfg, {"execution": runconfig.one_of(EXECUTIONS), "task": runconfig.one_of(sorted(SCENARIOS)),
                           "env": runconfig.one_of(ENVS), "train_ratio": runconfig.POSITIVE,
+                          "dreamer.precision": runconfig.one_of(PRECISIONS),
                           **{f"dreamer.{key}": runconfig.POSITIVE for key in POSITIVE}})
     runconfig.refuse_other_executions(cfg, EXECUTIONS)
     validate_env(cfg)
