@@ -1,6 +1,7 @@
 """Success-set design §7 ablations of the bonus phase: the same task, env-step budget and seeds for
 baseline (PPO + V-trace + replay), + paired queue without Loss A, + Loss A with the Top-1 success, + the
-Top-K set, + prototypes and cross-cluster sampling; success-rate curves and bonus trigger / early-stop
+Top-K set, + prototypes and cross-cluster sampling, and a placebo (the Top-K arm's Loss A on positive sets
+shuffled across the batch's rows: the same dose without the success sets' information); success-rate curves and bonus trigger / early-stop
 statistics. Local execution (one process), deterministic per seed. Writes JSON + a plot; reported, never
 asserted.
 
@@ -37,9 +38,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from rlspec.algos.config import ABLATIONS
 from rlspec.evidence.curves import TAIL, tail_mean
 
-ABLATIONS = ("baseline", "queue", "top1", "topk", "prototypes")
 THRESHOLD, GREEDY_EPISODES = 0.3, 20  # success rate of "steps to threshold"; greedy evaluation episodes
 
 

@@ -354,12 +354,13 @@ class BonusSetup:
     loss_a: bool  # run bonus time
     top_k: int | None  # None: the config's top_k
     prototypes: bool  # success prototypes, Top-K across clusters, diverse sampling
+    placebo: bool = False  # each bonus batch's positive sets shuffled across its rows (bonus_phase)
 
 
 def bonus_setup(ablation: str) -> BonusSetup:
     setups = {"baseline": BonusSetup(False, False, None, False), "queue": BonusSetup(True, False, None, False),
               "top1": BonusSetup(True, True, 1, False), "topk": BonusSetup(True, True, None, False),
-              "prototypes": BonusSetup(True, True, None, True)}
+              "prototypes": BonusSetup(True, True, None, True), "placebo": BonusSetup(True, True, None, False, True)}
     if ablation not in setups:
         raise ValueError(f"bonus_setup: argument 'ablation' must be one of {ABLATIONS}, got {ablation!r}")
     return setups[ablation]
@@ -442,8 +443,12 @@ def _bonus_step(state: LearnerState, batch: tuple[torch.Tensor, ...], before: to
 
 
 def bonus_phase(state: LearnerState, miner, scheduler, step: int, n_bins: int, max_grad_norm: float,
-                kit, gen: torch.Generator, average_gradients=None) -> dict[str, float]:
+                kit, gen: torch.Generator, average_gradients=None, placebo: bool = False) -> dict[str, float]:
     """Bonus time after a main update (success-set design §3.3); returns its telemetry (bonus/* keys).
+
+    ``placebo`` (the "placebo" ablation): the batch's positive sets are permuted across its rows (a generator
+    draw), so Loss A runs with the same dose, steps and guard but teaches positives of other states: what the
+    bonus does without the success sets' information.
 
     ``miner``: a PairMiner or a proxy of one in another process (stats, reserve, consume, cfg). The packs
     are reserved and stacked *before* the decision, so a rank that has none (or fails to build its batch)
@@ -463,6 +468,8 @@ def bonus_phase(state: LearnerState, miner, scheduler, step: int, n_bins: int, m
         packs = miner.reserve(cfg.batch_packs, gen)
         if packs:
             states, fail_actions, pos_mask, zone_w = stack_packs(packs, n_bins)
+            if placebo:
+                pos_mask = pos_mask[torch.randperm(pos_mask.shape[0], generator=gen).to(pos_mask.device)]
             batch = (states.float(), fail_actions, pos_mask, zone_w.float())  # [N, OBS], [N, A], [N, A, B], [N]
     except Exception as err:
         failed(err)

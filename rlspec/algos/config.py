@@ -278,8 +278,9 @@ PRECISIONS = ("fp32", "bf16-mixed")  # DreamerConfig.precision
 
 
 # ------------------------------------------------------------------------------ bonus phase (bonus_vtrace.py)
-Ablation = Literal["baseline", "queue", "top1", "topk", "prototypes"]
-ABLATIONS = ("baseline", "queue", "top1", "topk", "prototypes")  # success-set design §7, in order of what they add
+Ablation = Literal["baseline", "queue", "top1", "topk", "prototypes", "placebo"]
+# success-set design §7, in order of what they add; then "placebo": topk's dose of Loss A on shuffled positive sets
+ABLATIONS = ("baseline", "queue", "top1", "topk", "prototypes", "placebo")
 
 
 

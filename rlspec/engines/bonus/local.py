@@ -185,7 +185,8 @@ class LearnerSide:
                                     self.average_gradients, return_scale, self.standardize)
         if self.setup.loss_a:
             telemetry = bonus_phase(self.learner, miner, self.scheduler, step, self.n_bins,
-                                    self.cfg.learner.max_grad_norm, self.kit, gen, self.average_gradients)
+                                    self.cfg.learner.max_grad_norm, self.kit, gen, self.average_gradients,
+                                    self.setup.placebo)
             self.bonus_errors += int(telemetry.pop("bonus/error"))
             metrics.update(telemetry)
             metrics["bonus/errors"] = float(self.bonus_errors)

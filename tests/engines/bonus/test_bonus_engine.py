@@ -396,6 +396,30 @@ def test_ablations_turn_on_only_their_parts(tmp_path, ablation):
         assert packs and all(len(p.succ_ep_ids) == 1 for p in packs)
 
 
+@pytest.mark.parametrize("ablation", ["topk", "placebo"])
+def test_the_placebo_shuffles_each_batchs_positive_sets_across_its_rows(tmp_path, monkeypatch, ablation):
+    """placebo: Loss A gets the stacked batch with its positive sets permuted across rows (same states, failed
+    actions and weights); topk gets them as stacked."""
+    stacked, given, real_stack = [], [], bv.stack_packs
+    monkeypatch.setattr(bv, "stack_packs", lambda *a: stacked.append(real_stack(*a)) or stacked[-1])
+    real = bv.BonusKit.named
+
+    def recording(*args, **kwargs):
+        given.append(args[1:4])  # fail_actions, pos_mask, zone_w
+        return real.__func__(bv.BonusKit, "reference").loss_a(*args, **kwargs)
+
+    monkeypatch.setattr(bv.BonusKit, "named", classmethod(lambda cls, name: dataclasses.replace(
+        real.__func__(cls, name), loss_a=recording)))
+    smoke(tmp_path, ablation=ablation, total_steps=4096)
+    assert given, "bonus time never ran"
+    _, fail, pos, w = stacked[-1]  # the last bonus batch; its Loss A calls are the last ones
+    got_fail, got_pos, got_w = given[-1]
+    assert torch.equal(got_fail, fail) and torch.equal(got_w, w.float())
+    rows = sorted(map(tuple, pos.flatten(1).tolist()))
+    assert sorted(map(tuple, got_pos.flatten(1).tolist())) == rows  # the same positive sets, row for row
+    assert torch.equal(got_pos, pos) == (ablation == "topk")
+
+
 def test_a_failing_bonus_phase_is_counted_and_training_goes_on(tmp_path, monkeypatch):
     def broken_loss_a(*args, **kwargs):
         raise RuntimeError("planted")
