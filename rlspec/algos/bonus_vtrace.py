@@ -443,12 +443,15 @@ def _bonus_step(state: LearnerState, batch: tuple[torch.Tensor, ...], before: to
 
 
 def bonus_phase(state: LearnerState, miner, scheduler, step: int, n_bins: int, max_grad_norm: float,
-                kit, gen: torch.Generator, average_gradients=None, placebo: bool = False) -> dict[str, float]:
+                kit, gen: torch.Generator, average_gradients=None, placebo: bool = False,
+                heldout: int = 0) -> dict[str, float]:
     """Bonus time after a main update (success-set design §3.3); returns its telemetry (bonus/* keys).
 
     ``placebo`` (the "placebo" ablation): the batch's positive sets are permuted across its rows (a generator
     draw), so Loss A runs with the same dose, steps and guard but teaches positives of other states: what the
-    bonus does without the success sets' information.
+    bonus does without the success sets' information. ``heldout``: that many more packs are reserved, never
+    trained on nor consumed, and bonus/heldout_margin_change is their mean log p⁺ − log p⁻ after the phase minus
+    before (NaN when the queue cannot spare them).
 
     ``miner``: a PairMiner or a proxy of one in another process (stats, reserve, consume, cfg). The packs
     are reserved and stacked *before* the decision, so a rank that has none (or fails to build its batch)
@@ -463,14 +466,19 @@ def bonus_phase(state: LearnerState, miner, scheduler, step: int, n_bins: int, m
             log.warning("bonus phase failed at step %d (counted in bonus/errors): %r", step, err)
         errors[0] += 1
 
-    packs, batch = [], None
+    packs, batch, held = [], None, None
     try:
-        packs = miner.reserve(cfg.batch_packs, gen)
+        packs = miner.reserve(cfg.batch_packs + heldout, gen)
+        if heldout and len(packs) > heldout:
+            held = _float_batch(stack_packs(packs[-heldout:], n_bins))
+            packs = packs[:-heldout]
+        elif heldout:
+            packs = packs[:cfg.batch_packs]
         if packs:
             states, fail_actions, pos_mask, zone_w = stack_packs(packs, n_bins)
             if placebo:
                 pos_mask = pos_mask[torch.randperm(pos_mask.shape[0], generator=gen).to(pos_mask.device)]
-            batch = (states.float(), fail_actions, pos_mask, zone_w.float())  # [N, OBS], [N, A], [N, A, B], [N]
+            batch = _float_batch((states, fail_actions, pos_mask, zone_w))
     except Exception as err:
         failed(err)
     pairs, coverage = miner.stats()
@@ -494,6 +502,23 @@ def bonus_phase(state: LearnerState, miner, scheduler, step: int, n_bins: int, m
                 average_gradients(params)
             return math.inf, math.nan
 
+    margin_before = _margin(state, held, cfg, kit)
     run = scheduler.run(update)
+    extra = {"bonus/heldout_margin_change": _margin(state, held, cfg, kit) - margin_before} if heldout else {}
     return {**decision.telemetry, **run.telemetry, "bonus/steps": float(batch[0].shape[0]),
-            "bonus/error": float(errors[0])}
+            "bonus/error": float(errors[0]), **extra}
+
+
+def _float_batch(stacked: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    states, fail_actions, pos_mask, zone_w = stacked
+    return states.float(), fail_actions, pos_mask, zone_w.float()  # [N, OBS], [N, A], [N, A, B], [N]
+
+
+@torch.no_grad()
+def _margin(state: LearnerState, batch: tuple[torch.Tensor, ...] | None, cfg: SuccessSetConfig, kit) -> float:
+    """Mean log p⁺ − log p⁻ of Loss A's terms on ``batch`` under the current policy (NaN without one)."""
+    if batch is None:
+        return math.nan
+    states, fail_actions, pos_mask, zone_w = batch
+    out = kit.loss_a(state.policy(states), fail_actions, pos_mask, zone_w, tau=cfg.tau, margin=cfg.margin)
+    return float((out.logp_pos - out.logp_neg).mean())

@@ -319,6 +319,9 @@ class LearnerConfig:
     each update, saved in the checkpoint and carried with the policy's weights)."""
     bonus_lr: float = 1e-4
     """Adam learning rate of the bonus phase's policy steps (its own optimizer)."""
+    heldout_packs: int = 0
+    """Packs reserved beside each bonus batch and never trained on: bonus/heldout_margin_change logs how much
+    bonus time moved their mean log p⁺ − log p⁻ (the dose acting on failure states it did not see). 0: none."""
     target_kl: float | None = None
     """KL early stop (PPO review and numerics note, OmniSafe's kl_early_stop): after each epoch, the approximate KL
     mean(log π_old − log π) over the whole batch; above target_kl the update's remaining epochs are skipped

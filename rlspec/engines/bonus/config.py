@@ -107,7 +107,7 @@ def validate(cfg: BonusConfig) -> None:
     runconfig.require_at_least(cfg, dict.fromkeys(("num_envs", "fragment_len", "total_steps", "replay_capacity",
                                                    "pool_size", "queue_size", "ep_window", "checkpoint_every",
                                                    "torch_threads", "rollout_workers", "trainers", "episode_steps"), 1)
-                               | {"replay_fragments": 0, "learner.epochs": 1})
+                               | {"replay_fragments": 0, "learner.epochs": 1, "learner.heldout_packs": 0})
     smallest = cfg.fragment_len * cfg.num_envs  # samples of one fragment: the least a trainer's batch holds
     runconfig.check(cfg, {"learner.minibatches": runconfig.at_most(smallest, "fragment_len · num_envs: at least "
                                                                    "one sample per minibatch"),
@@ -143,7 +143,8 @@ def ablation_decides(cfg: BonusConfig) -> dict[str, tuple[object, str]]:
     setup, by = bonus_setup(cfg.ablation), f"--ablation {cfg.ablation}"
     unused = (runconfig.UNUSED, f"{by}, which never reads it")
     if not setup.mine:
-        keys = ["pool_size", "queue_size", *(f"bonus.{f.name}" for f in dataclasses.fields(SuccessSetConfig))]
+        keys = ["pool_size", "queue_size", "learner.bonus_lr", "learner.heldout_packs",
+                *(f"bonus.{f.name}" for f in dataclasses.fields(SuccessSetConfig))]
         return dict.fromkeys(keys, unused)
     runs_with, mine = effective_config(cfg.bonus, setup), cfg.bonus
     out = {f"bonus.{f.name}": (getattr(runs_with, f.name), f"{by}, which runs it at {getattr(runs_with, f.name)!r}")
@@ -153,6 +154,7 @@ def ablation_decides(cfg: BonusConfig) -> dict[str, tuple[object, str]]:
         out.update(dict.fromkeys(("bonus.num_prototypes", "bonus.prototype_ema"), unused))
     if not setup.loss_a:  # pairs are mined, never trained on: the bonus phase's keys
         out.update(dict.fromkeys((f"bonus.{key}" for key in BONUS_PHASE_KEYS), unused))
+        out.update(dict.fromkeys(("learner.bonus_lr", "learner.heldout_packs"), unused))
     return out
 
 

@@ -186,7 +186,7 @@ class LearnerSide:
         if self.setup.loss_a:
             telemetry = bonus_phase(self.learner, miner, self.scheduler, step, self.n_bins,
                                     self.cfg.learner.max_grad_norm, self.kit, gen, self.average_gradients,
-                                    self.setup.placebo)
+                                    self.setup.placebo, self.cfg.learner.heldout_packs)
             self.bonus_errors += int(telemetry.pop("bonus/error"))
             metrics.update(telemetry)
             metrics["bonus/errors"] = float(self.bonus_errors)

@@ -420,6 +420,20 @@ def test_the_placebo_shuffles_each_batchs_positive_sets_across_its_rows(tmp_path
     assert torch.equal(got_pos, pos) == (ablation == "topk")
 
 
+def test_heldout_packs_log_the_margin_change_of_packs_never_trained_on(tmp_path, monkeypatch):
+    """learner.heldout_packs: the last packs reserved are kept out of the bonus batch (the stacked batches alternate
+    trained, held out) and bonus/heldout_margin_change is logged; without it the key is absent."""
+    stacked, real_stack = [], bv.stack_packs
+    monkeypatch.setattr(bv, "stack_packs", lambda packs, n: stacked.append(len(packs)) or real_stack(packs, n))
+    out, cfg = smoke(tmp_path, **{"learner.heldout_packs": 1}, total_steps=4096)
+    rows = [r for r in read_metrics(out) if r["bonus/ran"] == 1]
+    changes = [r["bonus/heldout_margin_change"] for r in rows]
+    assert rows and all(math.isfinite(c) for c in changes) and any(c != 0 for c in changes)
+    assert 1 in stacked  # a held-out batch of one pack was built beside the trained ones
+    plain, _ = smoke(tmp_path, name="plain", total_steps=2048)
+    assert "bonus/heldout_margin_change" not in read_metrics(plain)[-1]
+
+
 def test_a_failing_bonus_phase_is_counted_and_training_goes_on(tmp_path, monkeypatch):
     def broken_loss_a(*args, **kwargs):
         raise RuntimeError("planted")
