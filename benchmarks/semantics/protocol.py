@@ -14,16 +14,17 @@ prompt lists exchanged: a control that must not help). Every PPOLagSem arm captu
 step and holds HOLDOUT of its captures out of risk training (the calibration keys, P2 on held-out rows).
 
 The criteria (CRITERIA, each written as met / not met / not measurable with its numbers):
-- P2: the risk head's correlation with future cost (Risk/HeldOut/Corr over the last 10% of epochs) > 0.3.
-- P3: λ modulation lowers λ's overshoot (max λ − late mean λ) and oscillation (rlspec.evidence.evaluation) against
-  shaping + risk.
+- P2: the risk head's correlation with future cost (Risk/HeldOut/Corr) > 0.3 over the first 20% of epochs, as the
+  design states it (early); the late window's is listed beside.
+- P3: the design's "reduced overshoot / variance of cost": + modulation's per-seed late-cost variance and cost
+  above the limit against shaping + risk's, by rlspec/evidence/stats.py's comparison (lower is better), met only
+  when both are ahead; λ's overshoot (max λ − late mean λ) and oscillation are listed as a proxy, judged on nothing.
 - P5: ≥ 15% fewer env steps than PPOLag to the return threshold (default 0.8 × PPOLag's late return; a seed that
   never reaches it counts at the budget: ``censored_steps``) at equal or lower late cost (the arm's mean within or
   below PPOLag's CI).
-- shaping band: the PPOLagSem design §4.0.7's ShapingRewardRatio E[shaping] / E[r] over the first 20% of epochs
-  within 5–15%:
-  the ratio of that window's means (``early_ratio``), with the β_start that would put it at 10% (shaping is
-  proportional to β).
+- shaping band: the PPOLagSem design §4.0.7's shaping at 5–15% of the reward, as a size against a size:
+  RMS(shaping) / RMS(r) over the first 20% of epochs (``early_rms_ratio``), with the β_start that would put it
+  at 10% (shaping is proportional to β). The signed ratio of means (``early_ratio``) is listed beside.
 - P6: env steps/s (Time/FPS) of each PPOLagSem arm against PPOLag's; the drop includes rendering here, and is
   split (``p6_split``) into the embedding, the risk head's training and the rest (rendering, hooks) by the runs'
   own per-epoch seconds (the render cost alone, measured apart: benchmarks/semantics/overhead.py).
@@ -39,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlspec.evidence import stats
 from rlspec.evidence.evaluation import group_report, plot_groups, read_csv, read_run, summary
 from rlspec.semantics.config import SemanticConfig
 
@@ -116,6 +118,18 @@ def early_ratio(path: Path) -> float:
     return shaping / reward if reward and not math.isnan(shaping) else math.nan
 
 
+def early_rms_ratio(path: Path) -> float:
+    """The shaping band's ratio (PPOLagSem design §4.0.7 asks for shaping at 5-15% of the reward): RMS(shaping) /
+    RMS(r) over the first EARLY of the epochs, from the epochs' Semantics/Shaping/RMS and Semantics/RawReward/RMS
+    (equal steps per epoch: the window's RMS is √mean(RMS²)). A size against a size: unlike the signed ratio of
+    means, a z-normalized margin averaging ≈ 0 does not make it ill-posed. NaN for runs without the columns."""
+    if "Semantics/Shaping/RMS" not in columns(path):
+        return math.nan
+    shaping = part_mean(column(path, "Semantics/Shaping/RMS") ** 2, EARLY, early=True)
+    reward = part_mean(column(path, "Semantics/RawReward/RMS") ** 2, EARLY, early=True)
+    return math.sqrt(shaping / reward) if reward > 0 else math.nan
+
+
 def beta_start(path: Path) -> float:
     """The run's semantic.beta_start (config.json; SemanticConfig's default where the run names none)."""
     config = json.loads((path / "config.json").read_text())["config"]
@@ -128,23 +142,36 @@ def overshoot(path: Path) -> float:
     return float(np.nanmax(lam) - part_mean(lam, LATE, early=False)) if lam.size else math.nan
 
 
+SEED_NUMBERS = ("heldout_corr", "heldout_corr_early", "shaping_ratio_early", "shaping_rms_ratio_early", "overshoot",
+                "fps", *TIMES)
+
+
+def seed_numbers(p: Path) -> dict:
+    """One run's raw numbers the criteria read (NaN for a column the run does not log)."""
+    corr = column(p, "Risk/HeldOut/Corr")
+    return {"path": str(p), "heldout_corr": part_mean(corr, LATE, early=False),
+            "heldout_corr_early": part_mean(corr, EARLY, early=True), "shaping_ratio_early": early_ratio(p),
+            "shaping_rms_ratio_early": early_rms_ratio(p), "overshoot": overshoot(p),
+            "fps": float(np.nanmean(column(p, "Time/FPS"))),
+            **{name: float(np.nanmean(column(p, key))) if key in columns(p) else math.nan
+               for name, key in TIMES.items()}}
+
+
+def summarized(seeds: list[dict], beta: float) -> dict:
+    """An arm's per-seed numbers and their summaries (a number older runs lack is NaN for each seed)."""
+    return {"seeds": seeds, "beta_start": beta,
+            **{k: summary([s.get(k, math.nan) for s in seeds]) for k in SEED_NUMBERS}}
+
+
 def per_arm(runs: dict[str, list[Path]]) -> dict[str, dict]:
     """Per arm and seed: the raw numbers the criteria read (none for a missing column)."""
-    out = {}
-    for arm, paths in runs.items():
-        seeds = [{"path": str(p),
-                  "heldout_corr": part_mean(column(p, "Risk/HeldOut/Corr"), LATE, early=False),
-                  "shaping_ratio_early": early_ratio(p),
-                  "overshoot": overshoot(p), "fps": float(np.nanmean(column(p, "Time/FPS"))),
-                  **{name: float(np.nanmean(column(p, key))) if key in columns(p) else math.nan
-                     for name, key in TIMES.items()}} for p in paths]
-        out[arm] = {"seeds": seeds, "beta_start": beta_start(paths[0]), **{k: summary([s[k] for s in seeds])
-                                       for k in ("heldout_corr", "shaping_ratio_early", "overshoot", "fps", *TIMES)}}
-    return out
+    return {arm: summarized([seed_numbers(p) for p in paths], beta_start(paths[0])) for arm, paths in runs.items()}
 
 
-def verdict(ok: bool | None) -> str:
-    return "not measurable here" if ok is None else "met" if ok else "not met"
+def verdict(ok: bool | None, why_not_measurable: str = "") -> str:
+    if ok is None:
+        return "not measurable here" + (f": {why_not_measurable}" if why_not_measurable else "")
+    return "met" if ok else "not met"
 
 
 def p6_split(arm: dict, base: dict) -> dict:
@@ -165,7 +192,7 @@ def p6_split(arm: dict, base: dict) -> dict:
 def seeds_where(numbers: dict, key: str, holds) -> str:
     """"k/n": the seeds of an arm whose ``key`` satisfies ``holds`` (a verdict reads the mean; this says how many
     seeds agree)."""
-    values = [s[key] for s in numbers["seeds"]]
+    values = [s.get(key, math.nan) for s in numbers["seeds"]]
     return f"{sum(bool(holds(v)) for v in values if not math.isnan(v))}/{len(values)}"
 
 
@@ -185,19 +212,23 @@ def criteria(report: dict, raw: dict[str, dict], budget: int) -> dict:
     for arm, numbers in raw.items():
         if arm == "PPOLag":
             continue
-        corr = numbers["heldout_corr"]["mean"]
+        corr = numbers["heldout_corr_early"]["mean"]
         if "risk" in arm or arm == "polarity-swapped":
-            out["P2"][arm] = {"heldout_corr": numbers["heldout_corr"],
-                              "seeds_above": seeds_where(numbers, "heldout_corr", lambda c: c > P2_MIN),
-                              "verdict": verdict(None if math.isnan(corr) else corr > P2_MIN)}
+            out["P2"][arm] = {"heldout_corr_early": numbers["heldout_corr_early"],
+                              "heldout_corr_late": numbers["heldout_corr"],
+                              "seeds_above": seeds_where(numbers, "heldout_corr_early", lambda c: c > P2_MIN),
+                              "verdict": verdict(None if math.isnan(corr) else corr > P2_MIN,
+                                                 "the early window's held-out correlation is not in these runs")}
         if "shaping" in arm or arm == "polarity-swapped":
-            ratio = numbers["shaping_ratio_early"]["mean"]
+            ratio = numbers["shaping_rms_ratio_early"]["mean"]
             beta = numbers["beta_start"]
-            out["shaping_band"][arm] = {"early_ratio": numbers["shaping_ratio_early"], "beta_start": beta,
-                                        "beta_start_for_10_percent": beta * 0.1 / abs(ratio) if ratio else math.nan,
-                                        "seeds_in_band": seeds_where(numbers, "shaping_ratio_early",
+            out["shaping_band"][arm] = {"early_rms_ratio": numbers["shaping_rms_ratio_early"],
+                                        "early_signed_ratio": numbers["shaping_ratio_early"], "beta_start": beta,
+                                        "beta_start_for_10_percent": beta * 0.1 / ratio if ratio > 0 else math.nan,
+                                        "seeds_in_band": seeds_where(numbers, "shaping_rms_ratio_early",
                                                                      lambda r: BAND[0] <= r <= BAND[1]),
-                                        "verdict": verdict(None if math.isnan(ratio) else BAND[0] <= ratio <= BAND[1])}
+                                        "verdict": verdict(None if math.isnan(ratio) else BAND[0] <= ratio <= BAND[1],
+                                                           "these runs predate the RMS columns")}
         if base is not None and arm in groups:
             mine, ref = censored_steps(groups[arm], budget), censored_steps(groups["PPOLag"], budget)
             a, b = mine["mean"], ref["mean"]
@@ -212,14 +243,28 @@ def criteria(report: dict, raw: dict[str, dict], budget: int) -> dict:
                               **p6_split(numbers, raw["PPOLag"])}
     mod, ref = "shaping+risk+modulation", "shaping+risk"
     if mod in groups and ref in groups:
-        lower = (raw[mod]["overshoot"]["mean"] < raw[ref]["overshoot"]["mean"],
-                 groups[mod]["summary"]["multiplier_oscillation"]["mean"]
-                 < groups[ref]["summary"]["multiplier_oscillation"]["mean"])
-        out["P3"] = {"overshoot": {mod: raw[mod]["overshoot"], ref: raw[ref]["overshoot"]},
-                     "oscillation": {mod: groups[mod]["summary"]["multiplier_oscillation"],
-                                     ref: groups[ref]["summary"]["multiplier_oscillation"]},
-                     "verdict": verdict(all(lower))}
+        out["P3"] = p3(groups[mod], groups[ref], raw[mod], raw[ref], (mod, ref))
     return out
+
+
+def cost_overshoot(run: dict) -> float:
+    """How far a run's late cost lies above the limit (0 at or below it)."""
+    return max(0.0, run["final_cost"] - COST_LIMIT)
+
+
+def p3(mod: dict, ref: dict, raw_mod: dict, raw_ref: dict, names: tuple[str, str]) -> dict:
+    """P3 as the PPOLagSem design states it, "reduced overshoot / variance of cost": modulation's per-seed late-
+    cost variance and cost overshoot against shaping + risk's (rlspec/evidence/stats.py, lower is better); met
+    only when both are "ahead". λ's own overshoot and oscillation (a proxy: λ moving less is not cost moving
+    less) are listed beside, judged on nothing."""
+    cost = {key: stats.compare([f(r) for r in mod["runs"]], [f(r) for r in ref["runs"]], higher_is_better=False)
+            for key, f in (("late_cost_variance", lambda r: r["late_cost_variance"]),
+                           ("cost_overshoot", cost_overshoot))}
+    words = {key: c["verdict"] for key, c in cost.items()}
+    return {**cost, "lambda_proxy": {"overshoot": dict(zip(names, (raw_mod["overshoot"], raw_ref["overshoot"]))),
+                                     "oscillation": dict(zip(names, (mod["summary"]["multiplier_oscillation"],
+                                                                     ref["summary"]["multiplier_oscillation"])))},
+            "verdict": "met" if set(words.values()) == {"ahead"} else "; ".join(f"{k}: {v}" for k, v in words.items())}
 
 
 LABELS = {"PPOLag": "PPOLag", "risk": "risk only", "shaping": "shaping only", "shaping+risk": "shaping + risk",
@@ -240,18 +285,39 @@ def markdown(result: dict) -> str:
     groups, raw, p5 = result["report"]["groups"], result["per_arm"], result["criteria"]["P5"]
     threshold = result["return_threshold"]
     lines = [f"| arm | return, last 10% | cost, last 10% | steps to return ≥ {threshold:.2f} (seeds reaching) | "
-             "late-cost variance | held-out risk corr. | early E[shaping]/E[r] (per seed) | env steps/s |",
+             "late-cost variance | held-out risk corr. (late) | early RMS(shaping)/RMS(r) (per seed) | env steps/s |",
              "|---|---|---|---|---|---|---|---|"]
     for arm in (a for a in ARMS if a in groups):
         s, numbers = groups[arm]["summary"], raw[arm]
         steps = p5[arm]["steps_to_threshold"] if arm in p5 else next(iter(p5.values()))["ppolag"]
         shaped = "shaping" in arm or arm == "polarity-swapped"  # the ratio means nothing without shaping
-        ratios = ", ".join(f"{r['shaping_ratio_early']:.2f}" for r in numbers["seeds"]).replace("-", "−")
+        ratios = ", ".join("—" if math.isnan(r.get("shaping_rms_ratio_early", math.nan)) else
+                           f"{r['shaping_rms_ratio_early']:.3f}" for r in numbers["seeds"])
         lines.append(f"| {LABELS.get(arm, arm)} | {_ci(s['final_return'], 1)} | {_ci(s['final_cost'], 1)} | "
                      f"{steps['mean'] / 1000:.0f}k ({steps['reached']}) | {_ci(s['late_cost_variance'], 0)} | "
                      f"{_ci(numbers['heldout_corr'], 2)} | {ratios if shaped else '—'} | "
                      f"{numbers['fps']['mean']:.0f} |")
+    return "\n".join(lines) + "\n\n" + verdict_table(result["criteria"])
+
+
+def verdict_table(criteria: dict) -> str:
+    """Each criterion's verdict per arm, as the JSON holds it (the words the docs may use)."""
+    names = {"P2": "P2: held-out risk correlation, early, > 0.3", "shaping_band": "shaping band: early RMS ratio "
+             "in 5–15%", "P5": "P5: ≥ 15% fewer env steps at equal or lower cost"}
+    lines = ["| criterion | arm | verdict |", "|---|---|---|"]
+    for key, name in names.items():
+        lines += [f"| {name} | {LABELS.get(arm, arm)} | {entry['verdict']} |" for arm, entry in criteria[key].items()]
+    if criteria["P3"]:
+        arms = f"{LABELS['shaping+risk+modulation']} vs {LABELS['shaping+risk']}"
+        lines.append(f"| P3: lower late-cost variance and overshoot with λ modulation | {arms} | "
+                     f"{criteria['P3']['verdict']} |")
     return "\n".join(lines) + "\n"
+
+
+def rechecked(result: dict) -> dict:
+    """The criteria again from the JSON's per-seed numbers and group report (no runs needed)."""
+    raw = {arm: summarized(a["seeds"], a["beta_start"]) for arm, a in result["per_arm"].items()}
+    return {**result, "per_arm": raw, "criteria": criteria(result["report"], raw, result["total_steps"])}
 
 
 def finished(path: Path, steps: int) -> bool:
@@ -298,8 +364,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=Path, default=Path("runs/sem-protocol"))
     p.add_argument("--threshold", type=float, help="return threshold of P5 (default: 0.8 × PPOLag's late return)")
     p.add_argument("--report-only", action="store_true", help="train nothing; write the JSON and figure")
+    p.add_argument("--recheck", type=Path, help="a JSON this script wrote: its criteria and table again from it")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = p.parse_args(argv)
+    if args.recheck:
+        result = rechecked(json.loads(args.recheck.read_text()))
+        args.recheck.write_text(json.dumps(result, indent=1))
+        args.recheck.with_suffix(".md").write_text(markdown(result))
+        return 0
     if not args.report_only:
         if any(a != "PPOLag" for a in args.arms) and not (args.model / "config.json").is_file():
             p.error(f"--model: {args.model} holds no model; make it with `rlspec semantics fit --out {args.model}`")

@@ -38,6 +38,7 @@ class _Window:
 
     def __init__(self):
         self.reward_sum = self.shaping_sum = 0.0
+        self.reward_sq_sum = self.shaping_sq_sum = 0.0  # Σ r², Σ shaping²: the RMS keys
         self.shaping_min, self.shaping_max = math.inf, -math.inf
         self.env_steps = 0
         self.std_sum, self.batches = 0.0, 0
@@ -171,6 +172,8 @@ class SemanticRewardAdapter:
         delta = (shaped - rewards).double()
         w.reward_sum += float(rewards.double().sum())
         w.shaping_sum += float(delta.sum())
+        w.reward_sq_sum += float(rewards.double().square().sum())
+        w.shaping_sq_sum += float(delta.square().sum())
         w.shaping_min = min(w.shaping_min, float(delta.min()))
         w.shaping_max = max(w.shaping_max, float(delta.max()))
         w.env_steps += rewards.numel()
@@ -187,6 +190,8 @@ class SemanticRewardAdapter:
             "Semantics/Shaping/Mean": mean_s,
             "Semantics/Shaping/Min": w.shaping_min if w.env_steps else 0.0,
             "Semantics/Shaping/Max": w.shaping_max if w.env_steps else 0.0,
+            "Semantics/Shaping/RMS": math.sqrt(w.shaping_sq_sum / w.env_steps) if w.env_steps else 0.0,
+            "Semantics/RawReward/RMS": math.sqrt(w.reward_sq_sum / w.env_steps) if w.env_steps else 0.0,
             "Semantics/ShapingRewardRatio": mean_s / mean_r if abs(mean_r) >= 1e-12 else 0.0,
             "Semantics/ShapingStd": w.std_sum / w.batches if w.batches else 0.0,
             "Semantics/RawMargin": w.raw_margin_sum / w.margins if w.margins else 0.0,

@@ -5,6 +5,8 @@ scalars). Windowed keys cover the epoch since the previous log; counters are cum
 Semantics/* (every epoch while ``enable``):
     RawReward                 mean environment reward before shaping (window)
     Shaping/Mean, /Min, /Max  r' − r over every env step (window; 0 where nothing was shaped)
+    Shaping/RMS, RawReward/RMS   √mean((r' − r)²) and √mean(r²) over every env step (window): their ratio is the
+                              shaping's size against the reward's whatever their signs (the band of §4.0.7)
     ShapingRewardRatio        E[shaping] / E[r] (window; 0 when |E[r]| < 1e-12)           §4.0.7
     ShapingStd                mean over capture batches of the std of the per-env shaping values   §4.0.7
     RawMargin, NormMargin     mean margin·margin_scale and mean clamped z-margin of the captures (window)
@@ -33,6 +35,7 @@ from rlspec.semantics.config import RELIABILITY_BINS, SemanticConfig
 
 SEMANTIC_KEYS = (
     "Semantics/RawReward", "Semantics/Shaping/Mean", "Semantics/Shaping/Min", "Semantics/Shaping/Max",
+    "Semantics/Shaping/RMS", "Semantics/RawReward/RMS",
     "Semantics/ShapingRewardRatio", "Semantics/ShapingStd", "Semantics/RawMargin", "Semantics/NormMargin",
     "Semantics/Beta", "Semantics/ClampFrac", "Semantics/CaptureCount", "Semantics/CaptureIntervalEffective",
     "Semantics/EmbedLatencyMs", "Semantics/EmbedSuccessRate", "Semantics/Debug/EmbedAttempts",

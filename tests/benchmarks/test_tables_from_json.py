@@ -23,7 +23,7 @@ TABLES = [
     (vs_sb3.markdown, vs_sb3.rechecked, "bonus/results/bonus_vs_sb3_push-v3"),
     (ablation.markdown, ablation.with_statistics, "bonus/results/bonus_ablation_metaworld_reach-v3"),
     (vs_sheeprl.markdown, vs_sheeprl.rechecked, "dreamer/results/dreamer_vs_sheeprl"),
-    (protocol.markdown, None, "semantics/results/semantic_protocol"),
+    (protocol.markdown, protocol.rechecked, "semantics/results/semantic_protocol"),
     (learning.markdown, None, "safe/results/safe_learning"),
     (throughput.markdown, None, "safe/results/safe_throughput"),
 ]

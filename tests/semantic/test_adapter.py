@@ -104,6 +104,8 @@ def test_capture_interval_and_telemetry(clip32):
     assert tele["Semantics/Shaping/Min"] == pytest.approx(float(shaping.min()), abs=1e-12)
     assert tele["Semantics/Shaping/Max"] == pytest.approx(float(shaping.max()), abs=1e-12)
     assert tele["Semantics/RawReward"] == pytest.approx(float(rewards.mean()), rel=1e-9)
+    assert tele["Semantics/Shaping/RMS"] == pytest.approx(float(shaping.square().mean().sqrt()), rel=1e-6)
+    assert tele["Semantics/RawReward/RMS"] == pytest.approx(float(rewards.square().mean().sqrt()), rel=1e-9)
     per_capture_std = [float(shaping[k].std(unbiased=False)) for k in captured]
     assert tele["Semantics/ShapingStd"] == pytest.approx(sum(per_capture_std) / 3, rel=1e-6)
     assert tele["Semantics/Beta"] == pytest.approx(oracle.beta_schedule(6 * B, T_TOTAL, 0.2, 0.5), rel=1e-12)

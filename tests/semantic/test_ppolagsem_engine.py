@@ -203,7 +203,7 @@ def test_every_semantic_key_is_logged_and_shaping_decays(tmp_path, clip_dir):
     lag_keys = set(read_metrics(safe.run(config("algo=PPOLag", "total_steps=150"), tmp_path / "lag",
                                          show_progress=False))[0])
     want = set(telemetry.keys(cfg.semantic))
-    assert len(want) == 37 and {"Semantics/ShapingRewardRatio", "Semantics/ShapingStd",
+    assert len(want) == 39 and {"Semantics/ShapingRewardRatio", "Semantics/ShapingStd",
                                 "Semantics/TemporalWindowFill", "Semantics/Debug/ClipStatus"} <= want
     assert set(rows[0]) == lag_keys | want
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
