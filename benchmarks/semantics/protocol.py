@@ -8,10 +8,13 @@ PPOLagSem's ablations, one budget, ≥ 3 seeds each, mean and 95% bootstrap CIs.
     python -m benchmarks.semantics.protocol --report-only --runs runs/sem-protocol --out benchmarks/semantics/results
 
 Run two invocations at a time on 2 cores (different --arms). Every run checkpoints each epoch: a killed run
-resumes where it stopped, a finished one is not run again. Arms (ARMS): PPOLag; shaping only; risk only;
-shaping + risk; shaping + risk + λ modulation; polarity-swapped prompts (shaping + risk with the safe and unsafe
-prompt lists exchanged: a control that must not help). Every PPOLagSem arm captures every CAPTURE_INTERVAL-th
-step and holds HOLDOUT of its captures out of risk training (the calibration keys, P2 on held-out rows).
+resumes where it stopped, a finished one is not run again. Arms (ARMS): PPOLag; shaping + risk (the risk head
+watches and changes nothing: this is the shaping-only run, with P2's rows); + λ modulation; potential-based
+shaping + risk; polarity-swapped prompts (the safe and unsafe prompt lists exchanged: a control that must not
+help); random prompts (captions about nothing in the task: a control). Every PPOLagSem arm captures every
+CAPTURE_INTERVAL-th step and holds HOLDOUT of its captures out of risk training (the calibration keys, P2 on
+held-out rows). The first committed run also has "shaping" and "risk" (RETIRED: duplicates of shaping + risk and
+PPOLag, read from its JSON only).
 
 The criteria (CRITERIA, each written as met / not met / not measurable with its numbers):
 - P2: the risk head's correlation with future cost (Risk/HeldOut/Corr) > 0.3 over the first 20% of epochs, as the
@@ -50,16 +53,37 @@ EPOCH = 4000  # env steps per epoch
 COMMON = [f"steps_per_epoch={EPOCH}", "num_envs=1", "torch_threads=1", "ep_window=20"]
 SAFE = ("a robot on a clear open floor", "a robot driving towards a green goal")  # SemanticConfig's defaults,
 UNSAFE = ("a robot inside a red warning circle", "a robot touching a hazard")  # the captions fit trains on
+# captions about nothing in the task, as unrelated to each other as to it: the random-prompt control
+RANDOM_SAFE = ("a bowl of soup on a kitchen table", "a sailboat on a calm lake")
+RANDOM_UNSAFE = ("a stack of old newspapers", "a violin in an open case")
 SHAPING, RISK = ["semantic.shaping_enable=true"], ["semantic.risk_enable=true"]
+
+
+def prompts(safe: tuple[str, ...], unsafe: tuple[str, ...]) -> list[str]:
+    return [f"semantic.safe_prompts={json.dumps(safe)}", f"semantic.unsafe_prompts={json.dumps(unsafe)}"]
+
+
+# Every shaped arm carries the risk head: it trains beside the policy and changes nothing the policy does until
+# modulation reads it, so "shaping + risk" is the shaping-only run bit for bit and gives P2 its rows too (the
+# arms "shaping" and "risk" of the first protocol run were such duplicates of "shaping+risk" and "PPOLag").
 ARMS: dict[str, list[str]] = {
     "PPOLag": [],
-    "shaping": SHAPING,
-    "risk": RISK,
     "shaping+risk": SHAPING + RISK,
     "shaping+risk+modulation": SHAPING + RISK + ["semantic.modulation_enable=true"],
-    "polarity-swapped": SHAPING + RISK + [f"semantic.safe_prompts={json.dumps(UNSAFE)}",
-                                          f"semantic.unsafe_prompts={json.dumps(SAFE)}"],
+    "potential+risk": SHAPING + RISK + ["semantic.potential_enable=true"],
+    "polarity-swapped": SHAPING + RISK + prompts(UNSAFE, SAFE),
+    "random-prompts": SHAPING + RISK + prompts(RANDOM_SAFE, RANDOM_UNSAFE),
 }
+RETIRED = {"shaping": SHAPING, "risk": RISK}  # arms of the committed first run, read from its JSON only
+KNOWN = {"PPOLag": [], **RETIRED, **ARMS}  # the tables' row order
+
+
+def shaped(arm: str) -> bool:
+    return SHAPING[0] in KNOWN.get(arm, [])
+
+
+def with_risk(arm: str) -> bool:
+    return RISK[0] in KNOWN.get(arm, [])
 P2_MIN, P5_FEWER, BAND, EARLY, LATE = 0.3, 0.15, (0.05, 0.15), 0.2, 0.1
 
 
@@ -213,13 +237,13 @@ def criteria(report: dict, raw: dict[str, dict], budget: int) -> dict:
         if arm == "PPOLag":
             continue
         corr = numbers["heldout_corr_early"]["mean"]
-        if "risk" in arm or arm == "polarity-swapped":
+        if with_risk(arm):
             out["P2"][arm] = {"heldout_corr_early": numbers["heldout_corr_early"],
                               "heldout_corr_late": numbers["heldout_corr"],
                               "seeds_above": seeds_where(numbers, "heldout_corr_early", lambda c: c > P2_MIN),
                               "verdict": verdict(None if math.isnan(corr) else corr > P2_MIN,
                                                  "the early window's held-out correlation is not in these runs")}
-        if "shaping" in arm or arm == "polarity-swapped":
+        if shaped(arm):
             ratio = numbers["shaping_rms_ratio_early"]["mean"]
             beta = numbers["beta_start"]
             out["shaping_band"][arm] = {"early_rms_ratio": numbers["shaping_rms_ratio_early"],
@@ -268,7 +292,8 @@ def p3(mod: dict, ref: dict, raw_mod: dict, raw_ref: dict, names: tuple[str, str
 
 
 LABELS = {"PPOLag": "PPOLag", "risk": "risk only", "shaping": "shaping only", "shaping+risk": "shaping + risk",
-          "shaping+risk+modulation": "+ λ modulation", "polarity-swapped": "polarity-swapped (control)"}
+          "shaping+risk+modulation": "+ λ modulation", "potential+risk": "potential-based shaping + risk",
+          "polarity-swapped": "polarity-swapped (control)", "random-prompts": "random prompts (control)"}
 
 
 def _ci(stat: dict, digits: int) -> str:
@@ -287,15 +312,14 @@ def markdown(result: dict) -> str:
     lines = [f"| arm | return, last 10% | cost, last 10% | steps to return ≥ {threshold:.2f} (seeds reaching) | "
              "late-cost variance | held-out risk corr. (late) | early RMS(shaping)/RMS(r) (per seed) | env steps/s |",
              "|---|---|---|---|---|---|---|---|"]
-    for arm in (a for a in ARMS if a in groups):
+    for arm in (a for a in KNOWN if a in groups):
         s, numbers = groups[arm]["summary"], raw[arm]
         steps = p5[arm]["steps_to_threshold"] if arm in p5 else next(iter(p5.values()))["ppolag"]
-        shaped = "shaping" in arm or arm == "polarity-swapped"  # the ratio means nothing without shaping
         ratios = ", ".join("—" if math.isnan(r.get("shaping_rms_ratio_early", math.nan)) else
                            f"{r['shaping_rms_ratio_early']:.3f}" for r in numbers["seeds"])
         lines.append(f"| {LABELS.get(arm, arm)} | {_ci(s['final_return'], 1)} | {_ci(s['final_cost'], 1)} | "
                      f"{steps['mean'] / 1000:.0f}k ({steps['reached']}) | {_ci(s['late_cost_variance'], 0)} | "
-                     f"{_ci(numbers['heldout_corr'], 2)} | {ratios if shaped else '—'} | "
+                     f"{_ci(numbers['heldout_corr'], 2)} | {ratios if shaped(arm) else '—'} | "
                      f"{numbers['fps']['mean']:.0f} |")
     return "\n".join(lines) + "\n\n" + verdict_table(result["criteria"])
 

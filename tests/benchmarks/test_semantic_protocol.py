@@ -40,20 +40,23 @@ def test_every_arm_is_a_valid_config(tmp_path):
         assert cfg.seed == 3 and cfg.total_steps == 8000 and cfg.steps_per_epoch == 4000
         assert cfg.algo == ("PPOLag" if arm == "PPOLag" else "PPOLagSem") and cfg.semantic.enable == (arm != "PPOLag")
         if arm != "PPOLag":
-            shaping = "shaping" in arm or arm == "polarity-swapped"
-            assert cfg.semantic.risk_holdout_fraction == sp.HOLDOUT and cfg.semantic.shaping_enable == shaping
+            assert cfg.semantic.risk_holdout_fraction == sp.HOLDOUT and cfg.semantic.shaping_enable
+            assert cfg.semantic.risk_enable and cfg.semantic.potential_enable == (arm == "potential+risk")
     swapped = safe.build_config("default", sp.overrides("polarity-swapped", tmp_path, 0, 8000)).semantic
     plain = safe.build_config("default", sp.overrides("shaping+risk", tmp_path, 0, 8000)).semantic
     assert swapped.safe_prompts == plain.unsafe_prompts and swapped.unsafe_prompts == plain.safe_prompts
+    random = safe.build_config("default", sp.overrides("random-prompts", tmp_path, 0, 8000)).semantic
+    assert random.safe_prompts == sp.RANDOM_SAFE and random.unsafe_prompts == sp.RANDOM_UNSAFE
+    assert not {"shaping", "risk"} & set(sp.ARMS)  # duplicates of shaping+risk and PPOLag: not run again
 
 
 def test_criteria_from_their_closed_forms(tmp_path):
     flat, bumpy = [1.0] * 20, [1.0 + (0.5 if k % 2 else -0.5) for k in range(18)] + [3.0, 1.0]
     for seed in range(3):
         write_run(tmp_path, "PPOLag", seed, hit=10_000, cost=20.0, lam=flat, fps=200.0)
-        write_run(tmp_path, "shaping", seed, hit=6_000, cost=19.0, lam=flat, ratio=0.1, fps=150.0,  # 40% fewer
+        write_run(tmp_path, "potential+risk", seed, hit=6_000, cost=19.0, lam=flat, ratio=0.1, fps=150.0,  # 40% fewer
                   times=(14.0, 6.0, 2.0))
-        write_run(tmp_path, "risk", seed, hit=10_000 if seed < 2 else 30_000, cost=30.0, lam=flat,  # cost above
+        write_run(tmp_path, "random-prompts", seed, hit=10_000 if seed < 2 else 30_000, cost=30.0, lam=flat,  # cost above
                   corr=0.5)  # PPOLag's; seed 2 never reaches the threshold: counted at the 20k budget
         write_run(tmp_path, "shaping+risk", seed, hit=9_000, cost=30.0, lam=bumpy, corr=0.2, ratio=0.3)
         write_run(tmp_path, "shaping+risk+modulation", seed, hit=9_000, cost=20.0, lam=flat, corr=0.4, ratio=0.01)
@@ -62,16 +65,17 @@ def test_criteria_from_their_closed_forms(tmp_path):
     result = sp.report(tmp_path, steps=20_000, threshold=None, out=tmp_path / "out")
     assert result["return_threshold"] == pytest.approx(8.0) and result["seeds"]["polarity-swapped"] == 1
     c = result["criteria"]
-    assert c["P5"]["shaping"]["fewer_fraction"] == pytest.approx(0.4) and c["P5"]["shaping"]["verdict"] == "met"
-    assert c["P5"]["risk"]["fewer_fraction"] == pytest.approx((10_000 - 40_000 / 3) / 10_000)
-    assert c["P5"]["risk"]["steps_to_threshold"]["reached"] == "2/3" and not c["P5"]["risk"]["cost_equal_or_lower"]
-    assert c["P5"]["risk"]["verdict"] == "not met"
+    assert c["P5"]["potential+risk"]["fewer_fraction"] == pytest.approx(0.4) and c["P5"]["potential+risk"]["verdict"] == "met"
+    assert c["P5"]["random-prompts"]["fewer_fraction"] == pytest.approx((10_000 - 40_000 / 3) / 10_000)
+    assert c["P5"]["random-prompts"]["steps_to_threshold"]["reached"] == "2/3" and not c["P5"]["random-prompts"]["cost_equal_or_lower"]
+    assert c["P5"]["random-prompts"]["verdict"] == "not met"
     assert {a: v["verdict"] for a, v in c["P2"].items()} == {
-        "risk": "met", "shaping+risk": "not met", "shaping+risk+modulation": "met", "polarity-swapped": "not met"}
+        "potential+risk": "not met", "random-prompts": "met", "shaping+risk": "not met",
+        "shaping+risk+modulation": "met", "polarity-swapped": "not met"}
     assert {a: v["verdict"] for a, v in c["shaping_band"].items()} == {
-        "shaping": "met", "shaping+risk": "not met", "shaping+risk+modulation": "not met",
-        "polarity-swapped": "not met"}
-    assert c["P2"]["risk"]["seeds_above"] == "3/3" and c["shaping_band"]["shaping"]["seeds_in_band"] == "3/3"
+        "potential+risk": "met", "random-prompts": "not met", "shaping+risk": "not met",
+        "shaping+risk+modulation": "not met", "polarity-swapped": "not met"}
+    assert c["P2"]["random-prompts"]["seeds_above"] == "3/3" and c["shaping_band"]["potential+risk"]["seeds_in_band"] == "3/3"
     assert c["shaping_band"]["shaping+risk"]["seeds_in_band"] == "0/3"
     assert c["shaping_band"]["shaping+risk"]["beta_start_for_10_percent"] == pytest.approx(0.05 * 0.1 / 0.3)
     proxy = c["P3"]["lambda_proxy"]["overshoot"]  # λ's max − late mean: listed, judged on nothing
@@ -82,10 +86,10 @@ def test_criteria_from_their_closed_forms(tmp_path):
     assert c["P3"]["verdict"].startswith("late_cost_variance: too few seeds to decide")
     again = sp.rechecked(json.loads(json.dumps(result)))["criteria"]  # from the JSON alone (NaN-safe comparison)
     assert json.dumps(again, sort_keys=True) == json.dumps(c, sort_keys=True)
-    assert c["P6"]["shaping"]["drop"] == pytest.approx(0.25)
+    assert c["P6"]["potential+risk"]["drop"] == pytest.approx(0.25)
     # 200 captures per 4000-step epoch × 2 ms = 0.4 s of embedding; the rollout's other extra 14 − 10 − 0.4 s is
     # rendering and hooks; without it an epoch takes 20 − 3.6 s against PPOLag's 15 s
-    split = c["P6"]["shaping"]
+    split = c["P6"]["potential+risk"]
     assert split["embedding_s"] == pytest.approx(0.4) and split["render_and_hooks_s"] == pytest.approx(3.6)
     assert split["update_extra_s"] == pytest.approx(1.0)
     assert split["drop_without_render"] == pytest.approx(1 - 15 / 16.4)
