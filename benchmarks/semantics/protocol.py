@@ -11,7 +11,9 @@ Run two invocations at a time on 2 cores (different --arms). Every run checkpoin
 resumes where it stopped, a finished one is not run again. Arms (ARMS): PPOLag; shaping + risk (the risk head
 watches and changes nothing: this is the shaping-only run, with P2's rows); + λ modulation; potential-based
 shaping + risk; polarity-swapped prompts (the safe and unsafe prompt lists exchanged: a control that must not
-help); random prompts (captions about nothing in the task: a control). Every PPOLagSem arm captures every
+help); random prompts (captions about nothing in the task: a control); the oracle margin (semantic.margin_source
+oracle: the env's nearest hazard edge − goal distance in the model's place, no rendering, no risk head: the most
+any vision model can give this shaping design). Every PPOLagSem arm captures every
 CAPTURE_INTERVAL-th step and holds HOLDOUT of its captures out of risk training (the calibration keys, P2 on
 held-out rows). The first committed run also has "shaping" and "risk" (RETIRED: duplicates of shaping + risk and
 PPOLag, read from its JSON only).
@@ -73,6 +75,8 @@ ARMS: dict[str, list[str]] = {
     "potential+risk": SHAPING + RISK + ["semantic.potential_enable=true"],
     "polarity-swapped": SHAPING + RISK + prompts(UNSAFE, SAFE),
     "random-prompts": SHAPING + RISK + prompts(RANDOM_SAFE, RANDOM_UNSAFE),
+    # the true margin (nearest hazard edge − goal distance) in the model's place: this design's upper bound
+    "oracle": SHAPING + ["semantic.margin_source=oracle"],
 }
 RETIRED = {"shaping": SHAPING, "risk": RISK}  # arms of the committed first run, read from its JSON only
 KNOWN = {"PPOLag": [], **RETIRED, **ARMS}  # the tables' row order
@@ -293,7 +297,8 @@ def p3(mod: dict, ref: dict, raw_mod: dict, raw_ref: dict, names: tuple[str, str
 
 LABELS = {"PPOLag": "PPOLag", "risk": "risk only", "shaping": "shaping only", "shaping+risk": "shaping + risk",
           "shaping+risk+modulation": "+ λ modulation", "potential+risk": "potential-based shaping + risk",
-          "polarity-swapped": "polarity-swapped (control)", "random-prompts": "random prompts (control)"}
+          "polarity-swapped": "polarity-swapped (control)", "random-prompts": "random prompts (control)",
+          "oracle": "oracle margin (upper bound)"}
 
 
 def _ci(stat: dict, digits: int) -> str:

@@ -27,6 +27,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from rlspec.envs.oracle import oracle_margin
+
 
 @dataclass
 class VectorStep:
@@ -37,6 +39,7 @@ class VectorStep:
     truncated: torch.Tensor  # [N] bool
     final_obs: torch.Tensor  # [N, D] float32: s'_t, the real last observation where the episode ended
     frames: np.ndarray | None = None  # [N, H, W, 3] uint8 of s'_t (before any autoreset), if asked for
+    margins: torch.Tensor | None = None  # [N] float32 oracle margins of s'_t (before any autoreset), if asked for
 
 
 def episode_seed(seed: int, env_index: int, episode: int) -> int:
@@ -62,7 +65,7 @@ class SafeVectorEnv:
         self.finished: list[tuple[float, float, int, int, int]] = []  # since the last pop, in order
         self.t = 0  # vectorized steps taken
         self._obs: torch.Tensor | None = None
-        self._pending: tuple[torch.Tensor, bool] | None = None  # step_async's (actions, render)
+        self._pending: tuple[torch.Tensor, bool, bool] | None = None  # step_async's (actions, render, margins)
 
     def _reset_env(self, i: int) -> np.ndarray:
         obs, _ = self.envs[i].reset(seed=episode_seed(self.seed, self.first_index + i, self.episode[i]))
@@ -91,12 +94,14 @@ class SafeVectorEnv:
         obs = np.asarray(obs, dtype=np.float32).reshape(-1)
         return obs, float(reward), float(cost), bool(terminated), bool(truncated)
 
-    def step(self, actions: torch.Tensor, render: bool = False) -> VectorStep:
+    def step(self, actions: torch.Tensor, render: bool = False, margins: bool = False) -> VectorStep:
         """actions [N, A] (clipped to the action space here) -> one step of every env, with autoreset;
-        ``render``: also each env's frame of s'_t (``VectorStep.frames``)."""
+        ``render``: also each env's frame of s'_t (``VectorStep.frames``); ``margins``: each env's true margin
+        of s'_t (rlspec/envs/oracle.py, ``VectorStep.margins``)."""
         acts = np.clip(actions.detach().double().numpy(), self.act_low, self.act_high)  # [N, A]
         out = [self._step_env(i, acts[i]) for i in range(self.num_envs)]
         frames = np.stack([np.asarray(env.render(), dtype=np.uint8) for env in self.envs]) if render else None
+        truth = torch.tensor([oracle_margin(env) for env in self.envs], dtype=torch.float32) if margins else None
         final = np.stack([o[0] for o in out])  # [N, D]
         nxt = final.copy()
         for i, (_, _, _, term, trunc) in enumerate(out):
@@ -110,19 +115,19 @@ class SafeVectorEnv:
         col = lambda k, dtype: torch.tensor([o[k] for o in out], dtype=dtype)  # noqa: E731
         return VectorStep(obs=self._obs, reward=col(1, torch.float32), cost=col(2, torch.float32),
                           terminated=col(3, torch.bool), truncated=col(4, torch.bool),
-                          final_obs=torch.as_tensor(final), frames=frames)
+                          final_obs=torch.as_tensor(final), frames=frames, margins=truth)
 
-    def step_async(self, actions: torch.Tensor, render: bool = False) -> None:
+    def step_async(self, actions: torch.Tensor, render: bool = False, margins: bool = False) -> None:
         """The first half of ``step`` (the split interface of SubprocSafeVectorEnv, whose workers step while
         the caller works): here the step itself runs in ``step_wait``."""
-        self._pending = (actions, render)
+        self._pending = (actions, render, margins)
 
     def step_wait(self) -> VectorStep:
         """The step that ``step_async`` started."""
         if self._pending is None:
             raise RuntimeError("SafeVectorEnv.step_wait: no step started (call step_async first)")
-        (actions, render), self._pending = self._pending, None
-        return self.step(actions, render)
+        (actions, render, margins), self._pending = self._pending, None
+        return self.step(actions, render, margins)
 
     def pop_finished(self) -> list[tuple[float, float, int, int, int]]:
         """Episodes finished since the last call: (return, cost, length, vectorized step, global env index)."""

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+HAZARD_RADIUS = 0.5  # cost 1 per step inside
+
 
 @dataclass(frozen=True)
 class Box:
@@ -48,6 +50,10 @@ class ToyGoal:
         self.t = 0
         return self._obs(), {}
 
+    def oracle_margin(self) -> float:
+        """The true margin of the state (rlspec.envs.safety_gym.oracle_margin): hazard edge − goal distance."""
+        return float(np.linalg.norm(self.hazard - self.p) - HAZARD_RADIUS - np.linalg.norm(self.goal - self.p))
+
     def step(self, action):
         a = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
         before = np.linalg.norm(self.goal - self.p)
@@ -58,7 +64,7 @@ class ToyGoal:
         if dist < 0.2:
             reward += 1.0
             self.goal = self.rng.uniform(-1.5, 1.5, 2)
-        cost = float(np.linalg.norm(self.hazard - self.p) < 0.5) + self.forced_cost
+        cost = float(np.linalg.norm(self.hazard - self.p) < HAZARD_RADIUS) + self.forced_cost
         self.t += 1
         terminated = bool(np.abs(self.p).max() > 3.0)
         truncated = self.t >= self.max_steps and not terminated

@@ -73,14 +73,19 @@ class SemanticRewardAdapter:
         return self.manager.ready and (global_step // self.num_envs) % self.cfg.capture_interval == 0
 
     def __call__(self, global_step: int, rewards: torch.Tensor, costs: torch.Tensor, dones: torch.Tensor,
-                 frames=None) -> torch.Tensor:
+                 frames=None, margins: torch.Tensor | None = None) -> torch.Tensor:
+        """``margins`` [B]: the env's true margins of s'_t (margin_source 'oracle'), in place of ``frames``."""
         dones = self._validate(global_step, rewards, costs, dones)
         k = self.step_index = global_step // self.num_envs
         step = self.buffer.record_step(costs, dones) if self.buffer is not None else k
         shaped = rewards
         if self.capture_due(global_step):
-            if frames is None:
-                self._fail("no_frames", f"capture due at env step {global_step} but no frames were passed")
+            given = margins if self.manager.oracle else frames
+            if given is None:
+                what = "margins" if self.manager.oracle else "frames"
+                self._fail(f"no_{what}", f"capture due at env step {global_step} but no {what} were passed")
+            elif self.manager.oracle:
+                shaped = self._shape_oracle(global_step, rewards, margins)
             else:
                 shaped = self._capture(global_step, step, rewards, frames)
         self.manager.end_episodes(dones)
@@ -140,8 +145,26 @@ class SemanticRewardAdapter:
             self.buffer.record_capture(step, rows, e[rows])
         if not self.cfg.shaping_enable:
             return rewards
+        return self._shape(global_step, rewards, finite, lambda: self.manager.shape(rewards, global_step, e, finite))
+
+    def _shape_oracle(self, global_step: int, rewards: torch.Tensor, margins: torch.Tensor) -> torch.Tensor:
+        """The oracle's capture: every env's true margin [B] through the same normalization and shaping."""
+        if not isinstance(margins, torch.Tensor) or tuple(margins.shape) != (self.num_envs,):
+            got = tuple(margins.shape) if isinstance(margins, torch.Tensor) else type(margins).__name__
+            raise ValueError(f"SemanticRewardAdapter: argument 'margins' must be a tensor of shape "
+                             f"({self.num_envs},) (one per env), got {got}")
+        finite = torch.isfinite(margins).to(self.manager.host)  # [B]
+        self._count_capture()
+        if not self.cfg.shaping_enable or not bool(finite.any()):
+            return rewards
+        m = margins.to(self.manager.host, torch.float32)[finite]
+        return self._shape(global_step, rewards, finite,
+                           lambda: self.manager.shape_margins(rewards, global_step, m, finite))
+
+    def _shape(self, global_step: int, rewards: torch.Tensor, finite: torch.Tensor, shape) -> torch.Tensor:
+        """r' from ``shape()`` (the manager's), its margins counted; any failure leaves the rewards unshaped."""
         try:
-            shaped, raw, norm = self.manager.shape(rewards, global_step, e, finite)
+            shaped, raw, norm = shape()
         except Exception as exc:  # fail-soft
             self._fail(type(exc).__name__, f"shaping failed at env step {global_step}: {exc}")
             return rewards

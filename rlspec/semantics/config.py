@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 DTYPE_NAMES = ("bfloat16", "float16", "float32")
+MARGIN_SOURCES = ("vision", "oracle")  # SemanticConfig.margin_source
 
 
 RELIABILITY_BINS = 10  # equal-count bins of the risk head's held-out predictions (risk.py calibration)
@@ -56,6 +57,11 @@ class SemanticConfig:
     """Per-env mean of the last k embeddings of the episode (§33; 1 = no pooling)."""
     shaping_enable: bool = False
     """Add the semantic shaping term to the rewards before storage."""
+    margin_source: str = "vision"
+    """Where the margin m comes from: 'vision' (the model's embeddings against the prompt centroids, §5.1) or
+    'oracle' (no model, no rendering: the env's true distances, (nearest hazard edge) − (goal distance), at the
+    same capture steps and through the same normalization and β: the most any vision model can give this
+    shaping design). 'oracle' takes neither the risk head nor modulation (they read embeddings)."""
     potential_enable: bool = False
     """Potential-based shaping β(γφ' − φ) instead of additive β·m̄ (§4.0.3)."""
     beta_start: float = 0.05
@@ -177,6 +183,11 @@ def _validate(cfg: SemanticConfig) -> None:
     if (not isinstance(prefs, tuple) or not prefs or len(set(prefs)) != len(prefs)
             or not set(prefs) <= set(DTYPE_NAMES)):
         raise _bad("dtype_preference", f"a non-empty list of distinct names from {list(DTYPE_NAMES)}", prefs)
+    if cfg.margin_source not in MARGIN_SOURCES:
+        raise _bad("margin_source", f"one of {list(MARGIN_SOURCES)}", cfg.margin_source)
+    if cfg.margin_source == "oracle" and cfg.risk_enable:
+        raise _bad("risk_enable", "False with margin_source 'oracle' (the risk head learns from embeddings, and "
+                                  "the oracle has none)", cfg.risk_enable)
     if cfg.modulation_enable and not cfg.risk_enable:
         raise _bad("modulation_enable", "False unless risk_enable is True (M is computed from the risk "
                                         "head's predictions)", cfg.modulation_enable)

@@ -61,9 +61,14 @@ class PPOLagSemHooks:
     def capture_due(self, global_step: int) -> bool:
         return self.adapter.capture_due(global_step)
 
+    @property
+    def oracle(self) -> bool:
+        """Captures read the envs' true margins (margin_source 'oracle') instead of rendered frames."""
+        return self.adapter.manager.oracle
+
     def shape_rewards(self, global_step: int, rewards: torch.Tensor, costs: torch.Tensor, dones: torch.Tensor,
-                      frames=None) -> torch.Tensor:
-        return self.adapter(global_step, rewards, costs, dones, frames)
+                      frames=None, margins: torch.Tensor | None = None) -> torch.Tensor:
+        return self.adapter(global_step, rewards, costs, dones, frames, margins)
 
     def after_update(self) -> dict[str, float]:
         """Train the risk head on the buffer (after the PPO update, §25.15); {} without risk_enable."""
@@ -138,4 +143,4 @@ class PPOLagSemHooks:
                     prompts_sha256=prompts_sha256(self.cfg.safe_prompts, self.cfg.unsafe_prompts),
                     status=report.status, device_status=report.device_status, host_device=str(m.host),
                     host_status=m.host_status, load_message=report.message, load_attempts=report.attempts,
-                    model=m.backend.identity() if m.ready else None)
+                    model=m.backend.identity() if m.backend is not None else None)

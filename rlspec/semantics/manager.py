@@ -6,6 +6,7 @@ Per vectorized step (B envs, D the embedding width; every tensor on ``host_devic
     e [B, D]          frame embeddings, L2-normalized, host precision (cpu: float32; cuda: model dtype)
     ē = pool(e)       per-env mean of the episode's last ``temporal_window`` captured embeddings (§33)
     m = cos(ē, μ_safe) − cos(ē, μ_unsafe)                       [n] over the n captured envs (§5.1)
+    (margin_source 'oracle': m = the env's (nearest hazard edge − goal distance), no model, no frames)
     m̄ = clamp(z(m)·margin_scale, −2, 2)                          running z-score over ``norm_window`` margins
     β_t = cosine(β_0 → 0 at beta_end_step_fraction·total_steps), t the global env step
     r' = r + β_t·m̄  (additive)   or   r + β_t·(γ·m̄ − m̄_last)  (potential, φ = m̄; §4.0.3)
@@ -34,27 +35,30 @@ class SemanticManager:
         self.cfg, self.num_envs, self.gamma, self.total_steps = cfg, num_envs, gamma, total_steps
         self.shaping = shaping
         self.host, self.host_status = resolve_device(cfg.host_device)
-        if backend is None:
+        self.oracle = cfg.margin_source == "oracle"  # margins from the env's true distances: no model at all
+        if self.oracle:
+            report = LoadReport(status="oracle")
+        elif backend is None:
             backend, report = VisionLanguageBackend.load(
                 cfg.model_name, model_device=cfg.model_device, dtype_preference=cfg.dtype_preference,
                 cache_dir=cfg.cache_dir, check_prompts=cfg.safe_prompts + cfg.unsafe_prompts)
         else:
             report = LoadReport(status=f"ok_st_{str(backend.dtype).removeprefix('torch.')}")
-        self.backend, self.report = backend, report
+        self.backend, self.report = (None if self.oracle else backend), report
         self.batch_cap = cfg.batch_max or num_envs  # frames per forward; halved on each OOM (§26.3)
         self.oom_backoffs = 0
         self.normalizer = self.shaping.MarginNormalizer(cfg.norm_window, cfg.margin_scale, cfg.margin_norm_enable)
         self.potential = self.shaping.PotentialShaper(num_envs, gamma) if cfg.potential_enable else None
         self.fill = torch.zeros(num_envs, dtype=torch.int64, device=self.host)  # [B] embeddings in each pool
         self.beta = self.shaping.beta_schedule(0, total_steps, cfg.beta_start, cfg.beta_end_step_fraction)
-        if self.ready:
+        if self.backend is not None:
             self.mu_safe = self.centroid(cfg.safe_prompts)  # [D]
             self.mu_unsafe = self.centroid(cfg.unsafe_prompts)  # [D]
             self.pool = self.shaping.TemporalPool(num_envs, self.mu_safe.shape[0], cfg.temporal_window)
 
     @property
     def ready(self) -> bool:
-        return self.backend is not None
+        return self.oracle or self.backend is not None
 
     def to_host(self, x: torch.Tensor) -> torch.Tensor:
         """§15.3: reduced precision stays on a GPU host; a CPU host gets float32."""
@@ -89,11 +93,16 @@ class SemanticManager:
     def shape(self, rewards: torch.Tensor, step: int, e: torch.Tensor, captured: torch.Tensor):
         """(r' [B], raw margins [n], normalized margins [n]) for rewards r [B], embeddings e [B, D] (rows of
         envs not captured are ignored) and the capture mask [B] (host); ``step`` is the global env step."""
+        pooled = self.pool(e, captured)  # [B, D]
+        self.fill = torch.where(captured, (self.fill + 1).clamp_max(self.cfg.temporal_window), self.fill)
+        m = self.shaping.semantic_margin(pooled[captured], self.mu_safe, self.mu_unsafe)  # [n]
+        return self.shape_margins(rewards, step, m, captured)
+
+    def shape_margins(self, rewards: torch.Tensor, step: int, m: torch.Tensor, captured: torch.Tensor):
+        """``shape`` from the raw margins m [n] of the captured envs (the embeddings' or the oracle's) on."""
         cfg = self.cfg
         self.beta = self.shaping.beta_schedule(step, self.total_steps, cfg.beta_start, cfg.beta_end_step_fraction)
-        pooled = self.pool(e, captured)  # [B, D]
-        self.fill = torch.where(captured, (self.fill + 1).clamp_max(cfg.temporal_window), self.fill)
-        m = self.shaping.semantic_margin(pooled[captured], self.mu_safe, self.mu_unsafe)  # [n]
+        m = m.to(self.host)
         m_bar = self.normalizer(m)  # [n]
         margin = torch.zeros(self.num_envs, dtype=m_bar.dtype, device=self.host)
         margin[captured] = m_bar
@@ -108,7 +117,7 @@ class SemanticManager:
         """Forget the pools and potentials of the envs whose episode ended (done [B] bool, §33.2)."""
         done = done.to(self.host)
         self.fill = torch.where(done, torch.zeros_like(self.fill), self.fill)
-        if self.ready:
+        if self.backend is not None:
             self.pool.reset(done)
         if self.potential is not None:
             self.potential.reset(done)

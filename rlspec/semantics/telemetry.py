@@ -51,8 +51,9 @@ MODULATION_KEYS = ("Risk/ModulationScale", "Risk/ModulationRaw", "Risk/Modulatio
 CALIBRATION_KEYS = ("Risk/ECE", "Risk/HeldOut/Corr", "Risk/HeldOut/Samples",
                     *(f"Risk/Reliability/{side}/{b}" for side in ("Pred", "Target") for b in range(RELIABILITY_BINS)))
 
-# Semantics/Debug/ClipStatus: > 0 loaded (the dtype), 0 not loaded yet, < 0 the load error
-CLIP_STATUS = {"ok_st_float32": 1, "ok_st_float16": 2, "ok_st_bfloat16": 3, "not_loaded": 0,
+# Semantics/Debug/ClipStatus: 1-3 loaded (the dtype), 4 no model (margin_source 'oracle'), 0 not loaded yet, < 0 the
+# load error
+CLIP_STATUS = {"ok_st_float32": 1, "ok_st_float16": 2, "ok_st_bfloat16": 3, "oracle": 4, "not_loaded": 0,
                "load_error:NoSafeTensorsWeights": -1, "load_error:ModelNotFound": -2,
                "load_error:NonFiniteEmbeddings": -3, "load_error:MissingDependency": -5}
 OTHER_LOAD_ERROR = -4

@@ -41,7 +41,9 @@ def test_every_arm_is_a_valid_config(tmp_path):
         assert cfg.algo == ("PPOLag" if arm == "PPOLag" else "PPOLagSem") and cfg.semantic.enable == (arm != "PPOLag")
         if arm != "PPOLag":
             assert cfg.semantic.risk_holdout_fraction == sp.HOLDOUT and cfg.semantic.shaping_enable
-            assert cfg.semantic.risk_enable and cfg.semantic.potential_enable == (arm == "potential+risk")
+            assert cfg.semantic.risk_enable == (arm != "oracle") and cfg.semantic.potential_enable == (
+                arm == "potential+risk")
+            assert cfg.semantic.margin_source == ("oracle" if arm == "oracle" else "vision")
     swapped = safe.build_config("default", sp.overrides("polarity-swapped", tmp_path, 0, 8000)).semantic
     plain = safe.build_config("default", sp.overrides("shaping+risk", tmp_path, 0, 8000)).semantic
     assert swapped.safe_prompts == plain.unsafe_prompts and swapped.unsafe_prompts == plain.safe_prompts

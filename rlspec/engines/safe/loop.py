@@ -126,14 +126,15 @@ def collect(state: SafePPOState, envs: SafeVectorEnv, steps: int, gen: torch.Gen
         action, dist = sample(state, obs, gen)  # [N, A] on the policy's device
         global_step = first_step + i * envs.num_envs
         host_action = action.cpu()
-        envs.step_async(host_action, render=hooks is not None and hooks.capture_due(global_step))
+        capture = hooks is not None and hooks.capture_due(global_step)
+        envs.step_async(host_action, **({"margins": True} if capture and hooks.oracle else {"render": capture}))
         logp = log_prob(dist, action)  # [N]
         if finish is not None:
             rows.append(finish())
         out = envs.step_wait()
         done = out.terminated | out.truncated  # [N]
         env_reward = out.reward if hooks is None else hooks.shape_rewards(global_step, out.reward, out.cost, done,
-                                                                          out.frames)
+                                                                          out.frames, out.margins)
         reward, z_final = env_feedback(state, env_reward, out.cost, done)
         finish = functools.partial(_row, state, obs, host_action, logp, reward, out, z_final, raw)
         raw = out.obs
@@ -175,8 +176,9 @@ class Execution:
 
 
 def render_settings(cfg: SafeConfig) -> dict:
-    """Env keyword arguments for rgb_array frames when PPOLagSem captures them (none otherwise: no renderer)."""
-    if not cfg.semantic.enable:
+    """Env keyword arguments for rgb_array frames when PPOLagSem captures them (none otherwise, and none for the
+    oracle's margins: no renderer)."""
+    if not cfg.semantic.enable or cfg.semantic.margin_source == "oracle":
         return {}
     return dict(render_mode="rgb_array", width=cfg.frame_size, height=cfg.frame_size)
 
