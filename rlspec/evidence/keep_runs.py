@@ -104,14 +104,19 @@ def record(manifest: Path, copied: list[Path], command: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("src", type=Path, help="a folder of runs (searched recursively)")
+    p.add_argument("src", help="a folder of runs (searched recursively)")
     p.add_argument("dst", type=Path, help="where the kept files go (committed)")
     p.add_argument("--finished-at", type=int, metavar="STEPS", help="keep only runs that logged this many env steps")
     p.add_argument("--manifest", type=Path, help="the kept runs' manifest to record each kept run in (with --command)")
     p.add_argument("--command", help="the command that made the runs, as the manifest records it")
     args = p.parse_args(argv)
-    if not args.src.is_dir():
-        print(f"keep_runs: {args.src} is not a folder")
+    if not args.src.strip() or not Path(args.src).is_dir():  # Path("") would be the current folder
+        print(f"keep_runs: src {args.src!r} is not a folder")
+        return 2
+    args.src = Path(args.src)
+    if args.dst.resolve().is_relative_to(args.src.resolve()):
+        print(f"keep_runs: dst {args.dst} is inside src {args.src}: the runs (the kept ones too) would be copied "
+              f"into themselves")
         return 2
     if (args.manifest is None) != (args.command is None):
         print("keep_runs: --manifest and --command go together: the manifest records the command of each run")

@@ -42,6 +42,9 @@ def test_only_the_summaries_files_are_kept_at_their_relative_paths(tmp_path):
     assert kr.main([str(src), str(dst)]) == 0
     assert (dst / "PPOLag-s0/metrics.csv").read_text().endswith("8000,2.5\n")
     assert kr.main([str(tmp_path / "missing"), str(dst)]) == 2
+    # an empty src (a shell variable that was never set) is not the current folder; nor is dst inside src
+    assert kr.main(["", str(dst)]) == 2 and kr.main([str(tmp_path), str(tmp_path / "inside")]) == 2
+    assert not (tmp_path / "inside").exists()
     assert kr.main([str(tmp_path / "kept/PPOLag-s0/eval"), str(tmp_path / "none")]) == 1  # no run there
 
 
