@@ -34,9 +34,11 @@ from rlspec.evidence.cpu import identity as cpu_identity
 from rlspec.evidence.curves import TAIL, plot_groups, tail_mean
 
 # OmniSafe 0.5.0's benchmark table, SafetyPointGoal1-v0, 1e7 steps, cost limit 25: (EpRet, EpCost)
+# (benchmarks/on-policy/README.md of its repository: the means of its "Reward" and "Cost" columns)
 OMNISAFE_ANCHOR = {
     "PPO": (25.44, 55.72), "PPOLag": (12.96, 25.80), "CPPOPID": (8.43, 25.74), "PPOSaute": (7.06, 20.04),
-    "PPOSimmerPID": (8.30, 25.32), "TRPOLag": (18.51, 22.98), "TRPOPID": (19.24, 21.38),
+    "PPOSimmerPID": (8.30, 25.32), "TRPO": (27.20, 45.88), "TRPOLag": (18.51, 22.98), "TRPOPID": (19.24, 21.38),
+    "CPO": (20.46, 28.84), "P3O": (1.6, 31.1),
 }
 FIGURES = {"safe_learning_ppo": ["PPO", "PPOLag", "CPPOPID", "PPOSaute", "PPOSimmerPID", "PPOLagSem"],
            "safe_learning_trust_region": ["PPO", "PPOLag", "TRPO", "TRPOLag", "TRPOPID", "CPO", "P3O"]}
@@ -90,7 +92,7 @@ def summarize(runs: Path, out: Path) -> dict:
         for key in ("EpRet", "EpCost"):
             vals = [r[key] for r in finals]
             entry[key] = {"mean": statistics.fmean(vals), "min": min(vals), "max": max(vals), "seeds": len(vals)}
-        entry["omnisafe_1e7"] = dict(zip(("EpRet", "EpCost"), OMNISAFE_ANCHOR.get(algo, (None, None))))
+        entry["omnisafe_1e7"] = anchor(algo)
     checks = {}
     if "PPOLag" in per_algo:
         lim = per_algo["PPOLag"]["cost_limit"]
@@ -118,6 +120,18 @@ def summarize(runs: Path, out: Path) -> dict:
 
 
 ORDER = list(dict.fromkeys(a for algos in FIGURES.values() for a in algos))  # the families, in order
+
+
+def anchor(algo: str) -> dict:
+    """OmniSafe's published 1e7-step figures of ``algo`` (None where it publishes none)."""
+    return dict(zip(("EpRet", "EpCost"), OMNISAFE_ANCHOR.get(algo, (None, None))))
+
+
+def with_anchor(result: dict) -> dict:
+    """The JSON with each algorithm's OmniSafe figures from OMNISAFE_ANCHOR (a figure added to the table later)."""
+    for algo, entry in result["algos"].items():
+        entry["omnisafe_1e7"] = anchor(algo)
+    return result
 
 
 def _spread(stat: dict) -> str:
@@ -165,7 +179,13 @@ def main() -> None:
     p.add_argument("--runs", type=Path, default=Path("bench-results/safe_learning"), help="run directories")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     p.add_argument("--summarize", action="store_true", help="only summarize the runs found")
+    p.add_argument("--recheck", type=Path, help="a JSON this script wrote: OmniSafe's figures and the table again")
     args = p.parse_args()
+    if args.recheck:
+        result = with_anchor(json.loads(args.recheck.read_text()))
+        args.recheck.write_text(json.dumps(result, indent=1))
+        args.recheck.with_suffix(".md").write_text(markdown(result))
+        return
     args.runs.mkdir(parents=True, exist_ok=True)
     if not args.summarize:
         for seed in args.seeds:  # seed-major: an early stop still leaves every algorithm with seed 0
