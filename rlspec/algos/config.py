@@ -106,6 +106,11 @@ class PPOConfig:
     """Update λ before the policy update (OmniSafe) or after it (PPOLagSem design §5.5)."""
     obs_normalize: bool = True
     """Normalize observations with running statistics, frozen during each rollout (PPO review CRITICAL-1)."""
+    obs_norm_update: Literal["rollout", "step"] = "rollout"
+    """When those statistics learn: 'rollout', from the whole rollout after its update (frozen while it is
+    collected: every stored input was normalized by the statistics the update starts from); 'step', OmniSafe's:
+    from each observation as it is collected, before it is normalized (the stored inputs were normalized by
+    statistics that moved during the rollout). 'step' is there to measure the difference apart."""
     reward_normalize: bool = False
     """Scale rewards by the running std of the discounted return, updated once per vectorized step."""
 

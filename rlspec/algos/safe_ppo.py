@@ -476,8 +476,8 @@ def update(state: SafePPOState, batch: Rollout, jc: float, ppo: PPOConfig, safet
     tally = _epochs(state, samples, ppo, kit, gen, comm, actor_loss)  # 6)
     if ppo.lambda_update == "after":  # 4') λ after the policy update (PPOLagSem design §5.5)
         update_safety(state, jc, safety, lambda_scale)
-    if state.obs_norm is not None:  # the normalizer learns from the whole rollout only now (PPO review CRITICAL-1)
-        state.obs_norm.commit(batch.raw_obs.reshape(samples.adv.shape[0], -1))
+    if state.obs_norm is not None and ppo.obs_norm_update == "rollout":  # it learns from the whole rollout only
+        state.obs_norm.commit(batch.raw_obs.reshape(samples.adv.shape[0], -1))  # now (PPO review CRITICAL-1)
     return _update_metrics(state, samples, tally, before)
 
 

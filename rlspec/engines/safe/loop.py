@@ -110,8 +110,9 @@ def validate(cfg: SafeConfig) -> None:
 
 # ------------------------------------------------------------------------------------------ the loop
 def collect(state: SafePPOState, envs: SafeVectorEnv, steps: int, gen: torch.Generator, hooks=None,
-            first_step: int = 0) -> Rollout:
-    """``steps`` vectorized steps with the current policy and the frozen observation statistics. With
+            first_step: int = 0, norm_per_step: bool = False) -> Rollout:
+    """``steps`` vectorized steps with the current policy and the frozen observation statistics (with
+    ``norm_per_step``, ppo.obs_norm_update 'step': the statistics take each observation first). With
     PPOLagSem ``hooks`` (``first_step``: env steps taken before this rollout), frames of s'_t are rendered
     on capture steps only and the env rewards are shaped before anything else sees them (PPOLagSem design §4.4).
 
@@ -121,7 +122,10 @@ def collect(state: SafePPOState, envs: SafeVectorEnv, steps: int, gen: torch.Gen
     rows = []
     raw = envs.obs  # [N, D_env]
     finish = None  # the previous step's row, completed while this step's envs run
+    per_step = norm_per_step and state.obs_norm is not None
     for i in range(steps):
+        if per_step:  # OmniSafe's timing: the statistics take each observation before it is normalized
+            state.obs_norm.commit(raw)
         obs = policy_input(state, raw)  # [N, D]
         action, dist = sample(state, obs, gen)  # [N, A] on the policy's device
         global_step = first_step + i * envs.num_envs
@@ -230,6 +234,9 @@ def run(cfg: SafeConfig, out: Path, resume: bool = False, stop_after_epochs: int
     if cfg.steps_per_epoch % (world * cfg.num_envs):
         raise runconfig.bad("steps_per_epoch", f"a multiple of processes × num_envs = {world} × {cfg.num_envs}",
                             cfg.steps_per_epoch)
+    if cfg.ppo.obs_norm_update == "step" and world > 1:
+        raise runconfig.bad("ppo.obs_norm_update", "'rollout' with more than one process (each rank's statistics "
+                            "would move apart during a rollout)", cfg.ppo.obs_norm_update)
     if resume and world > 1:
         raise runconfig.ConfigError("--resume continues one-process runs only")
     torch.set_num_threads(cfg.torch_threads)
@@ -282,7 +289,8 @@ def _loop(cfg: SafeConfig, ex: Execution, kit: Kit, state: SafePPOState, envs: S
                         on=show_progress and rundir is not None)
     for epoch in range(start, stop):
         t0 = time.perf_counter()
-        rollout = collect(state, envs, steps, gen, hooks, epoch * cfg.steps_per_epoch)
+        rollout = collect(state, envs, steps, gen, hooks, epoch * cfg.steps_per_epoch,
+                          cfg.ppo.obs_norm_update == "step")
         window.extend(envs.pop_finished())
         jc = _window_means(window, ex.comm)["Metrics/EpCost"]
         t1 = time.perf_counter()
