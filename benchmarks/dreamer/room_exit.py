@@ -96,6 +96,43 @@ def train_engine(engine: str, run: Path, steps: int, chunk: int, seed: int, epis
     return rows
 
 
+LABELS = {"reference": "reference (PyBoy)", "fast": "fast (Warp room, CPU)"}
+
+
+def _reached(report: dict, engine: str) -> str:
+    r, best = report["reached"].get(engine), report["best"][engine]
+    if r is None:
+        return f"not reached; best {best['greedy_success']:.3g} at {best['env_steps']:,} env steps"
+    return f"{r['env_steps']:,} env steps, {r['updates']:,} updates, {r['wall_s']:,.0f} s"
+
+
+def _after(report: dict, engine: str) -> str:
+    """The lowest greedy success of the evaluations after the goal was first reached, to the last one."""
+    r, rows = report["reached"].get(engine), report["curves"][engine]
+    later = [row for row in rows if r is not None and row["env_steps"] > r["env_steps"]]
+    if not later:
+        return "—"
+    return f"≥ {min(row['greedy_success'] for row in later):.3g} at every evaluation to {later[-1]['env_steps']:,}"
+
+
+def markdown(report: dict) -> str:
+    """The JSON's table: per engine the env steps, updates and training seconds to greedy success GOAL, what the
+    evaluations after it gave, the fast / reference ratio and the training speed."""
+    engines = [e for e in LABELS if e in report["curves"]]
+    ratio = report["fast_over_reference_env_steps"]
+    rows = [("uniform random policy, success within the step limit", lambda e: f"{report['random_success_rate']:.3g}"),
+            (f"greedy success ≥ {GOAL} first at ({report['eval_episodes']} episodes per evaluation)",
+             lambda e: _reached(report, e)),
+            ("after that", lambda e: _after(report, e)),
+            ("fast / reference env steps to the goal", lambda e: "" if e != "fast" or ratio is None else
+             f"{ratio:.2f} (goal: within ±{RATIO_TOLERANCE:.0%})"),
+            ("speed while training (env steps/s, updates/s)",
+             lambda e: f"{report['speed'][e]['env_steps_per_s']:g}, {report['speed'][e]['updates_per_s']:g}")]
+    lines = ["| | " + " | ".join(LABELS[e] for e in engines) + " |", "|---|" + "---|" * len(engines)]
+    lines += [f"| {name} | " + " | ".join(cell(e) for e in engines) + " |" for name, cell in rows]
+    return "\n".join(lines) + "\n"
+
+
 def first_at_goal(rows: list[dict]) -> dict | None:
     return next((r for r in rows if r["greedy_success"] >= GOAL), None)
 
@@ -135,6 +172,7 @@ def report(runs: Path, out_dir: Path, engines: list[str], seed: int, episodes: i
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "dreamer_room_exit.json").write_text(json.dumps(out, indent=2) + "\n")
+    (out_dir / "dreamer_room_exit.md").write_text(markdown(out))
     plot(out, out_dir / "dreamer_room_exit.png")
     for e, r in reached.items():
         print(f"{e}: " + (f"{GOAL} at {r['env_steps']} env steps, {r['updates']} updates, {r['wall_s']} s"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bonus import ablation, vs_sb3
-from benchmarks.dreamer import vs_sheeprl
+from benchmarks.dreamer import room_exit, vs_sheeprl
 from benchmarks.safe import learning, throughput, vs_omnisafe
 from benchmarks.semantics import protocol
 
@@ -23,6 +23,8 @@ TABLES = [
     (vs_sb3.markdown, vs_sb3.rechecked, "bonus/results/bonus_vs_sb3_push-v3"),
     (ablation.markdown, ablation.with_statistics, "bonus/results/bonus_ablation_metaworld_reach-v3"),
     (vs_sheeprl.markdown, vs_sheeprl.rechecked, "dreamer/results/dreamer_vs_sheeprl"),
+    (room_exit.markdown, None, "dreamer/results/dreamer_room_exit_conv"),
+    (room_exit.markdown, None, "dreamer/results/dreamer_room_exit"),
     (protocol.markdown, protocol.rechecked, "semantics/results/semantic_protocol"),
     (learning.markdown, None, "safe/results/safe_learning"),
     (throughput.markdown, None, "safe/results/safe_throughput"),
