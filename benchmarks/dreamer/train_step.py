@@ -283,6 +283,33 @@ def plot(results: dict, path: Path, title: str) -> None:
     plt.close(fig)
 
 
+GOAL = 1.5  # fast / sheeprl on CPU, wall time per update
+
+
+def markdown(report: dict) -> str:
+    """The JSON's table: per config the parameter count and the median wall seconds per update of each side
+    (the system part beside), ours as sheeprl's over ours, the fast kit against the goal."""
+    device = report.get("device", "CPU")  # older JSONs: no device key (CPU), the CPU as a string
+    cpu_name = report["device"] if device != "CPU" else (
+        cpu.label(report["cpu"]) if isinstance(report["cpu"], dict) else report["cpu"])
+    lines = [f"{cpu_name}, {report['torch_threads']} thread(s), {report.get('precision', 'fp32')}, median of "
+             f"{report['steps']} timed updates after {report['warmup']}:", "",
+             f"| config (params) | sheeprl {report['sheeprl']} | reference | fast | fast / sheeprl |",
+             "|---|---|---|---|---|"]
+    for name, r in report["results"].items():
+        impl, ratio = r["implementations"], r["ratios_vs_sheeprl"]
+
+        def cell(k: str) -> str:
+            v = impl[k]
+            return f"{v['wall_s_per_step']:.2f} s ({v['system_s_per_step']:.2f} s system)"
+        fast = ratio["fast"]["wall"]
+        verdict = "met" if fast >= GOAL else "not met"
+        lines.append(f"| {name} ({impl['fast']['params'] / 1e6:.2f} M) | {cell('sheeprl')} | {cell('reference')} "
+                     f"({ratio['reference']['wall']:.2f}×) | {cell('fast')} | **{fast:.2f}×** (goal {GOAL}×: "
+                     f"{verdict}) |")
+    return "\n".join(lines) + "\n"
+
+
 def title(report: dict) -> str:
     r = next(iter(report["results"].values()))
     return (f"DreamerV3 train step on {report['device']}: B{r['batch']}×T{r['seq_len']}, 64×64×1 frames, "
@@ -323,6 +350,7 @@ def main(argv: list[str] | None = None) -> None:
         "" if args.precision == "fp32" else f"_{args.precision}")
     (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
     plot(results, args.out / f"{stem}.png", title(report))
+    (args.out / f"{stem}.md").write_text(markdown(report))
     for name, r in results.items():
         row = ", ".join(f"{k} {v['wall_s_per_step']:.3f} s ({v['cpu_s_per_step']:.3f} CPU, "
                         f"{v['system_s_per_step']:.3f} system)"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bonus import ablation, vs_sb3
-from benchmarks.dreamer import room_exit, vs_sheeprl
+from benchmarks.dreamer import room_exit, train_step, vs_sheeprl
 from benchmarks.safe import learning, throughput, vs_omnisafe
 from benchmarks.semantics import protocol
 
@@ -25,6 +25,8 @@ TABLES = [
     (vs_sheeprl.markdown, vs_sheeprl.rechecked, "dreamer/results/dreamer_vs_sheeprl"),
     (room_exit.markdown, None, "dreamer/results/dreamer_room_exit_conv"),
     (room_exit.markdown, None, "dreamer/results/dreamer_room_exit"),
+    (train_step.markdown, None, "dreamer/results/dreamer_train_step"),
+    (train_step.markdown, None, "dreamer/results/dreamer_train_step_run1"),
     (protocol.markdown, protocol.rechecked, "semantics/results/semantic_protocol"),
     (learning.markdown, None, "safe/results/safe_learning"),
     (throughput.markdown, None, "safe/results/safe_throughput"),
