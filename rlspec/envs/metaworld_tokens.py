@@ -23,6 +23,7 @@ import numpy as np
 from rlspec.envs.token_reach import TokenStep, require_tokens
 
 N_BINS = 11
+TOKEN_VALUES = np.linspace(-1.0, 1.0, N_BINS, dtype=np.float32)  # [N_BINS] token -> action value, per dimension
 MAX_EPISODE_STEPS = 500  # Meta-World's max_path_length
 
 
@@ -52,7 +53,7 @@ class MetaWorldTokenVector:
         self._make()
         self.obs_dim = self.envs[0].observation_space.shape[0]
         self.action_dim = self.envs[0].action_space.shape[0]
-        self.values = np.linspace(-1.0, 1.0, N_BINS, dtype=np.float32)  # [N_BINS] token -> action value
+        self.values = TOKEN_VALUES  # [N_BINS] token -> action value
 
     def _make(self) -> None:
         import gymnasium

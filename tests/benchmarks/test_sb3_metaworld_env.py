@@ -29,3 +29,20 @@ def test_episodes_end_at_the_limit_with_is_success():
     for t in range(1, sb3mw.EPISODE_STEPS + 1):
         _, _, terminated, truncated, info = env.step(np.zeros(4, dtype=np.float32))  # standing still: no success
         assert info["is_success"] is False and not terminated and truncated == (t == sb3mw.EPISODE_STEPS)
+
+
+def test_token_actions_are_the_token_learners():
+    """--actions tokens: a MultiDiscrete of N_BINS tokens per dimension, each stepping the env with the value the
+    token learner's vector gives it (the same next observations, token for token)."""
+    from rlspec.envs.metaworld_tokens import N_BINS, MetaWorldTokenVector
+
+    env = sb3mw.make_env("reach-v3", 4, 0, tokens=True)
+    ours = MetaWorldTokenVector("metaworld:reach-v3", 1, seed=4, episode_steps=sb3mw.EPISODE_STEPS)
+    assert list(env.action_space.nvec) == [N_BINS] * ours.action_dim
+    np.testing.assert_array_equal(env.reset()[0].astype(np.float32), ours.reset()[0])
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        tokens = rng.integers(0, N_BINS, ours.action_dim)
+        theirs = env.step(tokens)[0]
+        np.testing.assert_array_equal(theirs.astype(np.float32), ours.step(tokens[None]).obs[0])
+    assert sb3mw.differences("tokens") == sb3mw.DIFFERENCES and sb3mw.differences("continuous")[0] == sb3mw.CONTINUOUS
