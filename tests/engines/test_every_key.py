@@ -48,7 +48,7 @@ SAFE = Short(
             "ppo.gamma": 0.5, "ppo.cost_gamma": 0.5, "ppo.lam": 0.5, "ppo.lam_c": 0.5, "safety.pid_d_delay": 1,
             "safety.saute_gamma": 0.9, "safety.max_ep_len": 50, "safety.simmer_polyak": 0.5,
             "safety.simmer_kd": 5.0, "trust_region.cg_iters": 2, "trust_region.fvp_sample_freq": 2, "num_envs": 5,
-            "steps_per_epoch": 75, "seed": 1, "forced_cost": 0.6, "total_steps": 150},
+            "steps_per_epoch": 75, "seed": 1, "forced_cost": 0.6, "total_steps": 150, "ppo.obs_norm_update": "step"},
     # a KL stop that fires; a D term's history (five epochs); Simmer's D term acts on what a clipped budget makes
     context={"ppo.kl_check": ["ppo.target_kl=1e-6"], "safety.pid_d_delay": ["total_steps=750"],
              "safety.simmer_kd": ["total_steps=750", "safety.simmer_upper_budget=1.0"]},
@@ -69,7 +69,8 @@ DREAMER = Short(
         out, show_progress=False),
     values={"dreamer.pool": 4, "dreamer.seq_len": 6, "dreamer.head_input": "state", "dreamer.wm_clip": 1e-3,
             "dreamer.actor_clip": 1e-9, "dreamer.critic_clip": 1e-3, "min_ready_steps": 20, "total_steps": 32,
-            "num_envs": 4, "replay_capacity": 40, "step_limit": 4, "dreamer.encoder": "conv"},
+            "num_envs": 4, "replay_capacity": 40, "step_limit": 4, "dreamer.encoder": "conv",
+            "dreamer.precision": "bf16-mixed"},
     context={"num_envs": ["min_ready_steps=32"],
              "dreamer.encoder": ["dreamer.pool=1", "dreamer.frame=[64,64]", "dreamer.cnn_stages=2",
                                  "dreamer.cnn_mult=2"]},
