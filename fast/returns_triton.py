@@ -10,11 +10,26 @@ Both returns contracts reduce to one backward linear recursion over time, indepe
   coef_t = γc_t(1−f_{t+1})·λ, init = v_T; from fast/lambda_return.py ``lambda_coefficients``.
 
 Kernel. One program per BLOCK_B batch columns loops over time from the end, CHUNK rows at a time
-(sequential in T, parallel over B). Each chunk is read as one [CHUNK, BLOCK_B] tile, so CHUNK rows of
-loads are in flight instead of one (a row-by-row loop waits a full memory latency per row), and the
-affine maps y ↦ base_t + coef_t·y of its rows are composed with ``tl.associative_scan`` over the rows
-ordered latest first: afterwards row t holds (α_t, β_t) with y_t = β_t + α_t·y_in, y_in the value carried
-in from the chunk after it. The carry out is y at the chunk's earliest row.
+(sequential in T, parallel over B). Each chunk is read as one [CHUNK, BLOCK_B] tile, and the affine maps
+y ↦ base_t + coef_t·y of its rows are composed with ``tl.associative_scan`` over the rows ordered latest
+first: afterwards row t holds (α_t, β_t) with y_t = β_t + α_t·y_in, y_in the value carried in from the chunk
+after it. The carry out is y at the chunk's earliest row.
+
+Roofline (an H200, 3.35 TB/s; [T, B] = [512, 16384] float32, 33.5 MB per array): λ-return moves base, coef
+in and y out, 100.7 MB, ideally 30 µs; GAE also offset in and y + offset out, 168 MB, 50 µs. The work is
+sequential in T, so only B columns are independent: ~124 per SM at B = 16384. Keeping the memory busy
+takes ~25 KB in flight per SM (Little's law: 3.35 TB/s × ~1 µs loaded latency / 132 SMs), so each
+column must have the next rows' loads in flight while the current chunk is composed. Hence, on CUDA:
+* one warp per program and a narrow BLOCK_B (32): 512 programs of one warp, ~4 per SM, and the rows of a
+  chunk spread over the lanes of one warp only, so the scan's exchanges are shuffles, never a
+  shared-memory round trip with barriers between warps (the [32, 64] tile on 4 warps of the first GPU
+  run split its rows over the warps: 6 barriers per chunk, ~2 programs per SM, 0.22 / 0.31 of the copy
+  bandwidth);
+* the time loop software-pipelined (``tl.range(..., num_stages=STAGES)``): the loads of the next
+  STAGES − 1 chunks are asynchronous copies (cp.async) into shared memory, issued before the current
+  chunk is composed: 2 × 16 × 32 × 4 B × 2 arrays = 8 KB in flight per program, ~31 KB per SM.
+The compile gate (tools/compile_gate.py) checks both in the sm_90 machine code: the loads are cp.async and
+no program spills.
 
 Rounding. y_t = Σ_k (Π coef)·base_k + (Π coef)·init is summed along a tree of depth log2(CHUNK) inside a
 chunk (sequentially under the interpreter) and sequentially across chunks: within the contracts'
@@ -37,12 +52,12 @@ import torch
 import triton
 import triton.language as tl
 
-# (rows per tile, columns per program) by the tensors' device. On CUDA: 32 rows of loads in flight per
-# column, and B = 16384 gives 256 programs. On CPU (the interpreter, the CPU gate), tiles are tiny so that
-# the contracts' small cases (T <= 16, B <= 4) cross chunk and program boundaries: the carry between
-# chunks gets checked.
-TILES = {"cuda": (32, 64), "cpu": (4, 2)}
-NUM_WARPS = 4
+# (rows per tile, columns per program) by the tensors' device. On CUDA: see "Roofline" above; B = 16384
+# gives 512 programs. On CPU (the interpreter, the CPU gate), tiles are tiny so that the contracts' small
+# cases (T <= 16, B <= 4) cross chunk and program boundaries: the carry between chunks gets checked.
+TILES = {"cuda": (16, 32), "cpu": (4, 2)}
+NUM_WARPS = 1
+STAGES = 3  # chunks in flight: the one composed and the next two being copied
 
 
 @triton.jit
@@ -54,12 +69,13 @@ def _compose(a_later, b_later, a_row, b_row):
 
 @triton.jit
 def _backward_scan_kernel(base_ptr, coef_ptr, init_ptr, offset_ptr, out_ptr, shifted_ptr, T, B, n_chunks,
-                          HAS_OFFSET: tl.constexpr, CHUNK: tl.constexpr, BLOCK_B: tl.constexpr):
+                          HAS_OFFSET: tl.constexpr, CHUNK: tl.constexpr, BLOCK_B: tl.constexpr,
+                          STAGES: tl.constexpr):
     cols = tl.program_id(0).to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)  # [BB]
     col_ok = cols < B
     i = tl.arange(0, CHUNK)  # [C] place in the chunk, 0 = its latest row
     y = tl.load(init_ptr + cols, mask=col_ok, other=0.0)  # [BB] y_T
-    for k in range(n_chunks):
+    for k in tl.range(n_chunks, num_stages=STAGES):  # pipelined: later chunks' loads in flight
         t = T - 1 - k * CHUNK - i  # [C] the chunk's rows, latest first
         mask = (t >= 0)[:, None] & col_ok[None, :]  # [C, BB]
         offs = t.to(tl.int64)[:, None] * B + cols[None, :]  # [C, BB]
@@ -95,6 +111,6 @@ def backward_scan(base: torch.Tensor, coef: torch.Tensor, init: torch.Tensor,
         chunk = min(max_chunk, max(2, triton.next_power_of_2(T)))
         _backward_scan_kernel[(triton.cdiv(n, block_b),)](
             b, a, y_T, shift, out, shifted, T, n, triton.cdiv(T, chunk), HAS_OFFSET=offset is not None,
-            CHUNK=chunk, BLOCK_B=block_b, num_warps=NUM_WARPS)
+            CHUNK=chunk, BLOCK_B=block_b, STAGES=STAGES, num_warps=NUM_WARPS)
     y = out.reshape(base.shape).to(dtype)
     return y if offset is None else (y, shifted.reshape(base.shape).to(dtype))

@@ -4,6 +4,13 @@
 symlog(x) (bin k and weight w_{k+1} only, as fast/twohot.py ``locate``), and
 sum_k encode(symlog x)_k · log_softmax(l)_k = (1 − w)·l_k + w·l_{k+1} − logsumexp(l)  (spec/twohot.py,
 "log_prob"). Without CUDA the kernel runs under the Triton interpreter on CPU tensors.
+
+Roofline (an H200, 3.35 TB/s): the kernel reads each logit once and writes one value per row, so
+[64, 4096, 255] float32 moves 267 MB, ideally 80 µs. The first GPU run measured 375 µs (0.18 of the copy
+bandwidth), and the machine code showed why: rows of 255 floats start anywhere modulo 16 bytes, so every
+logit came in a 32-bit load. The kernel now reads each row from the aligned address below it in 128-bit
+loads and takes the row's last VEC elements in a small tail load; the compile gate checks the 128-bit loads
+in the sm_90 PTX (tools/compile_gate.py, ``expect``).
 """
 
 from __future__ import annotations
@@ -29,20 +36,33 @@ __all__ = ["BACKEND_NOTE", "DEVICE", "symlog", "symexp", "twohot_encode", "log_p
 # machines') spill at 41 bins (BLOCK_BINS 64: 255 registers and 80-592 B of stack by dtype); 2048 spills nowhere
 # under 3.6 or 3.9 (nox -s compile_gate: benchmarks/gpu/results/compile_gate/)
 TILE = 2048
+VECTOR_BYTES = 16  # one 128-bit load
 
 
 @triton.jit
 def _log_prob_kernel(logits_ptr, x_ptr, bins_ptr, out_ptr, R, n,
-                     BLOCK_ROWS: tl.constexpr, BLOCK_BINS: tl.constexpr):
+                     BLOCK_ROWS: tl.constexpr, BLOCK_BINS: tl.constexpr, VEC: tl.constexpr):
     dtype = bins_ptr.dtype.element_ty  # the compute dtype
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)  # [BR]
     src = tl.minimum(rows, R - 1).to(tl.int64)  # [BR] rows past R re-read the last one; not stored
-    cols = tl.arange(0, BLOCK_BINS)  # [BB]
     row_ptrs = logits_ptr + src * n  # [BR]
-    l = tl.load(row_ptrs[:, None] + cols[None, :], mask=(cols < n)[None, :],
-                other=float("-inf")).to(dtype)  # [BR, BB]
-    m = tl.max(l, axis=1)  # [BR]
-    lse = m + tl.log(tl.sum(tl.exp(l - m[:, None]), axis=1))  # [BR]
+
+    # A row of n = 255 logits starts anywhere modulo 16 bytes, so row-relative loads are scalar. Read instead
+    # from the aligned address below the row start, VEC elements (16 bytes) at a time: a whole vector is read
+    # only where it ends inside the row (c counts from the aligned start, the row is c in [lead, lead + n)),
+    # and the row's last VEC elements come from a small tail load, so nothing past the tensor is read.
+    lead = (src * n) % VEC  # [BR]
+    start = tl.multiple_of(src * n - lead, VEC)  # [BR]
+    body_end = lead + n - VEC  # [BR] the body holds c in [lead, body_end); the tail [body_end, lead + n)
+    cols = tl.arange(0, BLOCK_BINS)  # [BB] BLOCK_BINS >= n >= body_end
+    vec_start = (cols // VEC) * VEC  # [BB]
+    body = tl.load(logits_ptr + start[:, None] + cols[None, :], mask=vec_start[None, :] < body_end[:, None],
+                   other=float("-inf")).to(dtype)  # [BR, BB]
+    body = tl.where((cols[None, :] >= lead[:, None]) & (cols[None, :] < body_end[:, None]), body, float("-inf"))
+    j = n - VEC + tl.arange(0, VEC)  # [VEC] the tail's places in the row (< 0 only where n < VEC)
+    tail = tl.load(row_ptrs[:, None] + j[None, :], mask=(j >= 0)[None, :], other=float("-inf")).to(dtype)  # [BR, VEC]
+    m = tl.maximum(tl.max(body, axis=1), tl.max(tail, axis=1))  # [BR]
+    lse = m + tl.log(tl.sum(tl.exp(body - m[:, None]), axis=1) + tl.sum(tl.exp(tail - m[:, None]), axis=1))  # [BR]
 
     # y = clamp(symlog(x), b_0, b_{n-1}) (spec/twohot.py "symlog"); log1p(a) = log(u) + (a − (u − 1))/u
     # with u = fl(1 + a) restores the bits of a lost in 1 + a; a = ±inf maps to itself
@@ -70,6 +90,11 @@ def _log_prob_kernel(logits_ptr, x_ptr, bins_ptr, out_ptr, R, n,
     tl.store(out_ptr + rows, picked - lse, mask=rows < R)
 
 
+def vector(dtype: torch.dtype) -> int:
+    """Elements of ``dtype`` in one 128-bit load."""
+    return VECTOR_BYTES // dtype.itemsize
+
+
 def _log_prob_forward(logits: torch.Tensor, x: torch.Tensor, num_bins: int, low: float,
                       high: float) -> torch.Tensor:
     dtype = torch.promote_types(logits.dtype, x.dtype)
@@ -83,7 +108,7 @@ def _log_prob_forward(logits: torch.Tensor, x: torch.Tensor, num_bins: int, low:
         block_rows = max(1, TILE // block_bins)
         grid = (triton.cdiv(rows.shape[0], block_rows),)
         _log_prob_kernel[grid](rows, x.reshape(-1).contiguous(), bins, out, rows.shape[0], num_bins,
-                               BLOCK_ROWS=block_rows, BLOCK_BINS=block_bins)
+                               BLOCK_ROWS=block_rows, BLOCK_BINS=block_bins, VEC=vector(rows.dtype))
     return out.reshape(logits.shape[:-1])
 
 

@@ -39,3 +39,26 @@ def calls_plain_python(x_ptr, out_ptr, N: tl.constexpr):
 
 
 PLANTED = ("type_changes_in_loop", "breaks_out_of_loop", "calls_plain_python")
+
+
+# Design regressions: kernels that compile and compute the right sum of x[0..ROWS·n), yet lack the machine code
+# their design promises; the gate reports each (tools/compile_gate.py ``unmet``), the interpreter cannot.
+
+
+@triton.jit
+def row_relative_loads(x_ptr, out_ptr, n, ROWS: tl.constexpr, COLS: tl.constexpr):
+    rows, cols = tl.arange(0, ROWS), tl.arange(0, COLS)
+    # rows of a runtime n start anywhere modulo 16 bytes: these loads stay scalar (twohot before its window)
+    v = tl.load(x_ptr + rows[:, None] * n + cols[None, :], mask=(cols < n)[None, :], other=0.0)
+    tl.store(out_ptr, tl.sum(tl.sum(v, axis=1), axis=0))
+
+
+@triton.jit
+def unpipelined_loop(x_ptr, out_ptr, n, ROWS: tl.constexpr, COLS: tl.constexpr):
+    acc = tl.zeros([COLS], dtype=tl.float32)
+    for k in range(ROWS):  # a plain range: each chunk's loads wait for the one before (no cp.async)
+        acc += tl.load(x_ptr + k * n + tl.arange(0, COLS), mask=tl.arange(0, COLS) < n, other=0.0)
+    tl.store(out_ptr, tl.sum(acc, axis=0))
+
+
+REGRESSIONS = {"row_relative_loads": dict(min_load_bits=128), "unpipelined_loop": dict(async_copies=True)}

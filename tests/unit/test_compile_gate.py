@@ -24,7 +24,8 @@ _spec.loader.exec_module(gate)
 
 TRITON_TYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64",
                 torch.uint8: "u8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64"}
-CHOSEN_BY_CALLER = ("HAS_OFFSET", "UPDATE")  # constexprs the call decides; the others are tiles of the device
+CHOSEN_BY_CALLER = ("HAS_OFFSET", "UPDATE", "VEC")  # constexprs the call decides (VEC: by dtype); the others
+# are tiles of the device
 # bytes of stack a specialization may use: rssm's backward at BLOCK 4096 keeps 8; the tiles that spilled hundreds
 # of bytes were resized (fast/twohot_triton.py TILE, fast/rssm_triton.py warps_for)
 STACK_BUDGET = 64
@@ -56,6 +57,28 @@ def test_every_kernel_compiles_for_sm90_and_reports_its_resources(tmp_path):
     assert all(0 < r["reg"] <= 255 for r in report["specializations"])
     spilling = [f"{r['name']}: {r['stack']} B" for r in report["specializations"] if r["stack"] > STACK_BUDGET]
     assert not spilling, f"stack (spills) past {STACK_BUDGET} B: {spilling}"
+    assert all(r["shared_dynamic"] + 1024 <= gate.SHARED_LIMIT for r in report["specializations"])
+
+
+def test_each_kernels_design_shows_in_its_machine_code(tmp_path):
+    """The roofline redesigns, read back from the PTX: twohot's rows in 128-bit loads, packed2's pixels in 128-bit
+    stores (bytes a multiple of 16), the returns scan's loop pipelined with cp.async copies."""
+    out = tmp_path / "gate.json"
+    proc = subprocess.run([sys.executable, str(GATE), "--out", str(out), "--only", "_log_prob_kernel",
+                           "_unpack_kernel", "_backward_scan_kernel"], cwd=ROOT, env=_compiled_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    rows = json.loads(out.read_text())["specializations"]
+
+    def widest(r, access):
+        return max(map(int, r[f"{access}_bits"]))
+
+    twohot = [r for r in rows if r["kernel"] == "_log_prob_kernel"]
+    assert twohot and all(widest(r, "load") == 128 for r in twohot)
+    frames = [r for r in rows if r["kernel"] == "_unpack_kernel" and r["divisible"] == ["n"]]
+    assert len(frames) == 4 and all(widest(r, "store") == 128 for r in frames)
+    scans = [r for r in rows if r["kernel"] == "_backward_scan_kernel" and r["constexprs"]["CHUNK"] > 2]
+    assert len(scans) == 8 and all(r["async_copies"] > 0 and r["load_bits"] in ({"32": 1}, {"64": 1}) for r in scans)
 
 
 def _launches(monkeypatch) -> list[tuple]:
@@ -146,3 +169,39 @@ def test_the_gate_rejects_what_the_interpreter_runs():
     assert "Loop-carried variable acc" in said["rejected type_changes_in_loop"]
     assert "Break" in said["rejected breaks_out_of_loop"]
     assert "_double" in said["rejected calls_plain_python"]
+
+
+def test_the_gate_reports_a_design_regression_the_interpreter_cannot_see():
+    import importlib.util as iu
+
+    spec = iu.spec_from_file_location("planted", PLANTED)
+    planted = iu.module_from_spec(spec)
+    spec.loader.exec_module(planted)
+    env = _compiled_env()
+    script = f"""
+import importlib.util, json, sys
+gate_spec = importlib.util.spec_from_file_location("compile_gate", {str(GATE)!r})
+gate = sys.modules["compile_gate"] = importlib.util.module_from_spec(gate_spec)
+gate_spec.loader.exec_module(gate)
+spec = importlib.util.spec_from_file_location("planted", {str(PLANTED)!r})
+planted = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(planted)
+sig = {{"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "ROWS": "constexpr", "COLS": "constexpr"}}
+said = {{}}
+for name, expect in planted.REGRESSIONS.items():
+    compiled = gate.compile_one(getattr(planted, name), sig, {{"ROWS": 4, "COLS": 256}})
+    s = gate.Spec("planted", name, sig, {{"ROWS": 4, "COLS": 256}}, expect=expect)
+    said[name] = gate.unmet(s, gate.machine_code(compiled))
+print(json.dumps(said))
+"""
+    compiled = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, env=env,
+                              timeout=300)
+    assert compiled.returncode == 0, compiled.stderr[-3000:]
+    said = json.loads(compiled.stdout.strip().splitlines()[-1])
+    assert said["row_relative_loads"] == ["widest global load 32 bits, expected 128"]
+    assert said["unpipelined_loop"] == ["no cp.async copies: the loop's loads are not pipelined"]
+    if os.environ.get("TRITON_INTERPRET") == "1":  # and interpreted they compute the right sums
+        x, out = torch.arange(1.0, 13.0), torch.zeros(1)
+        for name in planted.REGRESSIONS:
+            getattr(planted, name)[(1,)](x, out, 3, ROWS=4, COLS=4)
+            assert out.item() == 78.0, (name, out.item())
