@@ -284,6 +284,10 @@ def plot(results: dict, path: Path, title: str) -> None:
 
 
 GOAL = 1.5  # fast / sheeprl on CPU, wall time per update
+# kernel ops of one fast update at the 1m config and T = 64 on a CPU (any B): 9,503 measured when it was set.
+# A regression guard (tests/benchmarks/test_dreamer_launches.py): each op is a launch on CUDA, where ~5 µs
+# apiece make ~50 ms an update before any kernel time; CUDA graphs are the way below it.
+LAUNCH_BUDGET = 10_000
 
 
 def markdown(report: dict) -> str:
@@ -307,6 +311,17 @@ def markdown(report: dict) -> str:
         lines.append(f"| {name} ({impl['fast']['params'] / 1e6:.2f} M) | {cell('sheeprl')} | {cell('reference')} "
                      f"({ratio['reference']['wall']:.2f}×) | {cell('fast')} | **{fast:.2f}×** (goal {GOAL}×: "
                      f"{verdict}) |")
+    counted = {name: r["implementations"] for name, r in report["results"].items()
+               if all("kernel_ops" in v.get("launches", {}) for v in r["implementations"].values())}
+    if counted:  # JSONs from before the launch count have none
+        lines += ["", "Launches per update, from one more step of each (rlspec/evidence/launches.py): kernel ops, the "
+                  "CPU's estimate; CUDA kernels and host syncs where it ran on CUDA.", "",
+                  "| config | sheeprl | reference | fast |", "|---|---|---|---|"]
+        for name, impl in counted.items():
+            cells = [(f"{v['launches']['kernel_ops']:,} ops" + (f", {v['launches']['cuda_kernels']:,} kernels, "
+                      f"{v['launches']['cuda_syncs']} syncs" if v["launches"]["cuda_kernels"] else ""))
+                     for v in (impl["sheeprl"], impl["reference"], impl["fast"])]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
