@@ -49,8 +49,9 @@ the kernel's part is mostly the zeroing of fresh pages for new activations: a la
 reference's step at XS, and one reason the fast kit is faster (fused kernels allocate less, its outputs are
 prefaulted with huge pages); its cost per page varies between runs of the machine, and the ratios with it.
 
-Also recorded, from one more (untimed) step of each: its launches (rlspec/evidence/launches.py: the aten ops run
-to the bottom, the CUDA kernels and the host syncs), the figure that says whether a step is launch-bound.
+Also recorded, from one more (untimed) step of each: its launches (rlspec/evidence/launches.py: the ops that run
+a kernel, the scalar reads, the CUDA kernels and the host syncs), the figure that says whether a step is
+launch-bound. The fast kit's count has a budget (LAUNCH_BUDGET, tested).
 
 Reported, never asserted (except the parameter match). On a machine shared with other jobs the wall times
 measure the neighbours too: run it under ``nice`` with enough steps, or on a quiet machine.
