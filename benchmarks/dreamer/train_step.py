@@ -89,6 +89,7 @@ FRAME = (SCREEN, SCREEN)  # our centered crop of the 72 × 80 packed2 frame: she
 CONFIGS = {
     "1m": dict(dense=128, recurrent=128, stoch=16, classes=16, cnn_mult=8, mlp_layers=1),
     "xs": dict(dense=256, recurrent=256, stoch=32, classes=32, cnn_mult=24, mlp_layers=1),  # sheeprl dreamer_v3_XS
+    "s": dict(dense=512, recurrent=512, stoch=32, classes=32, cnn_mult=32, mlp_layers=2),  # sheeprl dreamer_v3_S
 }
 FAIRNESS = __doc__[__doc__.index("How the comparison"):__doc__.index("Also recorded per step")].strip()
 
