@@ -5,8 +5,10 @@ machine reset costs no finished seed of a long benchmark (a safe-RL seed is ~40 
     python -m rlspec.evidence.keep_runs runs/omnisafe benchmarks/runs/safe_vs_omnisafe/omnisafe --finished-at 200000 \
         --manifest benchmarks/runs/MANIFEST.json --command "nox -s bench_omnisafe -- --algos PPOLag --seeds 0"
 
-A run is any folder holding metrics.csv (rlspec) or progress.csv (OmniSafe, SB3); its relative path is kept, and
-of it only KEEP: the metrics, the config, the evaluations and the timing files. Checkpoints, TensorBoard events
+A run is any folder holding metrics.csv (rlspec) or progress.csv (OmniSafe, SB3), or a sheeprl seed: a folder
+holding greedy.json or greedy_cells.json with TensorBoard events below it (its chunks' version_N/ folders). Its
+relative path is kept, and of it only KEEP: the metrics, the config, the evaluations and the timing files, and
+a sheeprl seed's event files at their relative paths. Checkpoints, TensorBoard events
 and plots stay behind. An unfinished run is copied as far as it got (the summaries leave unfinished runs out)
 and overwritten when it is kept again; with ``--finished-at STEPS`` only runs whose last logged env step
 reached STEPS are copied (read as the summaries read them, rlspec.evidence.evaluation.read_run), and the
@@ -31,8 +33,26 @@ import subprocess
 from pathlib import Path
 
 MARKERS = ("metrics.csv", "progress.csv")
-KEEP = (*MARKERS, "config.json", "eval/eval.json", "greedy.json", "bench_time.json", "versions.json")
+GREEDY = ("greedy.json", "greedy_cells.json")  # a sheeprl seed's evaluations (with events below them)
+EVENTS = "events.out.tfevents.*"  # TensorBoard's event files: a sheeprl seed's curve
+KEEP = (*MARKERS, *GREEDY, "config.json", "eval/eval.json", "bench_time.json", "chunks.json", "versions.json")
 SETTINGS = ("omnisafe_safe.json", "sb3_safe.json", "sb3_metaworld.json", "sheeprl_room.json")  # the anchors' runners'
+
+
+def runs_under(src: Path) -> list[Path]:
+    """The run folders under ``src`` (module docstring)."""
+    marked = {p.parent for name in MARKERS for p in src.rglob(name)}
+    seeds = {p.parent for name in GREEDY for p in src.rglob(name)
+             if p.parent not in marked and next(p.parent.rglob(EVENTS), None) is not None}
+    return sorted(marked | seeds)
+
+
+def files_of(run: Path) -> list[str]:
+    """What is kept of ``run``: KEEP where it exists, and its event files where it has no metrics of its own."""
+    names = [n for n in KEEP if (run / n).is_file()]
+    if not any((run / m).is_file() for m in MARKERS):
+        names += sorted(p.relative_to(run).as_posix() for p in run.rglob(EVENTS))
+    return names
 
 
 def finished(run: Path, steps: int) -> bool:
@@ -49,13 +69,13 @@ def finished(run: Path, steps: int) -> bool:
 def keep(src: Path, dst: Path, finished_at: int | None = None) -> list[Path]:
     """Copy KEEP of every run under ``src`` (of those that reached ``finished_at`` env steps, if given; the others
     are named on stdout) to the same relative path under ``dst``; returns the copies."""
-    runs = sorted({p.parent for name in MARKERS for p in src.rglob(name)})
+    runs = runs_under(src)
     if finished_at is not None:
         for run in [r for r in runs if not finished(r, finished_at)]:
             print(f"not kept (short of {finished_at} env steps): {run}")
             runs.remove(run)
     copied = []
-    for run, names in [*((r, KEEP) for r in runs), (src, SETTINGS if runs else ())]:
+    for run, names in [*((r, files_of(r)) for r in runs), (src, SETTINGS if runs else ())]:
         for name in names:
             if (run / name).is_file():
                 target = dst / run.relative_to(src) / name
@@ -70,8 +90,13 @@ def sha256(path: Path) -> str:
 
 
 def kept_folder(copy: Path) -> Path:
-    """The run (or settings) folder a kept file belongs to: eval/eval.json belongs to the run above eval/."""
-    return copy.parent.parent if copy.parent.name == "eval" else copy.parent
+    """The run (or settings) folder a kept file belongs to: the nearest folder above it holding a run's marker,
+    its evaluations or a settings file (eval/eval.json and a sheeprl chunk's version_N/ events belong to the
+    run above them)."""
+    for folder in copy.parents:
+        if any((folder / n).is_file() for n in (*MARKERS, *GREEDY, *SETTINGS)):
+            return folder
+    return copy.parent
 
 
 def read_manifest(path: Path) -> dict[str, dict]:

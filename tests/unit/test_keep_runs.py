@@ -88,3 +88,32 @@ def test_the_manifest_records_each_kept_folder_with_its_command_commit_and_hashe
     assert "--manifest and --command go together" in capsys.readouterr().out
     assert kr.main([str(src), str(tmp_path / "elsewhere"), "--manifest", str(manifest), "--command", "c"]) == 2
     assert "is not under the manifest's folder" in capsys.readouterr().out and not (tmp_path / "elsewhere").exists()
+
+
+def test_a_sheeprl_seed_keeps_its_evaluations_and_every_chunks_events(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    from rlspec.evidence.evaluation import read_run
+
+    src, dst, manifest = tmp_path / "runs", tmp_path / "kept", tmp_path / "MANIFEST.json"
+    seed = src / "room" / "s0"
+    for chunk, steps in enumerate(((256, 512), (768, 1024))):  # two resumed chunks: version_0, version_1
+        writer = SummaryWriter(str(seed / f"version_{chunk}"))
+        for step in steps:
+            writer.add_scalar("Rewards/rew_avg", step / 1024, step)
+        writer.close()
+        write(seed / f"version_{chunk}" / "checkpoint" / f"ckpt_{steps[-1]}_0.ckpt", "weights")
+    write(seed / "greedy_cells.json", '[{"env_steps": 1024, "success": 1.0}]')
+    write(seed / "chunks.json", '[{"env_steps": 1024, "wall_s": 1.0}]')
+    write(src / "sheeprl_room.json", '{"what": "settings"}')
+    assert kr.main([str(src), str(dst), "--finished-at", "1024", "--manifest", str(manifest), "--command", "c"]) == 0
+    kept = sorted(p.relative_to(dst).as_posix() for p in dst.rglob("*") if p.is_file())
+    events = [k for k in kept if "tfevents" in k]
+    assert [k.split("/")[2] for k in events] == ["version_0", "version_1"] and "checkpoint" not in " ".join(kept)
+    assert set(kept) - set(events) == {"room/s0/chunks.json", "room/s0/greedy_cells.json", "sheeprl_room.json"}
+    a, b = read_run(seed), read_run(dst / "room" / "s0")
+    assert a.steps.tolist() == b.steps.tolist() == [256, 512, 768, 1024]
+    assert b.values["return"].tolist() == [0.25, 0.5, 0.75, 1.0]
+    folders = sorted(e["path"] for e in kr.read_manifest(manifest).values())
+    assert folders == ["kept", "kept/room/s0"]  # the seed is one entry, its chunks' events in it
+    assert len(kr.read_manifest(manifest)["kept/room/s0"]["files"]) == 4
