@@ -141,9 +141,12 @@ def fixtures(session: nox.Session) -> None:
 def rom(session: nox.Session) -> None:
     """Rebuild the room ROM with sdcc (Debian: apt-get install -y sdcc) and compare it byte for byte with the
     committed rlspec/envs/room/room.gb and its fixtures/MANIFEST.json entry. `nox -s rom -- --update`
-    rewrites both after a deliberate change to room.c or the game's data."""
+    rewrites both after a deliberate change to room.c or the game's data. The SM83 test programs
+    (rlspec/envs/gameboy/programs/) are rebuilt and compared the same way (rewritten with --update)."""
     session.install(*CONSTRAINTS, "-e", ".")
     session.run("python", "-m", "rlspec.golden_bridge.room_rom", *(session.posargs or ["--check"]))
+    update = "--update" in session.posargs
+    session.run("python", "-m", "rlspec.envs.gameboy.build", *([] if update else ["--check"]))
 
 
 @nox.session

@@ -1,0 +1,69 @@
+"""Build recipe of the SM83 test programs (rlspec/envs/gameboy/programs/NAME.s and NAME.gb, both committed).
+
+    python -m rlspec.envs.gameboy.build           write every programs/NAME.s (from programs.py) and NAME.gb
+    python -m rlspec.envs.gameboy.build --check   regenerate and rebuild in a temporary directory, compare
+                                                  byte for byte with the committed .s and .gb (exit 1 if not)
+
+1. ``programs.py`` generates NAME.s (sdasgb syntax, one absolute area from 0x0000);
+2. ``sdasgb`` assembles it, ``sdldgb`` links it to Intel hex;
+3. ``makebin -Z -yN`` writes a 32 KiB ROM-only cartridge (no MBC) without the Nintendo logo, title NAME.
+
+sdcc's assembler/linker/makebin from Debian's sdcc 4.2.0 produced the committed ROMs (``apt-get install -y
+sdcc``); the tests read the committed .gb files, so CI needs no sdcc.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rlspec.envs.gameboy.programs import PROGRAMS
+
+HERE = Path(__file__).resolve().parent / "programs"
+COMMANDS = (  # {src}, {build}, {name}, {out}
+    "sdasgb -o {build}/{name}.rel {src}",
+    "sdldgb -i {build}/{name}.ihx {build}/{name}.rel",
+    "makebin -Z -yN -yn {title} {build}/{name}.ihx {out}",
+)
+
+
+def build(name: str, out_dir: Path) -> tuple[Path, Path]:
+    """Write ``out_dir/NAME.s`` and assemble it to ``out_dir/NAME.gb``."""
+    for tool in ("sdasgb", "sdldgb", "makebin"):
+        if shutil.which(tool) is None:
+            raise FileNotFoundError(f"{tool} is not installed (Debian: apt-get install -y sdcc); it builds {name}.gb")
+    src, out = out_dir / f"{name}.s", out_dir / f"{name}.gb"
+    src.write_text(PROGRAMS[name]())
+    with tempfile.TemporaryDirectory() as tmp:
+        for command in COMMANDS:
+            subprocess.run(command.format(src=src, build=tmp, name=name, title=name.upper(), out=out).split(),
+                           check=True, capture_output=True)
+    return src, out
+
+
+def check() -> list[str]:
+    """Names of the committed files that differ from a fresh build (empty: all equal)."""
+    differ = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in PROGRAMS:
+            for fresh in build(name, Path(tmp)):
+                committed = HERE / fresh.name
+                if not committed.exists() or committed.read_bytes() != fresh.read_bytes():
+                    differ.append(committed.name)
+    return differ
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--check"]:
+        differ = check()
+        print("differ: " + " ".join(differ) if differ else f"all {len(PROGRAMS)} programs rebuild byte for byte")
+        sys.exit(1 if differ else 0)
+    if sys.argv[1:]:
+        sys.exit(__doc__)
+    HERE.mkdir(exist_ok=True)
+    for name in PROGRAMS:
+        src, out = build(name, HERE)
+        print(f"wrote {src.name}, {out.name} ({out.stat().st_size} bytes)")
