@@ -80,7 +80,7 @@ def train_engine(engine: str, run: Path, steps: int, chunk: int, seed: int, epis
     done = rows[-1]["env_steps"] if rows else 0
     while done < steps:
         t0, c0 = time.perf_counter(), time.process_time()
-        dreamer.engine(cfg).run(run, resume=done > 0, stop_after_steps=chunk, show_progress=False)
+        dreamer.execution(cfg).run(run, resume=done > 0, stop_after_steps=chunk, show_progress=False)
         wall += time.perf_counter() - t0
         cpu = None if cpu is None else cpu + time.process_time() - c0
         summary = json.loads((run / "summary.json").read_text())

@@ -53,7 +53,7 @@ def run_rlspec(runs: Path, seed: int) -> Path:
     if not (run / "summary.json").is_file():
         cfg = dreamer.build_config("room-exit", [*OVERRIDES, f"seed={seed}"])
         assert dreamer.updates_due(cfg, cfg.total_steps) == N_UPDATES, "N updates after the prefill"
-        dreamer.engine(cfg).run(run, resume=False, show_progress=False)
+        dreamer.execution(cfg).run(run, resume=False, show_progress=False)
     return run
 
 
