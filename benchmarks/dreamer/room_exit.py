@@ -41,11 +41,12 @@ from rlspec.engines import dreamer
 from rlspec.evidence.cpu import identity as cpu_identity
 
 ARMS = {"reference": "local", "fast": "device"}  # arm -> execution; the results JSON names the arms
+ARM_OVERRIDES = {"reference": [], "fast": ["device=cpu"]}  # the device execution's own keys
 
 GOAL = 0.9  # greedy success rate
 RATIO_TOLERANCE = 0.2  # fast env steps within ±20% of the reference's
 OVERRIDES = ["task=room-exit", f"step_limit={STEP_LIMIT}", "num_envs=4", "min_ready_steps=1024", "train_ratio=32",
-             "replay_capacity=20000", "log_every=512", "torch_threads=1", "device=cpu",
+             "replay_capacity=20000", "log_every=512", "torch_threads=1",
              "dreamer.deter=128", "dreamer.stoch=8", "dreamer.classes=8", "dreamer.hidden=128",
              "dreamer.embed_dim=128", "dreamer.pool=1", "dreamer.mlp_hidden=128", "dreamer.mlp_layers=2",
              "dreamer.horizon=15", "dreamer.batch_size=8", "dreamer.seq_len=32",
@@ -67,12 +68,20 @@ def random_rate(episodes: int = 20_000, num_envs: int = 256, seed: int = 12345) 
     return successes / ended
 
 
+def arm_config(engine: str, run_keys: list[str] = ()):
+    """The validated config of ``engine``'s arm: OVERRIDES (with this invocation's --set), its execution and
+    that execution's own keys, then ``run_keys``."""
+    cfg = dreamer.build_config("default", [f"execution={ARMS[engine]}", *OVERRIDES, *ARM_OVERRIDES[engine],
+                                           *run_keys])
+    dreamer.validate(cfg)
+    return cfg
+
+
 def train_engine(engine: str, run: Path, steps: int, chunk: int, seed: int, episodes: int,
                  start_cells: bool = False) -> list[dict]:
     """Train ``engine`` in chunks with a greedy evaluation after each (``episodes`` episodes, or with
     ``start_cells`` one from every start cell: RUN/greedy_cells.json); returns (and writes) RUN/greedy.json."""
-    cfg = dreamer.build_config("default", [f"execution={ARMS[engine]}", f"seed={seed}",
-                                           f"total_steps={steps}", f"checkpoint_every={chunk}", *OVERRIDES])
+    cfg = arm_config(engine, [f"seed={seed}", f"total_steps={steps}", f"checkpoint_every={chunk}"])
     rows_path = run / ("greedy_cells.json" if start_cells else "greedy.json")
     rows = json.loads(rows_path.read_text()) if rows_path.is_file() else []
     wall = rows[-1]["wall_s"] if rows else 0.0
@@ -148,7 +157,7 @@ def report(runs: Path, out_dir: Path, engines: list[str], seed: int, episodes: i
     reached = {e: first_at_goal(rows) for e, rows in curves.items()}
     ref, fast = reached.get("reference"), reached.get("fast")
     ratio = fast["env_steps"] / ref["env_steps"] if ref and fast else None
-    cfg = dreamer.build_config("default", OVERRIDES)
+    cfg = arm_config("reference")
     out = dict(
         what="DreamerV3 on the room's room-exit task: greedy success rate vs env steps, reference and fast engines",
         seed=seed,
