@@ -161,9 +161,24 @@ def against(mine: dict, sheep: dict) -> dict:
 
 
 def markdown(out: dict) -> str:
-    """Per rlspec engine: seeds reaching GOAL, and the verdicts against sheeprl (from ``goals``)."""
-    rows = [f"| against sheeprl (3 seeds a side) | env steps to {out['goal_success']:g}: difference (censored "
-            "seeds) | verdict | final greedy success: difference | verdict |", "|---|---|---|---|---|"]
+    """Per implementation: seeds reaching GOAL, env steps and CPU seconds to it (censored seeds at the budget);
+    then per rlspec engine the verdicts against sheeprl (from ``goals``)."""
+    goal = f"{out['goal_success']:g}"
+    impls = out["implementations"]
+    budget = next(s["budget"] for impl in impls.values() for s in impl["seeds"].values())
+    names = [n for n in IMPLEMENTATIONS if n in impls]
+    label = {"sheeprl": "sheeprl", "reference": "rlspec reference", "fast": "rlspec fast"}
+    rows = [f"| room-exit, {budget:,} env steps | " + " | ".join(label[n] for n in names) + " |",
+            "|---" * (len(names) + 1) + "|",
+            f"| seeds reaching greedy success ≥ {goal} | " + " | ".join(f"**{impls[n]['reached']}**" for n in names)
+            + " |",
+            f"| env steps to {goal}: mean [95% CI] (per seed) | " + " | ".join(_steps_cell(impls[n]) for n in names)
+            + " |",
+            f"| CPU seconds to {goal} (one core) | " + " | ".join(_cpu_cell(impls[n]) for n in names) + " |", ""]
+    sides = {len([s for s in impls[n]["seeds"].values() if s["complete"]]) for n in names}
+    seeds = f"{sides.pop()} seeds a side" if len(sides) == 1 else "seeds per side as above"
+    rows += [f"| against sheeprl ({seeds}) | env steps to {goal}: difference (censored "
+             "seeds) | verdict | final greedy success: difference | verdict |", "|---|---|---|---|---|"]
     for name in ("reference", "fast"):
         c = out["goals"].get(f"{name}_vs_sheeprl")
         if c:
@@ -172,6 +187,26 @@ def markdown(out: dict) -> str:
                         f"{c['censored_seeds'][1]}) | {steps['verdict']} (p = {steps['permutation_p']:.2g}) | "
                         f"{success['difference']:+.2f} | {success['verdict']} (p = {success['permutation_p']:.2g}) |")
     return "\n".join(rows) + "\n"
+
+
+def _steps_cell(impl: dict) -> str:
+    seeds = [s for s in impl["seeds"].values() if s["complete"]]
+    if not any(s["reached"] for s in seeds):
+        return (f"> {seeds[0]['budget']:,} (censored: " + ", ".join(f"{s['final_success']:.1f}" for s in seeds)
+                + " at the budget)")
+    e = impl["env_steps_to_goal"]
+    per = ", ".join(f"{steps_or_budget(s):,.0f}" + ("" if s["reached"] else " censored") for s in seeds)
+    return f"{e['mean']:,.0f} [{e['ci'][0]:,.0f}, {e['ci'][1]:,.0f}] ({per})"
+
+
+def _cpu_cell(impl: dict) -> str:
+    if impl["cpu_s_to_goal"] is None:
+        spent = impl["cpu_s_censored"]
+        return (f"> {np.mean(spent):,.0f} (the whole budget: " + ", ".join(f"{c:,.0f}" for c in spent) + ")"
+                if spent else "not recorded")
+    timed = [(k, s["cpu_s"]) for k, s in impl["seeds"].items() if s["complete"] and s["cpu_s"] is not None]
+    return (f"{impl['cpu_s_to_goal']['mean']:,.0f} (seeds " + ", ".join(k for k, _ in timed) + ": "
+            + ", ".join(f"{c:,.0f}" for _, c in timed) + ")")
 
 
 def rechecked(out: dict) -> dict:
