@@ -33,18 +33,21 @@ def steer(heading_xy: np.ndarray, agent_xy: np.ndarray, target_xy: np.ndarray) -
     return np.array([max(np.cos(bearing), 0.0), np.clip(2 * bearing / np.pi, -1.0, 1.0)])
 
 
-def safety_frames(env_id: str, n: int, size: int, seed: int) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """(frames uint8 [n, size, size, 3], their labels, the env's cost of each step [n]) from the scripted policy
-    in ``env_id`` (a step with cost > 0 is inside a hazard: its label must be "hazard")."""
+def safety_frames(env_id: str, n: int, size: int, seed: int) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+    """(frames uint8 [n, size, size, 3], their labels, the env's cost of each step [n], the episode of each
+    frame [n]: a counter raised at every reset, so one episode is one layout) from the scripted policy in
+    ``env_id`` (a step with cost > 0 is inside a hazard: its label must be "hazard")."""
     from rlspec.envs import safety_gym
 
     env = safety_gym.make_env(env_id, render_mode="rgb_array", width=size, height=size)
     rng = np.random.default_rng(seed)
     frames, labels, costs = np.empty((n, size, size, 3), np.uint8), [], np.empty(n)
+    episodes, episode = np.empty(n, np.int64), -1
     low, high = env.action_space.low, env.action_space.high
     for i in range(n):
         if i % EPISODE_STEPS == 0:
             env.reset(seed=seed + i // EPISODE_STEPS)
+            episode += 1
         task = env.unwrapped.task
         agent, hazards, goal = task.agent.pos[:2], np.array([h[:2] for h in task.hazards.pos]), task.goal.pos[:2]
         mode = MODES[i // EPISODE_STEPS % len(MODES)]
@@ -54,10 +57,11 @@ def safety_frames(env_id: str, n: int, size: int, seed: int) -> tuple[np.ndarray
             target = hazards[np.argmin(np.linalg.norm(hazards - agent, axis=1))] if mode == "hazard" else goal
             action = np.clip(steer(task.agent.mat[:2, 0], agent, target) + rng.normal(0, NOISE, 2), low, high)
         _, _, costs[i], terminated, truncated, _ = env.step(action)
-        frames[i] = env.render()
+        frames[i], episodes[i] = env.render(), episode
         labels.append(label_of(task.agent.pos[:2], hazards, task.hazards.size, np.asarray(task.goal.pos[:2]),
                                task.goal.size))
         if terminated or truncated:
             env.reset(seed=seed + 10_000 + i)
+            episode += 1
     env.close()
-    return frames, labels, costs
+    return frames, labels, costs, episodes

@@ -12,7 +12,9 @@
 3. Model: the tiny CLIP's architecture (tiny.save_tiny_clip) at --size, patch 8, width 64, 2 layers,
    projection 32, trained on CPU: image features against the text features of the four captions, scaled cosine
    logits, cross-entropy with the label's caption(s) as the target (class-weighted: hazards are rare), Adam.
-   Both towers learn. A held-out split (--val, stratified by the permutation) is never trained on.
+   Both towers learn. A held-out split (--val) is never trained on. It holds out whole episodes (--split episode,
+   the default): neighbouring frames of one episode are nearly the same picture, so a split of frames
+   (--split frame, stratified by label) scores the model partly on frames it was trained on.
 4. Saved with ``save_pretrained`` (safetensors) and its processor into --out, so it loads through the loader any
    user checkpoint does (backend.py). ``fit.json`` beside it: settings, label counts, per-epoch loss, held-out
    accuracy and the probe AUC: how well the margin cos(e, μ_safe) − cos(e, μ_unsafe) (contract ``shaping``,
@@ -48,9 +50,21 @@ CAPTIONS = (_SAFE[0], _SAFE[1], *_UNSAFE)  # [4]; TARGETS[label] spreads the lab
 TARGETS = torch.tensor([[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 0.5, 0.5]])  # [3, 4]
 
 
-def _split(labels: np.ndarray, val: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(train, held-out) indices: a seeded permutation within each label, the last ``val`` share held out."""
+def _split(labels: np.ndarray, val: float, seed: int, episodes: np.ndarray | None = None
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """(train, held-out) indices. With ``episodes`` [N]: whole episodes in a seeded order, held out until they
+    hold the ``val`` share of the frames. Without: a seeded permutation within each label, the last ``val``
+    share of each held out."""
     rng = np.random.default_rng(seed)
+    if episodes is not None:
+        ids = rng.permutation(np.unique(episodes))
+        if len(ids) < 2:
+            raise ValueError(f"fit: a split by episode needs at least 2 episodes, got {len(ids)}")
+        sizes = np.array([(episodes == e).sum() for e in ids])
+        cut = min(int(np.searchsorted(np.cumsum(sizes), val * len(labels))) + 1, len(ids) - 1)  # one trains
+        held_ids = ids[:cut]
+        held = np.isin(episodes, held_ids)
+        return np.flatnonzero(~held), np.flatnonzero(held)
     train, held = [], []
     for k in range(len(LABELS)):
         idx = rng.permutation(np.flatnonzero(labels == k))
@@ -97,16 +111,19 @@ def label_indices(names: list[str]) -> np.ndarray:
 
 
 def fit(frames: np.ndarray, labels: np.ndarray, out: Path, *, epochs: int = 30, batch: int = 64, lr: float = 1e-3,
-        val: float = 0.2, seed: int = 0, log=print) -> dict:
-    """Train the tiny CLIP on (frames, labels) into ``out`` (module docstring, steps 3–4); returns the report."""
+        val: float = 0.2, seed: int = 0, episodes: np.ndarray | None = None, log=print) -> dict:
+    """Train the tiny CLIP on (frames, labels) into ``out`` (module docstring, steps 3–4); returns the report.
+    With ``episodes`` [N] the held-out split is by episode."""
     from transformers import CLIPModel, CLIPProcessor  # the semantic extra: imported where it is used
 
     size = frames.shape[1]
     save_tiny_clip(out, seed=seed, image_size=size, patch_size=8, hidden=64, layers=2, projection_dim=32)
-    train_idx, held_idx = _split(labels, val, seed)
+    train_idx, held_idx = _split(labels, val, seed, episodes)
     report = {"what": "a task-trained tiny CLIP (rlspec semantics fit)", "captions": list(CAPTIONS),
               "labels": {name: int((labels == k).sum()) for k, name in enumerate(LABELS)}, "frames": len(frames),
-              "held_out": len(held_idx), "size": size, "epochs": epochs, "batch": batch, "lr": lr, "seed": seed,
+              "split": "frame" if episodes is None else "episode", "held_out": len(held_idx),
+              "held_out_labels": {name: int((labels[held_idx] == k).sum()) for k, name in enumerate(LABELS)},
+              "size": size, "epochs": epochs, "batch": batch, "lr": lr, "seed": seed,
               "auc_untrained": probe_auc(out, frames[held_idx], labels[held_idx]), "loss": []}
     processor, model = CLIPProcessor.from_pretrained(out), CLIPModel.from_pretrained(out)
     pixels = processor(images=list(frames), return_tensors="pt",  # [N, 3, size, size], once, as the runtime does
@@ -144,7 +161,7 @@ def fit(frames: np.ndarray, labels: np.ndarray, out: Path, *, epochs: int = 30, 
 
 
 def main(argv: list[str] | None = None, render=None) -> int:
-    """The command; ``render(env_id, n, size, seed) -> (frames, label names, costs)`` makes the frames (the
+    """The command; ``render(env_id, n, size, seed) -> (frames, label names, costs, episodes)`` makes the frames (the
     command line passes rlspec.envs.safety_frames.safety_frames: semantics/ does not import envs/)."""
     p = argparse.ArgumentParser(prog="rlspec semantics fit", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -155,7 +172,9 @@ def main(argv: list[str] | None = None, render=None) -> int:
     p.add_argument("--epochs", type=int, default=30)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--val", type=float, default=0.2, help="the held-out share of each label")
+    p.add_argument("--val", type=float, default=0.2, help="the held-out share of the frames")
+    p.add_argument("--split", choices=("episode", "frame"), default="episode",
+                   help="hold out whole episodes (default) or frames stratified by label")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     for name, value, ok in (("--frames", args.frames, args.frames >= 10), ("--size", args.size, args.size % 8 == 0
@@ -167,10 +186,11 @@ def main(argv: list[str] | None = None, render=None) -> int:
     if args.out.exists() and any(args.out.iterdir()):
         p.error(f"--out {args.out}: exists and is not empty (nothing is overwritten)")
     print(f"rlspec semantics fit: rendering {args.frames} frames of {args.env} at {args.size} px", file=sys.stderr)
-    frames, names, costs = render(args.env, args.frames, args.size, args.seed)
+    frames, names, costs, episodes = render(args.env, args.frames, args.size, args.seed)
     labels = label_indices(names)
     report = fit(frames, labels, args.out, epochs=args.epochs, batch=args.batch, lr=args.lr, val=args.val,
-                 seed=args.seed, log=lambda line: print(line, file=sys.stderr))
+                 seed=args.seed, episodes=episodes if args.split == "episode" else None,
+                 log=lambda line: print(line, file=sys.stderr))
     inside = costs > 0  # the labels against the env's own cost: a step with cost > 0 is inside a hazard
     report["env"] = args.env
     report["hazard_label_where_cost"] = float((labels[inside] == HAZARD).mean()) if inside.any() else None

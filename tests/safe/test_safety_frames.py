@@ -23,10 +23,13 @@ from rlspec.envs.safety_frames import safety_frames  # noqa: E402
 
 
 def test_frames_labels_and_costs_agree_and_repeat():
-    frames, labels, costs = safety_frames("SafetyPointGoal1-v0", 600, 32, seed=4)
+    frames, labels, costs, episodes = safety_frames("SafetyPointGoal1-v0", 600, 32, seed=4)
     assert frames.shape == (600, 32, 32, 3) and frames.dtype == np.uint8 and frames.std() > 0
     assert set(labels) == {"clear", "goal", "hazard"}  # the scripted modes reach all three
     inside = costs > 0
     assert inside.any() and all(labels[i] == "hazard" for i in np.flatnonzero(inside))
     again = safety_frames("SafetyPointGoal1-v0", 600, 32, seed=4)
     assert np.array_equal(again[0], frames) and again[1] == labels and np.array_equal(again[2], costs)
+    # one episode per layout: 100 scripted steps each, and a new one wherever the env ended one early
+    assert episodes[0] == 0 and (np.diff(episodes) >= 0).all() and np.array_equal(again[3], episodes)
+    assert episodes[-1] + 1 >= 600 // 100 and set(np.diff(episodes)) <= {0, 1}

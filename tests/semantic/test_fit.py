@@ -97,7 +97,7 @@ def test_main_renders_fits_and_checks_the_labels_against_the_cost(tmp_path, caps
     seen = {}
     def render(env_id, n, size, seed):
         seen.update(env_id=env_id, n=n, size=size, seed=seed)
-        return frames, names, costs
+        return frames, names, costs, np.arange(60) // 10  # six episodes of ten frames
     out = tmp_path / "m"
     assert sf.main(["--out", str(out), "--frames", "60", "--size", "32", "--epochs", "1", "--env", "E"],
                    render=render) == 0
@@ -105,4 +105,17 @@ def test_main_renders_fits_and_checks_the_labels_against_the_cost(tmp_path, caps
     report = json.loads((out / "fit.json").read_text())
     hazards = int((labels == sf.HAZARD).sum())
     assert report["env"] == "E" and report["hazard_label_where_cost"] == pytest.approx(hazards / (hazards + 1))
+    assert report["split"] == "episode" and report["held_out"] == 20  # the 20% share, rounded up to episodes
     assert json.loads(capsys.readouterr().out)["labels"] == report["labels"]
+
+
+def test_the_episode_split_holds_out_whole_episodes_and_the_frame_split_each_labels_share():
+    labels = np.tile(np.array([sf.CLEAR] * 6 + [sf.GOAL] * 2 + [sf.HAZARD] * 2), 12)  # [120]
+    episodes = np.repeat(np.arange(12), 10)  # 12 episodes of 10 frames
+    train, held = sf._split(labels, 0.25, seed=3, episodes=episodes)
+    assert not set(episodes[train]) & set(episodes[held])  # no episode on both sides
+    assert len(held) == 30 and sorted(np.concatenate([train, held]).tolist()) == list(range(120))
+    train, held = sf._split(labels, 0.25, seed=3)
+    assert [int((labels[held] == k).sum()) for k in range(3)] == [18, 6, 6]  # a quarter of each label
+    with pytest.raises(ValueError, match="at least 2 episodes, got 1"):
+        sf._split(labels, 0.25, seed=3, episodes=np.zeros(120, int))
