@@ -13,7 +13,7 @@ import pytest
 from benchmarks.bonus import ablation, vs_sb3
 from benchmarks.dreamer import room_exit, train_step, vs_sheeprl
 from benchmarks.safe import learning, throughput, vs_omnisafe
-from benchmarks.semantics import protocol
+from benchmarks.semantics import fit_splits, protocol
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks"
 TABLES = [
@@ -76,3 +76,7 @@ def test_the_safe_comparison_is_regenerated_from_the_kept_runs(rlspec_side, algo
     made.pop("machine"), kept.pop("machine")  # the machine the script ran on, not the runs'
     assert made == kept
     assert (tmp_path / "safe_vs_omnisafe.md").read_text() == (RESULTS / f"{stem}.md").read_text()
+
+
+def test_the_fit_table_is_its_two_jsons_written_out():
+    assert fit_splits.markdown(fit_splits.read()) == (fit_splits.RESULTS / "semantics_fit.md").read_text()
