@@ -134,12 +134,29 @@ def main(argv: list[str] | None = None) -> int:
                   goal_P6_met=drops["PPOLagSem@20"]["training_steps_per_s"] < 0.10)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "semantic_overhead.json").write_text(json.dumps(report, indent=1))
+    (args.out / "semantic_overhead.md").write_text(markdown(report))
     plot(runs, args.out / "semantic_overhead.png", args.env)
     print("ms per call:", json.dumps({k: round(v, 3) for k, v in parts.items()}))
     for name, r in runs.items():
         print(f"{name:<14} rollout {r['rollout_steps_per_s']:8.1f}  training {r['training_steps_per_s']:8.1f} "
               "env steps/s" + (f"  drop {100 * drops[name]['training_steps_per_s']:.1f}%" if name in drops else ""))
     return 0
+
+
+LABELS = {"PPOLag": "PPOLag", "PPOLagSem@1": "PPOLagSem, capture_interval 1",
+          "PPOLagSem@20": "PPOLagSem, capture_interval 20"}
+
+
+def markdown(report: dict) -> str:
+    """The JSON's table: per arm the median rollout and training env steps/s and the training drop against
+    PPOLag, then P6's verdict."""
+    rows = ["| arm | rollout env steps/s | training env steps/s | drop |", "|---|---|---|---|"]
+    for name, r in report["runs"].items():
+        drop = report["drop_vs_PPOLag"].get(name)
+        rows.append(f"| {LABELS.get(name, name)} | {r['rollout_steps_per_s']:.1f} | {r['training_steps_per_s']:.1f} | "
+                    + (f"{100 * drop['training_steps_per_s']:.0f}%" if drop else "—") + " |")
+    verdict = "met" if report["goal_P6_met"] else "not met"
+    return "\n".join(rows) + f"\n\nP6 ({report['goal_P6']}): **{verdict}**.\n"
 
 
 def plot(runs: dict, path: Path, env: str) -> None:

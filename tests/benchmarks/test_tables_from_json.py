@@ -13,7 +13,7 @@ import pytest
 from benchmarks.bonus import ablation, vs_sb3
 from benchmarks.dreamer import room_exit, train_step, vs_sheeprl
 from benchmarks.safe import learning, throughput, vs_omnisafe
-from benchmarks.semantics import fit_splits, protocol
+from benchmarks.semantics import fit_splits, overhead, protocol
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks"
 TABLES = [
@@ -28,6 +28,7 @@ TABLES = [
     (train_step.markdown, None, "dreamer/results/dreamer_train_step"),
     (train_step.markdown, None, "dreamer/results/dreamer_train_step_run1"),
     (protocol.markdown, protocol.rechecked, "semantics/results/semantic_protocol"),
+    (overhead.markdown, None, "semantics/results/semantic_overhead"),
     (learning.markdown, None, "safe/results/safe_learning"),
     (throughput.markdown, None, "safe/results/safe_throughput"),
 ]
