@@ -561,6 +561,50 @@ def check_bench_sheeprl(gate: Gate, check: Check) -> None:
 TRAIN_STEP_ARMS = (("fp32", 180), ("bf16-mixed", 150))  # (precision, seconds): ms and launches per update
 
 
+ROOM_EXIT_STEPS = 20_480  # the comparison's budget: 2,560 updates at the room-exit preset's replay ratio
+CONV = ("dreamer.encoder=conv", "dreamer.cnn_stages=3", "dreamer.cnn_mult=8")  # the committed conv arm
+
+
+def check_room_exit_cuda(gate: Gate, check: Check) -> None:
+    """The fast engine (device execution) training room-exit end to end on CUDA: env steps/s and updates/s of
+    the whole run, the replay ratio it held, the actor's and learner's seconds and how far they overlapped,
+    and the greedy success from every start cell at the end."""
+    if not needs_cuda(gate, check):
+        return
+    out = Path(tempfile.mkdtemp(prefix="gpu-gate-"))
+    sets = [a for key in CONV for a in ("--set", key)]
+    done = gate.sh(check, [sys.executable, "-m", "benchmarks.dreamer.room_exit", "--engines", "fast", "--seeds", "0",
+                           "--steps", str(ROOM_EXIT_STEPS), "--chunk", str(ROOM_EXIT_STEPS), "--start-cells",
+                           "--device", "cuda", *sets, "--runs", str(out / "runs"), "--out", str(out)], 200,
+                   env=dict(gate.child_env(), PYTHONPATH=os.pathsep.join((gate.child_env()["PYTHONPATH"], str(ROOT)))))
+    run = next((p.parent for p in (out / "runs").rglob("greedy_cells.json")), None)
+    if run is not None:
+        check.details = room_exit_figures(run)
+    if done is not None:
+        check.status = "passed" if done.returncode == 0 and run is not None else "failed"
+        check.reason = "" if check.status == "passed" else f"exited {done.returncode} (gpu_gate.log)"
+
+
+def room_exit_figures(run: Path) -> dict:
+    """From a room_exit run folder: its last greedy evaluation and the metrics rows' sums and last values."""
+    import csv
+
+    greedy = json.loads((run / "greedy_cells.json").read_text())[-1]
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+
+    def total(key: str) -> float:
+        return sum(float(r[key]) for r in rows if r.get(key) not in (None, ""))
+
+    actor, learner, wall = total("Time/actor_s"), total("Time/learner_s"), greedy["wall_s"]
+    return {"env_steps": greedy["env_steps"], "updates": greedy["updates"], "wall_s": wall,
+            "env_steps_per_s": greedy["env_steps"] / wall, "updates_per_s": greedy["updates"] / wall,
+            "replay_ratio": float(rows[-1]["Train/replay_ratio"]) if rows else None,
+            "actor_s": actor, "learner_s": learner,
+            # 0: the parts ran one after the other; 1: the shorter part hid entirely under the longer one
+            "overlap": max(0.0, actor + learner - wall) / min(actor, learner) if min(actor, learner) > 0 else None,
+            "greedy_success": greedy["greedy_success"]}
+
+
 CHECKS = (  # (name, body, what it needs): in priority order, the whole inside the budget
     ("install", check_install, ()),
     ("environment", check_environment, ("install",)),
@@ -568,6 +612,7 @@ CHECKS = (  # (name, body, what it needs): in priority order, the whole inside t
     ("pyboy_room_rom", check_pyboy, ("install",)),
     ("pytest_tests_gpu", check_pytest_gpu, ("install", "environment")),
     ("dreamer_train_step_vs_sheeprl_cuda", check_bench_sheeprl, ("install", "environment")),
+    ("dreamer_room_exit_cuda", check_room_exit_cuda, ("install", "environment")),
     ("rlspec_check_triton_compiled", check_contracts_compiled, ("install", "environment")),
 )
 

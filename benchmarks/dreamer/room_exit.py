@@ -225,12 +225,15 @@ def main() -> None:
     p.add_argument("--runs", type=Path, default=Path("runs/bench-room-exit"),
                    help="run directories: RUNS/<engine>/s<seed>")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    p.add_argument("--device", default="cpu", help="where the fast arm (the device execution) runs: cpu "
+                   "(default) or cuda")
     p.add_argument("--report-only", action="store_true", help="no training: the report from --runs")
     p.add_argument("--note", default="", help="a sentence stored in the JSON (what the runs show)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a config override after OVERRIDES (e.g. dreamer.encoder=conv), stored in the JSON")
     args = p.parse_args()
     OVERRIDES.extend(args.set)  # the settings of this invocation: train_engine and report read OVERRIDES
+    ARM_OVERRIDES["fast"] = [f"device={args.device}"]
     torch.set_num_threads(1)
     if not args.report_only:
         for seed in args.seeds:

@@ -142,7 +142,7 @@ def test_run_installs_offline_and_skips_every_gpu_check_without_cuda(tmp_path):
     assert checks["install"]["details"]["wheels"] == ["gate_probe-1.0-py3-none-any.whl"]
     assert checks["environment"]["status"] == "passed" and summary["environment"]["cuda_available"] is False
     for name in ("warp_cuda_kernel", "pytest_tests_gpu", "dreamer_train_step_vs_sheeprl_cuda",
-                 "rlspec_check_triton_compiled"):
+                 "dreamer_room_exit_cuda", "rlspec_check_triton_compiled"):
         assert checks[name]["status"] == "skipped" and "CUDA is not available" in checks[name]["reason"], name
     assert checks["pyboy_room_rom"]["status"] == "passed"  # the ROM runs in PyBoy here (the test env has it)
     assert checks["pyboy_room_rom"]["details"]["rlspec"].startswith(str(tmp_path / "site"))  # not the checkout's
@@ -175,3 +175,21 @@ def test_a_check_past_its_cap_is_killed_and_reported(tmp_path):
     check = gpu_gate.Check("sleeper")
     assert gate.sh(check, [sys.executable, "-c", "import time; time.sleep(60)"], cap=1) is None
     assert check.status == "timed out" and "1 s" in check.reason
+
+
+def test_room_exit_figures_read_the_run_the_way_its_files_hold_it(tmp_path):
+    """Rates over the run's training wall time, the last replay ratio, and the overlap of the actor's and
+    learner's seconds: 0 when they add up to the wall time, 1 when the shorter one hid under the longer."""
+    (tmp_path / "greedy_cells.json").write_text(json.dumps([
+        {"env_steps": 2048, "updates": 256, "wall_s": 10.0, "greedy_success": 0.1},
+        {"env_steps": 4096, "updates": 512, "wall_s": 20.0, "greedy_success": 0.5}]))
+    (tmp_path / "metrics.csv").write_text("step,Train/replay_ratio,Time/actor_s,Time/learner_s\n"
+                                          "2048,31.0,4.0,10.0\n4096,32.0,4.0,10.0\n")
+    figures = gpu_gate.room_exit_figures(tmp_path)
+    assert figures["env_steps_per_s"] == 204.8 and figures["updates_per_s"] == 25.6
+    assert figures["replay_ratio"] == 32.0 and figures["greedy_success"] == 0.5
+    assert (figures["actor_s"], figures["learner_s"]) == (8.0, 20.0)
+    assert figures["overlap"] == 1.0  # 8 + 20 - 20 over 8: the actor hid under the learner
+    (tmp_path / "metrics.csv").write_text("step,Train/replay_ratio,Time/actor_s,Time/learner_s\n"
+                                          "4096,32.0,6.0,14.0\n")
+    assert gpu_gate.room_exit_figures(tmp_path)["overlap"] == 0.0  # 6 + 14 = 20: one after the other
