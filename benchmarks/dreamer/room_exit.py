@@ -53,16 +53,16 @@ OVERRIDES = ["task=room-exit", f"step_limit={STEP_LIMIT}", "num_envs=4", "min_re
              "dreamer.wm_lr=3e-4", "dreamer.actor_lr=3e-4", "dreamer.critic_lr=3e-4"]
 
 
-def random_rate(episodes: int = 20_000, num_envs: int = 256, seed: int = 12345) -> float:
+def random_rate(episodes: int = 20_000, num_envs: int = 256, seed: int = 12345, device: str = "cpu") -> float:
     """Success rate of uniform random actions on the Warp room (room-exit, the contract's step limit)."""
     from rlspec.envs.room.warp_room import RoomVecEnv
 
-    env = RoomVecEnv(num_envs, "room-exit", step_limit=STEP_LIMIT, seed=seed)
+    env = RoomVecEnv(num_envs, "room-exit", step_limit=STEP_LIMIT, seed=seed, device=device)
     env.reset()
     gen = torch.Generator().manual_seed(seed)
     ended = successes = 0
-    while ended < episodes:
-        out = env.step(torch.randint(0, NUM_ACTIONS, (num_envs,), generator=gen), render=False)
+    while ended < episodes:  # the same draws on any device: the actions are drawn on the CPU
+        out = env.step(torch.randint(0, NUM_ACTIONS, (num_envs,), generator=gen).to(device), render=False)
         ended += int((out.terminated | out.truncated).sum())
         successes += int(out.success.sum())
     return successes / ended
@@ -240,7 +240,7 @@ def main() -> None:
             for engine in args.engines:
                 train_engine(engine, run_dir(args.runs, engine, seed), args.steps, args.chunk, seed, args.episodes,
                              args.start_cells)
-    report(args.runs, args.out, list(ARMS), args.seeds[0], args.episodes, random_rate(), args.note)
+    report(args.runs, args.out, list(ARMS), args.seeds[0], args.episodes, random_rate(device=args.device), args.note)
 
 
 if __name__ == "__main__":
