@@ -4,9 +4,12 @@
     python -m rlspec.envs.gameboy.build --check   regenerate and rebuild in a temporary directory, compare
                                                   byte for byte with the committed .s and .gb (exit 1 if not)
 
-1. ``programs.py`` generates NAME.s (sdasgb syntax, one absolute area from 0x0000);
-2. ``sdasgb`` assembles it, ``sdldgb`` links it to Intel hex;
-3. ``makebin -Z -yN`` writes a 32 KiB ROM-only cartridge (no MBC) without the Nintendo logo, title NAME.
+1. ``programs.py`` generates NAME.s (sdasgb syntax, one absolute area from 0x0000 for bank 0 and the fixed
+   0x4000 bank; a banked cartridge adds one area BANKk per ROM bank k >= 1);
+2. ``sdasgb`` assembles it, ``sdldgb`` links it to Intel hex, area BANKk at k << 16 | 0x4000 (``-b``), the
+   address makebin reads as bank k;
+3. ``makebin -Z -yN`` writes the cartridge without the Nintendo logo, title NAME: ROM-only (32 KiB), or as
+   ``programs.CARTS`` says: ``-yt`` type (header 0x147), ``-yo`` ROM banks (0x148), ``-ya`` RAM banks (0x149).
 
 sdcc's assembler/linker/makebin from Debian's sdcc 4.2.0 produced the committed ROMs (``apt-get install -y
 sdcc``); the tests read the committed .gb files, so CI needs no sdcc.
@@ -20,14 +23,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rlspec.envs.gameboy.programs import PROGRAMS
+from rlspec.envs.gameboy.programs import CARTS, PROGRAMS, Cart
 
 HERE = Path(__file__).resolve().parent / "programs"
-COMMANDS = (  # {src}, {build}, {name}, {out}
+COMMANDS = (  # {src}, {build}, {name}, {out}, {banks}: sdldgb's -b options, {cart}: makebin's -y options
     "sdasgb -o {build}/{name}.rel {src}",
-    "sdldgb -i {build}/{name}.ihx {build}/{name}.rel",
-    "makebin -Z -yN -yn {title} {build}/{name}.ihx {out}",
+    "sdldgb {banks} -i {build}/{name}.ihx {build}/{name}.rel",
+    "makebin -Z -yN {cart} -yn {title} {build}/{name}.ihx {out}",
 )
+
+
+def options(cart: Cart) -> dict[str, str]:
+    """The {banks} and {cart} fields of COMMANDS for a cartridge."""
+    banks = " ".join(f"-b BANK{k}=0x{k:X}4000" for k in range(1, cart.rom_banks)) if cart.rom_banks > 2 else ""
+    header = f"-yt 0x{cart.type:02X} -yo {cart.rom_banks} -ya {cart.ram_banks}" if cart != Cart() else ""
+    return dict(banks=banks, cart=header)
 
 
 def build(name: str, out_dir: Path) -> tuple[Path, Path]:
@@ -39,8 +49,9 @@ def build(name: str, out_dir: Path) -> tuple[Path, Path]:
     src.write_text(PROGRAMS[name]())
     with tempfile.TemporaryDirectory() as tmp:
         for command in COMMANDS:
-            subprocess.run(command.format(src=src, build=tmp, name=name, title=name.upper(), out=out).split(),
-                           check=True, capture_output=True)
+            line = command.format(src=src, build=tmp, name=name, title=name.upper(), out=out,
+                                  **options(CARTS.get(name, Cart())))
+            subprocess.run(line.split(), check=True, capture_output=True)
     return src, out
 
 

@@ -22,6 +22,8 @@ the whole of WRAM and HRAM plus the final registers:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 VALUES = (0x00, 0x01, 0x0F, 0x10, 0x7F, 0x80, 0xF0, 0xFF)  # operand grid: nibble and sign boundaries
 R8 = ("b", "c", "d", "e", "h", "l", "(hl)", "a")  # the 3-bit register field
 PAIR_OF = dict(b="bc", c="bc", d="de", e="de", h="hl", l="hl", a="af")
@@ -289,4 +291,293 @@ def flow() -> str:
                     "reti")
 
 
-PROGRAMS = dict(alu=alu, daa=daa, cb=cb, loads=loads, flow=flow)  # name -> source generator
+# ---- increment 2: cartridges, timer, interrupts, PPU timing, DMA, joypad ---------------------------------------
+#
+# Each program below waits for a VBlank (HALT, IME 0) first, so the timer and the PPU are in the same phase in
+# PyBoy (after its boot ROM) and in the core (after POST_BOOT); it logs observations into WRAM and ends on a
+# HALT with IE = 0 and IME = 0. ``record`` (the interrupt vectors jump there with A = the source 0-4) appends
+# one log entry: the source at 0xC080 + n, LY at 0xC180 + n, C at 0xC280 + n (n < 0x60, counted at 0xC0E0);
+# and counts the source at 0xC0F0 + source.
+
+LOG, COUNT = 0xC0E0, 0xC0F0
+HALT_BUG = 0xC3FF  # interrupts: INC B after the HALT bug's HALT ran twice (2; PyBoy 2.8.1 runs it once: 1)
+
+
+@dataclass(frozen=True)
+class Cart:
+    """makebin's header options: -yt type, -yo ROM banks, -ya RAM banks (8 KiB each)."""
+
+    type: int = 0x00
+    rom_banks: int = 2
+    ram_banks: int = 0
+
+
+def _vectors() -> tuple[str, ...]:
+    lines = []
+    for k in range(5):
+        lines += [f"\t.org 0x{0x40 + 8 * k:04X}", "\tpush af", "\tpush hl", f"\tld a, #{k}", "\tjp record"]
+    return tuple(lines)
+
+
+RECORD = ("record:", "push bc", "ld b, a", f"ld hl, #0x{COUNT:04X}", "add a, l", "ld l, a", "inc (hl)",
+          f"ld hl, #0x{LOG:04X}", "ld a, (hl)", "cp #0xE0", "jr z, record_full", "inc (hl)", "ld l, a", "ld (hl), b",
+          "inc h", "ldh a, (0x44)", "ld (hl), a", "inc h", "ld (hl), c", "record_full:", "pop bc", "pop hl",
+          "pop af", "reti")
+
+
+class Io(Program):
+    """A program with the interrupt vectors, ``record`` and the VBlank synchronisation at its start."""
+
+    def __init__(self, name: str, vectors: bool = True):
+        super().__init__(name, vectors=_vectors() if vectors else ())
+        self.labels = iter(range(10_000))
+        self.emit("di", "ld a, #0x80", f"ld (0x{LOG:04X}), a", "xor a", "ldh (0xFF), a")
+        self.sync()
+
+    def label(self) -> str:
+        return f"l{next(self.labels)}"
+
+    def sync(self) -> None:
+        """Wait for the next VBlank (IE = VBlank, IME 0: HALT wakes without a dispatch), then IF = 0, DIV = 0."""
+        self.emit("ld a, #0x01", "ldh (0xFF), a", "xor a", "ldh (0x0F), a", "halt", "nop", "xor a", "ldh (0x0F), a",
+                  "ldh (0x04), a")
+
+    def wait(self, n: int) -> None:
+        """About 4n M-cycles (ld b,n; dec b; jr nz)."""
+        t = self.label()
+        self.emit(f"ld b, #{n}", f"{t}:", "dec b", f"jr nz, {t}")
+
+    def store(self, io: int) -> None:
+        """A = the IO register 0xFF00 + io, stored at (HL+)."""
+        self.emit(f"ldh a, (0x{io:02X})", "ld (hl+), a")
+
+    def finish(self, *tail: str) -> str:
+        self.emit("di", "xor a", "ldh (0xFF), a")
+        return super().finish(*RECORD, *tail)
+
+
+def timer() -> str:
+    p = Io("timer")
+    p.emit("ld hl, #0xC400")
+    p.emit("; DIV after fixed delays")
+    for n in (1, 10, 40, 63, 64, 65, 100, 200):
+        p.emit("xor a", "ldh (0x04), a")
+        p.wait(n)
+        p.store(0x04)
+    p.emit("; TIMA at every TAC (enabled and not), sampled four times")
+    for tac in (0, 4, 5, 6, 7, 1):
+        p.emit("xor a", "ldh (0x05), a", "ldh (0x04), a", f"ld a, #0x{tac:02X}", "ldh (0x07), a")
+        for n in (3, 17, 50, 130):
+            p.wait(n)
+            p.store(0x05)
+        p.store(0x07)
+    p.emit("; TIMA around an overflow (reads 0 for one M-cycle, then TMA) and IF", "ld a, #0x05", "ldh (0x07), a")
+    p.emit("ld a, #0xA5", "ldh (0x06), a", "xor a", "ldh (0x0F), a", "ld a, #0xFE", "ldh (0x05), a")
+    for _ in range(12):
+        p.store(0x05)
+    p.store(0x0F)
+    p.emit("; overflow interrupts counted over a fixed time (TMA 0xF0, 262144 Hz)", "ld a, #0xF0", "ldh (0x06), a",
+           "ldh (0x05), a", "ld a, #0x04", "ldh (0xFF), a", "xor a", "ldh (0x0F), a", "ei")
+    for _ in range(6):
+        p.wait(250)
+    p.emit("di", "xor a", "ldh (0xFF), a")
+    p.emit("; DIV writes: each resets the divider, a falling edge of the selected bit increments TIMA")
+    for gap in (1, 2, 3, 5):
+        p.emit("xor a", "ldh (0x05), a", "ld a, #0x05", "ldh (0x07), a")
+        for _ in range(8):
+            p.emit("ldh (0x04), a")
+            p.wait(gap)
+        p.store(0x05)
+    p.emit("; TAC writes: disabling or switching when the selected bit is 1 increments TIMA")
+    for first, second, n in ((0x05, 0x04, 1), (0x05, 0x04, 2), (0x05, 0x06, 2), (0x07, 0x01, 7), (0x06, 0x00, 3)):
+        p.emit("xor a", "ldh (0x05), a", "ldh (0x04), a", f"ld a, #0x{first:02X}", "ldh (0x07), a")
+        p.wait(n)
+        p.emit(f"ld a, #0x{second:02X}", "ldh (0x07), a")
+        p.store(0x05)
+    return p.finish()
+
+
+def interrupts() -> str:
+    p = Io("interrupts")
+    p.emit("ld hl, #0xC400", "ld c, #0")
+    p.emit("; priority: all five pending, dispatched one after another (each RETI enables IME)", "ld a, #0x1F",
+           "ldh (0xFF), a", "ldh (0x0F), a", "ei", "nop", "di")
+    p.emit("; EI's delay: the dispatch follows the instruction after EI; EI; DI dispatches nothing", "ld a, #0x04",
+           "ldh (0xFF), a", "ldh (0x0F), a", "ld c, #0x10", "ei", "di", "ld c, #0x20", "ei", "inc c", "inc c", "di")
+    p.emit("; HALT with IME 0 wakes on the timer without a dispatch", "ld a, #0x05", "ldh (0x07), a",
+           "ld a, #0xFD", "ldh (0x05), a", "xor a", "ldh (0x0F), a", "halt", "nop")
+    p.store(0x0F)
+    p.store(0x05)
+    p.emit("; HALT with IME 1 dispatches, then runs on after the HALT", "ld a, #0xFD", "ldh (0x05), a", "xor a",
+           "ldh (0x0F), a", "ld c, #0x30", "ei", "nop", "halt", "inc c", "di", "ld a, c", "ld (hl+), a")
+    p.emit("; HALT wakes on VBlank and STAT (LYC) too, lowest bit first", "xor a", "ldh (0x07), a", "ld a, #0x03",
+           "ldh (0xFF), a", "ld a, #0x40", "ldh (0x41), a", "ld a, #0x30", "ldh (0x45), a", "xor a", "ldh (0x0F), a",
+           "ld c, #0x40", "ei", "nop", "halt", "nop", "halt", "nop", "di", "xor a", "ldh (0x41), a")
+    p.emit("; the HALT bug: HALT with IME 0 and an interrupt pending reads the next byte twice", "ld a, #0x04",
+           "ldh (0xFF), a", "ldh (0x0F), a", "ld b, #0", "halt", "inc b", "ld a, b", f"ld (0x{HALT_BUG:04X}), a",
+           "ld b, #0")
+    return p.finish()
+
+
+def ppu() -> str:
+    p = Io("ppu")
+    p.emit("ld hl, #0xC400")
+    p.emit("; LY sampled every ~120 M-cycles over a frame, from a VBlank")
+    p.sync()
+    for _ in range(150):
+        p.store(0x44)
+        p.wait(28)
+    p.emit("; STAT's mode at fixed points of line 20 (HALT on LYC = 20)", "ld a, #0x40", "ldh (0x41), a",
+           "ld a, #20", "ldh (0x45), a", "ld a, #0x02", "ldh (0xFF), a", "xor a", "ldh (0x0F), a", "halt", "nop")
+    for _ in range(12):
+        p.store(0x41)
+        p.wait(3)
+    p.emit("; LYC interrupts at lines 0x42 and 0x90, HBlank (mode 0) and OAM (mode 2) interrupts over a frame")
+    p.emit("ld a, #0x42", "ldh (0x45), a", "xor a", "ldh (0x0F), a", "ld c, #0x50", "ei", "nop", "halt", "nop",
+           "di", "ld a, #0x90", "ldh (0x45), a", "xor a", "ldh (0x0F), a", "ei", "nop", "halt", "nop", "di")
+    for stat in (0x08, 0x20, 0x10, 0x48):
+        p.sync()
+        p.emit(f"ld a, #0x{stat:02X}", "ldh (0x41), a", "ld a, #0x03", "ldh (0xFF), a", "xor a", "ldh (0x0F), a",
+               f"ld c, #0x{stat:02X}", "ei")
+        for _ in range(4):
+            p.wait(250)
+        for _ in range(3):
+            p.wait(180)
+        p.emit("di", "xor a", "ldh (0x41), a")
+        p.emit(f"ld a, (0x{COUNT + 1:04X})", "ld (hl+), a", "xor a", f"ld (0x{COUNT + 1:04X}), a")
+    p.emit("; VBlank interrupts over about five frames", "ld a, #0x01", "ldh (0xFF), a", "xor a", "ldh (0x0F), a",
+           "ld c, #0x60", "ei")
+    for _ in range(85):
+        p.wait(255)
+    p.emit("di")
+    p.emit("; DIV and TIMA (4096 Hz) over two frames, from a VBlank to the VBlank two frames on")
+    p.sync()
+    p.emit("ld a, #0x04", "ldh (0x07), a", "xor a", "ldh (0x05), a", "ldh (0x04), a")
+    for _ in range(2):
+        p.emit("xor a", "ldh (0x0F), a", "halt", "nop")
+    p.store(0x04)
+    p.store(0x05)
+    p.emit("xor a", "ldh (0x07), a")
+    p.emit("; LCD off: LY 0, mode 0; on again: LY counts from 0")
+    p.sync()
+    p.emit("ld a, #0x11", "ldh (0x40), a")
+    p.store(0x44)
+    p.store(0x41)
+    p.wait(200)
+    p.store(0x44)
+    p.emit("ld a, #0x91", "ldh (0x40), a")
+    p.wait(250)
+    p.store(0x44)
+    return p.finish()
+
+
+def dma() -> str:
+    p = Io("dma", vectors=False)
+    p.emit("ld hl, #0xC100", "ld b, #160", "ld a, #0x07", "dma_fill:", "ld (hl+), a", "add a, #0x0D", "dec b",
+           "jr nz, dma_fill")
+    p.emit("; DMA from WRAM 0xC100, wait 160 M-cycles, then (LCD off) copy OAM to 0xC400", "ld a, #0xC1",
+           "ldh (0x46), a")
+    p.wait(45)
+    p.sync()
+    p.emit("xor a", "ldh (0x40), a", "ld hl, #0xFE00", "ld de, #0xC400", "ld b, #160", "dma_copy:", "ld a, (hl+)",
+           "ld (de), a", "inc de", "dec b", "jr nz, dma_copy")
+    p.store(0x46)
+    p.emit("; DMA from ROM 0x0200 with the LCD off: OAM is compared at the end", "ld a, #0x02", "ldh (0x46), a")
+    p.wait(45)
+    p.emit("ld a, #0x91", "ldh (0x40), a")
+    return p.finish()
+
+
+def joypad() -> str:
+    p = Io("joypad")
+    p.emit("ld hl, #0xC400", "; the d-pad selected; HALT until the joypad interrupt (the test presses Down and A)",
+           "ld a, #0x20", "ldh (0x00), a", "ld a, #0x10", "ldh (0xFF), a", "xor a", "ldh (0x0F), a", "ld c, #0x70",
+           "ei", "nop", "halt", "nop", "di")
+    for select in (0x20, 0x10, 0x20):
+        p.emit(f"ld a, #0x{select:02X}", "ldh (0x00), a")
+        p.wait(2)
+        p.emit("ldh a, (0x00)", "and #0x0F", "ld (hl+), a")  # the lines only: PyBoy reads P14/P15 back as 0
+    return p.finish()
+
+
+def _banks(n: int) -> tuple[str, ...]:
+    """Bank k (1..n-1) starts with the marker bytes k, k ^ 0xFF (area BANKk, linked at bank k's 0x4000), and has
+    0x00 at 0x4104: PyBoy takes a 64-bank MBC1 cartridge whose banks all repeat bank 0's 0x0104-0x0133 (the logo)
+    for an MBC1M multicart."""
+    return tuple(line for k in range(1, n) for line in (f"\t.area BANK{k}", f"\t.db 0x{k:02X}, 0x{k ^ 0xFF:02X}",
+                                                         "\t.ds 0x102", "\t.db 0x00"))
+
+
+def _read_banks(p: Program, writes: tuple[tuple[int, int], ...]) -> None:
+    """Each (address, value) MBC write, then the byte at 0x4000 stored at (HL+)."""
+    for address, value in writes:
+        p.emit(f"ld a, #0x{value:02X}", f"ld (0x{address:04X}), a", "ld a, (0x4000)", "ld (hl+), a")
+
+
+def _ram_banks(p: Program, select: str, banks: range, base: int) -> None:
+    """Write base + k to 0xA000 and 0xBFFF of each RAM bank k, then read them all back to (HL+)."""
+    for k in banks:
+        p.emit(f"ld a, #0x{k:02X}", f"ld ({select}), a", f"ld a, #0x{base + k:02X}", "ld (0xA000), a",
+               f"ld a, #0x{base + 2 * k:02X}", "ld (0xBFFF), a")
+    for k in banks:
+        p.emit(f"ld a, #0x{k:02X}", f"ld ({select}), a", "ld a, (0xA000)", "ld (hl+), a", "ld a, (0xBFFF)",
+               "ld (hl+), a")
+
+
+def mbc1() -> str:
+    p = Io("mbc1", vectors=False)
+    p.emit("ld hl, #0xC400", "; ROM banks (5-bit, 0 reads as 1, upper 2 bits in mode 0)")
+    _read_banks(p, ((0x2000, 1), (0x2000, 2), (0x2100, 7), (0x3FFF, 0x1F), (0x2000, 0), (0x2000, 0x21),
+                    (0x4000, 1), (0x2000, 0x05), (0x2000, 0), (0x4000, 0), (0x2000, 0x1E)))
+    p.emit("; RAM disabled reads 0xFF", "ld a, (0xA000)", "ld (hl+), a")
+    p.emit("; mode 1 maps bank upper2 << 5 at 0x0000 and selects the RAM bank: run from WRAM (0xD000), as the code "
+           "in bank 0 is unmapped", "ld de, #0xD000", "ld bc, #mbc1_wram", "mbc1_copy:", "ld a, (bc)", "ld (de), a",
+           "inc bc", "inc de", "ld a, c", "cp #<mbc1_wram_end", "jr nz, mbc1_copy", "call 0xD000")
+    p.emit("; mode 0: RAM bank 0 whatever the upper bits; RAM disabled again", "ld a, #3", "ld (0x4000), a",
+           "ld a, (0xA000)", "ld (hl+), a", "ld a, #0x00", "ld (0x0000), a", "ld a, (0xA000)", "ld (hl+), a",
+           "ld (0x4000), a")
+    routine = Program("mbc1_wram")
+    routine.lines = []
+    routine.emit("ld a, #1", "ld (0x4000), a", "ld (0x6000), a", "ld a, (0x0000)", "ld (hl+), a", "ld a, (0x0001)",
+                 "ld (hl+), a", "ld a, (0x4000)", "ld (hl+), a", "ld a, #0x0A", "ld (0x0000), a")
+    _ram_banks(routine, "0x4000", range(4), 0x50)
+    routine.emit("xor a", "ld (0x6000), a", "ld (0x4000), a", "ld a, (0x0000)", "ld (hl+), a", "ret")
+    return p.finish("mbc1_wram:", *routine.lines, "mbc1_wram_end:", *_banks(64))
+
+
+def mbc3() -> str:
+    p = Io("mbc3", vectors=False)
+    p.emit("ld hl, #0xC400", "; ROM banks (7-bit, 0 reads as 1, past the end wraps)")
+    _read_banks(p, ((0x2000, 1), (0x2000, 5), (0x3000, 0x0F), (0x2000, 0), (0x2000, 0x45), (0x2000, 0x83)))
+    p.emit("; RAM banks 0-3", "ld a, #0x0A", "ld (0x0000), a")
+    _ram_banks(p, "0x4000", range(4), 0x30)
+    p.emit("; the clock registers (halted first): written, latched (0 then 1), read back; a write after the "
+           "latch reads the latched value until the next latch")
+    for reg, value in ((0x0C, 0x40), (0x08, 0x25), (0x09, 0x3B), (0x0A, 0x17), (0x0B, 0xA5), (0x0C, 0x41)):
+        p.emit(f"ld a, #0x{reg:02X}", "ld (0x4000), a", f"ld a, #0x{value:02X}", "ld (0xA000), a")
+    p.emit("xor a", "ld (0x6000), a", "inc a", "ld (0x6000), a", "ld a, #0x08", "ld (0x4000), a", "ld a, #0x11",
+           "ld (0xA000), a")
+    for reg in range(0x08, 0x0D):
+        p.emit(f"ld a, #0x{reg:02X}", "ld (0x4000), a", "ld a, (0xA000)", "ld (hl+), a")
+    p.emit("xor a", "ld (0x6000), a", "inc a", "ld (0x6000), a", "ld a, #0x08", "ld (0x4000), a", "ld a, (0xA000)",
+           "ld (hl+), a", "ld a, #0x02", "ld (0x4000), a", "ld a, (0xA000)", "ld (hl+), a")
+    return p.finish(*_banks(16))
+
+
+def mbc5() -> str:
+    p = Io("mbc5", vectors=False)
+    p.emit("ld hl, #0xC400", "; ROM banks (9-bit, bank 0 allowed, past the end wraps)")
+    _read_banks(p, ((0x2000, 1), (0x2000, 0), (0x2FFF, 0x1F), (0x2000, 0x13), (0x3000, 1), (0x2000, 0x05),
+                    (0x3000, 0), (0x2000, 0x25)))
+    p.emit("; RAM banks 0-15", "ld a, #0x0A", "ld (0x0000), a")
+    _ram_banks(p, "0x4000", range(16), 0x60)
+    p.emit("xor a", "ld (0x0000), a", "ld a, (0xA000)", "ld (hl+), a")
+    return p.finish(*_banks(32))
+
+
+PROGRAMS = dict(alu=alu, daa=daa, cb=cb, loads=loads, flow=flow, timer=timer, interrupts=interrupts, ppu=ppu,
+                dma=dma, joypad=joypad, mbc1=mbc1, mbc3=mbc3, mbc5=mbc5)  # name -> source generator
+CARTS = dict(mbc1=Cart(0x03, 64, 4), mbc3=Cart(0x10, 16, 4), mbc5=Cart(0x1B, 32, 16))  # the rest: ROM-only
+FRAMES = dict(alu=12, daa=12, cb=12, loads=12, flow=8, timer=12, interrupts=8, ppu=20, dma=10, joypad=10, mbc1=8,
+              mbc3=8, mbc5=8)  # frames each program needs (with slack)
+PRESS = dict(joypad=(6, ("down", "a")))  # name -> (frame, buttons pressed from then on)

@@ -1,85 +1,55 @@
-"""The SM83 (DMG Game Boy) CPU as an NVIDIA Warp kernel: one emulator per Warp thread, ``device="cpu"`` or CUDA.
+"""The SM83 (DMG Game Boy) CPU as Warp functions over a ``Machine`` (hardware.py), one env per Warp thread.
 
 Sources (facts only, no emulator's code): Pan Docs, "CPU Registers and Flags", "CPU Instruction Set",
-"Power Up Sequence", "Memory Map" (https://gbdev.io/pandocs/); the gbdev opcode table
-(https://gbdev.io/gb-opcodes/optables/) for lengths and M-cycle counts; the x/y/z/p/q decoding of the
-Z80-family opcode byte (op = x:2 y:3 z:3, y = p:2 q:1), which the SM83 table follows.
+"Interrupts", "halt bug" (https://gbdev.io/pandocs/); the gbdev opcode table (https://gbdev.io/gb-opcodes/
+optables/) for lengths and M-cycle counts; the x/y/z/p/q decoding of the Z80-family opcode byte (op = x:2 y:3
+z:3, y = p:2 q:1), which the SM83 table follows.
 
-State per env (``State``, numpy after ``run``; N envs):
+Registers: ``m.regs[i]`` is B C D E H L F A; F sits at index 6, where the 3-bit register field means (HL), so
+``regs[i, r]`` is register r for every r != 6; pairs BC DE HL are (0,1) (2,3) (4,5), AF is (7,6).
 
-* ``regs``   [N, 8] int32: B C D E H L F A. F sits at index 6, where the 3-bit register field means (HL),
-  so ``regs[i, r]`` is register r for every r != 6; pairs BC DE HL are (0,1) (2,3) (4,5), AF is (7,6);
-* ``sp``, ``pc`` [N] int32; ``ime`` [N] int32 (0/1); ``ei_delay`` [N] int32 (EI's pending enable);
-* ``status`` [N] int32: RUNNING, HALTED (HALT executed), STOPPED (STOP executed), LOCKED (illegal opcode;
-  PC left on it); an env that is not RUNNING is not stepped again;
-* ``cycles`` [N] int64 (M-cycles), ``instructions`` [N] int32 (executed, the locking fetch not counted);
-* ``opcodes`` [N, 512] int32: how often each base opcode (0..255) and CB opcode (256 + op) executed;
-* ``memory`` [N, 65536] uint8: the flat address space (no MBC, no IO side effects in this increment).
+``step`` is one CPU step: dispatch a pending interrupt (IME = 1: priority VBlank, STAT, Timer, Serial, Joypad;
+5 M-cycles, IME cleared, PC pushed, jump to 0x40/48/50/58/60), or one HALTed M-cycle (HALT waits for
+IE & IF != 0, with or without IME), or one instruction; then the hardware catches up with its cycles. EI sets
+IME after the next instruction; a STOP or an illegal opcode (the CPU hangs; PC left on it) freezes the env.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
 import warp as wp
 
-wp.config.log_level = wp.LOG_WARNING  # no banner or module-load lines on stdout: a command's stdout is its result
-wp.init()
-wp.set_module_options({"enable_backward": False})
+from rlspec.envs.gameboy.hardware import HALTED, LOCKED, RUNNING, STOPPED, Machine, sync
+from rlspec.envs.gameboy.memory import read, write
 
-ROM_SIZE = 0x8000  # a ROM-only cartridge (no MBC): 0x0000-0x7FFF
-MEMORY_SIZE = 0x10000
-REGISTERS = ("B", "C", "D", "E", "H", "L", "F", "A")  # the columns of State.regs
-RUNNING, HALTED, STOPPED, LOCKED = 0, 1, 2, 3
-STATUS_NAMES = ("running", "halted", "stopped", "locked")
-# Pan Docs "Power Up Sequence", DMG: registers as the boot ROM leaves them (F = Z, H and C set: the header
-# checksum byte 0x014D is non-zero, as makebin writes it).
-POST_BOOT = dict(A=0x01, F=0xB0, B=0x00, C=0x13, D=0x00, E=0xD8, H=0x01, L=0x4D, SP=0xFFFE, PC=0x0100)
 ILLEGAL = (0xD3, 0xDB, 0xDD, 0xE3, 0xE4, 0xEB, 0xEC, 0xED, 0xF4, 0xFC, 0xFD)
 
 _RUNNING, _HALTED, _STOPPED, _LOCKED = (wp.constant(s) for s in (RUNNING, HALTED, STOPPED, LOCKED))
 _F, _A = wp.constant(6), wp.constant(7)  # columns of regs
 
-Mem = wp.array2d(dtype=wp.uint8)  # [N, 65536]
-Regs = wp.array2d(dtype=wp.int32)  # [N, 8]
-Vec = wp.array(dtype=wp.int32)  # [N]
-
-
-# ---- memory: ROM read-only, echo RAM -------------------------------------------------------------------------
 
 @wp.func
-def _rd(mem: Mem, i: int, addr: int) -> int:
-    """The byte at addr; 0xE000-0xFDFF reads 0xC000-0xDDFF (Pan Docs "Echo RAM")."""
-    a = addr
-    if a >= 0xE000 and a < 0xFE00:
-        a = a - 0x2000
-    return int(mem[i, a])
+def _pending(m: Machine, i: int) -> int:
+    """IE & IF: the interrupts requested and enabled."""
+    return int(m.hram[i, 127]) & int(m.io[i, 0x0F]) & m.interrupts
 
 
 @wp.func
-def _wr(mem: Mem, i: int, addr: int, v: int):
-    """Store v at addr; writes to the ROM (0x0000-0x7FFF) are dropped (no MBC), echo RAM writes WRAM."""
-    if addr >= 0x8000:
-        a = addr
-        if a >= 0xE000 and a < 0xFE00:
-            a = a - 0x2000
-        mem[i, a] = wp.uint8(v & 0xFF)
+def _fetch(m: Machine, i: int) -> int:
+    """The byte at PC; PC advances, except once after the HALT bug (Pan Docs "halt bug")."""
+    p = m.pc[i]
+    if m.halt_bug[i] == 1:
+        m.halt_bug[i] = 0
+    else:
+        m.pc[i] = (p + 1) & 0xFFFF
+    m.fetched[i] = m.fetched[i] + 1
+    return read(m, i, p)
 
 
 @wp.func
-def _fetch(mem: Mem, pc: Vec, i: int) -> int:
-    """The byte at PC; PC advances."""
-    p = pc[i]
-    pc[i] = (p + 1) & 0xFFFF
-    return _rd(mem, i, p)
-
-
-@wp.func
-def _fetch16(mem: Mem, pc: Vec, i: int) -> int:
+def _fetch16(m: Machine, i: int) -> int:
     """A little-endian 16-bit immediate."""
-    lo = _fetch(mem, pc, i)
-    return lo | (_fetch(mem, pc, i) << 8)
+    lo = _fetch(m, i)
+    return lo | (_fetch(m, i) << 8)
 
 
 @wp.func
@@ -89,81 +59,81 @@ def _signed(u: int) -> int:
 
 
 @wp.func
-def _push(mem: Mem, sp: Vec, i: int, v: int):
+def _push(m: Machine, i: int, v: int):
     """SP -= 2; high byte at SP+1, low byte at SP."""
-    s = (sp[i] - 1) & 0xFFFF
-    _wr(mem, i, s, v >> 8)
+    s = (m.sp[i] - 1) & 0xFFFF
+    write(m, i, s, v >> 8)
     s = (s - 1) & 0xFFFF
-    _wr(mem, i, s, v & 0xFF)
-    sp[i] = s
+    write(m, i, s, v & 0xFF)
+    m.sp[i] = s
 
 
 @wp.func
-def _pop(mem: Mem, sp: Vec, i: int) -> int:
-    s = sp[i]
-    lo = _rd(mem, i, s)
-    hi = _rd(mem, i, (s + 1) & 0xFFFF)
-    sp[i] = (s + 2) & 0xFFFF
+def _pop(m: Machine, i: int) -> int:
+    s = m.sp[i]
+    lo = read(m, i, s)
+    hi = read(m, i, (s + 1) & 0xFFFF)
+    m.sp[i] = (s + 2) & 0xFFFF
     return lo | (hi << 8)
 
 
 # ---- registers -----------------------------------------------------------------------------------------------
 
 @wp.func
-def _hl(regs: Regs, i: int) -> int:
-    return (regs[i, 4] << 8) | regs[i, 5]
+def _hl(m: Machine, i: int) -> int:
+    return (m.regs[i, 4] << 8) | m.regs[i, 5]
 
 
 @wp.func
-def _get8(regs: Regs, mem: Mem, i: int, r: int) -> int:
+def _get8(m: Machine, i: int, r: int) -> int:
     """The 3-bit register field r: B C D E H L (HL) A."""
     if r == 6:
-        return _rd(mem, i, _hl(regs, i))
-    return regs[i, r]
+        return read(m, i, _hl(m, i))
+    return m.regs[i, r]
 
 
 @wp.func
-def _set8(regs: Regs, mem: Mem, i: int, r: int, v: int):
+def _set8(m: Machine, i: int, r: int, v: int):
     if r == 6:
-        _wr(mem, i, _hl(regs, i), v)
+        write(m, i, _hl(m, i), v)
     else:
-        regs[i, r] = v & 0xFF
+        m.regs[i, r] = v & 0xFF
 
 
 @wp.func
-def _get16(regs: Regs, sp: Vec, i: int, p: int) -> int:
+def _get16(m: Machine, i: int, p: int) -> int:
     """The 2-bit pair field p of LD rr,nn / INC rr / DEC rr / ADD HL,rr: BC DE HL SP."""
     if p == 3:
-        return sp[i]
-    return (regs[i, 2 * p] << 8) | regs[i, 2 * p + 1]
+        return m.sp[i]
+    return (m.regs[i, 2 * p] << 8) | m.regs[i, 2 * p + 1]
 
 
 @wp.func
-def _set16(regs: Regs, sp: Vec, i: int, p: int, v: int):
+def _set16(m: Machine, i: int, p: int, v: int):
     if p == 3:
-        sp[i] = v & 0xFFFF
+        m.sp[i] = v & 0xFFFF
     else:
-        regs[i, 2 * p] = (v >> 8) & 0xFF
-        regs[i, 2 * p + 1] = v & 0xFF
+        m.regs[i, 2 * p] = (v >> 8) & 0xFF
+        m.regs[i, 2 * p + 1] = v & 0xFF
 
 
 @wp.func
-def _get_stack_pair(regs: Regs, i: int, p: int) -> int:
+def _get_stack_pair(m: Machine, i: int, p: int) -> int:
     """The pair field of PUSH/POP: BC DE HL AF."""
     if p == 3:
-        return (regs[i, _A] << 8) | regs[i, _F]
-    return (regs[i, 2 * p] << 8) | regs[i, 2 * p + 1]
+        return (m.regs[i, _A] << 8) | m.regs[i, _F]
+    return (m.regs[i, 2 * p] << 8) | m.regs[i, 2 * p + 1]
 
 
 @wp.func
-def _set_stack_pair(regs: Regs, i: int, p: int, v: int):
+def _set_stack_pair(m: Machine, i: int, p: int, v: int):
     """POP: F's low nibble does not exist and reads 0."""
     if p == 3:
-        regs[i, _A] = (v >> 8) & 0xFF
-        regs[i, _F] = v & 0xF0
+        m.regs[i, _A] = (v >> 8) & 0xFF
+        m.regs[i, _F] = v & 0xF0
     else:
-        regs[i, 2 * p] = (v >> 8) & 0xFF
-        regs[i, 2 * p + 1] = v & 0xFF
+        m.regs[i, 2 * p] = (v >> 8) & 0xFF
+        m.regs[i, 2 * p + 1] = v & 0xFF
 
 
 # ---- flags ---------------------------------------------------------------------------------------------------
@@ -175,14 +145,14 @@ def _flags(z: bool, n: bool, h: bool, c: bool) -> int:
 
 
 @wp.func
-def _carry(regs: Regs, i: int) -> int:
-    return (regs[i, _F] >> 4) & 1
+def _carry(m: Machine, i: int) -> int:
+    return (m.regs[i, _F] >> 4) & 1
 
 
 @wp.func
-def _condition(regs: Regs, i: int, cc: int) -> bool:
+def _condition(m: Machine, i: int, cc: int) -> bool:
     """The 2-bit condition field: NZ Z NC C."""
-    f = regs[i, _F]
+    f = m.regs[i, _F]
     flag = wp.where(cc < 2, (f >> 7) & 1, (f >> 4) & 1)
     return flag == (cc & 1)
 
@@ -190,11 +160,11 @@ def _condition(regs: Regs, i: int, cc: int) -> bool:
 # ---- operation groups ----------------------------------------------------------------------------------------
 
 @wp.func
-def _alu(regs: Regs, i: int, y: int, b: int):
+def _alu(m: Machine, i: int, y: int, b: int):
     """A = A op b for op y: ADD ADC SUB SBC AND XOR OR CP (CP keeps A). H is the carry out of bit 3 (borrow
     into bit 4 for SUB/SBC/CP), C the carry out of bit 7 (borrow); AND sets H."""
-    a = regs[i, _A]
-    c = wp.where(y == 1 or y == 3, _carry(regs, i), 0)
+    a = m.regs[i, _A]
+    c = wp.where(y == 1 or y == 3, _carry(m, i), 0)
     r = 0
     f = 0
     if y < 2:
@@ -212,9 +182,9 @@ def _alu(regs: Regs, i: int, y: int, b: int):
     else:
         r = a - b - c
         f = _flags((r & 0xFF) == 0, True, (a & 0xF) - (b & 0xF) - c < 0, r < 0)
-    regs[i, _F] = f
+    m.regs[i, _F] = f
     if y != 7:
-        regs[i, _A] = r & 0xFF
+        m.regs[i, _A] = r & 0xFF
 
 
 @wp.func
@@ -271,63 +241,63 @@ def _daa(a: int, f: int) -> int:
 
 
 @wp.func
-def _accumulator(regs: Regs, i: int, y: int):
+def _accumulator(m: Machine, i: int, y: int):
     """Block 0, z = 7: RLCA RRCA RLA RRA (as CB's RLC RRC RL RR on A but Z = 0), DAA, CPL, SCF, CCF."""
-    a = regs[i, _A]
-    f = regs[i, _F]
+    a = m.regs[i, _A]
+    f = m.regs[i, _F]
     if y < 4:
-        rc = _shift(y, a, _carry(regs, i))
-        regs[i, _A] = rc & 0xFF
-        regs[i, _F] = _flags(False, False, False, (rc >> 8) == 1)
+        rc = _shift(y, a, _carry(m, i))
+        m.regs[i, _A] = rc & 0xFF
+        m.regs[i, _F] = _flags(False, False, False, (rc >> 8) == 1)
     elif y == 4:
         af = _daa(a, f)
-        regs[i, _A] = af & 0xFF
-        regs[i, _F] = af >> 8
+        m.regs[i, _A] = af & 0xFF
+        m.regs[i, _F] = af >> 8
     elif y == 5:
-        regs[i, _A] = a ^ 0xFF
-        regs[i, _F] = f | 0x60
+        m.regs[i, _A] = a ^ 0xFF
+        m.regs[i, _F] = f | 0x60
     elif y == 6:
-        regs[i, _F] = (f & 0x80) | 0x10
+        m.regs[i, _F] = (f & 0x80) | 0x10
     else:
-        regs[i, _F] = (f & 0x80) | ((f & 0x10) ^ 0x10)
+        m.regs[i, _F] = (f & 0x80) | ((f & 0x10) ^ 0x10)
 
 
 @wp.func
-def _sp_offset(regs: Regs, sp: Vec, i: int, u: int) -> int:
+def _sp_offset(m: Machine, i: int, u: int) -> int:
     """SP + e of ADD SP,e and LD HL,SP+e: Z = N = 0, H and C the carries out of bits 3 and 7 of the
     unsigned low-byte addition SP.lo + u."""
-    s = sp[i]
-    regs[i, _F] = _flags(False, False, (s & 0xF) + (u & 0xF) > 0xF, (s & 0xFF) + u > 0xFF)
+    s = m.sp[i]
+    m.regs[i, _F] = _flags(False, False, (s & 0xF) + (u & 0xF) > 0xF, (s & 0xFF) + u > 0xFF)
     return (s + _signed(u)) & 0xFFFF
 
 
 @wp.func
-def _prefix_cb(regs: Regs, mem: Mem, pc: Vec, i: int, opcodes: Regs) -> int:
+def _prefix_cb(m: Machine, i: int) -> int:
     """A CB-prefixed opcode (x: shift group / BIT / RES / SET; y: operation or bit; z: register). Returns its
     M-cycles including the prefix: 2, with (HL) 4, BIT b,(HL) 3."""
-    op = _fetch(mem, pc, i)
-    opcodes[i, 256 + op] = opcodes[i, 256 + op] + 1
+    op = _fetch(m, i)
+    m.opcodes[i, 256 + op] = m.opcodes[i, 256 + op] + 1
     x = op >> 6
     y = (op >> 3) & 7
     z = op & 7
-    v = _get8(regs, mem, i, z)
+    v = _get8(m, i, z)
     if x == 1:
         bit_clear = ((v >> y) & 1) == 0
-        regs[i, _F] = (regs[i, _F] & 0x10) | _flags(bit_clear, False, True, False)
+        m.regs[i, _F] = (m.regs[i, _F] & 0x10) | _flags(bit_clear, False, True, False)
         return wp.where(z == 6, 3, 2)
     if x == 0:
-        rc = _shift(y, v, _carry(regs, i))
-        regs[i, _F] = _flags((rc & 0xFF) == 0, False, False, (rc >> 8) == 1)
-        _set8(regs, mem, i, z, rc)
+        rc = _shift(y, v, _carry(m, i))
+        m.regs[i, _F] = _flags((rc & 0xFF) == 0, False, False, (rc >> 8) == 1)
+        _set8(m, i, z, rc)
     elif x == 2:
-        _set8(regs, mem, i, z, v & ((1 << y) ^ 0xFF))
+        _set8(m, i, z, v & ((1 << y) ^ 0xFF))
     else:
-        _set8(regs, mem, i, z, v | (1 << y))
+        _set8(m, i, z, v | (1 << y))
     return wp.where(z == 6, 4, 2)
 
 
 @wp.func
-def _block0(regs: Regs, mem: Mem, sp: Vec, pc: Vec, status: Vec, i: int, y: int, z: int) -> int:
+def _block0(m: Machine, i: int, y: int, z: int) -> int:
     """Opcodes 0x00-0x3F; returns M-cycles."""
     p = y >> 1
     q = y & 1
@@ -335,260 +305,224 @@ def _block0(regs: Regs, mem: Mem, sp: Vec, pc: Vec, status: Vec, i: int, y: int,
         if y == 0:  # NOP
             return 1
         if y == 1:  # LD (nn),SP
-            nn = _fetch16(mem, pc, i)
-            _wr(mem, i, nn, sp[i] & 0xFF)
-            _wr(mem, i, (nn + 1) & 0xFFFF, sp[i] >> 8)
+            nn = _fetch16(m, i)
+            write(m, i, nn, m.sp[i] & 0xFF)
+            write(m, i, (nn + 1) & 0xFFFF, m.sp[i] >> 8)
             return 5
         if y == 2:  # STOP (2 bytes: 0x10 0x00): the env stops
-            _fetch(mem, pc, i)
-            status[i] = _STOPPED
+            _fetch(m, i)
+            m.status[i] = _STOPPED
             return 1
-        e = _signed(_fetch(mem, pc, i))  # JR e (y = 3), JR cc,e (y = 4..7: cc = y - 4)
-        if y == 3 or _condition(regs, i, y - 4):
-            pc[i] = (pc[i] + e) & 0xFFFF
+        e = _signed(_fetch(m, i))  # JR e (y = 3), JR cc,e (y = 4..7: cc = y - 4)
+        if y == 3 or _condition(m, i, y - 4):
+            m.pc[i] = (m.pc[i] + e) & 0xFFFF
             return 3
         return 2
     if z == 1:
         if q == 0:  # LD rr,nn
-            _set16(regs, sp, i, p, _fetch16(mem, pc, i))
+            _set16(m, i, p, _fetch16(m, i))
             return 3
-        hl = _hl(regs, i)  # ADD HL,rr: H from bit 11, C from bit 15, Z kept
-        v = _get16(regs, sp, i, p)
-        regs[i, _F] = (regs[i, _F] & 0x80) | _flags(False, False, (hl & 0xFFF) + (v & 0xFFF) > 0xFFF,
+        hl = _hl(m, i)  # ADD HL,rr: H from bit 11, C from bit 15, Z kept
+        v = _get16(m, i, p)
+        m.regs[i, _F] = (m.regs[i, _F] & 0x80) | _flags(False, False, (hl & 0xFFF) + (v & 0xFFF) > 0xFFF,
                                                      hl + v > 0xFFFF)
-        _set16(regs, sp, i, 2, hl + v)
+        _set16(m, i, 2, hl + v)
         return 2
     if z == 2:  # LD (BC),A  LD (DE),A  LD (HL+),A  LD (HL-),A and the loads of A (q = 1)
-        addr = _get16(regs, sp, i, wp.min(p, 2))
+        addr = _get16(m, i, wp.min(p, 2))
         if p == 2:
-            _set16(regs, sp, i, 2, addr + 1)
+            _set16(m, i, 2, addr + 1)
         elif p == 3:
-            _set16(regs, sp, i, 2, addr - 1)
+            _set16(m, i, 2, addr - 1)
         if q == 0:
-            _wr(mem, i, addr, regs[i, _A])
+            write(m, i, addr, m.regs[i, _A])
         else:
-            regs[i, _A] = _rd(mem, i, addr)
+            m.regs[i, _A] = read(m, i, addr)
         return 2
     if z == 3:  # INC rr / DEC rr (no flags)
-        _set16(regs, sp, i, p, _get16(regs, sp, i, p) + 1 - 2 * q)
+        _set16(m, i, p, _get16(m, i, p) + 1 - 2 * q)
         return 2
     if z == 4 or z == 5:  # INC r / DEC r: C kept
-        v = _get8(regs, mem, i, y)
+        v = _get8(m, i, y)
         dec = z == 5
         r = (v + wp.where(dec, -1, 1)) & 0xFF
         h = wp.where(dec, (v & 0xF) == 0, (v & 0xF) == 0xF)
-        regs[i, _F] = (regs[i, _F] & 0x10) | _flags(r == 0, dec, h, False)
-        _set8(regs, mem, i, y, r)
+        m.regs[i, _F] = (m.regs[i, _F] & 0x10) | _flags(r == 0, dec, h, False)
+        _set8(m, i, y, r)
         return wp.where(y == 6, 3, 1)
     if z == 6:  # LD r,n
-        _set8(regs, mem, i, y, _fetch(mem, pc, i))
+        _set8(m, i, y, _fetch(m, i))
         return wp.where(y == 6, 3, 2)
-    _accumulator(regs, i, y)
+    _accumulator(m, i, y)
     return 1
 
 
 @wp.func
-def _lock(pc: Vec, status: Vec, i: int) -> int:
+def _lock(m: Machine, i: int) -> int:
     """An illegal opcode: the CPU hangs (Pan Docs); PC stays on it."""
-    pc[i] = (pc[i] - 1) & 0xFFFF
-    status[i] = _LOCKED
+    m.pc[i] = (m.pc[i] - 1) & 0xFFFF
+    m.status[i] = _LOCKED
     return 1
 
 
 @wp.func
-def _block3(regs: Regs, mem: Mem, sp: Vec, pc: Vec, ime: Vec, ei_delay: Vec, status: Vec, opcodes: Regs,
-            i: int, y: int, z: int) -> int:
+def _block3(m: Machine, i: int, y: int, z: int) -> int:
     """Opcodes 0xC0-0xFF; returns M-cycles."""
     p = y >> 1
     q = y & 1
     if z == 0:
         if y < 4:  # RET cc
-            if _condition(regs, i, y):
-                pc[i] = _pop(mem, sp, i)
+            if _condition(m, i, y):
+                m.pc[i] = _pop(m, i)
                 return 5
             return 2
         if y == 4:  # LDH (n),A
-            _wr(mem, i, 0xFF00 + _fetch(mem, pc, i), regs[i, _A])
+            write(m, i, 0xFF00 + _fetch(m, i), m.regs[i, _A])
             return 3
         if y == 6:  # LDH A,(n)
-            regs[i, _A] = _rd(mem, i, 0xFF00 + _fetch(mem, pc, i))
+            m.regs[i, _A] = read(m, i, 0xFF00 + _fetch(m, i))
             return 3
-        r = _sp_offset(regs, sp, i, _fetch(mem, pc, i))
+        r = _sp_offset(m, i, _fetch(m, i))
         if y == 5:  # ADD SP,e
-            sp[i] = r
+            m.sp[i] = r
             return 4
-        _set16(regs, sp, i, 2, r)  # LD HL,SP+e
+        _set16(m, i, 2, r)  # LD HL,SP+e
         return 3
     if z == 1:
         if q == 0:  # POP rr
-            _set_stack_pair(regs, i, p, _pop(mem, sp, i))
+            _set_stack_pair(m, i, p, _pop(m, i))
             return 3
-        if p < 2:  # RET, RETI (enables IME at once)
-            pc[i] = _pop(mem, sp, i)
+        if p < 2:  # RET, RETI (enables IME at once: an interrupt pending is dispatched next)
+            m.pc[i] = _pop(m, i)
             if p == 1:
-                ime[i] = 1
+                m.ime[i] = 1
             return 4
         if p == 2:  # JP HL
-            pc[i] = _hl(regs, i)
+            m.pc[i] = _hl(m, i)
             return 1
-        sp[i] = _hl(regs, i)  # LD SP,HL
+        m.sp[i] = _hl(m, i)  # LD SP,HL
         return 2
     if z == 2:
         if y < 4:  # JP cc,nn
-            nn = _fetch16(mem, pc, i)
-            if _condition(regs, i, y):
-                pc[i] = nn
+            nn = _fetch16(m, i)
+            if _condition(m, i, y):
+                m.pc[i] = nn
                 return 4
             return 3
         if y == 4:  # LD (C),A
-            _wr(mem, i, 0xFF00 + regs[i, 1], regs[i, _A])
+            write(m, i, 0xFF00 + m.regs[i, 1], m.regs[i, _A])
             return 2
         if y == 6:  # LD A,(C)
-            regs[i, _A] = _rd(mem, i, 0xFF00 + regs[i, 1])
+            m.regs[i, _A] = read(m, i, 0xFF00 + m.regs[i, 1])
             return 2
-        nn = _fetch16(mem, pc, i)
+        nn = _fetch16(m, i)
         if y == 5:  # LD (nn),A
-            _wr(mem, i, nn, regs[i, _A])
+            write(m, i, nn, m.regs[i, _A])
         else:  # LD A,(nn)
-            regs[i, _A] = _rd(mem, i, nn)
+            m.regs[i, _A] = read(m, i, nn)
         return 4
     if z == 3:
         if y == 0:  # JP nn
-            pc[i] = _fetch16(mem, pc, i)
+            m.pc[i] = _fetch16(m, i)
             return 4
         if y == 1:
-            return _prefix_cb(regs, mem, pc, i, opcodes)
+            return _prefix_cb(m, i)
         if y == 6:  # DI (also cancels a pending EI)
-            ime[i] = 0
-            ei_delay[i] = 0
+            m.ime[i] = 0
+            m.ei_delay[i] = 0
             return 1
         if y == 7:  # EI: IME is set after the next instruction
-            ei_delay[i] = 2
+            m.ei_delay[i] = 2
             return 1
-        return _lock(pc, status, i)
+        return _lock(m, i)
     if z == 4:
         if y < 4:  # CALL cc,nn
-            nn = _fetch16(mem, pc, i)
-            if _condition(regs, i, y):
-                _push(mem, sp, i, pc[i])
-                pc[i] = nn
+            nn = _fetch16(m, i)
+            if _condition(m, i, y):
+                _push(m, i, m.pc[i])
+                m.pc[i] = nn
                 return 6
             return 3
-        return _lock(pc, status, i)
+        return _lock(m, i)
     if z == 5:
         if q == 0:  # PUSH rr
-            _push(mem, sp, i, _get_stack_pair(regs, i, p))
+            _push(m, i, _get_stack_pair(m, i, p))
             return 4
         if p == 0:  # CALL nn
-            nn = _fetch16(mem, pc, i)
-            _push(mem, sp, i, pc[i])
-            pc[i] = nn
+            nn = _fetch16(m, i)
+            _push(m, i, m.pc[i])
+            m.pc[i] = nn
             return 6
-        return _lock(pc, status, i)
+        return _lock(m, i)
     if z == 6:  # ALU A,n
-        _alu(regs, i, y, _fetch(mem, pc, i))
+        _alu(m, i, y, _fetch(m, i))
         return 2
-    _push(mem, sp, i, pc[i])  # RST y*8
-    pc[i] = y * 8
+    _push(m, i, m.pc[i])  # RST y*8
+    m.pc[i] = y * 8
     return 4
 
 
 @wp.func
-def _execute(regs: Regs, mem: Mem, sp: Vec, pc: Vec, ime: Vec, ei_delay: Vec, status: Vec, opcodes: Regs,
-             i: int) -> int:
+def _execute(m: Machine, i: int) -> int:
     """Fetch, decode (x = op >> 6) and execute one instruction; returns its M-cycles."""
-    op = _fetch(mem, pc, i)
-    opcodes[i, op] = opcodes[i, op] + 1
+    op = _fetch(m, i)
+    m.opcodes[i, op] = m.opcodes[i, op] + 1
     x = op >> 6
     y = (op >> 3) & 7
     z = op & 7
     if x == 1:
-        if op == 0x76:  # HALT (no interrupts yet: the env stops, PC after it)
-            status[i] = _HALTED
+        if op == 0x76:  # HALT; with IME = 0 and an interrupt pending it does not halt: the HALT bug
+            if m.ime[i] == 0 and _pending(m, i) != 0:
+                m.halt_bug[i] = 1
+            else:
+                m.status[i] = _HALTED
             return 1
-        _set8(regs, mem, i, y, _get8(regs, mem, i, z))  # LD r,r'
+        _set8(m, i, y, _get8(m, i, z))  # LD r,r'
         return wp.where(y == 6 or z == 6, 2, 1)
     if x == 2:
-        _alu(regs, i, y, _get8(regs, mem, i, z))  # ALU A,r
+        _alu(m, i, y, _get8(m, i, z))  # ALU A,r
         return wp.where(z == 6, 2, 1)
     if x == 0:
-        return _block0(regs, mem, sp, pc, status, i, y, z)
-    return _block3(regs, mem, sp, pc, ime, ei_delay, status, opcodes, i, y, z)
+        return _block0(m, i, y, z)
+    return _block3(m, i, y, z)
 
 
-@wp.kernel
-def _run(regs: Regs, mem: Mem, sp: Vec, pc: Vec, ime: Vec, ei_delay: Vec, status: Vec,
-         cycles: wp.array(dtype=wp.int64), instructions: Vec, opcodes: Regs, max_instructions: int):
-    """One thread per env: step until the env stops (HALT/STOP/lock) or max_instructions have executed."""
-    i = wp.tid()
-    n = int(0)
-    m = wp.int64(0)
-    while n < max_instructions and status[i] == _RUNNING:
-        m = m + wp.int64(_execute(regs, mem, sp, pc, ime, ei_delay, status, opcodes, i))
-        if status[i] != _LOCKED:
-            n = n + 1
-        if ei_delay[i] > 0:
-            ei_delay[i] = ei_delay[i] - 1
-            if ei_delay[i] == 0:
-                ime[i] = 1
-    cycles[i] = cycles[i] + m
-    instructions[i] = instructions[i] + n
+@wp.func
+def _dispatch(m: Machine, i: int, pending: int) -> int:
+    """Service the highest-priority pending interrupt (the lowest bit): 5 M-cycles. After the HALT bug (EI; HALT
+    with an interrupt pending) the pushed PC is the HALT's, which runs again on return (Pan Docs "halt bug")."""
+    bit = int(0)
+    while ((pending >> bit) & 1) == 0:
+        bit = bit + 1
+    m.io[i, 0x0F] = wp.uint8(int(m.io[i, 0x0F]) & ~(1 << bit))
+    m.ime[i] = 0
+    _push(m, i, (m.pc[i] - m.halt_bug[i]) & 0xFFFF)
+    m.halt_bug[i] = 0
+    m.pc[i] = 0x40 + 8 * bit
+    return 5
 
 
-@dataclass
-class State:
-    """The envs after ``run`` (numpy arrays; shapes in the module docstring)."""
-
-    regs: np.ndarray
-    sp: np.ndarray
-    pc: np.ndarray
-    ime: np.ndarray
-    ei_delay: np.ndarray
-    status: np.ndarray
-    cycles: np.ndarray
-    instructions: np.ndarray
-    opcodes: np.ndarray
-    memory: np.ndarray
-
-    def register(self, name: str) -> np.ndarray:
-        """[N] values of an 8-bit register ("A" .. "L", "F"), a pair ("AF" "BC" "DE" "HL"), "SP" or "PC"."""
-        if name in REGISTERS:
-            return self.regs[:, REGISTERS.index(name)].copy()
-        if name in ("SP", "PC"):
-            return getattr(self, name.lower()).copy()
-        if len(name) == 2 and all(r in REGISTERS for r in name):
-            return (self.register(name[0]) << 8) | self.register(name[1])
-        raise ValueError(f"name: expected one of {REGISTERS}, AF BC DE HL, SP, PC; got {name!r}")
-
-
-def _validate(rom, n_envs, max_instructions, device) -> None:
-    if not isinstance(rom, (bytes, bytearray)) or len(rom) != ROM_SIZE:
-        got = f"{len(rom)} bytes" if isinstance(rom, (bytes, bytearray)) else type(rom).__name__
-        raise ValueError(f"rom: expected bytes of length {ROM_SIZE} (a ROM-only cartridge), got {got}")
-    for name, value, low in (("n_envs", n_envs, 1), ("max_instructions", max_instructions, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low or value > 2**31 - 1:
-            raise ValueError(f"{name}: expected an int in [{low}, 2**31 - 1], got {value!r}")
-    if not isinstance(device, str) or not (device == "cpu" or device.startswith("cuda")):
-        raise ValueError(f"device: expected 'cpu' or 'cuda[:k]', got {device!r}")
-
-
-def run(rom: bytes, n_envs: int, max_instructions: int, device: str = "cpu") -> State:
-    """Load ``rom`` into each of ``n_envs`` envs, set the DMG post-boot registers (``POST_BOOT``; the rest of
-    memory is 0, IME 0) and step every env until it halts, stops or locks, or ``max_instructions`` executed."""
-    _validate(rom, n_envs, max_instructions, device)
-    memory = np.zeros((n_envs, MEMORY_SIZE), dtype=np.uint8)
-    memory[:, :ROM_SIZE] = np.frombuffer(bytes(rom), dtype=np.uint8)
-    regs = np.tile(np.array([POST_BOOT[r] for r in REGISTERS], dtype=np.int32), (n_envs, 1))
-
-    def vec(value, dtype=np.int32):
-        return wp.array(np.full(n_envs, value, dtype=dtype), device=device)
-
-    arrays = dict(regs=wp.array(regs, device=device), memory=wp.array(memory, device=device),
-                  sp=vec(POST_BOOT["SP"]), pc=vec(POST_BOOT["PC"]), ime=vec(0), ei_delay=vec(0),
-                  status=vec(RUNNING), cycles=vec(0, np.int64), instructions=vec(0),
-                  opcodes=wp.zeros((n_envs, 512), dtype=wp.int32, device=device))
-    a = arrays
-    wp.launch(_run, dim=n_envs, device=device,
-              inputs=[a["regs"], a["memory"], a["sp"], a["pc"], a["ime"], a["ei_delay"], a["status"],
-                      a["cycles"], a["instructions"], a["opcodes"], max_instructions])
-    return State(**{name: arr.numpy() for name, arr in arrays.items()})
+@wp.func
+def step(m: Machine, i: int) -> int:
+    """One CPU step of a RUNNING or HALTED env (module docstring); returns its M-cycles."""
+    m.done[i] = 0
+    m.fetched[i] = 0
+    pending = _pending(m, i)
+    if m.status[i] == _HALTED:
+        if pending == 0:
+            sync(m, i, 4)
+            return 1
+        m.status[i] = _RUNNING
+    mc = 0
+    if m.ime[i] == 1 and pending != 0:
+        mc = _dispatch(m, i, pending)
+    else:
+        mc = _execute(m, i)
+        if m.status[i] != _LOCKED:
+            m.instructions[i] = m.instructions[i] + 1
+        if m.ei_delay[i] > 0:
+            m.ei_delay[i] = m.ei_delay[i] - 1
+            if m.ei_delay[i] == 0:
+                m.ime[i] = 1
+    sync(m, i, 4 * mc)
+    return mc
