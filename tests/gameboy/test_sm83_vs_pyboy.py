@@ -266,7 +266,7 @@ def test_stop_and_halt():
     halt = run(rom_with(bytes([0x76, 0x00])), max_instructions=1)
     assert (stop.region("status")[0], stop.register("PC")[0], m_cycles(stop)[0]) == (emulator.STOPPED, 0x102, 1)
     assert (halt.region("status")[0], halt.register("PC")[0], m_cycles(halt)[0]) == (emulator.HALTED, 0x101, 1)
-    halt.step_frames(1)
+    halt.step(emulator.FRAME)
     assert halt.region("status")[0] == emulator.HALTED and halt.region("cycles")[0] == 4 + emulator.FRAME
 
 

@@ -5,8 +5,13 @@ size), "Power Up Sequence" (the DMG's registers after the boot ROM).
 
 The cartridge ROM is one array for all envs (up to 8 MiB, never copied per env). Per env the state is
 ``bytes_per_env`` bytes: WRAM 8192, VRAM 8192, OAM 160, IO 128, HRAM + IE 128, the RTC 10, the MBC's registers
-16, the CPU registers 32, the CPU's and the hardware's counters (``Machine`` in hardware.py) 68 and the opcode
-histogram 2048: 18974 bytes, plus the cartridge RAM (the header's size, 0 to 131072; at least 1 allocated).
+16, the CPU registers 32, the CPU's and the hardware's counters (``Machine`` in hardware.py) 76, the opcode
+histogram 2048, the frame buffer 5760 (packed2, 2 bits a pixel) and the PPU's line state 48: 24790 bytes, plus
+the cartridge RAM (the header's size, 0 to 131072; at least 1 allocated).
+
+Frames: ``step_frames(k, out)`` runs until k frames have ended, where PyBoy 2.8.1's ``tick`` ends one (hardware
+``frame_end``: every 70224 T-cycles with the LCD on, at LCD on and off, every 70224 T-cycles while it is off), and
+writes the last one as packed2 [N, 144, 40] into ``out`` (in the kernel, no host copy).
 
 Start state: the DMG post-boot registers (``POST_BOOT``), IME 0, memory zero, IO as Pan Docs lists (LCDC 0x91,
 IF 0xE1, BGP 0xFC, DIV 0xAB with the divider's low byte 0), and the PPU at dot 0 of a frame (LY 0, mode 2: the
@@ -16,6 +21,7 @@ boot ROM's hand-over point in the frame is not modelled).
 from __future__ import annotations
 
 import numpy as np
+import torch
 import warp as wp
 
 from rlspec.envs.gameboy import sm83
@@ -33,6 +39,7 @@ from rlspec.envs.gameboy.hardware import (
     Wiring,
     joypad_update,
 )
+from rlspec.envs.gameboy.ppu import FRAME_BYTES, HEIGHT, MAX_OBJS, ROW_BYTES, WIDTH, Screen
 
 REGISTERS = ("B", "C", "D", "E", "H", "L", "F", "A")  # the columns of regs
 STATUS_NAMES = ("running", "halted", "stopped", "locked")
@@ -69,15 +76,22 @@ def cartridge(rom: bytes) -> tuple[int, int]:
 
 
 @wp.kernel
-def _step(m: Machine, budget: wp.int64, max_instructions: int):
+def _step(m: Machine, budget: wp.int64, max_instructions: int, frames: int, out: wp.array3d(dtype=wp.uint8),
+          copy_out: int):
     """Each env runs until it has run ``budget`` more T-cycles (the last instruction may overrun; the rest carries
-    into the next call), ``max_instructions`` instructions, or it stops or locks."""
+    into the next call), ``max_instructions`` instructions or ``frames`` frames, or it stops or locks; then, if
+    ``copy_out``, its frame buffer goes to out [N, 144, 40]."""
     i = wp.tid()
     joypad_update(m, i)  # the buttons may have changed since the last call
     end = m.cycles[i] + budget
     first = m.instructions[i]
-    while m.cycles[i] < end and m.instructions[i] - first < max_instructions and m.status[i] <= 1:
+    start = m.frames[i]
+    while (m.cycles[i] < end and m.instructions[i] - first < max_instructions and m.frames[i] - start < frames
+           and m.status[i] <= 1):
         m.cycles[i] = m.cycles[i] + wp.int64(4 * sm83.step(m, i))
+    if copy_out == 1:
+        for k in range(FRAME_BYTES):
+            out[i, k // ROW_BYTES, k % ROW_BYTES] = m.screen.frame[i, k]
 
 
 def _check_int(name: str, value, low: int, high: int = 2**31 - 1) -> None:
@@ -91,6 +105,7 @@ class Emulator:
     def __init__(self, rom: bytes, n_envs: int, device: str = "cpu", wiring: Wiring = Wiring()):
         mbc, ram = cartridge(rom)
         _check_int("n_envs", n_envs, 1)
+        _check_int("wiring.obj_limit", wiring.obj_limit, 0, MAX_OBJS)  # Screen.objs holds at most MAX_OBJS
         if not isinstance(device, str) or not (device == "cpu" or device.startswith("cuda")):
             raise ValueError(f"device: expected 'cpu' or 'cuda[:k]', got {device!r}")
         self.device, self.n_envs = device, n_envs
@@ -117,9 +132,17 @@ class Emulator:
         m.wram, m.vram, m.oam, m.hram, m.cram, m.rtc = (
             full(0, np.uint8, (size,)) for size in (0x2000, 0x2000, 160, 128, max(ram, 1), 10))
         m.div = full(0xAB00)
-        m.reload, m.dot, m.stat_line, m.buttons = (full(0) for _ in range(4))
+        m.reload, m.dot, m.stat_line, m.buttons, m.frames, m.first_frame = (full(0) for _ in range(6))
         m.joy = full(0xF)
+        screen = Screen()
+        screen.frame = full(0, np.uint8, (FRAME_BYTES,))
+        screen.objs = full(0, shape=(MAX_OBJS,))
+        screen.window_line, screen.window_wy = full(0), full(0)
+        screen.obj_limit, screen.signed_tiles, screen.x_priority, screen.window_hidden = (
+            wiring.obj_limit, wiring.signed_tiles, wiring.x_priority, wiring.window_hidden)
+        m.screen = screen
         self.machine = m
+        self._no_out = wp.zeros((1, 1, 1), dtype=wp.uint8, device=device)
 
     # ---- running --------------------------------------------------------------------------------------------
 
@@ -128,12 +151,38 @@ class Emulator:
         or locks: a STOPPED or LOCKED env stays frozen)."""
         _check_int("t_cycles", t_cycles, 0, 2**62)
         _check_int("max_instructions", max_instructions, 0)
-        wp.launch(_step, dim=self.n_envs, device=self.device, inputs=[self.machine, t_cycles, max_instructions])
+        self._launch(t_cycles, max_instructions, 2**31 - 1, None)
 
-    def step_frames(self, k: int = 1) -> None:
-        """Run every env for k frames of 70224 T-cycles (17556 M-cycles)."""
-        _check_int("k", k, 0, 2**40)
-        self.step(FRAME * k)
+    def step_frames(self, k: int = 1, out=None) -> None:
+        """Run every env for k frames (the module docstring: 70224 T-cycles each while the LCD stays on); ``out``: a
+        uint8 torch tensor or numpy array [N, 144, 40] on this device, C-contiguous, that receives the last
+        frame as packed2 (``frame``)."""
+        _check_int("k", k, 0, 2**30)
+        self._launch(2**62, 2**31 - 1, k, out)
+
+    def _launch(self, t_cycles: int, max_instructions: int, frames: int, out) -> None:
+        target = self._no_out if out is None else self._wrap_out(out)
+        wp.launch(_step, dim=self.n_envs, device=self.device,
+                  inputs=[self.machine, t_cycles, max_instructions, frames, target, int(out is not None)])
+
+    def _wrap_out(self, out) -> wp.array:
+        """``out`` as a Warp array sharing its memory, or ValueError naming what is wrong with it."""
+        shape = (self.n_envs, HEIGHT, ROW_BYTES)
+        if isinstance(out, torch.Tensor):
+            ok = (out.dtype == torch.uint8 and tuple(out.shape) == shape and out.is_contiguous()
+                  and wp.device_from_torch(out.device) == wp.get_device(self.device))
+            what = f"{out.dtype} {tuple(out.shape)} on {out.device}"
+        elif isinstance(out, np.ndarray):
+            ok = out.dtype == np.uint8 and out.shape == shape and out.flags.c_contiguous and self.device == "cpu"
+            what = f"numpy {out.dtype} {out.shape}"
+        else:
+            ok, what = False, type(out).__name__
+        if not ok:
+            raise ValueError(f"out: expected a C-contiguous uint8 torch tensor (or numpy array on cpu) of shape "
+                             f"{shape} on {self.device}, got {what}")
+        if isinstance(out, torch.Tensor):
+            return wp.from_torch(out, dtype=wp.uint8)
+        return wp.array(out, dtype=wp.uint8, device="cpu", copy=False)
 
     @property
     def buttons(self) -> np.ndarray:
@@ -168,6 +217,27 @@ class Emulator:
         return getattr(self.machine, name).numpy()
 
     @property
+    def frame(self) -> np.ndarray:
+        """[N, 144, 40] uint8 packed2 copy of the frame buffer (after ``step_frames``: the last frame)."""
+        return self.machine.screen.frame.numpy().reshape(self.n_envs, HEIGHT, ROW_BYTES)
+
+    @property
+    def shades(self) -> np.ndarray:
+        """[N, 144, 160] uint8 shades 0 (lightest) .. 3 (darkest) of ``frame`` (packed2 unpacked: byte x // 4,
+        bits 2(x % 4))."""
+        pairs = (self.frame[..., None] >> np.array([0, 2, 4, 6], dtype=np.uint8)) & 3  # [N, 144, 40, 4]
+        return pairs.reshape(self.n_envs, HEIGHT, WIDTH)
+
+    def write_wram(self, address: int, value: int) -> None:
+        """Store value (0-255) at address (0xC000-0xDFFF) in every env's work RAM, between steps (a RAM
+        task's mailbox)."""
+        _check_int("address", address, 0xC000, 0xDFFF)
+        _check_int("value", value, 0, 0xFF)
+        wram = self.machine.wram.numpy()
+        wram[:, address - 0xC000] = value
+        self.machine.wram.assign(wram)
+
+    @property
     def ly(self) -> np.ndarray:
         return self.region("io")[:, 0x44].astype(np.int32)
 
@@ -186,7 +256,9 @@ class Emulator:
         m = self.machine
         arrays = [getattr(m, name) for name in REGIONS + ("sp", "pc", "ei_delay", "halt_bug", "done", "fetched",
                                                           "reload", "stat_line", "buttons", "joy", "regs",
-                                                          "bank")]
+                                                          "bank", "frames", "first_frame")]
+        s = m.screen
+        arrays += [s.frame, s.objs, s.window_line, s.window_wy]
         return sum(a.size * wp.types.type_size_in_bytes(a.dtype) for a in arrays) // self.n_envs
 
 

@@ -1,5 +1,5 @@
 """The DMG machine's state as one Warp struct, and the hardware that runs beside the CPU, one M-cycle at a time:
-the timer, the PPU's timing (no pixels), the joypad lines.
+the timer, the PPU's timing (it calls ppu.py's pixels), the joypad lines.
 
 Sources (facts only, no emulator's code): Pan Docs (https://gbdev.io/pandocs/) "Timer and Divider Registers",
 "Timer obscure behaviour", "Interrupts", "LCD Status Registers", "STAT interrupt", "Rendering overview",
@@ -10,8 +10,8 @@ Sources (facts only, no emulator's code): Pan Docs (https://gbdev.io/pandocs/) "
 
 * ``rom`` [rom_size] uint8: the cartridge, ONE array shared by every env (read-only); ``rom_mask`` = size - 1;
 * ``mbc`` the controller (NO_MBC, MBC1, MBC3, MBC5), ``ram_size`` the cartridge RAM's bytes (0: none);
-* ``line`` ``tac_bits`` ``interrupts`` ``mbc1_bank_mask``: the wiring (``Wiring``; the DMG's unless a test plants
-  a fault);
+* ``line`` ``tac_bits`` ``interrupts`` ``mbc1_bank_mask`` (and ``screen``'s four knobs): the wiring (``Wiring``;
+  the DMG's unless a test plants a fault);
 * ``regs`` [N, 8] int32 B C D E H L F A; ``sp`` ``pc`` ``ime`` ``ei_delay`` ``status`` ``halt_bug`` [N] int32;
 * ``cycles`` [N] int64 T-cycles run; ``instructions`` [N] int32; ``opcodes`` [N, 512] int32 (executions per
   base opcode and 256 + CB opcode); ``done`` ``fetched`` [N] int32: T-cycles of the current instruction the
@@ -22,7 +22,10 @@ Sources (facts only, no emulator's code): Pan Docs (https://gbdev.io/pandocs/) "
   ``rtc`` [N, 10] uint8: MBC3 clock registers S M H DL DH, then their latched copy;
 * ``div`` [N] int32: the 16-bit divider (DIV is its upper byte); ``reload`` [N] int32: the TIMA reload
   pipeline (1: overflowed this M-cycle, 2: reloaded and interrupt requested);
-* ``dot`` [N] int32: T-cycle within the 70224 of a frame; ``stat_line`` [N] int32: the STAT interrupt line;
+* ``dot`` [N] int32: T-cycle within the 70224 of a frame (LCD off: since it went off, mod 70224);
+  ``stat_line`` [N] int32: the STAT interrupt line;
+* ``screen`` (ppu.py ``Screen``): the frame buffer [N, 5760] packed2 and the pixel pipeline's state;
+  ``frames`` [N] int32: frames ended (``frame_end``); ``first_frame`` [N] int32: 1 from LCD on to its VBlank;
 * ``buttons`` [N] int32: input, bit set = pressed: Right Left Up Down A B Select Start (bits 0-7);
   ``joy`` [N] int32: the P10-P13 lines last seen (for the joypad interrupt's falling edge).
 """
@@ -32,6 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import warp as wp
+
+from rlspec.envs.gameboy import ppu
 
 wp.config.log_level = wp.LOG_WARNING  # no banner or module-load lines on stdout: a command's stdout is its result
 wp.init()
@@ -52,12 +57,18 @@ _FRAME = wp.constant(FRAME)
 class Wiring:
     """The constants that tie the machine together, as data (tests plant faults by changing one): T-cycles per
     scanline, the divider bit for TAC 0-3 (a nibble each, TAC 0 lowest), the IE/IF bits that can dispatch, the
-    MBC1 ROM bank register's bits."""
+    MBC1 ROM bank register's bits; the PPU's (ppu.py ``Screen``): objects per line, the VRAM offset of tile 0 in
+    the signed tile-data mode, the X-priority's sign, whether the window's line counter also counts hidden
+    lines."""
 
     line: int = LINE
     tac_bits: int = 0x7539
     interrupts: int = 0x1F
     mbc1_bank_mask: int = 0x1F
+    obj_limit: int = ppu.MAX_OBJS
+    signed_tiles: int = 0x1000
+    x_priority: int = 1
+    window_hidden: int = 0
 
 
 U8 = wp.array2d(dtype=wp.uint8)
@@ -99,6 +110,9 @@ class Machine:
     reload: Vec
     dot: Vec
     stat_line: Vec
+    screen: ppu.Screen
+    frames: Vec
+    first_frame: Vec
     buttons: Vec
     joy: Vec
 
@@ -194,15 +208,29 @@ def stat_update(m: Machine, i: int, mode: int):
 
 
 @wp.func
+def frame_end(m: Machine, i: int, blank: bool):
+    """A frame ends (``Emulator.step_frames`` counts them): where PyBoy 2.8.1's ``tick`` returns — the PPU back
+    at line 0, the LCD switched on or off, and every 70224 T-cycles while it is off; ``blank``: the frame shows
+    the blank screen (ppu.blank)."""
+    if blank:
+        ppu.blank(m.screen, m.io, i)
+    m.frames[i] = m.frames[i] + 1
+
+
+@wp.func
 def ppu_tick(m: Machine, i: int):
-    """One M-cycle of an enabled LCD. Lines 0-143: mode 2 for 80 dots, mode 3 for 172 (fixed: no SCX or object
-    penalty), mode 0 for the rest of the 456; lines 144-153 mode 1, the VBlank interrupt at line 144. LY is the
-    line, except that it advances 4 dots before the next line's mode 2 on lines 0-142 (PyBoy 2.8.1's timing;
-    LYC is compared with it then). Entering VBlank with STAT's mode-2 source on also requests STAT (as PyBoy)."""
-    if (io(m, i, _LCDC) & 0x80) == 0:
-        return
+    """One M-cycle. LCD off: a blank frame ends every 70224 T-cycles. On: lines 0-143: mode 2 for 80 dots, mode 3
+    for 172 (fixed: no SCX or object penalty), mode 0 for the rest of the 456, the line drawn as mode 3 ends;
+    lines 144-153 mode 1, the VBlank interrupt at line 144 (the first frame after LCD on is blank there: Pan Docs
+    "LCDC.7", as PyBoy). LY is the line, except that it advances 4 dots before the next line's mode 2 on lines
+    0-142 (PyBoy 2.8.1's timing; LYC is compared with it then). Entering VBlank with STAT's mode-2 source on also
+    requests STAT (as PyBoy)."""
     dot = (m.dot[i] + 4) % _FRAME
     m.dot[i] = dot
+    if (io(m, i, _LCDC) & 0x80) == 0:
+        if dot == 0:
+            frame_end(m, i, True)
+        return
     line = dot // m.line
     x = dot % m.line
     mode = 1
@@ -213,23 +241,39 @@ def ppu_tick(m: Machine, i: int):
             ly = line + 1
     set_io(m, i, _LY, ly)
     stat_update(m, i, mode)
+    if line < 144 and x == 0:
+        ppu.line_start(m.screen, m.io, i, line)
+    if line < 144 and x == 252:
+        ppu.render_line(m.screen, m.vram, m.oam, m.io, i, line)
     if line == 144 and x == 0:
         request(m, i, VBLANK)
         if (io(m, i, _STAT) & 0x20) != 0 and m.stat_line[i] == 0:
             request(m, i, LCD_STAT)
+        if m.first_frame[i] == 1:
+            ppu.blank(m.screen, m.io, i)
+            m.first_frame[i] = 0
+        ppu.frame_start(m.screen, i)
+    if dot == 0:
+        frame_end(m, i, False)
 
 
 @wp.func
 def lcdc_write(m: Machine, i: int, v: int):
-    """LCDC bit 7 off: the PPU stops with LY = 0 and mode 0; on: it starts at dot 0 of a frame."""
+    """LCDC bit 7 off: the PPU stops with LY = 0 and mode 0, a blank frame ends; on: it starts at dot 0 of a
+    frame, which is blank (``first_frame``), and the frame before ends (PyBoy 2.8.1's frame boundaries)."""
     was_on = (io(m, i, _LCDC) & 0x80) != 0
     set_io(m, i, _LCDC, v)
     if was_on and (v & 0x80) == 0:
         m.dot[i] = 0
         set_io(m, i, _LY, 0)
         stat_update(m, i, 0)
+        frame_end(m, i, True)
     elif not was_on and (v & 0x80) != 0:
         m.dot[i] = 0
+        m.first_frame[i] = 1
+        ppu.frame_start(m.screen, i)
+        ppu.line_start(m.screen, m.io, i, 0)
+        frame_end(m, i, False)
 
 
 # ---- joypad (Pan Docs "Joypad Input") --------------------------------------------------------------------------

@@ -581,3 +581,182 @@ CARTS = dict(mbc1=Cart(0x03, 64, 4), mbc3=Cart(0x10, 16, 4), mbc5=Cart(0x1B, 32,
 FRAMES = dict(alu=12, daa=12, cb=12, loads=12, flow=8, timer=12, interrupts=8, ppu=20, dma=10, joypad=10, mbc1=8,
               mbc3=8, mbc5=8)  # frames each program needs (with slack)
 PRESS = dict(joypad=(6, ("down", "a")))  # name -> (frame, buttons pressed from then on)
+
+
+# ---- increment 3: the PPU's pixels (compared frame by frame: tests/gameboy/test_ppu_vs_pyboy.py) ----------------
+#
+# Each program waits for VBlank (polling LY), switches the LCD off, clears VRAM and OAM, copies its tiles, tile
+# maps and objects from ROM, sets the registers and switches the LCD on (the frame both emulators align on).
+# Then a script, one entry per frame: HALT until VBlank (IE = VBlank, IME 0), write the entry's registers (and
+# move objects), then wait for given lines (polling LY) to write registers mid-frame (for the next frame's lines;
+# each write lands early in its line, well before the line is drawn). Tiles are pseudo-random (``noise``), so
+# every colour, an asymmetric tile for the flips and transparent object pixels are all present.
+
+LCD_ON, WIN_MAP, WIN_ON, TILES_8000, BG_MAP, OBJ_16, OBJ_ON, BG_ON = 0x80, 0x40, 0x20, 0x10, 0x08, 0x04, 0x02, 0x01
+REG = dict(lcdc=0x40, scy=0x42, scx=0x43, bgp=0x47, obp0=0x48, obp1=0x49, wy=0x4A, wx=0x4B)
+ROUTINES = ("fill:", "ld d, a", "fill_loop:", "ld a, d", "ld (hl+), a", "dec bc", "ld a, b", "or c", "jr nz, fill_loop",
+            "ret", "copy:", "ld a, (hl+)", "ld (de), a", "inc de", "dec bc", "ld a, b", "or c", "jr nz, copy", "ret")
+
+
+def noise(count: int, seed: int) -> bytes:
+    """``count`` pseudo-random bytes (a 31-bit LCG's bits 16-23)."""
+    out, x = bytearray(), seed
+    for _ in range(count):
+        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+        out.append((x >> 16) & 0xFF)
+    return bytes(out)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One script entry: ``vblank`` (register, value) written in VBlank, ``move`` (OAM byte 0 Y or 1 X, delta)
+    added to that byte of every object then, ``lines`` (LY, register, value) written once LY reaches LY."""
+
+    vblank: tuple[tuple[str, int], ...] = ()
+    move: tuple[int, int] | None = None
+    lines: tuple[tuple[int, str, int], ...] = ()
+
+
+class Video(Program):
+    """A PPU program: set-up with the LCD off, LCD on, then its script (``frame``), then halt."""
+
+    def __init__(self, name: str, lcdc: int, registers: dict[str, int], oam: bytes = b""):
+        super().__init__(name)
+        self.data: list[str] = []
+        self.emit("vbl_wait:", "ldh a, (0x44)", "cp #144", "jr nz, vbl_wait", "xor a", "ldh (0x40), a",
+                  "ld hl, #0x8000", "ld bc, #0x2000", "call fill", "xor a", "ld hl, #0xFE00", "ld bc, #160",
+                  "call fill")
+        self.load("tiles", 0x8000, noise(0x1800, 7))
+        self.load("map0", 0x9800, noise(0x400, 11))
+        self.load("map1", 0x9C00, noise(0x400, 13))
+        if oam:
+            self.load("oam", 0xFE00, oam)
+        for register, value in registers.items():
+            self.write(register, value)
+        self.write("lcdc", lcdc)
+        self.emit("ld a, #0x01", "ldh (0xFF), a")
+        self.lines_waited = iter(range(10_000))
+
+    def load(self, label: str, address: int, data: bytes) -> None:
+        """Copy ``data`` (placed in ROM at ``label``) to address."""
+        self.emit(f"ld hl, #{label}", f"ld de, #0x{address:04X}", f"ld bc, #{len(data)}", "call copy")
+        self.data.append(f"{label}:")
+        self.data += [".db " + ", ".join(f"0x{b:02X}" for b in data[k:k + 16]) for k in range(0, len(data), 16)]
+
+    def write(self, register: str, value: int) -> None:
+        self.emit(f"ld a, #0x{value:02X}", f"ldh (0x{REG[register]:02X}), a")
+
+    def frame(self, f: Frame) -> None:
+        self.emit("xor a", "ldh (0x0F), a", "halt", "nop")
+        for register, value in f.vblank:
+            self.write(register, value)
+        if f.move:
+            field, delta = f.move
+            t = f"move{next(self.lines_waited)}"
+            self.emit(f"ld hl, #0x{0xFE00 + field:04X}", "ld b, #40", f"{t}:", "ld a, (hl)",
+                      f"add a, #0x{delta & 0xFF:02X}", "ld (hl), a", "ld a, l", "add a, #4", "ld l, a", "dec b",
+                      f"jr nz, {t}")
+        for ly, register, value in f.lines:
+            t = f"ly{next(self.lines_waited)}"
+            self.emit(f"{t}:", "ldh a, (0x44)", f"cp #{ly}", f"jr nz, {t}")
+            self.write(register, value)
+
+    def script(self, frames: tuple[Frame, ...]) -> str:
+        for f in frames:
+            self.frame(f)
+        self.emit("xor a", "ldh (0xFF), a")
+        return self.finish(*ROUTINES, *self.data)
+
+
+def objects(*entries: tuple[int, int, int, int]) -> bytes:
+    """OAM bytes of (Y, X, tile, attributes) entries, the rest at Y = 0 (hidden)."""
+    return b"".join(bytes(e) for e in entries).ljust(160, b"\0")
+
+
+BG_FRAMES = (
+    Frame((("scx", 3),)),
+    Frame((("scx", 100), ("scy", 37))),
+    Frame((("scx", 250), ("scy", 200))),  # both wrap around the 256 × 256 map
+    Frame((("lcdc", LCD_ON | BG_ON), ("scx", 17), ("scy", 9))),  # signed tile data (0x9000)
+    Frame((("lcdc", LCD_ON | BG_MAP | BG_ON),)),  # and the 0x9C00 map
+    Frame((("lcdc", LCD_ON | TILES_8000 | BG_MAP | BG_ON), ("scy", 250))),
+    Frame((("scx", 0),), lines=((30, "scx", 40), (31, "scx", 41), (60, "scy", 100), (90, "lcdc", LCD_ON | BG_ON),
+                                (120, "scx", 255))),  # per-line scrolling, tile-data mode mid-frame
+    Frame((("lcdc", LCD_ON),)),  # LCDC.0 off: white
+    Frame((("lcdc", LCD_ON | TILES_8000 | BG_ON), ("scx", 7), ("scy", 0))),
+)
+WINDOW = LCD_ON | WIN_MAP | WIN_ON | TILES_8000 | BG_ON
+WINDOW_FRAMES = (
+    Frame((("wx", 87), ("wy", 40))),  # the window from mid-screen
+    Frame((("wx", 166), ("wy", 100))),  # its leftmost column only
+    Frame((("wx", 167), ("wy", 0))),  # off the right edge: not drawn, its line counter stays
+    Frame((("wx", 7), ("wy", 143))),  # the last line only
+    Frame((("wy", 144),)),  # never
+    Frame((("wx", 50), ("wy", 20)), lines=((60, "wx", 200), (80, "wx", 50))),  # hidden for 20 lines: resumes
+    Frame((("wy", 200),), lines=((30, "wy", 70), (100, "lcdc", WINDOW & ~WIN_ON), (120, "lcdc", WINDOW))),
+    Frame((("lcdc", WINDOW & ~WIN_MAP), ("wx", 30), ("wy", 10))),  # the window on the 0x9800 map
+    Frame((("lcdc", WINDOW & ~TILES_8000), ("scx", 33))),  # signed tile data for the window and background
+    Frame((("lcdc", WINDOW), ("scx", 0), ("scy", 60), ("wx", 100), ("wy", 30))),
+)
+SPRITES = LCD_ON | TILES_8000 | OBJ_ON | BG_ON
+SPRITE_OAM = objects(
+    *((16, 8 + 16 * k, 1 + k, attrs) for k, attrs in enumerate((0x00, 0x20, 0x40, 0x60, 0x10, 0x30))),  # flips
+    *((36, 8 + 16 * k, 7 + k, attrs) for k, attrs in enumerate((0x80, 0x90, 0xA0, 0xC0))),  # behind the BG
+    (56, 0, 11, 0),  # off-screen left but selected: the 10-per-line limit counts it
+    *((56, 8 + 12 * k, 12 + k, (k & 1) << 4) for k in range(11)),  # 12 on a line: the last 2 not drawn
+    (80, 30, 23, 0), (80, 26, 24, 0x10),  # overlapping: the smaller X wins (the later OAM entry)
+    (80, 60, 25, 0), (80, 60, 26, 0x10),  # the same X: the lower OAM index wins
+    (80, 100, 27, 0), (84, 104, 28, 0x10),
+    (106, 4, 29, 0), (106, 164, 30, 0), (8, 120, 31, 0), (156, 140, 32, 0),  # clipped at the four edges
+)
+SPRITE_FRAMES = (
+    Frame((("lcdc", SPRITES | OBJ_16),)),  # 8 × 16
+    Frame((("scx", 5),)),  # the background moves under the objects behind it
+    Frame((("lcdc", SPRITES & ~OBJ_ON),)),
+    Frame((("lcdc", SPRITES),), move=(1, 3)),
+    Frame(move=(0, -2)),
+    Frame((("lcdc", SPRITES | OBJ_16), ("obp0", 0x1B), ("obp1", 0xE4))),
+    Frame(lines=((50, "obp0", 0xE4), (70, "lcdc", SPRITES))),  # palette and height mid-frame
+    Frame(move=(1, -9)),
+)
+PALETTE = LCD_ON | WIN_ON | TILES_8000 | OBJ_ON | BG_ON
+PALETTE_FRAMES = (
+    Frame((("bgp", 0x1B), ("obp0", 0xE4), ("obp1", 0x27))),
+    Frame((("bgp", 0x93), ("obp0", 0x6C), ("obp1", 0xD2))),
+    Frame((("bgp", 0x00),)),
+    Frame((("bgp", 0xFF), ("obp1", 0x00))),
+    Frame((("bgp", 0xE4),), lines=((36, "bgp", 0x1B), (72, "obp0", 0x1B), (108, "bgp", 0x39))),
+    Frame(),  # the frame before the LCD goes off ends blank (PyBoy 2.8.1): keep the one above in view
+)
+
+
+def bg() -> str:
+    return Video("bg", LCD_ON | TILES_8000 | BG_ON, dict(bgp=0xE4, scx=0, scy=0)).script(BG_FRAMES)
+
+
+def window() -> str:
+    return Video("window", WINDOW, dict(bgp=0xE4, wx=7, wy=0)).script(WINDOW_FRAMES)
+
+
+def sprites() -> str:
+    return Video("sprites", SPRITES, dict(bgp=0xE4, obp0=0xE4, obp1=0x1B), SPRITE_OAM).script(SPRITE_FRAMES)
+
+
+def palette() -> str:
+    """Palettes per frame and mid-frame, then the LCD off (BGP colour 0 dark: PyBoy's blank frames show it) for
+    about 1.5 frames (a busy loop: no VBlank), on again (its first frame blank), and on."""
+    p = Video("palette", PALETTE, dict(bgp=0xE4, obp0=0xD2, obp1=0x87, wx=87, wy=72),
+              objects(*((120, 12 + 18 * k, 40 + k, (k & 1) << 4 | (k & 2) << 6) for k in range(8))))
+    for f in PALETTE_FRAMES:
+        p.frame(f)
+    p.frame(Frame((("bgp", 0x1B), ("lcdc", 0x00))))
+    p.emit("ld bc, #0x0F00", "lcd_off:", "dec bc", "ld a, b", "or c", "jr nz, lcd_off")
+    p.write("lcdc", PALETTE)
+    p.frame(Frame((("bgp", 0xE4),)))
+    return p.script((Frame((("obp0", 0x93),)),))
+
+
+VIDEO = dict(bg=len(BG_FRAMES) + 2, window=len(WINDOW_FRAMES) + 2, sprites=len(SPRITE_FRAMES) + 2,
+             palette=len(PALETTE_FRAMES) + 8)  # name -> frames compared after the LCD-on alignment
+PROGRAMS.update(bg=bg, window=window, sprites=sprites, palette=palette)
+FRAMES.update({name: count + 20 for name, count in VIDEO.items()})  # the set-up: about 10 LCD-off frames
