@@ -205,7 +205,17 @@ def run_tasks(tasks: list[Task], jobs: int, triton: str, timeout: float = superv
 def _command(task: Task, target: str) -> list[str]:
     """The `rlspec check` command that checks ``target`` as this task does."""
     return ["rlspec", "check", task.contract, "--impl", target] + \
-        (["--unsupported", str(task.unsupported_file)] if task.unsupported_file else [])
+        (["--unsupported", str(task.unsupported_file)] if task.unsupported_file else []) + \
+        (_rom_flags() if task.contract == "gb_emulator" else [])
+
+
+def _rom_flags() -> list[str]:
+    """gb_emulator's --rom / --rom-frames (rlspec/cli.py hands them over in the environment), for its commands."""
+    from rlspec.contracts import gb_emulator
+
+    paths = gb_emulator.user_roms()
+    return [f for p in paths for f in ("--rom", str(p))] + (["--rom-frames", str(gb_emulator.user_frames())]
+                                                           if paths else [])
 
 
 def _resolve(label: str, target: str, registered: bool) -> registry.Resolved:

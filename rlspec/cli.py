@@ -22,6 +22,7 @@ import textwrap
 from pathlib import Path
 
 from rlspec import help_cache, registry
+from rlspec.contracts import gb_emulator
 
 # Only the standard library and the registry's names are imported here, so that parsing (and every --help)
 # is quick: torch, the engines' executions and the checker load when their verb runs. `rlspec train ENGINE`
@@ -120,6 +121,12 @@ def _parser() -> argparse.ArgumentParser:
     p_check.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                          help="the per-example deadline: an implementation that makes no progress for this long is "
                               "stopped and its clause reported HANG (default 300)")
+    p_check.add_argument("--rom", type=Path, action="append", metavar="FILE",
+                         help="gb_emulator only: a Game Boy ROM of yours that its clauses play instead of the "
+                              f"project's test programs (repeat for several; or ${gb_emulator.ROMS_ENV})")
+    p_check.add_argument("--rom-frames", type=int, metavar="N",
+                         help=f"gb_emulator only: the frames each --rom plays per case (default "
+                              f"{gb_emulator.USER_FRAMES}; or ${gb_emulator.FRAMES_ENV})")
     p_check.add_argument("--reproduce", metavar="TOKEN",
                          help="replay one failing example: the token a reproduce line prints (it names its contract "
                               "and clause; a damaged or foreign token is a usage error)")
@@ -205,6 +212,7 @@ def _main(argv: list[str] | None) -> int:
         parser.error(f"unknown contract {unknown[0]!r}; known: {', '.join(registry.CONTRACTS)}, all")
     if args.impl and len(ids) > 1:
         parser.error("--impl checks one module against one contract: name the contract")
+    _use_roms(parser, args, ids)
     clauses = [c.strip() for arg in args.clause or () for c in arg.split(",") if c.strip()] or None
     profile = args.profile or os.environ.get("HYPOTHESIS_PROFILE", "ci")
     if profile not in PROFILES:
@@ -218,6 +226,27 @@ def _main(argv: list[str] | None) -> int:
                      clauses=clauses, categories=args.category, unsupported_file=args.unsupported, seed=args.seed,
                      reproduce=args.reproduce, jobs=args.jobs or _usable_cores(), triton=args.triton,
                      junit=args.junit_xml, spec_versions=args.spec_version, timeout=args.timeout)
+
+
+def _use_roms(parser: argparse.ArgumentParser, args: argparse.Namespace, ids: list[str]) -> None:
+    """--rom / --rom-frames: checked here, handed to contract gb_emulator (and to --jobs' worker processes) through
+    its environment variables."""
+    if args.rom is None and args.rom_frames is None:
+        return
+    if "gb_emulator" not in ids:
+        parser.error("--rom and --rom-frames apply to contract gb_emulator only; name it (rlspec check gb_emulator "
+                     "--rom MY.gb)")
+    if args.rom is None:
+        parser.error("--rom-frames: expected --rom FILE with it (the frames each of your ROMs plays)")
+    for path in args.rom:
+        size = path.stat().st_size if path.is_file() else None
+        if size is None or size < gb_emulator.MIN_ROM:
+            got = "no such file" if size is None else f"{size} bytes"
+            parser.error(f"--rom {path}: expected a Game Boy ROM of at least {gb_emulator.MIN_ROM} bytes, got {got}")
+    if args.rom_frames is not None and args.rom_frames < 1:
+        parser.error(f"--rom-frames: expected an int >= 1, got {args.rom_frames}")
+    os.environ[gb_emulator.ROMS_ENV] = os.pathsep.join(str(p.resolve()) for p in args.rom)
+    os.environ[gb_emulator.FRAMES_ENV] = str(args.rom_frames or gb_emulator.USER_FRAMES)
 
 
 def _verb(words: list[str], run) -> int:

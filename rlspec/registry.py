@@ -34,6 +34,7 @@ CONTRACTS: dict[str, str] = {
     "shaping": "rlspec.spec.shaping",
     "parity": "rlspec.spec.parity",
     "room_env": "rlspec.spec.room_env",
+    "gb_emulator": "rlspec.spec.gb_emulator",
     "trust_region": "rlspec.spec.trust_region",
     "success_set": "rlspec.spec.success_set",
     "behavior": "rlspec.spec.behavior",
@@ -106,6 +107,10 @@ IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "room_env": {
         "reference": "rlspec.envs.room.pyboy_room",
         "fast-warp": "rlspec.envs.room.warp_room",
+    },
+    "gb_emulator": {
+        "reference": "rlspec.envs.gameboy.pyboy_gb",
+        "fast-warp": "rlspec.envs.gameboy.warp_gb",
     },
     "trust_region": {
         "reference": "rlspec.reference.trust_region",

@@ -197,8 +197,8 @@ def test_bad_out_raises(out, actual):
 
 
 def test_numpy_out_and_bytes_per_env():
-    """A numpy out on cpu is written in place too; an env holds 24790 bytes (+ its cartridge RAM, 1 here)."""
+    """A numpy out on cpu is written in place too; an env holds 24794 bytes (+ its cartridge RAM, 1 here)."""
     emu = emulator.Emulator(ROOM.read_bytes(), 2)
     out = np.full((2, 144, 40), 0xAA, dtype=np.uint8)
     emu.step_frames(20, out)
-    assert (out == emu.frame).all() and emu.bytes_per_env == 24790 + 1
+    assert (out == emu.frame).all() and emu.bytes_per_env == 24794 + 1

@@ -9,7 +9,8 @@
 2. ``sdasgb`` assembles it, ``sdldgb`` links it to Intel hex, area BANKk at k << 16 | 0x4000 (``-b``), the
    address makebin reads as bank k;
 3. ``makebin -Z -yN`` writes the cartridge without the Nintendo logo, title NAME: ROM-only (32 KiB), or as
-   ``programs.CARTS`` says: ``-yt`` type (header 0x147), ``-yo`` ROM banks (0x148), ``-ya`` RAM banks (0x149).
+   ``programs.CARTS`` says: ``-yt`` type (header 0x147), ``-yo`` ROM banks (0x148), ``-ya`` RAM banks (0x149);
+4. the boot ROM (``programs.BOOT``): its image's first 256 bytes are written as NAME.bin instead of NAME.gb.
 
 sdcc's assembler/linker/makebin from Debian's sdcc 4.2.0 produced the committed ROMs (``apt-get install -y
 sdcc``); the tests read the committed .gb files, so CI needs no sdcc.
@@ -23,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rlspec.envs.gameboy.programs import CARTS, PROGRAMS, Cart
+from rlspec.envs.gameboy.programs import BOOT, CARTS, PROGRAMS, Cart
 
 HERE = Path(__file__).resolve().parent / "programs"
 COMMANDS = (  # {src}, {build}, {name}, {out}, {banks}: sdldgb's -b options, {cart}: makebin's -y options
@@ -41,17 +42,20 @@ def options(cart: Cart) -> dict[str, str]:
 
 
 def build(name: str, out_dir: Path) -> tuple[Path, Path]:
-    """Write ``out_dir/NAME.s`` and assemble it to ``out_dir/NAME.gb``."""
+    """Write ``out_dir/NAME.s`` and assemble it to ``out_dir/NAME.gb`` (a boot ROM: ``NAME.bin``)."""
     for tool in ("sdasgb", "sdldgb", "makebin"):
         if shutil.which(tool) is None:
             raise FileNotFoundError(f"{tool} is not installed (Debian: apt-get install -y sdcc); it builds {name}.gb")
-    src, out = out_dir / f"{name}.s", out_dir / f"{name}.gb"
-    src.write_text(PROGRAMS[name]())
+    src, out = out_dir / f"{name}.s", out_dir / (f"{name}.bin" if name in BOOT else f"{name}.gb")
+    src.write_text({**PROGRAMS, **BOOT}[name]())
     with tempfile.TemporaryDirectory() as tmp:
+        image = Path(tmp) / f"{name}.gb"
         for command in COMMANDS:
-            line = command.format(src=src, build=tmp, name=name, title=name.upper(), out=out,
+            line = command.format(src=src, build=tmp, name=name, title=name.upper(), out=image,
                                   **options(CARTS.get(name, Cart())))
             subprocess.run(line.split(), check=True, capture_output=True)
+        data = image.read_bytes()
+    out.write_bytes(data[:0x100] if name in BOOT else data)
     return src, out
 
 
@@ -59,7 +63,7 @@ def check() -> list[str]:
     """Names of the committed files that differ from a fresh build (empty: all equal)."""
     differ = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in PROGRAMS:
+        for name in (*PROGRAMS, *BOOT):
             for fresh in build(name, Path(tmp)):
                 committed = HERE / fresh.name
                 if not committed.exists() or committed.read_bytes() != fresh.read_bytes():
@@ -70,11 +74,12 @@ def check() -> list[str]:
 if __name__ == "__main__":
     if sys.argv[1:] == ["--check"]:
         differ = check()
-        print("differ: " + " ".join(differ) if differ else f"all {len(PROGRAMS)} programs rebuild byte for byte")
+        count = len(PROGRAMS) + len(BOOT)
+        print("differ: " + " ".join(differ) if differ else f"all {count} programs rebuild byte for byte")
         sys.exit(1 if differ else 0)
     if sys.argv[1:]:
         sys.exit(__doc__)
     HERE.mkdir(exist_ok=True)
-    for name in PROGRAMS:
+    for name in (*PROGRAMS, *BOOT):
         src, out = build(name, HERE)
         print(f"wrote {src.name}, {out.name} ({out.stat().st_size} bytes)")

@@ -5,8 +5,8 @@ size), "Power Up Sequence" (the DMG's registers after the boot ROM).
 
 The cartridge ROM is one array for all envs (up to 8 MiB, never copied per env). Per env the state is
 ``bytes_per_env`` bytes: WRAM 8192, VRAM 8192, OAM 160, IO 128, HRAM + IE 128, the RTC 10, the MBC's registers
-16, the CPU registers 32, the CPU's and the hardware's counters (``Machine`` in hardware.py) 76, the opcode
-histogram 2048, the frame buffer 5760 (packed2, 2 bits a pixel) and the PPU's line state 48: 24790 bytes, plus
+16, the CPU registers 32, the CPU's and the hardware's counters (``Machine`` in hardware.py) 80, the opcode
+histogram 2048, the frame buffer 5760 (packed2, 2 bits a pixel) and the PPU's line state 48: 24794 bytes, plus
 the cartridge RAM (the header's size, 0 to 131072; at least 1 allocated).
 
 Frames: ``step_frames(k, out)`` runs until k frames have ended, where PyBoy 2.8.1's ``tick`` ends one (hardware
@@ -49,6 +49,11 @@ POST_BOOT = dict(A=0x01, F=0xB0, B=0x00, C=0x13, D=0x00, E=0xD8, H=0x01, L=0x4D,
 POST_BOOT_IO = {0x02: 0x7E, 0x0F: 0xE1, 0x10: 0x80, 0x11: 0xBF, 0x12: 0xF3, 0x14: 0xBF, 0x16: 0x3F,
                 0x19: 0xBF, 0x1A: 0x7F, 0x1B: 0xFF, 0x1C: 0x9F, 0x1E: 0xBF, 0x20: 0xFF, 0x23: 0xBF, 0x24: 0x77,
                 0x25: 0xF3, 0x26: 0xF1, 0x40: 0x91, 0x41: 0x06, 0x46: 0xFF, 0x47: 0xFC}
+# With a boot ROM (``Emulator(..., boot=)``): the power-on state it starts from (registers 0, PC 0, the LCD off,
+# every IO register 0 but BGP 0xFC and OBP0/OBP1 0xFF, the divider 0: PyBoy 2.8.1's power-on values); the boot
+# ROM sets the rest and unmaps itself (FF50) as it jumps to 0x0100.
+POWER_ON = dict.fromkeys(("A", "F", "B", "C", "D", "E", "H", "L", "SP", "PC"), 0)
+POWER_ON_IO = {0x47: 0xFC, 0x48: 0xFF, 0x49: 0xFF}
 MBC_OF_TYPE = {0x00: NO_MBC, 0x01: MBC1, 0x02: MBC1, 0x03: MBC1, 0x0F: MBC3, 0x10: MBC3, 0x11: MBC3, 0x12: MBC3,
                0x13: MBC3, 0x19: MBC5, 0x1A: MBC5, 0x1B: MBC5, 0x1C: MBC5, 0x1D: MBC5, 0x1E: MBC5}
 RAM_SIZES = {0: 0, 1: 0x800, 2: 0x2000, 3: 0x8000, 4: 0x20000, 5: 0x10000}  # 0x149 code -> bytes
@@ -102,9 +107,14 @@ def _check_int(name: str, value, low: int, high: int = 2**31 - 1) -> None:
 class Emulator:
     """``n_envs`` Game Boys running ``rom``; ``step_frames``/``step``, then read the state (numpy copies)."""
 
-    def __init__(self, rom: bytes, n_envs: int, device: str = "cpu", wiring: Wiring = Wiring()):
+    def __init__(self, rom: bytes, n_envs: int, device: str = "cpu", wiring: Wiring = Wiring(),
+                 boot: bytes | None = None):
         mbc, ram = cartridge(rom)
         _check_int("n_envs", n_envs, 1)
+        if boot is not None and (not isinstance(boot, (bytes, bytearray)) or len(boot) != 0x100):
+            raise ValueError(f"boot: expected the 256 bytes of a DMG boot ROM, got "
+                             f"{len(boot) if isinstance(boot, (bytes, bytearray)) else type(boot).__name__}"
+                             f"{' bytes' if isinstance(boot, (bytes, bytearray)) else ''}")
         _check_int("wiring.obj_limit", wiring.obj_limit, 0, MAX_OBJS)  # Screen.objs holds at most MAX_OBJS
         if not isinstance(device, str) or not (device == "cpu" or device.startswith("cuda")):
             raise ValueError(f"device: expected 'cpu' or 'cuda[:k]', got {device!r}")
@@ -114,24 +124,27 @@ class Emulator:
         def full(value, dtype=np.int32, shape=()):
             return wp.array(np.full((n, *shape), value, dtype=dtype), device=device)
 
-        regs = np.tile(np.array([POST_BOOT[r] for r in REGISTERS], dtype=np.int32), (n, 1))
+        start = POWER_ON if boot is not None else POST_BOOT
+        regs = np.tile(np.array([start[r] for r in REGISTERS], dtype=np.int32), (n, 1))
         io = np.zeros((n, 128), dtype=np.uint8)
-        for r, v in POST_BOOT_IO.items():
+        for r, v in (POWER_ON_IO if boot is not None else POST_BOOT_IO).items():
             io[:, r] = v
         bank = np.tile(np.array([0, 1, 0, 0], dtype=np.int32), (n, 1))
         m = Machine()
         m.rom = wp.array(np.frombuffer(bytes(rom), dtype=np.uint8), device=device)
+        m.boot = wp.array(np.frombuffer(bytes(boot or bytes(0x100)), dtype=np.uint8), device=device)
+        m.boot_on = full(int(boot is not None))
         m.rom_mask, m.ram_size, m.mbc = len(rom) - 1, ram, mbc
-        m.line, m.tac_bits, m.interrupts, m.mbc1_bank_mask = (wiring.line, wiring.tac_bits, wiring.interrupts,
-                                                              wiring.mbc1_bank_mask)
+        m.line, m.tac_bits, m.interrupts, m.mbc1_bank_mask, m.half_carry = (
+            wiring.line, wiring.tac_bits, wiring.interrupts, wiring.mbc1_bank_mask, wiring.half_carry)
         m.regs, m.bank, m.io = (wp.array(a, device=device) for a in (regs, bank, io))
-        m.sp, m.pc = full(POST_BOOT["SP"]), full(POST_BOOT["PC"])
+        m.sp, m.pc = full(start["SP"]), full(start["PC"])
         m.ime, m.ei_delay, m.status, m.halt_bug, m.instructions, m.done, m.fetched = (full(0) for _ in range(7))
         m.cycles = full(0, np.int64)
         m.opcodes = full(0, shape=(512,))
         m.wram, m.vram, m.oam, m.hram, m.cram, m.rtc = (
             full(0, np.uint8, (size,)) for size in (0x2000, 0x2000, 160, 128, max(ram, 1), 10))
-        m.div = full(0xAB00)
+        m.div = full(0 if boot is not None else 0xAB00)
         m.reload, m.dot, m.stat_line, m.buttons, m.frames, m.first_frame = (full(0) for _ in range(6))
         m.joy = full(0xF)
         screen = Screen()
@@ -211,7 +224,7 @@ class Emulator:
     def region(self, name: str) -> np.ndarray:
         """[N, size] uint8 copy of "wram", "vram", "oam", "io" (0xFF00-0xFF7F as stored), "hram" (0xFF80-0xFFFF,
         IE last), "cram", "rtc"; or [N] of a counter: "cycles" (T-cycles), "instructions", "status", "ime", "div",
-        "dot"; "opcodes" [N, 512]."""
+        "dot", "boot_on" (1 while the boot ROM is mapped); "opcodes" [N, 512]."""
         if name not in REGIONS:
             raise ValueError(f"name: expected one of {sorted(REGIONS)}, got {name!r}")
         return getattr(self.machine, name).numpy()
@@ -256,13 +269,13 @@ class Emulator:
         m = self.machine
         arrays = [getattr(m, name) for name in REGIONS + ("sp", "pc", "ei_delay", "halt_bug", "done", "fetched",
                                                           "reload", "stat_line", "buttons", "joy", "regs",
-                                                          "bank", "frames", "first_frame")]
+                                                          "bank", "frames", "first_frame", "boot_on")]
         s = m.screen
         arrays += [s.frame, s.objs, s.window_line, s.window_wy]
         return sum(a.size * wp.types.type_size_in_bytes(a.dtype) for a in arrays) // self.n_envs
 
 
 REGIONS = ("wram", "vram", "oam", "io", "hram", "cram", "rtc", "cycles", "instructions", "status", "ime", "div",
-           "dot", "opcodes")
+           "dot", "opcodes", "boot_on")
 __all__ = ["Emulator", "Wiring", "cartridge", "FRAME", "POST_BOOT", "REGISTERS", "STATUS_NAMES", "RUNNING", "HALTED",
            "STOPPED", "LOCKED"]

@@ -9,9 +9,10 @@ Sources (facts only, no emulator's code): Pan Docs (https://gbdev.io/pandocs/) "
 ``Machine`` (N envs; all arrays but ``rom`` are per env, [N, ...]):
 
 * ``rom`` [rom_size] uint8: the cartridge, ONE array shared by every env (read-only); ``rom_mask`` = size - 1;
+  ``boot`` [256] uint8: a boot ROM (shared), mapped over 0x0000-0x00FF while ``boot_on`` [N] int32 is 1;
 * ``mbc`` the controller (NO_MBC, MBC1, MBC3, MBC5), ``ram_size`` the cartridge RAM's bytes (0: none);
-* ``line`` ``tac_bits`` ``interrupts`` ``mbc1_bank_mask`` (and ``screen``'s four knobs): the wiring (``Wiring``;
-  the DMG's unless a test plants a fault);
+* ``line`` ``tac_bits`` ``interrupts`` ``mbc1_bank_mask`` ``half_carry`` (and ``screen``'s four knobs): the
+  wiring (``Wiring``; the DMG's unless a test plants a fault);
 * ``regs`` [N, 8] int32 B C D E H L F A; ``sp`` ``pc`` ``ime`` ``ei_delay`` ``status`` ``halt_bug`` [N] int32;
 * ``cycles`` [N] int64 T-cycles run; ``instructions`` [N] int32; ``opcodes`` [N, 512] int32 (executions per
   base opcode and 256 + CB opcode); ``done`` ``fetched`` [N] int32: T-cycles of the current instruction the
@@ -22,7 +23,8 @@ Sources (facts only, no emulator's code): Pan Docs (https://gbdev.io/pandocs/) "
   ``rtc`` [N, 10] uint8: MBC3 clock registers S M H DL DH, then their latched copy;
 * ``div`` [N] int32: the 16-bit divider (DIV is its upper byte); ``reload`` [N] int32: the TIMA reload
   pipeline (1: overflowed this M-cycle, 2: reloaded and interrupt requested);
-* ``dot`` [N] int32: T-cycle within the 70224 of a frame (LCD off: since it went off, mod 70224);
+* ``dot`` [N] int32: T-cycle within the 70224 of a frame (LCD off: since it went off, mod 70224; negative for the
+  START_DELAY after the LCD is switched on);
   ``stat_line`` [N] int32: the STAT interrupt line;
 * ``screen`` (ppu.py ``Screen``): the frame buffer [N, 5760] packed2 and the pixel pipeline's state;
   ``frames`` [N] int32: frames ended (``frame_end``); ``first_frame`` [N] int32: 1 from LCD on to its VBlank;
@@ -50,6 +52,8 @@ VBLANK, LCD_STAT, TIMER, SERIAL, JOYPAD = 1, 2, 4, 8, 16  # IF / IE bits, in pri
 
 _IF, _TIMA, _TMA, _TAC, _LCDC, _STAT, _LY, _LYC = (wp.constant(r) for r in (IF, TIMA, TMA, TAC, LCDC, STAT, LY, LYC))
 _FRAME = wp.constant(FRAME)
+START_DELAY = 8  # T-cycles from an LCDC write's access to the end of its instruction (every store form)
+_START_DELAY = wp.constant(START_DELAY)
 
 
 
@@ -57,14 +61,15 @@ _FRAME = wp.constant(FRAME)
 class Wiring:
     """The constants that tie the machine together, as data (tests plant faults by changing one): T-cycles per
     scanline, the divider bit for TAC 0-3 (a nibble each, TAC 0 lowest), the IE/IF bits that can dispatch, the
-    MBC1 ROM bank register's bits; the PPU's (ppu.py ``Screen``): objects per line, the VRAM offset of tile 0 in
-    the signed tile-data mode, the X-priority's sign, whether the window's line counter also counts hidden
-    lines."""
+    MBC1 ROM bank register's bits, the nibble mask of the 8-bit adder's half carry (H: the carry out of bit 3);
+    the PPU's (ppu.py ``Screen``): objects per line, the VRAM offset of tile 0 in the signed tile-data mode, the
+    X-priority's sign, whether the window's line counter also counts hidden lines."""
 
     line: int = LINE
     tac_bits: int = 0x7539
     interrupts: int = 0x1F
     mbc1_bank_mask: int = 0x1F
+    half_carry: int = 0xF
     obj_limit: int = ppu.MAX_OBJS
     signed_tiles: int = 0x1000
     x_priority: int = 1
@@ -79,6 +84,7 @@ Vec = wp.array(dtype=wp.int32)
 @wp.struct
 class Machine:
     rom: wp.array(dtype=wp.uint8)
+    boot: wp.array(dtype=wp.uint8)
     rom_mask: int
     ram_size: int
     mbc: int
@@ -86,6 +92,7 @@ class Machine:
     tac_bits: int
     interrupts: int
     mbc1_bank_mask: int
+    half_carry: int
     regs: I32
     sp: Vec
     pc: Vec
@@ -115,6 +122,7 @@ class Machine:
     first_frame: Vec
     buttons: Vec
     joy: Vec
+    boot_on: Vec
 
 
 @wp.func
@@ -225,6 +233,9 @@ def ppu_tick(m: Machine, i: int):
     "LCDC.7", as PyBoy). LY is the line, except that it advances 4 dots before the next line's mode 2 on lines
     0-142 (PyBoy 2.8.1's timing; LYC is compared with it then). Entering VBlank with STAT's mode-2 source on also
     requests STAT (as PyBoy)."""
+    if m.dot[i] < 0:  # the LCD was just switched on: dot 0 is where the enabling instruction ends
+        m.dot[i] = m.dot[i] + 4
+        return
     dot = (m.dot[i] + 4) % _FRAME
     m.dot[i] = dot
     if (io(m, i, _LCDC) & 0x80) == 0:
@@ -260,7 +271,9 @@ def ppu_tick(m: Machine, i: int):
 @wp.func
 def lcdc_write(m: Machine, i: int, v: int):
     """LCDC bit 7 off: the PPU stops with LY = 0 and mode 0, a blank frame ends; on: it starts at dot 0 of a
-    frame, which is blank (``first_frame``), and the frame before ends (PyBoy 2.8.1's frame boundaries)."""
+    frame as the enabling instruction ends (``START_DELAY`` T-cycles after the write's access, memory.py ``sync``:
+    PyBoy 2.8.1 restarts its LCD clock there), that frame is blank (``first_frame``), and the frame before ends
+    (PyBoy 2.8.1's frame boundaries)."""
     was_on = (io(m, i, _LCDC) & 0x80) != 0
     set_io(m, i, _LCDC, v)
     if was_on and (v & 0x80) == 0:
@@ -269,7 +282,7 @@ def lcdc_write(m: Machine, i: int, v: int):
         stat_update(m, i, 0)
         frame_end(m, i, True)
     elif not was_on and (v & 0x80) != 0:
-        m.dot[i] = 0
+        m.dot[i] = -_START_DELAY  # ppu_tick holds until the enabling instruction has ended
         m.first_frame[i] = 1
         ppu.frame_start(m.screen, i)
         ppu.line_start(m.screen, m.io, i, 0)

@@ -53,6 +53,7 @@ from rlspec.envs.gameboy.hardware import (
 _NO_MBC, _MBC1, _MBC3, _MBC5 = (wp.constant(k) for k in (NO_MBC, MBC1, MBC3, MBC5))
 _P1, _DIV, _TIMA, _TMA, _TAC, _IF = (wp.constant(r) for r in (P1, DIV, TIMA, TMA, TAC, IF))
 _LCDC, _STAT, _LY, _LYC, _DMA = (wp.constant(r) for r in (LCDC, STAT, LY, LYC, DMA))
+_BOOT = wp.constant(0x50)  # writing a non-zero value unmaps the boot ROM (Pan Docs "Memory Map": FF50)
 _ENABLE, _ROMB, _RAMB, _MODE = wp.constant(0), wp.constant(1), wp.constant(2), wp.constant(3)  # columns of bank
 
 
@@ -60,8 +61,10 @@ _ENABLE, _ROMB, _RAMB, _MODE = wp.constant(0), wp.constant(1), wp.constant(2), w
 
 @wp.func
 def rom_read(m: Machine, i: int, a: int) -> int:
-    """0x0000-0x3FFF: bank 0 (MBC1 mode 1: bank upper2 << 5); 0x4000-0x7FFF: the selected bank (MBC1: upper2 << 5
-    | lower5; no MBC: bank 1)."""
+    """0x0000-0x00FF: the boot ROM while it is mapped; 0x0000-0x3FFF: bank 0 (MBC1 mode 1: bank upper2 << 5);
+    0x4000-0x7FFF: the selected bank (MBC1: upper2 << 5 | lower5; no MBC: bank 1)."""
+    if a < 0x100 and m.boot_on[i] == 1:
+        return int(m.boot[a])
     bank = 0
     if a >= 0x4000:
         bank = m.bank[i, _ROMB]
@@ -218,6 +221,9 @@ def io_write(m: Machine, i: int, r: int, v: int):
         set_io(m, i, _LYC, v)
         if (io(m, i, _LCDC) & 0x80) != 0:
             stat_update(m, i, io(m, i, _STAT) & 3)
+    elif r == _BOOT:
+        if v != 0:
+            m.boot_on[i] = 0
     elif r != _LY:
         set_io(m, i, r, v)
         if r == _DMA:

@@ -760,3 +760,38 @@ VIDEO = dict(bg=len(BG_FRAMES) + 2, window=len(WINDOW_FRAMES) + 2, sprites=len(S
              palette=len(PALETTE_FRAMES) + 8)  # name -> frames compared after the LCD-on alignment
 PROGRAMS.update(bg=bg, window=window, sprites=sprites, palette=palette)
 FRAMES.update({name: count + 20 for name, count in VIDEO.items()})  # the set-up: about 10 LCD-off frames
+
+
+# ---- the boot ROM both emulators start from (the contract gb_emulator: rlspec/spec/gb_emulator.py) -------------
+#
+# 256 bytes at 0x0000, mapped until it writes FF50 (its last instruction, at 0x00FE, so the cartridge runs from
+# 0x0100). From the power-on state (the LCD off) it clears VRAM, WRAM, OAM and HRAM, writes the IO registers as
+# Pan Docs "Power Up Sequence" lists them for the DMG (not the APU's: sound is not emulated; OBP0/OBP1, which
+# the DMG leaves undefined, 0xFF; P1 with neither button group selected, where PyBoy 2.8.1 reads both selected
+# as no button held), resets the divider (DIV), switches the LCD on (LCDC 0x91: the PPU at dot 0 of
+# a frame in both emulators) and sets the CPU registers to the DMG's post-boot values (A 0x01, F 0xB0, BC 0x0013,
+# DE 0x00D8, HL 0x014D, SP 0xFFFE). No logo, no check of the cartridge header: every state it leaves is set by
+# its own code, so two emulators that run it agree from the first cycle of the cartridge on.
+BOOT_IO = (("p1", 0x00, 0x30), ("sb", 0x01, 0x00), ("sc", 0x02, 0x7E), ("tima", 0x05, 0x00), ("tma", 0x06, 0x00),
+           ("tac", 0x07, 0xF8), ("stat", 0x41, 0x85), ("scy", 0x42, 0x00), ("scx", 0x43, 0x00),
+           ("lyc", 0x45, 0x00), ("bgp", 0x47, 0xFC), ("obp0", 0x48, 0xFF), ("obp1", 0x49, 0xFF), ("wy", 0x4A, 0x00),
+           ("wx", 0x4B, 0x00), ("ie", 0xFF, 0x00), ("if", 0x0F, 0xE1))
+
+
+def boot() -> str:
+    lines = [AREA, "\t.org 0x0000", "\tld sp, #0xFFFE"]
+    for label, start, end in (("vram", 0x8000, 0xA0), ("wram", 0xC000, 0xE0)):  # clear until H reaches end
+        lines += [f"\tld hl, #0x{start:04X}", f"clear_{label}:", "\txor a", "\tld (hl+), a", "\tld a, h",
+                  f"\tcp #0x{end:02X}", f"\tjr nz, clear_{label}"]
+    lines += ["\tld hl, #0xFE00", "clear_oam:", "\txor a", "\tld (hl+), a", "\tld a, l", "\tcp #0xA0",
+              "\tjr nz, clear_oam", "\tld c, #0x80", "clear_hram:", "\txor a", "\tldh (c), a", "\tinc c", "\tld a, c",
+              "\tcp #0xFF", "\tjr nz, clear_hram"]
+    for name, register, value in BOOT_IO:
+        lines += [f"\tld a, #0x{value:02X}\t\t; {name}", f"\tldh (0x{register:02X}), a"]
+    lines += ["\tldh (0x04), a\t\t; DIV: any write resets the divider", "\tld a, #0x91", "\tldh (0x40), a\t\t; LCD on",
+              "\tld bc, #0x01B0", "\tpush bc", "\tpop af", "\tld bc, #0x0013", "\tld de, #0x00D8", "\tld hl, #0x014D",
+              "\tjp hand_over", "\t.org 0x00FE", "hand_over:", "\tldh (0x50), a\t\t; A = 1: unmap the boot ROM", ""]
+    return "\n".join(lines)
+
+
+BOOT = dict(boot=boot)  # built to programs/boot.bin (the first 256 bytes of the image), not a cartridge

@@ -169,7 +169,7 @@ def _alu(m: Machine, i: int, y: int, b: int):
     f = 0
     if y < 2:
         r = a + b + c
-        f = _flags((r & 0xFF) == 0, False, (a & 0xF) + (b & 0xF) + c > 0xF, r > 0xFF)
+        f = _flags((r & 0xFF) == 0, False, (a & m.half_carry) + (b & m.half_carry) + c > m.half_carry, r > 0xFF)
     elif y == 4:
         r = a & b
         f = _flags(r == 0, False, True, False)
