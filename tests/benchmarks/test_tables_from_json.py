@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks.bonus import ablation, vs_sb3
 from benchmarks.dreamer import room_exit, train_step, vs_sheeprl
+from benchmarks.gameboy import frames_cpu
 from benchmarks.safe import learning, throughput, vs_omnisafe
 from benchmarks.semantics import fit_splits, overhead, protocol
 
@@ -31,6 +32,7 @@ TABLES = [
     (overhead.markdown, None, "semantics/results/semantic_overhead"),
     (learning.markdown, None, "safe/results/safe_learning"),
     (throughput.markdown, None, "safe/results/safe_throughput"),
+    (frames_cpu.markdown, None, "gameboy/results/frames_cpu"),
 ]
 
 

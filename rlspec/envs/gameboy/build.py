@@ -10,7 +10,8 @@
    address makebin reads as bank k;
 3. ``makebin -Z -yN`` writes the cartridge without the Nintendo logo, title NAME: ROM-only (32 KiB), or as
    ``programs.CARTS`` says: ``-yt`` type (header 0x147), ``-yo`` ROM banks (0x148), ``-ya`` RAM banks (0x149);
-4. the boot ROM (``programs.BOOT``): its image's first 256 bytes are written as NAME.bin instead of NAME.gb.
+4. the boot ROM (``programs.BOOT``): its image's first 256 bytes are written as NAME.bin instead of NAME.gb;
+   the benchmark's workload (``programs.BENCH``) is built like a test program.
 
 sdcc's assembler/linker/makebin from Debian's sdcc 4.2.0 produced the committed ROMs (``apt-get install -y
 sdcc``); the tests read the committed .gb files, so CI needs no sdcc.
@@ -24,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rlspec.envs.gameboy.programs import BOOT, CARTS, PROGRAMS, Cart
+from rlspec.envs.gameboy.programs import BENCH, BOOT, CARTS, PROGRAMS, Cart
 
 HERE = Path(__file__).resolve().parent / "programs"
 COMMANDS = (  # {src}, {build}, {name}, {out}, {banks}: sdldgb's -b options, {cart}: makebin's -y options
@@ -47,7 +48,7 @@ def build(name: str, out_dir: Path) -> tuple[Path, Path]:
         if shutil.which(tool) is None:
             raise FileNotFoundError(f"{tool} is not installed (Debian: apt-get install -y sdcc); it builds {name}.gb")
     src, out = out_dir / f"{name}.s", out_dir / (f"{name}.bin" if name in BOOT else f"{name}.gb")
-    src.write_text({**PROGRAMS, **BOOT}[name]())
+    src.write_text({**PROGRAMS, **BOOT, **BENCH}[name]())
     with tempfile.TemporaryDirectory() as tmp:
         image = Path(tmp) / f"{name}.gb"
         for command in COMMANDS:
@@ -63,7 +64,7 @@ def check() -> list[str]:
     """Names of the committed files that differ from a fresh build (empty: all equal)."""
     differ = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in (*PROGRAMS, *BOOT):
+        for name in (*PROGRAMS, *BOOT, *BENCH):
             for fresh in build(name, Path(tmp)):
                 committed = HERE / fresh.name
                 if not committed.exists() or committed.read_bytes() != fresh.read_bytes():
@@ -74,12 +75,12 @@ def check() -> list[str]:
 if __name__ == "__main__":
     if sys.argv[1:] == ["--check"]:
         differ = check()
-        count = len(PROGRAMS) + len(BOOT)
+        count = len(PROGRAMS) + len(BOOT) + len(BENCH)
         print("differ: " + " ".join(differ) if differ else f"all {count} programs rebuild byte for byte")
         sys.exit(1 if differ else 0)
     if sys.argv[1:]:
         sys.exit(__doc__)
     HERE.mkdir(exist_ok=True)
-    for name in (*PROGRAMS, *BOOT):
+    for name in (*PROGRAMS, *BOOT, *BENCH):
         src, out = build(name, HERE)
         print(f"wrote {src.name}, {out.name} ({out.stat().st_size} bytes)")

@@ -269,7 +269,7 @@ class Emulator:
         m = self.machine
         arrays = [getattr(m, name) for name in REGIONS + ("sp", "pc", "ei_delay", "halt_bug", "done", "fetched",
                                                           "reload", "stat_line", "buttons", "joy", "regs",
-                                                          "bank", "frames", "first_frame", "boot_on")]
+                                                          "bank", "frames", "first_frame")]
         s = m.screen
         arrays += [s.frame, s.objs, s.window_line, s.window_wy]
         return sum(a.size * wp.types.type_size_in_bytes(a.dtype) for a in arrays) // self.n_envs

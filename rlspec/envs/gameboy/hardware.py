@@ -54,6 +54,10 @@ _IF, _TIMA, _TMA, _TAC, _LCDC, _STAT, _LY, _LYC = (wp.constant(r) for r in (IF, 
 _FRAME = wp.constant(FRAME)
 START_DELAY = 8  # T-cycles from an LCDC write's access to the end of its instruction (every store form)
 _START_DELAY = wp.constant(START_DELAY)
+# PyBoy 2.8.1's first frame after the LCD is switched on: its line 0 starts in mode 0 and is 8 T-cycles short
+# (PyBoy's "startup line"), so every line of that frame comes 8 T-cycles early; line 153 makes up for it (the
+# frame still ends at 70224). A program polling LY in that frame sees it (programs.busy does).
+_STARTUP_LEAD = wp.constant(8)
 
 
 
@@ -242,12 +246,17 @@ def ppu_tick(m: Machine, i: int):
         if dot == 0:
             frame_end(m, i, True)
         return
-    line = dot // m.line
-    x = dot % m.line
+    t = dot  # the dot the line timing reads
+    if m.first_frame[i] == 1:  # the frame the LCD was switched on in runs STARTUP_LEAD ahead, its end unchanged
+        t = wp.min(dot + _STARTUP_LEAD, _FRAME - 1)
+    line = t // m.line
+    x = t % m.line
     mode = 1
     ly = line
     if line < 144:
         mode = wp.where(x < 80, 2, wp.where(x < 252, 3, 0))
+        if m.first_frame[i] == 1 and line == 0 and x < 80:
+            mode = 0  # the startup line begins in mode 0, without mode 2
         if x >= 452 and line < 143:
             ly = line + 1
     set_io(m, i, _LY, ly)
@@ -262,9 +271,9 @@ def ppu_tick(m: Machine, i: int):
             request(m, i, LCD_STAT)
         if m.first_frame[i] == 1:
             ppu.blank(m.screen, m.io, i)
-            m.first_frame[i] = 0
         ppu.frame_start(m.screen, i)
     if dot == 0:
+        m.first_frame[i] = 0
         frame_end(m, i, False)
 
 

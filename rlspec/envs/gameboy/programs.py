@@ -795,3 +795,22 @@ def boot() -> str:
 
 
 BOOT = dict(boot=boot)  # built to programs/boot.bin (the first 256 bytes of the image), not a cartridge
+
+
+# ---- the throughput benchmark's workload (benchmarks/gameboy/frames_cpu.py) ------------------------------------
+
+def busy() -> str:
+    """Background, window and 40 objects (ten a line on four bands of lines) on, then a loop that never halts: it
+    polls LY until VBlank, there scrolls SCX by one and moves every object one pixel right, then fills WRAM with
+    sums for most of the frame (the PPU's registers and OAM change only in VBlank, where both emulators agree on
+    every write). The CPU runs every M-cycle and the PPU draws every layer: the emulator's heaviest frame."""
+    oam = objects(*((40 + 24 * (k // 10), 8 + 16 * (k % 10), k, (k & 1) << 4 | (k & 2) << 6) for k in range(40)))
+    p = Video("busy", PALETTE, dict(bgp=0xE4, obp0=0xD2, obp1=0x87, wx=87, wy=72), oam)
+    p.emit("loop:", "ldh a, (0x44)", "cp #144", "jr nz, loop", "ldh a, (0x43)", "inc a", "ldh (0x43), a",
+           "ld hl, #0xFE01", "ld b, #40", "move:", "inc (hl)", "ld a, l", "add a, #4", "ld l, a", "dec b",
+           "jr nz, move", "ld hl, #0xC000", "ld bc, #0x0400", "sums:", "ld a, c", "add a, b", "ld (hl+), a", "dec bc",
+           "ld a, b", "or c", "jr nz, sums", "jr loop")
+    return p.finish(*ROUTINES, *p.data)
+
+
+BENCH = dict(busy=busy)  # built to programs/busy.gb like the test programs, not compared by tests/gameboy

@@ -53,7 +53,8 @@ class GameBoyVec:
             out = torch.empty(self.num_envs, *FRAME_SHAPE, dtype=torch.uint8)
         for k, env in enumerate(self.envs):
             self._press(k, held[k])
-            env.tick(frames, True)
+            for _ in range(frames):  # one tick a frame: PyBoy 2.8.1's tick(120) shows another window than 120
+                env.tick(1, True)    # ticks of one frame (programs/busy.gb); tick(k) agrees for k <= 8 there
             out[k] = pack(torch.from_numpy(screen_shades(env)))  # [144, 160] -> [144, 40]
         return out
 

@@ -1,0 +1,1 @@
+"""The Warp Game Boy beside PyBoy: emulated frames per CPU second (see README.md)."""
