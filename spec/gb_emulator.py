@@ -16,7 +16,8 @@ Which ROMs
 ----------
 The clauses that run a game run every ROM of the set: by default the project's test programs
 (rlspec/envs/gameboy/programs: every opcode and flag case, the timer, DMA, MBC1/3/5 banking, the joypad, the
-background, window, objects and palettes) and the room ROM (rlspec/envs/room/room.gb). Two programs stay out,
+background, window, objects and palettes; ``busy``, a loop that polls LY from the frame the LCD is switched on)
+and the room ROM (rlspec/envs/room/room.gb). Two programs stay out,
 for differences between PyBoy 2.8.1 and the Warp core that tests/gameboy names with their values: ``interrupts``
 (the HALT bug, which the hardware has and PyBoy lacks) and ``ppu`` (the STAT mode read right after HALT wakes on
 an LYC interrupt, and LY right after the LCD is switched on again, where the two differ by one M-cycle).
@@ -76,6 +77,7 @@ BOOT_FRAMES = 10  # frames before the cartridge runs: the boot ROM clears the RA
 LEFT_OUT = ("interrupts", "ppu")  # module docstring
 BUTTON_MASK = dict(joypad=0x0F)  # the d-pad only: module docstring
 ROOM_FRAMES = 40
+BUSY_FRAMES = 50  # programs.busy (the throughput benchmark's loop, which never halts): its set-up and 25 frames
 
 
 class Rom(NamedTuple):
@@ -102,7 +104,8 @@ def _project_roms() -> tuple[Rom, ...]:
 
     programs = tuple(Rom(name, (HERE / f"{name}.gb").read_bytes(), BOOT_FRAMES + frames, BUTTON_MASK.get(name, 0xFF))
                      for name, frames in sorted(FRAMES.items()) if name not in LEFT_OUT)
-    return (*programs, Rom("room", room.read_bytes(), ROOM_FRAMES))
+    return (*programs, Rom("busy", (HERE / "busy.gb").read_bytes(), BUSY_FRAMES),
+            Rom("room", room.read_bytes(), ROOM_FRAMES))
 
 
 def roms() -> tuple[Rom, ...]:
@@ -263,7 +266,8 @@ def _bad_inputs(n: int):
         ("buttons [N+1]", lambda gb: gb.step(torch.zeros(n + 1, dtype=torch.int64)), ["buttons"], [f"({n + 1},)"]),
         ("frames 0", lambda gb: gb.step(ok, 0), ["frames"], ["0"]),
         ("frames 1.5", lambda gb: gb.step(ok, 1.5), ["frames"], ["1.5"]),
-        ("out int32", lambda gb: gb.step(ok, 1, torch.zeros(n, *FRAME_SHAPE, dtype=torch.int32)), ["out"], ["uint8", "int32"]),
+        ("out int32", lambda gb: gb.step(ok, 1, torch.zeros(n, *FRAME_SHAPE, dtype=torch.int32)), ["out"],
+         ["uint8", "int32"]),
         ("out unpacked [N, 144, 160]", lambda gb: gb.step(ok, 1, torch.zeros(n, 144, 160, dtype=torch.uint8)),
          ["out"], [f"({n}, 144, 160)", f"({n}, 144, 40)"]),
         ("out non-contiguous", lambda gb: gb.step(ok, 1, torch.zeros(n, 40, 144, dtype=torch.uint8).transpose(1, 2)),

@@ -67,7 +67,7 @@ def test_the_programs_left_out_differ_exactly_where_named(name):
 
 def test_every_program_the_contract_plays_has_halted_by_its_last_frame():
     """So GB-2 compares each program's results, not a state halfway through it."""
-    for rom in spec.roms()[:-1]:  # the room ROM runs on (it waits for its mailbox)
+    for rom in (r for r in spec.roms() if r.name not in ("busy", "room")):  # those two loop by design
         vec = warp_gb.GameBoyVec(rom.data, 1)
         vec.step(torch.zeros(1, dtype=torch.int64), rom.frames - 1)
         pc = vec.registers()[0, 9].item()

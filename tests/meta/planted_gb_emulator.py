@@ -90,6 +90,8 @@ PLANTED_GB_EMULATOR = (
     Planted("timer counts the wrong divider bit", "gb_emulator", _wired(tac_bits=0x7549), "GB-2",
             "the state differs", ("GB-4",)),
     Planted("a scanline one dot short", "gb_emulator", _wired(line=455), "GB-2", "the state differs", ("GB-4",)),
+    Planted("the frame after LCD on not ahead (PyBoy's startup line)", "gb_emulator", _wired(startup_lead=0),
+            "GB-2", "busy", ("GB-4",)),
     Planted("MBC1 bank bit 4 not switched", "gb_emulator", _wired(mbc1_bank_mask=0x0F), "GB-2", "the state differs",
             ("GB-4",)),
     Planted("9 objects per line", "gb_emulator", _wired(obj_limit=9), "GB-1", "the frame differs", ("GB-4",)),

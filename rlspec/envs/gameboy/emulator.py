@@ -135,8 +135,9 @@ class Emulator:
         m.boot = wp.array(np.frombuffer(bytes(boot or bytes(0x100)), dtype=np.uint8), device=device)
         m.boot_on = full(int(boot is not None))
         m.rom_mask, m.ram_size, m.mbc = len(rom) - 1, ram, mbc
-        m.line, m.tac_bits, m.interrupts, m.mbc1_bank_mask, m.half_carry = (
-            wiring.line, wiring.tac_bits, wiring.interrupts, wiring.mbc1_bank_mask, wiring.half_carry)
+        m.line, m.tac_bits, m.interrupts, m.mbc1_bank_mask, m.half_carry, m.startup_lead = (
+            wiring.line, wiring.tac_bits, wiring.interrupts, wiring.mbc1_bank_mask, wiring.half_carry,
+            wiring.startup_lead)
         m.regs, m.bank, m.io = (wp.array(a, device=device) for a in (regs, bank, io))
         m.sp, m.pc = full(start["SP"]), full(start["PC"])
         m.ime, m.ei_delay, m.status, m.halt_bug, m.instructions, m.done, m.fetched = (full(0) for _ in range(7))

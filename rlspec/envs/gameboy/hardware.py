@@ -11,8 +11,8 @@ Sources (facts only, no emulator's code): Pan Docs (https://gbdev.io/pandocs/) "
 * ``rom`` [rom_size] uint8: the cartridge, ONE array shared by every env (read-only); ``rom_mask`` = size - 1;
   ``boot`` [256] uint8: a boot ROM (shared), mapped over 0x0000-0x00FF while ``boot_on`` [N] int32 is 1;
 * ``mbc`` the controller (NO_MBC, MBC1, MBC3, MBC5), ``ram_size`` the cartridge RAM's bytes (0: none);
-* ``line`` ``tac_bits`` ``interrupts`` ``mbc1_bank_mask`` ``half_carry`` (and ``screen``'s four knobs): the
-  wiring (``Wiring``; the DMG's unless a test plants a fault);
+* ``line`` ``tac_bits`` ``interrupts`` ``mbc1_bank_mask`` ``half_carry`` ``startup_lead`` (and ``screen``'s four
+  knobs): the wiring (``Wiring``; the DMG's unless a test plants a fault);
 * ``regs`` [N, 8] int32 B C D E H L F A; ``sp`` ``pc`` ``ime`` ``ei_delay`` ``status`` ``halt_bug`` [N] int32;
 * ``cycles`` [N] int64 T-cycles run; ``instructions`` [N] int32; ``opcodes`` [N, 512] int32 (executions per
   base opcode and 256 + CB opcode); ``done`` ``fetched`` [N] int32: T-cycles of the current instruction the
@@ -57,7 +57,7 @@ _START_DELAY = wp.constant(START_DELAY)
 # PyBoy 2.8.1's first frame after the LCD is switched on: its line 0 starts in mode 0 and is 8 T-cycles short
 # (PyBoy's "startup line"), so every line of that frame comes 8 T-cycles early; line 153 makes up for it (the
 # frame still ends at 70224). A program polling LY in that frame sees it (programs.busy does).
-_STARTUP_LEAD = wp.constant(8)
+STARTUP_LEAD = 8
 
 
 
@@ -65,7 +65,8 @@ _STARTUP_LEAD = wp.constant(8)
 class Wiring:
     """The constants that tie the machine together, as data (tests plant faults by changing one): T-cycles per
     scanline, the divider bit for TAC 0-3 (a nibble each, TAC 0 lowest), the IE/IF bits that can dispatch, the
-    MBC1 ROM bank register's bits, the nibble mask of the 8-bit adder's half carry (H: the carry out of bit 3);
+    MBC1 ROM bank register's bits, the nibble mask of the 8-bit adder's half carry (H: the carry out of bit 3),
+    the T-cycles the frame after LCD on runs ahead (``STARTUP_LEAD``);
     the PPU's (ppu.py ``Screen``): objects per line, the VRAM offset of tile 0 in the signed tile-data mode, the
     X-priority's sign, whether the window's line counter also counts hidden lines."""
 
@@ -74,6 +75,7 @@ class Wiring:
     interrupts: int = 0x1F
     mbc1_bank_mask: int = 0x1F
     half_carry: int = 0xF
+    startup_lead: int = STARTUP_LEAD
     obj_limit: int = ppu.MAX_OBJS
     signed_tiles: int = 0x1000
     x_priority: int = 1
@@ -97,6 +99,7 @@ class Machine:
     interrupts: int
     mbc1_bank_mask: int
     half_carry: int
+    startup_lead: int
     regs: I32
     sp: Vec
     pc: Vec
@@ -248,7 +251,7 @@ def ppu_tick(m: Machine, i: int):
         return
     t = dot  # the dot the line timing reads
     if m.first_frame[i] == 1:  # the frame the LCD was switched on in runs STARTUP_LEAD ahead, its end unchanged
-        t = wp.min(dot + _STARTUP_LEAD, _FRAME - 1)
+        t = wp.min(dot + m.startup_lead, _FRAME - 1)
     line = t // m.line
     x = t % m.line
     mode = 1
