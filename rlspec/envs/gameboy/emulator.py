@@ -41,6 +41,8 @@ from rlspec.envs.gameboy.hardware import (
 )
 from rlspec.envs.gameboy.ppu import FRAME_BYTES, HEIGHT, MAX_OBJS, ROW_BYTES, WIDTH, Screen
 
+wp.set_module_options({"enable_backward": False})  # the kernel's module: forward only, no adjoint code to compile
+
 REGISTERS = ("B", "C", "D", "E", "H", "L", "F", "A")  # the columns of regs
 STATUS_NAMES = ("running", "halted", "stopped", "locked")
 # Pan Docs "Power Up Sequence", DMG: registers as the boot ROM leaves them (F = Z, H and C set: the header
