@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rlspec.envs.gameboy import build, emulator, sm83
-from rlspec.envs.gameboy.programs import FRAMES, HALT_BUG, PRESS, PROGRAMS
+from rlspec.envs.gameboy.programs import BENCH, BOOT, FRAMES, HALT_BUG, PRESS, PROGRAMS
 
 pyboy = pytest.importorskip("pyboy")
 
@@ -197,7 +197,7 @@ def test_planted_fault_is_caught(results, name, fault):
 
 
 def test_committed_sources_are_generated():
-    for name, generate in PROGRAMS.items():
+    for name, generate in {**PROGRAMS, **BOOT, **BENCH}.items():
         assert (build.HERE / f"{name}.s").read_text() == generate(), f"programs/{name}.s is stale"
 
 
