@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.bonus import ablation, vs_sb3
 from benchmarks.dreamer import room_exit, train_step, vs_sheeprl
-from benchmarks.gameboy import frames_cpu
+from benchmarks.gameboy import frames_cpu, sm90_build
 from benchmarks.safe import learning, throughput, vs_omnisafe
 from benchmarks.semantics import fit_splits, overhead, protocol
 
@@ -33,6 +33,7 @@ TABLES = [
     (learning.markdown, None, "safe/results/safe_learning"),
     (throughput.markdown, None, "safe/results/safe_throughput"),
     (frames_cpu.markdown, None, "gameboy/results/frames_cpu"),
+    (sm90_build.markdown, None, "gameboy/results/sm90_build"),
 ]
 
 
