@@ -205,7 +205,7 @@ def _cpu_cell(impl: dict) -> str:
         return (f"> {np.mean(spent):,.0f} (the whole budget: " + ", ".join(f"{c:,.0f}" for c in spent) + ")"
                 if spent else "not recorded")
     timed = [(k, s["cpu_s"]) for k, s in impl["seeds"].items() if s["complete"] and s["cpu_s"] is not None]
-    return (f"{impl['cpu_s_to_goal']['mean']:,.0f} (seeds " + ", ".join(k for k, _ in timed) + ": "
+    return (f"{impl['cpu_s_to_goal']['mean']:,.0f} (seeds " + ", ".join(str(k) for k, _ in timed) + ": "
             + ", ".join(f"{c:,.0f}" for _, c in timed) + ")")
 
 

@@ -24,6 +24,7 @@ TABLES = [
     (vs_sb3.markdown, vs_sb3.rechecked, "bonus/results/bonus_vs_sb3_push-v3"),
     (ablation.markdown, ablation.with_statistics, "bonus/results/bonus_ablation_metaworld_reach-v3"),
     (vs_sheeprl.markdown, vs_sheeprl.rechecked, "dreamer/results/dreamer_vs_sheeprl"),
+    (vs_sheeprl.markdown, vs_sheeprl.rechecked, "dreamer/results/crop/dreamer_vs_sheeprl"),
     (room_exit.markdown, None, "dreamer/results/dreamer_room_exit_conv"),
     (room_exit.markdown, None, "dreamer/results/dreamer_room_exit"),
     (train_step.markdown, None, "dreamer/results/dreamer_train_step"),
