@@ -11,7 +11,7 @@ from planted import Planted
 
 from rlspec.contracts.gb_emulator import check_buttons, check_frames, check_out
 from rlspec.envs.gameboy import emulator, pyboy_gb, warp_gb
-from rlspec.reference.packed2 import unpack
+from rlspec.reference.packed2 import pack, unpack
 
 W = warp_gb.GameBoyVec
 
@@ -79,8 +79,7 @@ class _PyBoySwappedShades(pyboy_gb.GameBoyVec):  # a PyBoy wrapper mapping the s
     def step(self, buttons, frames=1, out=None):
         check_out(out, self.num_envs)
         frame = unpack(super().step(buttons, frames).contiguous())
-        swapped = torch.where(frame == 1, 2, torch.where(frame == 2, 1, frame)).to(torch.uint8)
-        packed = swapped[..., 0::4] | swapped[..., 1::4] << 2 | swapped[..., 2::4] << 4 | swapped[..., 3::4] << 6
+        packed = pack(torch.where(frame == 1, 2, torch.where(frame == 2, 1, frame)).to(torch.uint8))
         return packed if out is None else out.copy_(packed)
 
 
